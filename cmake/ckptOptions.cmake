@@ -1,0 +1,16 @@
+# ckpt_tristate(NAME DOC): an AUTO/ON/OFF cache option. AUTO uses the dependency when found, ON
+# fails the configure when it is missing, OFF never looks for it.
+function(ckpt_tristate name doc)
+  set(${name} AUTO CACHE STRING "${doc} (AUTO, ON, OFF)")
+  set_property(CACHE ${name} PROPERTY STRINGS AUTO ON OFF)
+  string(TOUPPER "${${name}}" _v)
+  if(_v STREQUAL "TRUE" OR _v STREQUAL "YES" OR _v STREQUAL "1")
+    set(_v ON)
+  elseif(_v STREQUAL "FALSE" OR _v STREQUAL "NO" OR _v STREQUAL "0")
+    set(_v OFF)
+  endif()
+  if(NOT _v MATCHES "^(AUTO|ON|OFF)$")
+    message(FATAL_ERROR "${name} must be AUTO, ON or OFF (got '${${name}}')")
+  endif()
+  set(${name} ${_v} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,62 @@
+// The host device: a full peer of the CUDA device for host memory. Staging memory is mmap'ed, touched
+// once (first-touch faults are slow) and mlock'ed when RLIMIT_MEMLOCK allows.
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "gpu/device.hpp"
+
+namespace ckpt::detail {
+namespace {
+
+class HostDevice final : public Device {
+ public:
+  const char* name() const override { return "host"; }
+  MemoryKind classify(const void*) const override { return MemoryKind::host; }
+
+  Result<StagingBlock> alloc_staging(std::size_t bytes) override {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return Status(Code::io_error, "mmap of " + std::to_string(bytes) + " staging bytes failed: " +
+                                        std::strerror(errno));
+    }
+    std::memset(p, 0, bytes);  // touch every page now, not during a capture
+    StagingBlock b{p, bytes, ::mlock(p, bytes) == 0};
+    return b;
+  }
+  void free_staging(const StagingBlock& b) override {
+    if (b.ptr == nullptr) return;
+    if (b.locked) ::munlock(b.ptr, b.bytes);
+    ::munmap(b.ptr, b.bytes);
+  }
+
+  Status capture_begin(void*) override { return Status::OK(); }
+  Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind) override {
+    std::memcpy(dst, src, n);
+    return Status::OK();
+  }
+  Result<Fence> fence() override { return Fence{++m_fence}; }
+  Status wait(Fence) override { return Status::OK(); }  // copies are synchronous
+  Status capture_end(void*) override { return Status::OK(); }
+  Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind) override {
+    std::memcpy(dst, src, n);
+    return Status::OK();
+  }
+  Status synchronize() override { return Status::OK(); }
+
+ private:
+  Fence m_fence = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Device> make_host_device() { return std::make_unique<HostDevice>(); }
+
+std::unique_ptr<Device> make_default_device() {
+  auto cuda = make_cuda_device();
+  if (cuda.ok()) return std::move(cuda).value();
+  return make_host_device();
+}
+
+}  // namespace ckpt::detail

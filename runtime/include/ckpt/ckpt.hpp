@@ -1,0 +1,201 @@
+/// \file ckpt.hpp
+/// The public API of ckpt: register the regions that make up an application's state, checkpoint them
+/// asynchronously, find the newest complete checkpoint and restart from it.
+///
+///     ckpt::Runtime rt(MPI_COMM_WORLD, ckpt::Options());   // collective
+///     rt.protect("walkers/pos", pos, ckpt::DType::f64, {n, 3});
+///     rt.protect_scalar("step", &step);
+///     ckpt::Ticket tk = rt.checkpoint(step);    // returns once the data is captured
+///     ...compute...; tk.wait();                 // committed and durable
+///
+/// Threading: a Runtime is used by one application thread at a time. It runs a flush thread and a
+/// commit thread of its own; the commit thread calls MPI on a private duplicate of the communicator,
+/// so MPI must be initialised with MPI_THREAD_MULTIPLE (the Runtime reports an error otherwise).
+/// No MPI, CUDA, HDF5 or Kokkos header is included here.
+#ifndef CKPT_RUNTIME_CKPT_HPP
+#define CKPT_RUNTIME_CKPT_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ckpt/options.hpp"
+#include "ckpt/status.hpp"
+
+namespace ckpt {
+
+/// Element type of a region. `bytes` is opaque data (no min/max).
+enum class DType : std::uint8_t { u8 = 1, i8, u16, i16, u32, i32, u64, i64, f32, f64, bytes };
+
+/// Size in bytes of one element of `t`.
+std::size_t dtype_size(DType t) noexcept;
+/// "f64", "i32", ...
+const char* dtype_name(DType t) noexcept;
+/// The DType of a C++ arithmetic type.
+template <class T>
+constexpr DType dtype_of() {
+  static_assert(std::is_arithmetic<T>::value, "dtype_of<T>: T must be arithmetic");
+  if constexpr (std::is_floating_point<T>::value) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "only float and double");
+    return sizeof(T) == 4 ? DType::f32 : DType::f64;
+  } else if constexpr (std::is_signed<T>::value) {
+    return sizeof(T) == 1 ? DType::i8 : sizeof(T) == 2 ? DType::i16 : sizeof(T) == 4 ? DType::i32 : DType::i64;
+  } else {
+    return sizeof(T) == 1 ? DType::u8 : sizeof(T) == 2 ? DType::u16 : sizeof(T) == 4 ? DType::u32 : DType::u64;
+  }
+}
+
+/// Extents of an array, slowest dimension first (row-major / C order). {} is a single value.
+using Shape = std::vector<std::uint64_t>;
+
+/// This rank's part of a global row-major array: the box [start, start + count) of `global`.
+/// Regions declared this way can be restarted on a different number of ranks.
+struct Block {
+  Shape global;  ///< extents of the whole array, the same on every rank
+  Shape start;   ///< first index of this rank's box in each dimension
+  Shape count;   ///< extents of this rank's box (the local array); a zero count is allowed
+};
+
+/// Where a registered pointer lives, as detected by the device layer.
+enum class MemoryKind : std::uint8_t { host, host_pinned, device, managed };
+const char* memory_kind_name(MemoryKind k) noexcept;
+
+/// Figures of one checkpoint on this rank (seconds are wall-clock, steady clock).
+struct CheckpointStats {
+  std::int64_t step = -1;
+  std::uint64_t bytes = 0;          ///< payload bytes of this rank's regions
+  std::uint64_t bytes_written = 0;  ///< bytes this rank wrote (stream incl. alignment and header)
+  double blocked_s = 0;             ///< time the caller spent inside checkpoint()
+  double capture_wait_s = 0;        ///< part of blocked_s spent waiting for a free staging chunk
+  double flush_s = 0;               ///< flush thread: hashing + writing + fdatasync
+  double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
+  double committed_s = 0;           ///< from entering checkpoint() to the commit being visible
+  std::uint64_t staging_bytes = 0;  ///< size of the staging pool during this checkpoint
+};
+
+namespace detail {
+struct TicketState;
+class RuntimeImpl;
+}  // namespace detail
+
+/// Handle on one checkpoint in flight. Cheap to copy; copies share the state.
+/// wait()/done() may be called from any thread.
+class Ticket {
+ public:
+  Ticket() = default;  ///< an empty ticket; wait() returns failed_precondition
+  /// Blocks until the checkpoint is committed (durable, index written, `latest` updated) or has
+  /// failed; returns the outcome. Every rank gets the same outcome.
+  Status wait() const;
+  /// True once wait() would not block.
+  bool done() const;
+  /// The step given to checkpoint(), -1 for an empty ticket.
+  std::int64_t step() const;
+  /// Figures of this rank; complete once done().
+  CheckpointStats stats() const;
+
+  explicit Ticket(std::shared_ptr<detail::TicketState> s) : m_state(std::move(s)) {}
+
+ private:
+  std::shared_ptr<detail::TicketState> m_state;
+};
+
+/// An opaque copy of an MPI communicator handle (MPI_Comm is a pointer in Open MPI and an int in
+/// MPICH); lets this header stay free of mpi.h. Built implicitly from any MPI_Comm.
+class CommRef {
+ public:
+  template <class Comm, class = std::enable_if_t<std::is_trivially_copyable<Comm>::value &&
+                                                 !std::is_same<Comm, CommRef>::value &&
+                                                 sizeof(Comm) <= 16>>
+  CommRef(Comm comm) : m_size(sizeof(Comm)) {  // NOLINT: implicit by design
+    std::memcpy(m_bytes, &comm, sizeof(Comm));
+  }
+  const unsigned char* bytes() const { return m_bytes; }
+  std::size_t size() const { return m_size; }
+
+ private:
+  unsigned char m_bytes[16] = {};
+  std::size_t m_size = 0;
+};
+
+/// The checkpoint runtime of one communicator. Not copyable, not movable.
+/// Thread-safety: one application thread at a time; collective calls in the same order on all ranks.
+class Runtime {
+ public:
+  /// Collective over `comm`. Never throws: a failure (bad options, MPI not initialised with
+  /// MPI_THREAD_MULTIPLE, directory not creatable) is kept in status() and returned by later calls.
+  Runtime(CommRef comm, const Options& options);
+  /// Collective: calls close().
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Ok, or why the Runtime cannot work.
+  Status status() const;
+  int rank() const;
+  int size() const;
+  /// The options in effect (after environment overrides).
+  const Options& options() const;
+
+  /// Registers `count` (a local array, this rank only) elements of `dtype` at `ptr`, shape `dims`.
+  /// `ptr` may be host or device memory; the kind is detected. ckpt reads it in checkpoint() and
+  /// writes it in restart(); the application keeps ownership and must keep it valid until
+  /// unprotect() or the Runtime's end. Names: [A-Za-z0-9_./-], no "..", no leading '/', no empty
+  /// path component, at most 255 bytes; unique.
+  Status protect(const std::string& name, void* ptr, DType dtype, Shape dims);
+  /// Registers this rank's box of a global array (see Block); restartable on other rank counts.
+  Status protect(const std::string& name, void* ptr, DType dtype, const Block& block);
+  /// Registers a single value (step, time, dt, RNG seed). Values equal on every rank restart on any
+  /// rank count.
+  template <class T>
+  Status protect_scalar(const std::string& name, T* value) {
+    return protect(name, static_cast<void*>(value), dtype_of<T>(), Shape{});
+  }
+  /// Changes the pointer and extents of a registered region (e.g. a walker count that changes every
+  /// step). The dtype and the kind (local or Block) stay.
+  Status update(const std::string& name, void* ptr, Shape dims);
+  Status update(const std::string& name, void* ptr, const Block& block);
+  /// Forgets a region.
+  Status unprotect(const std::string& name);
+  /// Attaches a string attribute to a region; stored in the index of every later checkpoint.
+  Status annotate(const std::string& name, const std::string& key, const std::string& value);
+
+  /// Collective. Captures every registered region for `step` (>= 0) and returns once the data is
+  /// copied (host) or its copies are ordered on `stream` (device; a cudaStream_t, nullptr = default
+  /// stream). The host may overwrite its buffers at once. Writing and committing continue in the
+  /// background. Waits first if max_in_flight checkpoints are still uncommitted. A failure of an
+  /// earlier checkpoint is reported by this ticket's wait() too.
+  Ticket checkpoint(std::int64_t step, void* stream = nullptr);
+
+  /// Collective. Blocks until every checkpoint in flight is done; returns the first failure.
+  Status wait_all();
+
+  /// Collective. Newest checkpoint in options().dir whose index validates; nullopt if none.
+  std::optional<std::int64_t> latest();
+
+  /// Collective. Fills every protected region from checkpoint `step`, verifying checksums. On a
+  /// failure the regions' contents are unspecified and the Status names the variable and block.
+  Status restart(std::int64_t step);
+  /// Collective. Newest checkpoint that loads and verifies, falling back to older ones; returns the
+  /// step, or a Status listing why each candidate failed.
+  Result<std::int64_t> restart();
+
+  /// Collective. Waits for checkpoints in flight, stops the background threads, frees staging memory.
+  /// Idempotent; later calls other than status() fail with failed_precondition.
+  Status close();
+
+ private:
+  std::unique_ptr<detail::RuntimeImpl> m_impl;
+};
+
+/// Version of ckpt, e.g. "0.1.0".
+const char* version() noexcept;
+
+}  // namespace ckpt
+
+#endif  // CKPT_RUNTIME_CKPT_HPP

@@ -1,0 +1,77 @@
+/// \file options.hpp
+/// Every tunable of ckpt in one typed struct. Parsed and validated in one place (options.cpp);
+/// the table in docs/options.md documents each field, its YAML key and its CKPT_* variable.
+#ifndef CKPT_RUNTIME_OPTIONS_HPP
+#define CKPT_RUNTIME_OPTIONS_HPP
+
+#include <cstdint>
+#include <string>
+
+#include "ckpt/status.hpp"
+
+namespace ckpt {
+
+/// Options of a Runtime. Plain value type; not thread-safe to mutate while a Runtime reads it
+/// (the Runtime keeps its own copy, so changing an Options after construction has no effect).
+struct Options {
+  /// Defaults, then CKPT_* environment overrides. A bad variable is recorded in `error`
+  /// (a Runtime built from it reports that error) rather than thrown.
+  Options();
+
+  /// Defaults only; the environment is not read.
+  static Options defaults();
+
+  /// Defaults, then the YAML file at `path`, then CKPT_* environment overrides.
+  /// Errors (missing file, unknown key, bad value) are recorded in `error`; see try_load().
+  static Options load(const std::string& path);
+
+  /// As load(), but the error is returned instead of stored.
+  static Result<Options> try_load(const std::string& path);
+
+  /// Applies CKPT_* variables from the environment on top of this object. Unknown CKPT_* names are
+  /// errors naming the variable and the known ones.
+  Status apply_env();
+
+  /// Checks ranges and consistency (e.g. chunk_bytes > 0, keep >= 1). Called by Runtime too.
+  Status validate() const;
+
+  /// Checkpoint directory; holds ckpt.<step>/ directories and the `latest` link. [CKPT_DIR]
+  std::string dir = "ckpt";
+  /// Transport name: posix, null (mpiio, rbio, hdf5, hdf5-sync when built). [CKPT_TRANSPORT]
+  std::string transport = "posix";
+  /// Staging pool budget in bytes; 0 = auto (one whole checkpoint x max_in_flight, capped at
+  /// pool_max_fraction of physical memory). [CKPT_POOL_BYTES, accepts 64M, 1G, 512KiB]
+  std::uint64_t pool_bytes = 0;
+  /// Cap of the auto pool as a fraction of physical memory, in (0, 0.9]. [CKPT_POOL_MAX_FRACTION]
+  double pool_max_fraction = 0.25;
+  /// Size of one staging chunk and of one write, bytes. [CKPT_CHUNK_BYTES]
+  std::uint64_t chunk_bytes = 16ull << 20;
+  /// Checkpoints that may be captured but not yet committed; checkpoint() waits beyond this.
+  /// 1 = double buffering (the application's data + one staged copy). [CKPT_MAX_IN_FLIGHT]
+  int max_in_flight = 1;
+  /// Complete checkpoints kept on disk; older ones are removed after a newer commit. [CKPT_KEEP]
+  int keep = 2;
+  /// fdatasync data and fsync index and directories before a checkpoint counts. [CKPT_FSYNC]
+  bool fsync = true;
+  /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
+  std::uint64_t alignment = 4096;
+  /// Compute per-block min/max of numeric data into the index. [CKPT_STATS]
+  bool stats = true;
+  /// Messages on stderr: 0 quiet, 1 one line per commit/restart on rank 0, 2 more. [CKPT_VERBOSE]
+  int verbose = 0;
+  /// Testing aid: the flush thread sleeps this many ms before each chunk write. [CKPT_FLUSH_DELAY_MS]
+  int flush_delay_ms = 0;
+
+  /// Non-ok when construction from the environment or a file failed.
+  Status error;
+
+ private:
+  explicit Options(int no_env);
+};
+
+/// Parses a byte count such as "4096", "64M", "64MiB", "1G", "512k" (binary multiples).
+Result<std::uint64_t> parse_bytes(const std::string& text);
+
+}  // namespace ckpt
+
+#endif  // CKPT_RUNTIME_OPTIONS_HPP

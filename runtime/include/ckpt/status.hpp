@@ -1,0 +1,82 @@
+/// \file status.hpp
+/// Errors as values: Status and Result<T>. Every public ckpt call returns one of these; the library
+/// never throws across its API and never calls exit().
+#ifndef CKPT_RUNTIME_STATUS_HPP
+#define CKPT_RUNTIME_STATUS_HPP
+
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace ckpt {
+
+/// What kind of failure a Status reports. Callers branch on the code, people read the message.
+enum class Code {
+  ok = 0,
+  invalid_argument,  ///< bad input from the caller: a name, a shape, an option value
+  not_found,         ///< no such checkpoint, variable or file
+  mismatch,          ///< restart target differs from what is stored (dtype, shape, rank count)
+  corrupt,           ///< on-disk data failed validation (checksum, index, footer)
+  io_error,          ///< the operating system refused (ENOSPC, EIO, EACCES, ...)
+  unavailable,       ///< a feature not compiled in, or an MPI without the needed thread level
+  failed_precondition,  ///< call made in the wrong state (e.g. after close())
+  internal,          ///< a bug in ckpt: please report it
+};
+
+/// Name of a code, e.g. "io_error".
+const char* code_name(Code c) noexcept;
+
+/// Outcome of an operation: ok, or a code with a human-readable message.
+/// Value type; cheap to copy when ok. Thread-safe to read from several threads.
+class Status {
+ public:
+  Status() = default;  ///< ok
+  Status(Code code, std::string message) : m_code(code), m_message(std::move(message)) {}
+
+  static Status OK() { return Status(); }
+  bool ok() const noexcept { return m_code == Code::ok; }
+  Code code() const noexcept { return m_code; }
+  /// The message, without the code; empty when ok.
+  const std::string& message() const noexcept { return m_message; }
+  /// "ok" or "<code>: <message>".
+  std::string to_string() const;
+  /// A copy whose message is prefixed with `context: `; ok stays ok.
+  Status with_context(const std::string& context) const;
+
+ private:
+  Code m_code = Code::ok;
+  std::string m_message;
+};
+
+/// A value or the Status saying why there is none.
+template <class T>
+class Result {
+ public:
+  Result(T value) : m_value(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : m_status(std::move(status)) {  // NOLINT: implicit by design
+    if (m_status.ok()) m_status = Status(Code::internal, "Result built from an ok Status without value");
+  }
+  bool ok() const noexcept { return m_status.ok(); }
+  const Status& status() const noexcept { return m_status; }
+  /// The value; only valid when ok().
+  const T& value() const& { return *m_value; }
+  T& value() & { return *m_value; }
+  T&& value() && { return std::move(*m_value); }
+  const T& operator*() const& { return *m_value; }
+  const T* operator->() const { return &*m_value; }
+
+ private:
+  std::optional<T> m_value;
+  Status m_status;
+};
+
+}  // namespace ckpt
+
+/// Internal helper: return the Status of `expr` from the enclosing function if it is not ok.
+#define CKPT_RETURN_IF_ERROR(expr)              \
+  do {                                          \
+    ::ckpt::Status ckpt_impl_st_ = (expr);      \
+    if (!ckpt_impl_st_.ok()) return ckpt_impl_st_; \
+  } while (0)
+
+#endif  // CKPT_RUNTIME_STATUS_HPP

@@ -1,0 +1,395 @@
+// Format v1 codec. Little-endian on disk; this build supports little-endian hosts only (checked).
+#include "runtime/src/format.hpp"
+
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace ckpt::detail {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "format v1 codec assumes a little-endian host");
+
+constexpr char kDataMagic[8] = {'C', 'K', 'P', 'T', 'D', 'A', 'T', 'A'};
+constexpr char kIndexMagic[8] = {'C', 'K', 'P', 'T', 'I', 'N', 'D', 'X'};
+constexpr char kEndMagic[8] = {'C', 'K', 'P', 'T', 'E', 'N', 'D', '1'};
+
+class ByteWriter {
+ public:
+  void raw(const void* p, std::size_t n) {
+    auto* b = static_cast<const std::uint8_t*>(p);
+    m_out.insert(m_out.end(), b, b + n);
+  }
+  template <class T>
+  void put(T v) { raw(&v, sizeof v); }
+  void str(const std::string& s) {
+    put<std::uint32_t>(static_cast<std::uint32_t>(s.size()));
+    raw(s.data(), s.size());
+  }
+  void attrs(const Attributes& a) {
+    put<std::uint32_t>(static_cast<std::uint32_t>(a.size()));
+    for (auto& kv : a) { str(kv.first); str(kv.second); }
+  }
+  std::vector<std::uint8_t>& bytes() { return m_out; }
+
+ private:
+  std::vector<std::uint8_t> m_out;
+};
+
+class ByteReader {
+ public:
+  ByteReader(const std::uint8_t* p, std::size_t n) : m_p(p), m_n(n) {}
+  std::size_t left() const { return m_n - m_pos; }
+  bool raw(void* dst, std::size_t n) {
+    if (n > left()) return fail("truncated");
+    std::memcpy(dst, m_p + m_pos, n);
+    m_pos += n;
+    return true;
+  }
+  template <class T>
+  bool get(T& v) { return raw(&v, sizeof v); }
+  bool str(std::string& s, std::uint32_t max_len = 1u << 20) {
+    std::uint32_t len = 0;
+    if (!get(len)) return false;
+    if (len > max_len || len > left()) return fail("string length out of range");
+    s.assign(reinterpret_cast<const char*>(m_p + m_pos), len);
+    m_pos += len;
+    return true;
+  }
+  /// Reads a count and checks that `count * min_each` bytes can follow.
+  template <class T>
+  bool count(T& c, std::size_t min_each, std::uint64_t max) {
+    if (!get(c)) return false;
+    if (c > max || (min_each > 0 && static_cast<std::uint64_t>(c) > left() / min_each))
+      return fail("count out of range");
+    return true;
+  }
+  bool attrs(Attributes& a) {
+    std::uint32_t n = 0;
+    if (!count(n, 8, kMaxAttrs)) return false;
+    a.resize(n);
+    for (auto& kv : a)
+      if (!str(kv.first) || !str(kv.second)) return false;
+    return true;
+  }
+  bool fail(const char* why) {
+    if (m_error.empty()) m_error = std::string(why) + " at byte " + std::to_string(m_pos);
+    return false;
+  }
+  const std::string& error() const { return m_error; }
+
+ private:
+  const std::uint8_t* m_p;
+  std::size_t m_n;
+  std::size_t m_pos = 0;
+  std::string m_error;
+};
+
+Status corrupt(const std::string& what) { return Status(Code::corrupt, what); }
+
+bool valid_dtype(std::uint8_t t) { return t >= 1 && t <= static_cast<std::uint8_t>(DType::bytes); }
+
+bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  return __builtin_mul_overflow(a, b, &out);
+}
+
+bool valid_file_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+// ---- data header ----------------------------------------------------------------------------------
+
+std::vector<std::uint8_t> encode_data_header(const DataHeader& h) {
+  ByteWriter w;
+  w.raw(kDataMagic, 8);
+  w.put<std::uint32_t>(kFormatVersion);
+  w.put<std::uint32_t>(0x01020304u);  // endianness marker
+  w.put<std::int64_t>(h.step);
+  w.put<std::uint32_t>(h.writer);
+  w.put<std::uint32_t>(h.nranks);
+  w.put<std::uint64_t>(h.ckpt_id);
+  w.put<std::uint64_t>(h.data_offset);
+  auto& b = w.bytes();
+  b.resize(kDataHeaderBytes - 8, 0);
+  std::uint64_t hsh = hash64(b.data(), b.size());
+  w.put<std::uint64_t>(hsh);
+  return b;
+}
+
+Result<DataHeader> decode_data_header(const std::uint8_t* p, std::size_t n) {
+  if (n < kDataHeaderBytes) return corrupt("data header truncated");
+  if (std::memcmp(p, kDataMagic, 8) != 0) return corrupt("data file magic missing");
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, p + kDataHeaderBytes - 8, 8);
+  if (stored != hash64(p, kDataHeaderBytes - 8)) return corrupt("data header checksum mismatch");
+  ByteReader r(p + 8, kDataHeaderBytes - 16);
+  std::uint32_t version = 0, endian = 0;
+  DataHeader h;
+  r.get(version);
+  r.get(endian);
+  r.get(h.step);
+  r.get(h.writer);
+  r.get(h.nranks);
+  r.get(h.ckpt_id);
+  r.get(h.data_offset);
+  if (version != kFormatVersion) return corrupt("data file version " + std::to_string(version) + " unsupported");
+  if (endian != 0x01020304u) return corrupt("data file written with another byte order");
+  return h;
+}
+
+// ---- index ----------------------------------------------------------------------------------------
+
+long Index::find_var(const std::string& name) const {
+  for (std::size_t i = 0; i < vars.size(); ++i)
+    if (vars[i].name == name) return static_cast<long>(i);
+  return -1;
+}
+
+std::vector<std::uint8_t> encode_index(const Index& idx) {
+  ByteWriter w;
+  w.raw(kIndexMagic, 8);
+  w.put<std::uint32_t>(kFormatVersion);
+  w.put<std::uint32_t>(0);  // flags
+  const std::size_t body_start = w.bytes().size();
+  w.put<std::int64_t>(idx.step);
+  w.put<std::uint32_t>(idx.nranks);
+  w.put<std::uint64_t>(idx.ckpt_id);
+  w.put<double>(idx.created_unix);
+  w.str(idx.transport);
+  w.attrs(idx.attrs);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.files.size()));
+  for (auto& f : idx.files) {
+    w.str(f.name);
+    w.put<std::uint32_t>(f.writer);
+    w.put<std::uint64_t>(f.bytes);
+  }
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.vars.size()));
+  for (auto& v : idx.vars) {
+    w.str(v.name);
+    w.put<std::uint8_t>(static_cast<std::uint8_t>(v.dtype));
+    w.put<std::uint8_t>(static_cast<std::uint8_t>(v.kind));
+    w.put<std::uint8_t>(v.uniform ? 1 : 0);
+    w.put<std::uint8_t>(0);
+    w.put<std::uint32_t>(v.ndim);
+    for (auto g : v.global) w.put<std::uint64_t>(g);
+    w.attrs(v.attrs);
+  }
+  w.put<std::uint64_t>(idx.blocks.size());
+  for (auto& b : idx.blocks) {
+    w.put<std::uint32_t>(b.var);
+    w.put<std::uint32_t>(b.rank);
+    w.put<std::uint32_t>(b.file);
+    w.put<std::uint32_t>(b.has_stats ? 1u : 0u);
+    w.put<std::uint64_t>(b.offset);
+    w.put<std::uint64_t>(b.length);
+    for (auto s : b.start) w.put<std::uint64_t>(s);
+    for (auto c : b.count) w.put<std::uint64_t>(c);
+    w.put<std::uint64_t>(b.min_bits);
+    w.put<std::uint64_t>(b.max_bits);
+    w.put<std::uint64_t>(b.checksum);
+  }
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.rank_file.size()));
+  for (auto f : idx.rank_file) w.put<std::uint32_t>(f);
+  const std::uint64_t body_len = w.bytes().size() - body_start;
+  const std::uint64_t body_hash = hash64(w.bytes().data() + body_start, body_len);
+  w.put<std::uint64_t>(body_start);
+  w.put<std::uint64_t>(body_len);
+  w.put<std::uint64_t>(body_hash);
+  w.put<std::uint32_t>(kFormatVersion);
+  w.put<std::uint32_t>(0);
+  w.raw(kEndMagic, 8);
+  return std::move(w.bytes());
+}
+
+Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
+  if (n < kIndexHeaderBytes + kIndexFooterBytes) return corrupt("index truncated (" + std::to_string(n) + " bytes)");
+  if (std::memcmp(p, kIndexMagic, 8) != 0) return corrupt("index magic missing");
+  const std::uint8_t* f = p + n - kIndexFooterBytes;
+  if (std::memcmp(f + 32, kEndMagic, 8) != 0) return corrupt("index footer magic missing (torn write?)");
+  std::uint64_t body_off = 0, body_len = 0, body_hash = 0;
+  std::uint32_t version = 0, hversion = 0, hflags = 0, freserved = 0;
+  std::memcpy(&hflags, p + 12, 4);
+  std::memcpy(&freserved, f + 28, 4);
+  if (hflags != 0 || freserved != 0) return corrupt("index flags unknown to this version");
+  std::memcpy(&body_off, f, 8);
+  std::memcpy(&body_len, f + 8, 8);
+  std::memcpy(&body_hash, f + 16, 8);
+  std::memcpy(&version, f + 24, 4);
+  std::memcpy(&hversion, p + 8, 4);
+  if (version != kFormatVersion || hversion != kFormatVersion)
+    return corrupt("index version " + std::to_string(version) + " unsupported (this build reads " +
+                   std::to_string(kFormatVersion) + ")");
+  if (body_off != kIndexHeaderBytes || body_len != n - kIndexHeaderBytes - kIndexFooterBytes)
+    return corrupt("index footer offsets inconsistent with file size");
+  if (hash64(p + body_off, body_len) != body_hash) return corrupt("index checksum mismatch");
+
+  ByteReader r(p + body_off, body_len);
+  Index idx;
+  auto fail = [&](const std::string& what) {
+    return corrupt("index: " + what + (r.error().empty() ? "" : " (" + r.error() + ")"));
+  };
+  if (!r.get(idx.step) || !r.get(idx.nranks) || !r.get(idx.ckpt_id) || !r.get(idx.created_unix) ||
+      !r.str(idx.transport, 256) || !r.attrs(idx.attrs))
+    return fail("bad checkpoint record");
+  if (idx.nranks == 0) return fail("zero ranks");
+  std::uint32_t nfiles = 0;
+  if (!r.count(nfiles, 16, 1u << 24)) return fail("bad file count");
+  idx.files.resize(nfiles);
+  for (auto& fr : idx.files) {
+    if (!r.str(fr.name, 4096) || !r.get(fr.writer) || !r.get(fr.bytes)) return fail("bad file record");
+    if (!valid_file_name(fr.name)) return fail("file name '" + fr.name + "' not allowed");
+  }
+  std::uint32_t nvars = 0;
+  if (!r.count(nvars, 16, 1u << 28)) return fail("bad variable count");
+  idx.vars.resize(nvars);
+  for (auto& v : idx.vars) {
+    std::uint8_t dt = 0, kind = 0, uni = 0, pad = 0;
+    if (!r.str(v.name, 255) || !r.get(dt) || !r.get(kind) || !r.get(uni) || !r.get(pad) || !r.get(v.ndim))
+      return fail("bad variable record");
+    if (!check_name(v.name).ok()) return fail("variable name '" + v.name + "' not allowed");
+    if (!valid_dtype(dt)) return fail("variable '" + v.name + "' has unknown dtype " + std::to_string(dt));
+    if (kind > 2) return fail("variable '" + v.name + "' has unknown kind");
+    if (v.ndim > kMaxDims) return fail("variable '" + v.name + "' has too many dimensions");
+    v.dtype = static_cast<DType>(dt);
+    v.kind = static_cast<RegionKind>(kind);
+    v.uniform = uni != 0;
+    if (v.kind == RegionKind::scalar && v.ndim != 0) return fail("scalar '" + v.name + "' has dimensions");
+    if (v.kind == RegionKind::global) {
+      v.global.resize(v.ndim);
+      for (auto& g : v.global)
+        if (!r.get(g)) return fail("bad global shape");
+      std::uint64_t total = dtype_size(v.dtype);
+      for (auto g : v.global)
+        if (mul_overflows(total, g, total)) return fail("global shape of '" + v.name + "' overflows");
+    }
+    if (!r.attrs(v.attrs)) return fail("bad attributes of '" + v.name + "'");
+  }
+  std::uint64_t nblocks = 0;
+  if (!r.count(nblocks, 64, std::numeric_limits<std::uint32_t>::max())) return fail("bad block count");
+  idx.blocks.resize(nblocks);
+  for (std::uint64_t i = 0; i < nblocks; ++i) {
+    auto& b = idx.blocks[i];
+    std::uint32_t flags = 0;
+    if (!r.get(b.var) || !r.get(b.rank) || !r.get(b.file) || !r.get(flags) || !r.get(b.offset) || !r.get(b.length))
+      return fail("bad block record " + std::to_string(i));
+    if (b.var >= idx.vars.size() || b.file >= idx.files.size() || b.rank >= idx.nranks)
+      return fail("block " + std::to_string(i) + " refers to a missing variable, file or rank");
+    const VarRecord& v = idx.vars[b.var];
+    b.start.resize(v.ndim);
+    b.count.resize(v.ndim);
+    for (auto& s : b.start)
+      if (!r.get(s)) return fail("bad block start");
+    for (auto& c : b.count)
+      if (!r.get(c)) return fail("bad block count");
+    if (!r.get(b.min_bits) || !r.get(b.max_bits) || !r.get(b.checksum)) return fail("bad block tail");
+    b.has_stats = (flags & 1u) != 0;
+    std::uint64_t elems = 1, bytes = 0;
+    for (std::uint32_t d = 0; d < v.ndim; ++d) {
+      if (mul_overflows(elems, b.count[d], elems)) return fail("block extents overflow");
+      if (v.kind == RegionKind::global) {
+        std::uint64_t end = 0;
+        if (__builtin_add_overflow(b.start[d], b.count[d], &end) || end > v.global[d])
+          return fail("block " + std::to_string(i) + " of '" + v.name + "' lies outside the global shape");
+      } else if (b.start[d] != 0) {
+        return fail("local block with a non-zero start");
+      }
+    }
+    if (mul_overflows(elems, dtype_size(v.dtype), bytes) || bytes != b.length)
+      return fail("block " + std::to_string(i) + " of '" + v.name + "' length disagrees with its extents");
+    std::uint64_t end = 0;
+    if (__builtin_add_overflow(b.offset, b.length, &end)) return fail("block offset overflows");
+  }
+  std::uint32_t nmap = 0;
+  if (!r.count(nmap, 4, 1u << 24)) return fail("bad writer map");
+  if (nmap != idx.nranks) return fail("writer map size differs from the rank count");
+  idx.rank_file.resize(nmap);
+  for (auto& m : idx.rank_file) {
+    if (!r.get(m)) return fail("bad writer map entry");
+    if (m >= idx.files.size()) return fail("writer map names a missing file");
+  }
+  if (r.left() != 0) return fail("trailing bytes in index body");
+  return idx;
+}
+
+// ---- hashing and statistics -------------------------------------------------------------------
+
+std::uint64_t hash64(const void* p, std::size_t n) { return XXH3_64bits(p, n); }
+
+Hasher::Hasher() : m_state(XXH3_createState()) { reset(); }
+Hasher::~Hasher() { XXH3_freeState(static_cast<XXH3_state_t*>(m_state)); }
+void Hasher::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(m_state)); }
+void Hasher::update(const void* p, std::size_t n) { XXH3_64bits_update(static_cast<XXH3_state_t*>(m_state), p, n); }
+std::uint64_t Hasher::digest() const { return XXH3_64bits_digest(static_cast<XXH3_state_t*>(m_state)); }
+
+bool dtype_has_stats(DType t) noexcept { return t != DType::bytes; }
+
+namespace {
+template <class T, class S>
+void minmax_run(const void* p, std::size_t n, bool& seen, std::uint64_t& mn, std::uint64_t& mx) {
+  const std::size_t count = n / sizeof(T);
+  const T* v = static_cast<const T*>(p);
+  S lo, hi;
+  std::memcpy(&lo, &mn, sizeof(S));
+  std::memcpy(&hi, &mx, sizeof(S));
+  for (std::size_t i = 0; i < count; ++i) {
+    S x = static_cast<S>(v[i]);
+    if constexpr (std::is_floating_point<T>::value) {
+      if (std::isnan(x)) continue;
+    }
+    if (!seen) { lo = hi = x; seen = true; continue; }
+    lo = x < lo ? x : lo;
+    hi = x > hi ? x : hi;
+  }
+  std::memcpy(&mn, &lo, sizeof(S));
+  std::memcpy(&mx, &hi, sizeof(S));
+}
+}  // namespace
+
+void MinMax::update(const void* p, std::size_t n) {
+  switch (m_type) {
+    case DType::u8: minmax_run<std::uint8_t, std::uint64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::u16: minmax_run<std::uint16_t, std::uint64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::u32: minmax_run<std::uint32_t, std::uint64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::u64: minmax_run<std::uint64_t, std::uint64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::i8: minmax_run<std::int8_t, std::int64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::i16: minmax_run<std::int16_t, std::int64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::i32: minmax_run<std::int32_t, std::int64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::i64: minmax_run<std::int64_t, std::int64_t>(p, n, m_seen, m_min, m_max); break;
+    case DType::f32: minmax_run<float, double>(p, n, m_seen, m_min, m_max); break;
+    case DType::f64: minmax_run<double, double>(p, n, m_seen, m_min, m_max); break;
+    case DType::bytes: break;
+  }
+}
+
+double stat_to_double(DType t, std::uint64_t bits) {
+  switch (t) {
+    case DType::f32:
+    case DType::f64: { double d; std::memcpy(&d, &bits, 8); return d; }
+    case DType::i8: case DType::i16: case DType::i32: case DType::i64: {
+      std::int64_t i; std::memcpy(&i, &bits, 8); return static_cast<double>(i);
+    }
+    default: return static_cast<double>(bits);
+  }
+}
+
+std::string stat_to_string(DType t, std::uint64_t bits) {
+  switch (t) {
+    case DType::f32:
+    case DType::f64: {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17g", stat_to_double(t, bits));
+      return buf;
+    }
+    case DType::i8: case DType::i16: case DType::i32: case DType::i64: {
+      std::int64_t i; std::memcpy(&i, &bits, 8); return std::to_string(i);
+    }
+    default: return std::to_string(bits);
+  }
+}
+
+}  // namespace ckpt::detail

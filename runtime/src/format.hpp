@@ -1,0 +1,125 @@
+// Format v1: data-file header and index encode/decode (internal). Byte layout in docs/format.md.
+// Every decode is bounds-checked: a checkpoint on disk is untrusted input.
+#ifndef CKPT_RUNTIME_FORMAT_HPP
+#define CKPT_RUNTIME_FORMAT_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "runtime/src/layout.hpp"
+
+namespace ckpt::detail {
+
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::size_t kDataHeaderBytes = 64;      ///< encoded size; the stream starts at `alignment`
+constexpr std::size_t kIndexHeaderBytes = 16;
+constexpr std::size_t kIndexFooterBytes = 40;
+constexpr std::uint32_t kMaxDims = 16;
+constexpr std::uint32_t kMaxAttrs = 4096;
+
+/// Header at the start of every data file.
+struct DataHeader {
+  std::int64_t step = 0;
+  std::uint32_t writer = 0;    ///< rank that wrote the file
+  std::uint32_t nranks = 0;
+  std::uint64_t ckpt_id = 0;
+  std::uint64_t data_offset = 0;  ///< where the first stream starts in this file
+};
+std::vector<std::uint8_t> encode_data_header(const DataHeader& h);
+Result<DataHeader> decode_data_header(const std::uint8_t* p, std::size_t n);
+
+struct VarRecord {
+  std::string name;
+  DType dtype = DType::u8;
+  RegionKind kind = RegionKind::local;
+  bool uniform = false;  ///< scalar/local: every rank stored the same bytes
+  std::uint32_t ndim = 0;
+  Shape global;          ///< global kind: ndim extents; others: empty
+  Attributes attrs;
+};
+
+struct BlockRecord {
+  std::uint32_t var = 0;   ///< index into Index::vars
+  std::uint32_t rank = 0;  ///< rank that captured it
+  std::uint32_t file = 0;  ///< index into Index::files
+  bool has_stats = false;
+  std::uint64_t offset = 0;  ///< byte offset in the file
+  std::uint64_t length = 0;  ///< payload bytes
+  Shape start;               ///< global kind: ndim; others: ndim zeros
+  Shape count;               ///< ndim extents
+  std::uint64_t min_bits = 0, max_bits = 0;  ///< i64 / u64 / f64 bit patterns, by dtype class
+  std::uint64_t checksum = 0;                ///< XXH3-64 of the payload
+};
+
+struct FileRecord {
+  std::string name;  ///< relative to the checkpoint directory; no '/'
+  std::uint32_t writer = 0;
+  std::uint64_t bytes = 0;
+};
+
+/// Everything a reader needs; written last, its presence and checksum make a checkpoint complete.
+struct Index {
+  std::int64_t step = 0;
+  std::uint32_t nranks = 0;
+  std::uint64_t ckpt_id = 0;
+  double created_unix = 0;
+  std::string transport;
+  Attributes attrs;
+  std::vector<FileRecord> files;
+  std::vector<VarRecord> vars;
+  std::vector<BlockRecord> blocks;
+  std::vector<std::uint32_t> rank_file;  ///< writer map: rank -> file index its data went to
+
+  /// Index of variable `name`, or -1.
+  long find_var(const std::string& name) const;
+};
+
+/// The whole index file: header, body, footer.
+std::vector<std::uint8_t> encode_index(const Index& idx);
+/// Validates magic, version, footer, body checksum and every field against the others.
+Result<Index> decode_index(const std::uint8_t* p, std::size_t n);
+
+/// XXH3-64 of a byte range, and a streaming variant.
+std::uint64_t hash64(const void* p, std::size_t n);
+class Hasher {
+ public:
+  Hasher();
+  ~Hasher();
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  void reset();
+  void update(const void* p, std::size_t n);
+  std::uint64_t digest() const;
+
+ private:
+  void* m_state;
+};
+
+/// Running min/max over elements of a numeric dtype; NaNs are ignored.
+class MinMax {
+ public:
+  explicit MinMax(DType t) : m_type(t) {}
+  /// `n` must be whole elements (the caller carries a partial element across calls).
+  void update(const void* p, std::size_t n);
+  bool valid() const { return m_seen; }
+  std::uint64_t min_bits() const { return m_min; }
+  std::uint64_t max_bits() const { return m_max; }
+
+ private:
+  DType m_type;
+  bool m_seen = false;
+  std::uint64_t m_min = 0, m_max = 0;
+};
+/// Whether a dtype gets min/max (all but `bytes`).
+bool dtype_has_stats(DType t) noexcept;
+/// Human form of a stored min/max bit pattern.
+std::string stat_to_string(DType t, std::uint64_t bits);
+/// Stored min/max as a double (for tools).
+double stat_to_double(DType t, std::uint64_t bits);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_FORMAT_HPP

@@ -1,0 +1,64 @@
+// Regions and the per-checkpoint stream plan (internal).
+#ifndef CKPT_RUNTIME_LAYOUT_HPP
+#define CKPT_RUNTIME_LAYOUT_HPP
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+
+namespace ckpt::detail {
+
+/// How a region maps to stored data. Values are part of format v1.
+enum class RegionKind : std::uint8_t {
+  local = 0,   ///< this rank's own array; restarts on the same rank
+  global = 1,  ///< a Block of a global array; restarts on any rank count
+  scalar = 2,  ///< a single value; restarts anywhere if it was equal on every rank
+};
+const char* region_kind_name(RegionKind k) noexcept;
+
+using Attributes = std::vector<std::pair<std::string, std::string>>;
+
+/// A registered region (owned by the registry; the memory belongs to the application).
+struct Region {
+  std::string name;
+  void* ptr = nullptr;
+  DType dtype = DType::u8;
+  RegionKind kind = RegionKind::local;
+  MemoryKind mem = MemoryKind::host;
+  Shape global;  ///< global kind only
+  Shape start;   ///< global kind only
+  Shape count;   ///< the local extents (all kinds; {} for a scalar)
+  Attributes attrs;
+  std::uint64_t elements() const;
+  std::uint64_t bytes() const { return elements() * dtype_size(dtype); }
+};
+
+/// One region's bytes in this rank's stream for one checkpoint.
+struct BlockPlan {
+  std::uint32_t var = 0;         ///< index into StreamPlan::vars
+  std::uint64_t offset = 0;      ///< stream offset
+  std::uint64_t length = 0;      ///< payload bytes
+  const void* src = nullptr;     ///< application memory
+  MemoryKind mem = MemoryKind::host;
+};
+
+/// This rank's stream for one checkpoint: the regions end to end, aligned.
+struct StreamPlan {
+  std::vector<Region> vars;       ///< snapshot of the registry at checkpoint() (pointers included)
+  std::vector<BlockPlan> blocks;  ///< one per var, in stream order
+  std::uint64_t bytes = 0;        ///< stream length incl. padding
+  std::uint64_t payload = 0;      ///< sum of block lengths
+};
+
+/// Lays out `regions` end to end: blocks of >= 64 KiB aligned to `alignment`, smaller ones to 8 bytes.
+StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment);
+
+/// Checks a region name: [A-Za-z0-9_./-], no "..", no leading '/', no empty component, <= 255 bytes.
+Status check_name(const std::string& name);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_LAYOUT_HPP

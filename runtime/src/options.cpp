@@ -1,0 +1,243 @@
+// The one place where options are read: YAML files and CKPT_* variables, validated into Options.
+#include "ckpt/options.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace ckpt {
+namespace {
+
+using Setter = std::function<Status(Options&, const std::string&)>;
+
+struct Field {
+  const char* key;  // YAML key; the variable is CKPT_<KEY upper-cased>
+  Setter set;
+};
+
+Status bad_value(const std::string& key, const std::string& value, const std::string& allowed) {
+  return Status(Code::invalid_argument, "option '" + key + "': bad value '" + value + "' (allowed: " + allowed + ")");
+}
+
+Result<long long> parse_int(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0) return bad_value(key, v, "an integer");
+  return x;
+}
+
+Result<bool> parse_bool(const std::string& key, const std::string& v) {
+  std::string l;
+  for (char c : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (l == "1" || l == "true" || l == "on" || l == "yes") return true;
+  if (l == "0" || l == "false" || l == "off" || l == "no") return false;
+  return bad_value(key, v, "true/false, on/off, yes/no, 1/0");
+}
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> f = {
+      {"dir", [](Options& o, const std::string& v) -> Status {
+         if (v.empty()) return bad_value("dir", v, "a non-empty path");
+         o.dir = v;
+         return Status();
+       }},
+      {"transport", [](Options& o, const std::string& v) -> Status {
+         o.transport = v;  // checked against the registry when the Runtime is built
+         return Status();
+       }},
+      {"pool_bytes", [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bytes(v);
+         if (!b.ok()) return bad_value("pool_bytes", v, "0 (auto) or a byte count like 256M, 1G");
+         o.pool_bytes = b.value();
+         return Status();
+       }},
+      {"pool_max_fraction", [](Options& o, const std::string& v) -> Status {
+         char* end = nullptr;
+         double x = std::strtod(v.c_str(), &end);
+         if (v.empty() || *end != '\0' || !(x > 0 && x <= 0.9)) return bad_value("pool_max_fraction", v, "a number in (0, 0.9]");
+         o.pool_max_fraction = x;
+         return Status();
+       }},
+      {"chunk_bytes", [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bytes(v);
+         if (!b.ok() || b.value() < 4096 || b.value() > (1ull << 32) || b.value() % 4096 != 0)
+           return bad_value("chunk_bytes", v, "a multiple of 4K from 4K to 4G, like 16M");
+         o.chunk_bytes = b.value();
+         return Status();
+       }},
+      {"max_in_flight", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("max_in_flight", v);
+         if (!x.ok() || x.value() < 1 || x.value() > 64) return bad_value("max_in_flight", v, "an integer from 1 to 64");
+         o.max_in_flight = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"keep", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("keep", v);
+         if (!x.ok() || x.value() < 1 || x.value() > 1000000) return bad_value("keep", v, "an integer >= 1");
+         o.keep = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"fsync", [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bool("fsync", v);
+         if (!b.ok()) return b.status();
+         o.fsync = b.value();
+         return Status();
+       }},
+      {"alignment", [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bytes(v);
+         if (!b.ok() || b.value() < 64 || (b.value() & (b.value() - 1)) != 0 || b.value() > (1ull << 30))
+           return bad_value("alignment", v, "a power of two from 64 to 1G, like 4K");
+         o.alignment = b.value();
+         return Status();
+       }},
+      {"stats", [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bool("stats", v);
+         if (!b.ok()) return b.status();
+         o.stats = b.value();
+         return Status();
+       }},
+      {"verbose", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("verbose", v);
+         if (!x.ok() || x.value() < 0 || x.value() > 2) return bad_value("verbose", v, "0, 1 or 2");
+         o.verbose = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"flush_delay_ms", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("flush_delay_ms", v);
+         if (!x.ok() || x.value() < 0 || x.value() > 600000) return bad_value("flush_delay_ms", v, "0 to 600000");
+         o.flush_delay_ms = static_cast<int>(x.value());
+         return Status();
+       }},
+  };
+  return f;
+}
+
+std::string env_name(const char* key) {
+  std::string s = "CKPT_";
+  for (const char* p = key; *p; ++p) s += static_cast<char>(std::toupper(static_cast<unsigned char>(*p)));
+  return s;
+}
+
+std::string known_keys(bool env) {
+  std::string s;
+  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + (env ? env_name(f.key) : std::string(f.key));
+  return s;
+}
+
+const Field* find_field(const std::string& key) {
+  for (auto& f : fields())
+    if (key == f.key) return &f;
+  return nullptr;
+}
+
+}  // namespace
+
+Result<std::uint64_t> parse_bytes(const std::string& text) {
+  if (text.empty()) return Status(Code::invalid_argument, "empty byte count");
+  std::size_t i = 0;
+  std::uint64_t v = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    if (v > (UINT64_MAX - 9) / 10) return Status(Code::invalid_argument, "byte count '" + text + "' too large");
+    v = v * 10 + static_cast<std::uint64_t>(text[i] - '0');
+    ++i;
+  }
+  if (i == 0) return Status(Code::invalid_argument, "byte count '" + text + "' does not start with a number");
+  std::string unit;
+  for (; i < text.size(); ++i) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  int shift = -1;
+  if (unit.empty() || unit == "b") shift = 0;
+  else if (unit == "k" || unit == "kb" || unit == "kib") shift = 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib") shift = 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib") shift = 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib") shift = 40;
+  if (shift < 0) return Status(Code::invalid_argument, "byte count '" + text + "': unknown unit (use K, M, G, T)");
+  if (shift > 0 && v > (UINT64_MAX >> shift)) return Status(Code::invalid_argument, "byte count '" + text + "' too large");
+  return v << shift;
+}
+
+Options Options::defaults() {
+  Options o = Options(0);
+  return o;
+}
+
+Options::Options() { error = apply_env(); }
+Options::Options(int /*no_env*/) {}
+
+Status Options::apply_env() {
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv = *e;
+    if (kv.rfind("CKPT_", 0) != 0) continue;
+    auto eq = kv.find('=');
+    std::string name = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    const Field* found = nullptr;
+    for (auto& f : fields())
+      if (env_name(f.key) == name) found = &f;
+    if (found == nullptr)
+      return Status(Code::invalid_argument, "unknown environment variable " + name + " (known: " + known_keys(true) + ")");
+    Status s = found->set(*this, value);
+    if (!s.ok()) return s.with_context(name);
+  }
+  return validate();
+}
+
+Status Options::validate() const {
+  if (dir.empty()) return Status(Code::invalid_argument, "option 'dir' is empty");
+  if (chunk_bytes < 4096 || chunk_bytes % 4096 != 0)
+    return Status(Code::invalid_argument, "option 'chunk_bytes' must be a multiple of 4096");
+  if (pool_bytes != 0 && pool_bytes < 2 * chunk_bytes)
+    return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(pool_bytes) +
+                                              ") must hold at least two chunks of chunk_bytes (" +
+                                              std::to_string(chunk_bytes) + ")");
+  if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");
+  if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    return Status(Code::invalid_argument, "option 'alignment' must be a power of two");
+  return Status();
+}
+
+Result<Options> Options::try_load(const std::string& path) {
+  Options o = defaults();
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return Status(Code::not_found, "config file " + path + " cannot be opened");
+  } catch (const YAML::Exception& e) {
+    return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
+  }
+  if (root && !root.IsNull()) {
+    if (!root.IsMap()) return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      const std::string key = it->first.as<std::string>("");
+      const Field* f = find_field(key);
+      if (f == nullptr)
+        return Status(Code::invalid_argument,
+                      "config file " + path + ": unknown key '" + key + "' (known: " + known_keys(false) + ")");
+      if (!it->second.IsScalar())
+        return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' needs a single value");
+      Status s = f->set(o, it->second.Scalar());
+      if (!s.ok()) return s.with_context("config file " + path);
+    }
+  }
+  CKPT_RETURN_IF_ERROR(o.validate().with_context("config file " + path));
+  CKPT_RETURN_IF_ERROR(o.apply_env());
+  return o;
+}
+
+Options Options::load(const std::string& path) {
+  auto r = try_load(path);
+  if (r.ok()) return r.value();
+  Options o = defaults();
+  o.error = r.status();
+  return o;
+}
+
+}  // namespace ckpt

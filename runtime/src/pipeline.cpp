@@ -1,0 +1,329 @@
+// The background half of the pipeline: the flush thread (hash, write, fdatasync) and the commit
+// thread (agreement, index, rename, `latest`, retention). See docs/design.md.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+#include "runtime/src/runtime_impl.hpp"
+#include "transports/posix_io.hpp"
+
+namespace ckpt::detail {
+
+// ---- flush thread --------------------------------------------------------------------------------
+
+void RuntimeImpl::flush_loop() {
+  WorkItem item;
+  while (m_flush_q.pop(item)) {
+    flush_item(item);
+    item = WorkItem();  // drop the job reference now, not at the next pop
+  }
+}
+
+void RuntimeImpl::flush_item(WorkItem& item) {
+  Job& j = *item.job;
+  if (j.handed_over) {  // a late item of a job already finished (capture_end failed after the last chunk)
+    if (item.chunk != nullptr) m_pool->release(item.chunk);
+    return;
+  }
+  if (!item.error.ok() && j.error.ok()) j.error = item.error;
+  const auto t0 = Clock::now();
+  if (item.chunk != nullptr) {
+    if (j.error.ok()) {
+      Status s = m_device->wait(item.fence);
+      if (m_opts.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_opts.flush_delay_ms));
+      // Checksums and statistics of the blocks in this window, in stream order.
+      const std::uint64_t a = item.offset, b = item.offset + item.length;
+      while (s.ok() && j.next_block < j.plan.blocks.size()) {
+        const BlockPlan& bp = j.plan.blocks[j.next_block];
+        BlockProgress& pr = j.progress[j.next_block];
+        if (pr.finished) {
+          ++j.next_block;
+          continue;
+        }
+        if (bp.offset >= b) break;
+        const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
+        if (hi > lo) {
+          pr.hasher->update(item.chunk->data + (lo - a), hi - lo);
+          if (pr.minmax) pr.minmax->update(item.chunk->data + (lo - a), hi - lo);
+        }
+        if (bp.offset + bp.length > b) break;  // continues in the next chunk
+        pr.checksum = pr.hasher->digest();
+        pr.finished = true;
+        ++j.next_block;
+      }
+      if (s.ok()) s = j.writer->write(item.offset, item.chunk->data, item.length);
+      if (!s.ok()) j.error = s;
+    }
+    m_pool->release(item.chunk);
+  }
+  if (item.last) {
+    if (j.writer) {
+      if (j.error.ok()) {
+        auto p = j.writer->finish();
+        if (p.ok()) j.placement = p.value();
+        else j.error = p.status();
+      }
+      if (!j.error.ok()) j.writer->abort();
+      j.writer.reset();
+    } else if (j.error.ok()) {
+      j.error = Status(Code::internal, "checkpoint finished without a writer");
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lk(j.ticket->mu);
+    j.ticket->stats.flush_s += seconds_since(t0);
+    if (item.last) {
+      j.ticket->stats.durable_s = seconds_since(j.t0);
+      j.ticket->stats.bytes_written = j.placement.file_bytes;
+    }
+  }
+  if (item.last) {
+    j.handed_over = true;
+    m_commit_q.push(item.job);
+  }
+}
+
+// ---- commit thread -------------------------------------------------------------------------------
+
+void RuntimeImpl::commit_loop() {
+  std::shared_ptr<Job> job;
+  while (m_commit_q.pop(job)) {
+    Status s = commit(*job);
+    {
+      std::lock_guard<std::mutex> lk(job->ticket->mu);
+      job->ticket->stats.committed_s = seconds_since(job->t0);
+    }
+    if (m_opts.verbose >= 1 && m_rank == 0) {
+      const auto st = Ticket(job->ticket).stats();
+      if (s.ok())
+        std::fprintf(stderr, "ckpt: step %lld committed: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
+                     static_cast<long long>(job->step), static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
+                     st.durable_s, st.committed_s);
+      else
+        std::fprintf(stderr, "ckpt: step %lld failed: %s\n", static_cast<long long>(job->step), s.to_string().c_str());
+    }
+    job->ticket->finish(s);
+    job.reset();
+  }
+}
+
+Status RuntimeImpl::commit(Job& job) {
+  // This rank's report: its variables and block records, or its error. Encoded with the index codec.
+  Index rep;
+  rep.step = job.step;
+  rep.nranks = static_cast<std::uint32_t>(m_size);
+  rep.transport = m_transport->name();
+  rep.rank_file.assign(static_cast<std::size_t>(m_size), 0);
+  if (!job.error.ok()) {
+    rep.attrs.emplace_back("error", job.error.to_string());
+  } else {
+    rep.files.push_back({job.placement.file.empty() ? "none" : job.placement.file,
+                         static_cast<std::uint32_t>(job.placement.writer), job.placement.file_bytes});
+    for (std::uint32_t i = 0; i < job.plan.vars.size(); ++i) {
+      const Region& r = job.plan.vars[i];
+      const BlockPlan& bp = job.plan.blocks[i];
+      const BlockProgress& pr = job.progress[i];
+      VarRecord v;
+      v.name = r.name;
+      v.dtype = r.dtype;
+      v.kind = r.kind;
+      v.ndim = static_cast<std::uint32_t>(r.count.size());
+      if (r.kind == RegionKind::global) v.global = r.global;
+      v.attrs = r.attrs;
+      rep.vars.push_back(std::move(v));
+      BlockRecord b;
+      b.var = i;
+      b.rank = static_cast<std::uint32_t>(m_rank);
+      b.file = 0;
+      b.offset = job.placement.base_offset + bp.offset;
+      b.length = bp.length;
+      b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
+      b.count = r.count;
+      b.checksum = pr.checksum;
+      if (pr.minmax && pr.minmax->valid()) {
+        b.has_stats = true;
+        b.min_bits = pr.minmax->min_bits();
+        b.max_bits = pr.minmax->max_bits();
+      }
+      rep.blocks.push_back(std::move(b));
+    }
+  }
+  std::vector<std::uint8_t> mine = encode_index(rep);
+
+  // Gather every report on rank 0: this is also the agreement that all ranks succeeded.
+  long long my_len = static_cast<long long>(mine.size());
+  std::vector<long long> lens(m_rank == 0 ? static_cast<std::size_t>(m_size) : 0);
+  MPI_Gather(&my_len, 1, MPI_LONG_LONG, lens.data(), 1, MPI_LONG_LONG, 0, m_commit_comm);
+  std::vector<int> counts, displs;
+  std::vector<std::uint8_t> all;
+  Status outcome;
+  if (m_rank == 0) {
+    long long total = 0;
+    for (auto l : lens) total += l;
+    if (total > (1ll << 31) - 1) outcome = Status(Code::internal, "commit reports exceed 2 GiB");
+    counts.resize(lens.size());
+    displs.resize(lens.size());
+    int off = 0;
+    for (std::size_t r = 0; r < lens.size(); ++r) {
+      counts[r] = static_cast<int>(lens[r]);
+      displs[r] = off;
+      off += counts[r];
+    }
+    all.resize(static_cast<std::size_t>(std::max(total, 0ll)));
+  }
+  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+              0, m_commit_comm);
+  if (m_rank == 0 && outcome.ok()) {
+    std::vector<std::vector<std::uint8_t>> reports(static_cast<std::size_t>(m_size));
+    for (int r = 0; r < m_size; ++r)
+      reports[static_cast<std::size_t>(r)].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+    outcome = commit_on_root(job, reports);
+    if (!outcome.ok() && m_transport->persistent()) remove_tree(job.tmp_dir);
+  }
+  // Everybody learns the outcome.
+  int code = static_cast<int>(outcome.code());
+  std::string msg = outcome.message();
+  int len = static_cast<int>(msg.size());
+  MPI_Bcast(&code, 1, MPI_INT, 0, m_commit_comm);
+  MPI_Bcast(&len, 1, MPI_INT, 0, m_commit_comm);
+  msg.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(msg.data(), len, MPI_CHAR, 0, m_commit_comm);
+  if (code == 0) return Status::OK();
+  return Status(static_cast<Code>(code), msg);
+}
+
+Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::uint8_t>>& reports) {
+  Index idx;
+  idx.step = job.step;
+  idx.nranks = static_cast<std::uint32_t>(m_size);
+  idx.ckpt_id = hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(job.step);
+  idx.created_unix = static_cast<double>(std::time(nullptr));
+  idx.transport = m_transport->name();
+  idx.attrs.emplace_back("ckpt_version", version());
+  idx.rank_file.assign(static_cast<std::size_t>(m_size), 0);
+
+  std::string failures;
+  Code first_code = Code::ok;
+  std::vector<Index> reps;
+  reps.reserve(reports.size());
+  for (int r = 0; r < m_size; ++r) {
+    auto d = decode_index(reports[static_cast<std::size_t>(r)].data(), reports[static_cast<std::size_t>(r)].size());
+    if (!d.ok()) return Status(Code::internal, "report of rank " + std::to_string(r) + ": " + d.status().message());
+    for (auto& kv : d->attrs)
+      if (kv.first == "error") {
+        if (failures.size() < 2000) failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
+        if (first_code == Code::ok) first_code = Code::io_error;
+      }
+    reps.push_back(std::move(d).value());
+  }
+  if (!failures.empty()) return Status(first_code, "checkpoint " + std::to_string(job.step) + " not committed: " + failures);
+
+  std::map<std::string, std::uint32_t> file_ix, var_ix;
+  for (int r = 0; r < m_size; ++r) {
+    Index& rep = reps[static_cast<std::size_t>(r)];
+    std::vector<std::uint32_t> fmap, vmap;
+    for (auto& f : rep.files) {
+      auto it = file_ix.find(f.name);
+      if (it == file_ix.end()) {
+        it = file_ix.emplace(f.name, static_cast<std::uint32_t>(idx.files.size())).first;
+        idx.files.push_back(f);
+      } else {
+        idx.files[it->second].bytes = std::max(idx.files[it->second].bytes, f.bytes);
+      }
+      fmap.push_back(it->second);
+    }
+    if (!fmap.empty()) idx.rank_file[static_cast<std::size_t>(r)] = fmap[0];
+    for (auto& v : rep.vars) {
+      auto it = var_ix.find(v.name);
+      if (it == var_ix.end()) {
+        it = var_ix.emplace(v.name, static_cast<std::uint32_t>(idx.vars.size())).first;
+        idx.vars.push_back(v);
+      } else {
+        const VarRecord& have = idx.vars[it->second];
+        if (have.dtype != v.dtype || have.kind != v.kind || have.ndim != v.ndim || have.global != v.global)
+          return Status(Code::invalid_argument, "checkpoint " + std::to_string(job.step) + ": variable '" + v.name +
+                                                    "' is registered differently on rank " + std::to_string(r) +
+                                                    " (dtype, kind, rank or global shape)");
+      }
+      vmap.push_back(it->second);
+    }
+    for (auto b : rep.blocks) {
+      b.var = vmap.at(b.var);
+      b.file = fmap.at(b.file);
+      idx.blocks.push_back(std::move(b));
+    }
+  }
+  // Scalars and local arrays equal on every rank are `uniform`: they restart on any rank count.
+  for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
+    if (idx.vars[v].kind == RegionKind::global) continue;
+    int n = 0;
+    bool same = true;
+    const BlockRecord* first = nullptr;
+    for (auto& b : idx.blocks) {
+      if (b.var != v) continue;
+      ++n;
+      if (first == nullptr) first = &b;
+      else if (b.checksum != first->checksum || b.count != first->count) same = false;
+    }
+    idx.vars[v].uniform = same && n == m_size;
+  }
+  if (!m_transport->persistent()) return Status::OK();
+
+  // Make it durable and visible: index, rename, directory fsync, `latest`, retention.
+  const bool sync = m_opts.fsync;
+  const auto bytes = encode_index(idx);
+  CKPT_RETURN_IF_ERROR(write_file(job.tmp_dir + "/index", bytes.data(), bytes.size(), sync));
+  CKPT_RETURN_IF_ERROR(fsync_dir(job.tmp_dir, sync));
+  const std::string old = job.final_dir + ".old";
+  bool moved_old = false;
+  if (::access(job.final_dir.c_str(), F_OK) == 0) {
+    remove_tree(old);
+    if (::rename(job.final_dir.c_str(), old.c_str()) != 0) return errno_status("rename " + job.final_dir);
+    moved_old = true;
+  }
+  if (::rename(job.tmp_dir.c_str(), job.final_dir.c_str()) != 0) return errno_status("rename " + job.tmp_dir);
+  CKPT_RETURN_IF_ERROR(fsync_dir(m_opts.dir, sync));
+  if (moved_old) remove_tree(old);
+  const std::string link_tmp = m_opts.dir + "/latest.tmp";
+  ::unlink(link_tmp.c_str());
+  if (::symlink(("ckpt." + std::to_string(job.step)).c_str(), link_tmp.c_str()) != 0) return errno_status("symlink " + link_tmp);
+  if (::rename(link_tmp.c_str(), (m_opts.dir + "/latest").c_str()) != 0) return errno_status("rename " + link_tmp);
+  CKPT_RETURN_IF_ERROR(fsync_dir(m_opts.dir, sync));
+  apply_retention(job.step);
+  return Status::OK();
+}
+
+std::vector<std::int64_t> list_checkpoint_steps(const std::string& dir) {
+  std::vector<std::int64_t> steps;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return steps;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.rfind("ckpt.", 0) != 0 || n.size() <= 5 || n.size() > 5 + 19) continue;
+    const std::string num = n.substr(5);
+    if (num.find_first_not_of("0123456789") != std::string::npos) continue;
+    steps.push_back(std::stoll(num));
+  }
+  ::closedir(d);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+void RuntimeImpl::apply_retention(std::int64_t just_committed) {
+  const auto steps = list_checkpoint_steps(m_opts.dir);  // newest first
+  int kept = 0;
+  for (auto s : steps) {
+    if (s == just_committed || kept < m_opts.keep) {
+      ++kept;
+      continue;
+    }
+    Status st = remove_tree(step_dir(s, false));
+    if (!st.ok() && m_opts.verbose >= 1) std::fprintf(stderr, "ckpt: retention: %s\n", st.to_string().c_str());
+  }
+}
+
+}  // namespace ckpt::detail

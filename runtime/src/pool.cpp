@@ -1,0 +1,81 @@
+#include "runtime/src/pool.hpp"
+
+namespace ckpt::detail {
+
+StagingPool::StagingPool(Device& device, std::size_t chunk_bytes) : m_device(device), m_chunk_bytes(chunk_bytes) {}
+
+StagingPool::~StagingPool() {
+  for (auto& b : m_blocks) m_device.free_staging(b);
+}
+
+Status StagingPool::reserve(std::size_t chunks) {
+  std::unique_lock<std::mutex> lk(m_mu);
+
+  const std::size_t have = m_free.size() + m_lent;
+  if (chunks <= have) return Status::OK();
+  const std::size_t add = chunks - have;
+  lk.unlock();  // allocation and touching can take a while; chunks are added atomically below
+  auto block = m_device.alloc_staging(add * m_chunk_bytes);
+  if (!block.ok()) return block.status().with_context("staging pool");
+  lk.lock();
+  m_blocks.push_back(block.value());
+  auto chunks_arr = std::make_unique<Chunk[]>(add);
+  auto* base = static_cast<std::uint8_t*>(block.value().ptr);
+  for (std::size_t i = 0; i < add; ++i) {
+    chunks_arr[i] = Chunk{base + i * m_chunk_bytes, m_chunk_bytes};
+    m_free.push_back(&chunks_arr[i]);
+  }
+  m_storage.push_back(std::move(chunks_arr));
+  lk.unlock();
+  m_cv.notify_all();
+  return Status::OK();
+}
+
+Chunk* StagingPool::acquire() {
+  std::unique_lock<std::mutex> lk(m_mu);
+  m_cv.wait(lk, [&] { return m_down || !m_free.empty(); });
+  if (m_down) return nullptr;
+  Chunk* c = m_free.back();
+  m_free.pop_back();
+  ++m_lent;
+  if (m_lent > m_high) m_high = m_lent;
+  return c;
+}
+
+void StagingPool::release(Chunk* c) {
+  {
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_free.push_back(c);
+    --m_lent;
+  }
+  m_cv.notify_one();
+}
+
+void StagingPool::shutdown() {
+  {
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_down = true;
+  }
+  m_cv.notify_all();
+}
+
+std::size_t StagingPool::chunks() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  return m_free.size() + m_lent;
+}
+std::size_t StagingPool::free_chunks() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  return m_free.size();
+}
+std::size_t StagingPool::high_water() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  return m_high;
+}
+bool StagingPool::locked() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  for (auto& b : m_blocks)
+    if (!b.locked) return false;
+  return true;
+}
+
+}  // namespace ckpt::detail

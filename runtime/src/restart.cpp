@@ -1,0 +1,264 @@
+// latest() and restart: read the index, intersect boxes, stream stored blocks through a staging chunk,
+// verify checksums, fill the regions (host or device).
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "runtime/src/runtime_impl.hpp"
+#include "transports/posix_io.hpp"
+
+namespace ckpt::detail {
+
+std::vector<std::int64_t> list_checkpoint_steps(const std::string& dir);  // pipeline.cpp
+
+namespace {
+constexpr std::uint64_t kMaxIndexBytes = 1ull << 32;
+
+Result<Index> load_index(const std::string& ckpt_dir) {
+  auto bytes = read_file(ckpt_dir + "/index", kMaxIndexBytes);
+  if (!bytes.ok()) return bytes.status();
+  auto idx = decode_index(bytes->data(), bytes->size());
+  if (!idx.ok()) return idx.status().with_context(ckpt_dir + "/index");
+  return idx;
+}
+}  // namespace
+
+std::optional<std::int64_t> RuntimeImpl::latest() {
+  if (!usable().ok()) return std::nullopt;
+  long long found = -1;
+  if (m_rank == 0 && m_transport->persistent()) {
+    for (auto s : list_checkpoint_steps(m_opts.dir)) {
+      auto idx = load_index(step_dir(s, false));
+      if (idx.ok() && idx->step == s && idx->nranks > 0) {
+        found = s;
+        break;
+      }
+      if (m_opts.verbose >= 1)
+        std::fprintf(stderr, "ckpt: latest(): skipping step %lld: %s\n", static_cast<long long>(s),
+                     idx.ok() ? "index names another step" : idx.status().to_string().c_str());
+    }
+  }
+  MPI_Bcast(&found, 1, MPI_LONG_LONG, 0, m_app_comm);
+  if (found < 0) return std::nullopt;
+  return static_cast<std::int64_t>(found);
+}
+
+Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
+  // Rank 0 reads and validates; everybody gets the bytes (one read of the file system, not np).
+  std::vector<std::uint8_t> bytes;
+  Status s;
+  if (m_rank == 0) {
+    auto b = read_file(step_dir(step, false) + "/index", kMaxIndexBytes);
+    if (b.ok()) bytes = std::move(b).value();
+    else s = b.status().code() == Code::not_found
+                 ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir)
+                 : b.status();
+  }
+  s = agree(s);
+  if (!s.ok()) return s;
+  long long n = static_cast<long long>(bytes.size());
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, m_app_comm);
+  bytes.resize(static_cast<std::size_t>(n));
+  for (long long off = 0; off < n;) {  // MPI counts are int
+    const int part = static_cast<int>(std::min<long long>(n - off, 1 << 30));
+    MPI_Bcast(bytes.data() + off, part, MPI_BYTE, 0, m_app_comm);
+    off += part;
+  }
+  auto idx = decode_index(bytes.data(), bytes.size());
+  if (!idx.ok()) return idx.status().with_context(step_dir(step, false) + "/index");
+  if (idx->step != step) return Status(Code::corrupt, step_dir(step, false) + "/index describes step " + std::to_string(idx->step));
+  return idx;
+}
+
+namespace {
+
+/// Rows of the intersection of a stored block and a region, in increasing order of their offset in
+/// the stored block. Trailing dimensions that are whole in both are merged into one row.
+class RowWalker {
+ public:
+  RowWalker(const Shape& lo, const Shape& hi, const Shape& bstart, const Shape& bcount, const Shape& mstart,
+            const Shape& mcount, std::size_t esize)
+      : m_lo(lo), m_hi(hi), m_bstart(bstart), m_mstart(mstart), m_idx(lo) {
+    const std::size_t n = lo.size();
+    m_bstride.assign(n, 1);
+    m_mstride.assign(n, 1);
+    for (std::size_t d = n; d-- > 1;) {
+      m_bstride[d - 1] = m_bstride[d] * bcount[d];
+      m_mstride[d - 1] = m_mstride[d] * mcount[d];
+    }
+    // Merge trailing dimensions: row = dims [m_j, n), whole in the block and the region beyond m_j.
+    m_j = n == 0 ? 0 : n - 1;
+    std::uint64_t run = n == 0 ? 1 : hi[n - 1] - lo[n - 1];
+    while (m_j > 0 && hi[m_j] - lo[m_j] == bcount[m_j] && hi[m_j] - lo[m_j] == mcount[m_j]) {
+      --m_j;
+      run *= hi[m_j] - lo[m_j];
+    }
+    m_row_bytes = run * esize;
+    m_esize = esize;
+    m_done = false;
+    for (std::size_t d = 0; d < n; ++d)
+      if (hi[d] <= lo[d]) m_done = true;
+  }
+  bool done() const { return m_done; }
+  std::uint64_t row_bytes() const { return m_row_bytes; }
+  /// Byte offset of the current row in the stored block / in the region.
+  std::uint64_t block_offset() const { return offset(m_bstart, m_bstride); }
+  std::uint64_t region_offset() const { return offset(m_mstart, m_mstride); }
+  void next() {
+    // Increment the outer index over dimensions [0, m_j).
+    for (std::size_t d = m_j; d-- > 0;) {
+      if (++m_idx[d] < m_hi[d]) return;
+      m_idx[d] = m_lo[d];
+    }
+    m_done = true;
+  }
+
+ private:
+  std::uint64_t offset(const Shape& start, const Shape& stride) const {
+    std::uint64_t o = 0;
+    for (std::size_t d = 0; d < m_idx.size(); ++d) o += (m_idx[d] - start[d]) * stride[d];
+    return o * m_esize;
+  }
+  Shape m_lo, m_hi, m_bstart, m_mstart, m_idx, m_bstride, m_mstride;
+  std::size_t m_j = 0, m_esize = 1;
+  std::uint64_t m_row_bytes = 0;
+  bool m_done = true;
+};
+
+}  // namespace
+
+Status RuntimeImpl::restore_region(const Index& idx, const std::string& dir, Region& r, Reader& reader, Chunk* bounce) {
+  const long vi = idx.find_var(r.name);
+  if (vi < 0) return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
+  const VarRecord& v = idx.vars[static_cast<std::size_t>(vi)];
+  auto mismatch = [&](const std::string& why) {
+    return Status(Code::mismatch, "variable '" + r.name + "' of checkpoint " + std::to_string(idx.step) + ": " + why);
+  };
+  if (v.dtype != r.dtype)
+    return mismatch(std::string("stored as ") + dtype_name(v.dtype) + ", registered as " + dtype_name(r.dtype));
+  const bool want_global = r.kind == RegionKind::global;
+  if ((v.kind == RegionKind::global) != want_global)
+    return mismatch(std::string("stored as a ") + region_kind_name(v.kind) + " region, registered as " + region_kind_name(r.kind));
+  if (want_global && v.global != r.global) return mismatch("global shape differs");
+  if (!want_global && v.ndim != r.count.size()) return mismatch("number of dimensions differs");
+
+  const std::size_t esize = dtype_size(r.dtype);
+  const Shape mstart = want_global ? r.start : Shape(r.count.size(), 0);
+  std::uint64_t copied_elems = 0;
+
+  for (std::size_t bi = 0; bi < idx.blocks.size(); ++bi) {
+    const BlockRecord& b = idx.blocks[bi];
+    if (b.var != static_cast<std::uint32_t>(vi)) continue;
+    Shape lo(r.count.size()), hi(r.count.size());
+    if (want_global) {
+      bool overlap = true;
+      for (std::size_t d = 0; d < lo.size(); ++d) {
+        lo[d] = std::max(mstart[d], b.start[d]);
+        hi[d] = std::min(mstart[d] + r.count[d], b.start[d] + b.count[d]);
+        if (hi[d] <= lo[d]) overlap = false;
+      }
+      if (!overlap) continue;
+    } else {
+      // The block of the same rank; a uniform value may come from any rank.
+      const bool same_ranks = idx.nranks == static_cast<std::uint32_t>(m_size);
+      if (same_ranks ? b.rank != static_cast<std::uint32_t>(m_rank) : !(v.uniform && b.rank == 0)) continue;
+      if (b.count != r.count) return mismatch("stored extents differ from the registered ones");
+      lo = Shape(r.count.size(), 0);
+      hi = r.count;
+    }
+    const std::string& file = idx.files[b.file].name;
+    auto where = [&] {
+      return "variable '" + r.name + "', block of rank " + std::to_string(b.rank) + " (" + dir + "/" + file +
+             " at offset " + std::to_string(b.offset) + ")";
+    };
+    RowWalker rows(lo, hi, b.start, b.count, mstart, r.count, esize);
+    std::uint64_t elems = 1;
+    for (std::size_t d = 0; d < lo.size(); ++d) elems *= hi[d] - lo[d];
+    copied_elems += elems;
+    // Stream the whole stored block (to verify it), copying the rows of the intersection as they pass.
+    Hasher h;
+    for (std::uint64_t p0 = 0; p0 < b.length;) {
+      const std::uint64_t p1 = std::min<std::uint64_t>(b.length, p0 + bounce->bytes);
+      CKPT_RETURN_IF_ERROR(reader.read(file, b.offset + p0, bounce->data, p1 - p0).with_context(where()));
+      h.update(bounce->data, p1 - p0);
+      while (!rows.done()) {
+        const std::uint64_t rb = rows.block_offset(), re = rb + rows.row_bytes();
+        if (rb >= p1) break;
+        const std::uint64_t c0 = std::max(rb, p0), c1 = std::min(re, p1);
+        if (c1 > c0) {
+          auto* dst = static_cast<std::uint8_t*>(r.ptr) + rows.region_offset() + (c0 - rb);
+          CKPT_RETURN_IF_ERROR(m_device->copy_to_device(dst, bounce->data + (c0 - p0), c1 - c0, r.mem));
+        }
+        if (re > p1) break;  // the row continues in the next piece
+        rows.next();
+      }
+      CKPT_RETURN_IF_ERROR(m_device->synchronize());  // the bounce chunk is reused next
+      p0 = p1;
+    }
+    if (h.digest() != b.checksum)
+      return Status(Code::corrupt, "checksum mismatch in " + where() + " of checkpoint " + std::to_string(idx.step));
+    if (!want_global) break;
+  }
+  const std::uint64_t want = r.elements();
+  if (copied_elems != want) {
+    if (!want_global && copied_elems == 0) {
+      if (idx.nranks != static_cast<std::uint32_t>(m_size))
+        return mismatch("it was written by " + std::to_string(idx.nranks) + " ranks and differs per rank, so it cannot "
+                        "be restored on " + std::to_string(m_size) + " ranks (declare it as a Block of a global array)");
+      return mismatch("no block was stored for rank " + std::to_string(m_rank));
+    }
+    return mismatch("the checkpoint covers " + std::to_string(copied_elems) + " of the " + std::to_string(want) +
+                    " elements of this rank's box");
+  }
+  return Status::OK();
+}
+
+Status RuntimeImpl::restart(std::int64_t step) {
+  CKPT_RETURN_IF_ERROR(usable());
+  Status pending = wait_all();  // a restart does not race with our own commits
+  (void)pending;
+  auto idx = read_index_collective(step);
+  if (!idx.ok()) return idx.status().with_context("restart from step " + std::to_string(step));
+
+  Status local;
+  std::uint64_t bytes = 0;
+  for (auto& r : m_regions) bytes += r.bytes();
+  local = ensure_pool(bytes);
+  if (local.ok()) {
+    Chunk* bounce = m_pool->acquire();
+    auto reader = make_file_reader(step_dir(step, false));
+    for (auto& r : m_regions) {
+      local = restore_region(idx.value(), step_dir(step, false), r, *reader, bounce);
+      if (!local.ok()) break;
+    }
+    m_pool->release(bounce);
+  }
+  Status s = agree(local);
+  if (m_opts.verbose >= 1 && m_rank == 0)
+    std::fprintf(stderr, "ckpt: restart from step %lld: %s\n", static_cast<long long>(step), s.to_string().c_str());
+  return s.with_context("restart from step " + std::to_string(step));
+}
+
+Result<std::int64_t> RuntimeImpl::restart_newest() {
+  CKPT_RETURN_IF_ERROR(usable());
+  // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
+  std::vector<long long> steps;
+  if (m_rank == 0 && m_transport->persistent())
+    for (auto s : list_checkpoint_steps(m_opts.dir)) steps.push_back(s);
+  int n = static_cast<int>(steps.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
+  steps.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, m_app_comm);
+  std::string why;
+  for (auto s : steps) {
+    Status st = restart(static_cast<std::int64_t>(s));
+    if (st.ok()) return static_cast<std::int64_t>(s);
+    why += (why.empty() ? "" : "; ") + st.message();
+    if (m_opts.verbose >= 1 && m_rank == 0)
+      std::fprintf(stderr, "ckpt: falling back from step %lld: %s\n", s, st.message().c_str());
+  }
+  if (steps.empty()) return Status(Code::not_found, "no checkpoint in " + m_opts.dir);
+  return Status(Code::not_found, "no checkpoint in " + m_opts.dir + " could be restored: " + why);
+}
+
+}  // namespace ckpt::detail

@@ -1,0 +1,567 @@
+// Runtime facade, construction, the region registry and the capture half of the pipeline (app thread).
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "ckpt/ckpt.hpp"
+#include "runtime/src/runtime_impl.hpp"
+#include "transports/posix_io.hpp"
+
+namespace ckpt {
+
+// ---- small public helpers ----------------------------------------------------------------------
+
+const char* version() noexcept { return "0.1.0"; }
+
+const char* code_name(Code c) noexcept {
+  switch (c) {
+    case Code::ok: return "ok";
+    case Code::invalid_argument: return "invalid_argument";
+    case Code::not_found: return "not_found";
+    case Code::mismatch: return "mismatch";
+    case Code::corrupt: return "corrupt";
+    case Code::io_error: return "io_error";
+    case Code::unavailable: return "unavailable";
+    case Code::failed_precondition: return "failed_precondition";
+    case Code::internal: return "internal";
+  }
+  return "?";
+}
+
+std::string Status::to_string() const { return ok() ? "ok" : std::string(code_name(m_code)) + ": " + m_message; }
+
+Status Status::with_context(const std::string& context) const {
+  if (ok()) return *this;
+  return Status(m_code, context + ": " + m_message);
+}
+
+std::size_t dtype_size(DType t) noexcept {
+  switch (t) {
+    case DType::u8: case DType::i8: case DType::bytes: return 1;
+    case DType::u16: case DType::i16: return 2;
+    case DType::u32: case DType::i32: case DType::f32: return 4;
+    case DType::u64: case DType::i64: case DType::f64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType t) noexcept {
+  switch (t) {
+    case DType::u8: return "u8";
+    case DType::i8: return "i8";
+    case DType::u16: return "u16";
+    case DType::i16: return "i16";
+    case DType::u32: return "u32";
+    case DType::i32: return "i32";
+    case DType::u64: return "u64";
+    case DType::i64: return "i64";
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bytes: return "bytes";
+  }
+  return "?";
+}
+
+const char* memory_kind_name(MemoryKind k) noexcept {
+  switch (k) {
+    case MemoryKind::host: return "host";
+    case MemoryKind::host_pinned: return "host_pinned";
+    case MemoryKind::device: return "device";
+    case MemoryKind::managed: return "managed";
+  }
+  return "?";
+}
+
+// ---- Ticket ----------------------------------------------------------------------------------------
+
+namespace detail {
+void TicketState::finish(Status s) {
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (done) return;
+    status = std::move(s);
+    done = true;
+  }
+  cv.notify_all();
+}
+}  // namespace detail
+
+Status Ticket::wait() const {
+  if (!m_state) return Status(Code::failed_precondition, "wait() on an empty ticket");
+  std::unique_lock<std::mutex> lk(m_state->mu);
+  m_state->cv.wait(lk, [&] { return m_state->done; });
+  m_state->observed = true;
+  return m_state->status;
+}
+
+bool Ticket::done() const {
+  if (!m_state) return true;
+  std::lock_guard<std::mutex> lk(m_state->mu);
+  return m_state->done;
+}
+
+std::int64_t Ticket::step() const { return m_state ? m_state->step : -1; }
+
+CheckpointStats Ticket::stats() const {
+  if (!m_state) return {};
+  std::lock_guard<std::mutex> lk(m_state->mu);
+  return m_state->stats;
+}
+
+// ---- Runtime facade ------------------------------------------------------------------------------
+
+Runtime::Runtime(CommRef comm, const Options& options) : m_impl(std::make_unique<detail::RuntimeImpl>(comm, options)) {}
+Runtime::~Runtime() { m_impl->close(); }
+Status Runtime::status() const { return m_impl->status(); }
+int Runtime::rank() const { return m_impl->rank(); }
+int Runtime::size() const { return m_impl->size(); }
+const Options& Runtime::options() const { return m_impl->options(); }
+
+Status Runtime::protect(const std::string& name, void* ptr, DType dtype, Shape dims) {
+  const auto kind = dims.empty() ? detail::RegionKind::scalar : detail::RegionKind::local;
+  return m_impl->protect(name, ptr, dtype, kind, {}, {}, std::move(dims));
+}
+Status Runtime::protect(const std::string& name, void* ptr, DType dtype, const Block& b) {
+  return m_impl->protect(name, ptr, dtype, detail::RegionKind::global, b.global, b.start, b.count);
+}
+Status Runtime::update(const std::string& name, void* ptr, Shape dims) {
+  return m_impl->update(name, ptr, false, {}, {}, std::move(dims));
+}
+Status Runtime::update(const std::string& name, void* ptr, const Block& b) {
+  return m_impl->update(name, ptr, true, b.global, b.start, b.count);
+}
+Status Runtime::unprotect(const std::string& name) { return m_impl->unprotect(name); }
+Status Runtime::annotate(const std::string& name, const std::string& key, const std::string& value) {
+  return m_impl->annotate(name, key, value);
+}
+Ticket Runtime::checkpoint(std::int64_t step, void* stream) { return m_impl->checkpoint(step, stream); }
+Status Runtime::wait_all() { return m_impl->wait_all(); }
+std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
+Status Runtime::restart(std::int64_t step) { return m_impl->restart(step); }
+Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(); }
+Status Runtime::close() { return m_impl->close(); }
+
+// ---- RuntimeImpl: construction -------------------------------------------------------------------
+
+namespace detail {
+
+namespace {
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return "unknown";
+}
+
+/// Removes ckpt.<n>.tmp and ckpt.<n>.old directories left by runs that died (rank 0, before any
+/// checkpoint of this run exists).
+void remove_stale(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    auto ends_with = [&](const char* s) {
+      std::size_t l = std::strlen(s);
+      return n.size() > l && n.compare(n.size() - l, l, s) == 0;
+    };
+    if (n.rfind("ckpt.", 0) == 0 && (ends_with(".tmp") || ends_with(".old"))) stale.push_back(n);
+  }
+  ::closedir(d);
+  for (auto& n : stale) remove_tree(dir + "/" + n);
+}
+}  // namespace
+
+RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options) {
+  m_status = m_opts.error;
+  if (m_status.ok()) m_status = m_opts.validate();
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) {
+    m_status = Status(Code::failed_precondition, "MPI is not initialised (call MPI_Init_thread before ckpt::Runtime)");
+    return;
+  }
+  if (comm.size() != sizeof(MPI_Comm)) {
+    m_status = Status(Code::invalid_argument, "the communicator handle is not an MPI_Comm of this MPI library");
+    return;
+  }
+  MPI_Comm user;
+  std::memcpy(&user, comm.bytes(), sizeof(MPI_Comm));
+  // Collective from here on: every rank takes the same path, errors are agreed below.
+  MPI_Comm_dup(user, &m_app_comm);
+  MPI_Comm_dup(user, &m_commit_comm);
+  MPI_Comm_rank(m_app_comm, &m_rank);
+  MPI_Comm_size(m_app_comm, &m_size);
+
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  if (m_status.ok() && provided < MPI_THREAD_MULTIPLE) {
+    m_status = Status(Code::unavailable,
+                      std::string("ckpt runs its commit on a background thread and needs MPI_THREAD_MULTIPLE, but "
+                                  "MPI was initialised with ") +
+                          thread_level_name(provided) + "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
+  }
+  if (m_status.ok()) {
+    auto t = make_transport(m_opts.transport, m_opts);
+    if (t.ok()) m_transport = std::move(t).value();
+    else m_status = t.status();
+  }
+  if (m_status.ok() && m_rank == 0 && m_transport->persistent()) {
+    m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
+    if (m_status.ok()) remove_stale(m_opts.dir);
+  }
+  m_status = agree(m_status);
+  if (!m_status.ok()) return;
+
+  std::uint64_t id = 0;
+  if (m_rank == 0) id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+                        static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+  MPI_Bcast(&id, 1, MPI_UINT64_T, 0, m_app_comm);
+  m_run_id = id;
+
+  m_device = make_default_device();
+  m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
+  m_flush_thread = std::thread([this] { flush_loop(); });
+  m_commit_thread = std::thread([this] { commit_loop(); });
+}
+
+RuntimeImpl::~RuntimeImpl() { close(); }
+
+Status RuntimeImpl::close() {
+  if (m_closed) return Status::OK();
+  m_closed = true;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  Status first = m_status.ok() ? wait_all() : Status::OK();
+  m_flush_q.close();
+  if (m_flush_thread.joinable()) m_flush_thread.join();
+  m_commit_q.close();
+  if (m_commit_thread.joinable()) m_commit_thread.join();
+  m_in_flight.clear();
+  if (m_pool) m_pool->shutdown();
+  m_pool.reset();
+  if (!finalized) {
+    if (m_app_comm != MPI_COMM_NULL) MPI_Comm_free(&m_app_comm);
+    if (m_commit_comm != MPI_COMM_NULL) MPI_Comm_free(&m_commit_comm);
+  }
+  return first;
+}
+
+Status RuntimeImpl::usable() const {
+  if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
+  return m_status;
+}
+
+Status RuntimeImpl::agree(const Status& local) {
+  if (m_app_comm == MPI_COMM_NULL) return local;
+  int bad = local.ok() ? 0 : 1;
+  int any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, m_app_comm);
+  if (!any) return Status::OK();
+  // Find the lowest failing rank and share its message.
+  int first = bad ? m_rank : m_size;
+  int lowest = 0;
+  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, m_app_comm);
+  std::string msg = local.ok() ? std::string() : local.message();
+  int code = static_cast<int>(local.code());
+  int len = static_cast<int>(msg.size());
+  MPI_Bcast(&code, 1, MPI_INT, lowest, m_app_comm);
+  MPI_Bcast(&len, 1, MPI_INT, lowest, m_app_comm);
+  msg.resize(static_cast<std::size_t>(len));
+  MPI_Bcast(msg.data(), len, MPI_CHAR, lowest, m_app_comm);
+  if (!local.ok()) return local;
+  return Status(static_cast<Code>(code), "rank " + std::to_string(lowest) + ": " + msg);
+}
+
+// ---- registry ------------------------------------------------------------------------------------
+
+Region* RuntimeImpl::find(const std::string& name) {
+  for (auto& r : m_regions)
+    if (r.name == name) return &r;
+  return nullptr;
+}
+
+namespace {
+Status check_extents(const std::string& name, RegionKind kind, const Shape& global, const Shape& start,
+                     const Shape& count) {
+  auto bad = [&](const std::string& why) { return Status(Code::invalid_argument, "region '" + name + "': " + why); };
+  if (count.size() > kMaxDims) return bad("more than 16 dimensions");
+  if (kind == RegionKind::global) {
+    if (global.empty()) return bad("a Block needs a global shape with at least one dimension");
+    if (global.size() != start.size() || global.size() != count.size())
+      return bad("Block global, start and count must have the same number of dimensions");
+    std::uint64_t total = 1;
+    for (std::size_t d = 0; d < global.size(); ++d) {
+      if (global[d] == 0) return bad("zero-size global dimension " + std::to_string(d));
+      if (start[d] > global[d] || count[d] > global[d] - start[d])
+        return bad("Block box exceeds the global shape in dimension " + std::to_string(d));
+      if (__builtin_mul_overflow(total, global[d], &total)) return bad("global shape overflows");
+    }
+    return Status::OK();
+  }
+  std::uint64_t total = 1;
+  for (auto c : count) {
+    if (c == 0) return bad("zero-size dimension (a zero-size region cannot be restored; use a Block for "
+                           "arrays whose local part may be empty)");
+    if (__builtin_mul_overflow(total, c, &total)) return bad("shape overflows");
+  }
+  return Status::OK();
+}
+}  // namespace
+
+Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global,
+                            Shape start, Shape count) {
+  CKPT_RETURN_IF_ERROR(usable());
+  CKPT_RETURN_IF_ERROR(check_name(name));
+  if (find(name) != nullptr) return Status(Code::invalid_argument, "region '" + name + "' is already protected");
+  if (dtype_size(dtype) == 0) return Status(Code::invalid_argument, "region '" + name + "': unknown dtype");
+  CKPT_RETURN_IF_ERROR(check_extents(name, kind, global, start, count));
+  Region r;
+  r.name = name;
+  r.ptr = ptr;
+  r.dtype = dtype;
+  r.kind = kind;
+  r.global = std::move(global);
+  r.start = std::move(start);
+  r.count = std::move(count);
+  if (r.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
+  r.mem = ptr != nullptr ? m_device->classify(ptr) : MemoryKind::host;
+  m_regions.push_back(std::move(r));
+  return Status::OK();
+}
+
+Status RuntimeImpl::update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count) {
+  CKPT_RETURN_IF_ERROR(usable());
+  Region* r = find(name);
+  if (r == nullptr) return Status(Code::not_found, "update: region '" + name + "' is not protected");
+  if (is_block != (r->kind == RegionKind::global))
+    return Status(Code::invalid_argument, "update: region '" + name + "' was protected as " +
+                                              region_kind_name(r->kind) + "; its kind cannot change");
+  if (r->kind == RegionKind::scalar && !count.empty())
+    return Status(Code::invalid_argument, "update: scalar '" + name + "' cannot get dimensions");
+  if (r->kind == RegionKind::local && count.empty())
+    return Status(Code::invalid_argument, "update: array '" + name + "' needs dimensions");
+  CKPT_RETURN_IF_ERROR(check_extents(name, r->kind, global, start, count));
+  Region n = *r;
+  n.ptr = ptr;
+  n.global = std::move(global);
+  n.start = std::move(start);
+  n.count = std::move(count);
+  if (n.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
+  n.mem = ptr != nullptr ? m_device->classify(ptr) : MemoryKind::host;
+  *r = std::move(n);
+  return Status::OK();
+}
+
+Status RuntimeImpl::unprotect(const std::string& name) {
+  CKPT_RETURN_IF_ERROR(usable());
+  auto it = std::find_if(m_regions.begin(), m_regions.end(), [&](const Region& r) { return r.name == name; });
+  if (it == m_regions.end()) return Status(Code::not_found, "unprotect: region '" + name + "' is not protected");
+  m_regions.erase(it);
+  return Status::OK();
+}
+
+Status RuntimeImpl::annotate(const std::string& name, const std::string& key, const std::string& value) {
+  CKPT_RETURN_IF_ERROR(usable());
+  Region* r = find(name);
+  if (r == nullptr) return Status(Code::not_found, "annotate: region '" + name + "' is not protected");
+  if (key.empty() || key.size() > 255 || value.size() > 65536)
+    return Status(Code::invalid_argument, "annotate: key must be 1..255 bytes and value at most 64 KiB");
+  for (auto& kv : r->attrs)
+    if (kv.first == key) {
+      kv.second = value;
+      return Status::OK();
+    }
+  if (r->attrs.size() >= kMaxAttrs) return Status(Code::invalid_argument, "annotate: too many attributes");
+  r->attrs.emplace_back(key, value);
+  return Status::OK();
+}
+
+// ---- capture (application thread) ----------------------------------------------------------------
+
+std::string RuntimeImpl::step_dir(std::int64_t step, bool tmp) const {
+  return m_opts.dir + "/ckpt." + std::to_string(step) + (tmp ? ".tmp" : "");
+}
+
+namespace {
+std::uint64_t physical_memory() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : (4ull << 30);
+}
+}  // namespace
+
+Status RuntimeImpl::ensure_pool(std::uint64_t stream_bytes) {
+  const std::uint64_t chunk = m_opts.chunk_bytes;
+  std::uint64_t want_chunks;
+  if (m_opts.pool_bytes != 0) {
+    want_chunks = m_opts.pool_bytes / chunk;
+  } else {
+    const std::uint64_t cap = std::max<std::uint64_t>(
+        2, static_cast<std::uint64_t>(m_opts.pool_max_fraction * static_cast<double>(physical_memory())) / chunk);
+    want_chunks = (stream_bytes + chunk - 1) / chunk * static_cast<std::uint64_t>(m_opts.max_in_flight);
+    want_chunks = std::min(std::max<std::uint64_t>(want_chunks, 2), cap);
+  }
+  if (want_chunks <= m_pool->chunks()) return Status::OK();
+  // Growing while chunks are lent is safe: new chunks are added, none move.
+  return m_pool->reserve(static_cast<std::size_t>(want_chunks));
+}
+
+Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
+  const auto t0 = Clock::now();
+  auto ticket = std::make_shared<TicketState>();
+  ticket->step = step;
+  auto fail = [&](Status s) {
+    ticket->finish(std::move(s));
+    return Ticket(ticket);
+  };
+  if (Status s = usable(); !s.ok()) return fail(s);
+  if (step < 0) return fail(Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step)));
+
+  // Respect max_in_flight. Every rank waits for the same tickets, so what follows is the same everywhere.
+  while (static_cast<int>(m_in_flight.size()) >= m_opts.max_in_flight) {
+    auto oldest = m_in_flight.front();
+    m_in_flight.pop_front();
+    TicketState& ts = *oldest->ticket;
+    std::unique_lock<std::mutex> lk(ts.mu);
+    const bool seen = ts.observed;
+    ts.cv.wait(lk, [&] { return ts.done; });
+    if (!ts.status.ok() && !seen) {
+      // An earlier failure nobody has looked at: report it instead of taking this step (see ckpt.hpp).
+      ts.observed = true;
+      return fail(ts.status.with_context("checkpoint " + std::to_string(oldest->step) + " failed; step " +
+                                         std::to_string(step) + " was not taken"));
+    }
+  }
+
+  auto job = std::make_shared<Job>();
+  job->ticket = ticket;
+  job->step = step;
+  job->t0 = t0;
+  job->plan = plan_stream(m_regions, m_opts.alignment);
+  job->tmp_dir = step_dir(step, true);
+  job->final_dir = step_dir(step, false);
+  job->progress.resize(job->plan.blocks.size());
+  for (std::size_t i = 0; i < job->plan.blocks.size(); ++i) {
+    auto& p = job->progress[i];
+    p.hasher = std::make_unique<Hasher>();
+    const DType dt = job->plan.vars[i].dtype;
+    if (m_opts.stats && dtype_has_stats(dt)) p.minmax = std::make_unique<MinMax>(dt);
+    if (job->plan.blocks[i].length == 0) {
+      p.checksum = p.hasher->digest();
+      p.finished = true;
+    }
+  }
+  ticket->stats.step = step;
+  ticket->stats.bytes = job->plan.payload;
+
+  // Open the writer (creates the file) and make sure the pool can hold the stream.
+  Status s;
+  if (m_transport->persistent()) s = make_dirs(job->tmp_dir);
+  if (s.ok()) s = ensure_pool(job->plan.bytes);
+  if (s.ok()) {
+    WriteContext ctx;
+    ctx.dir = job->tmp_dir;
+    ctx.step = step;
+    ctx.rank = m_rank;
+    ctx.nranks = m_size;
+    ctx.ckpt_id = hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(step);
+    ctx.fsync = m_opts.fsync;
+    ctx.plan = &job->plan;
+    auto w = m_transport->open(ctx);
+    if (w.ok()) job->writer = std::move(w).value();
+    else s = w.status();
+  }
+  double wait_s = 0;
+  if (s.ok()) s = m_device->capture_begin(stream);
+  if (s.ok()) {
+    const std::uint64_t chunk = m_opts.chunk_bytes;
+    const std::uint64_t nchunks = (job->plan.bytes + chunk - 1) / chunk;
+    std::size_t first_block = 0;
+    for (std::uint64_t k = 0; k < nchunks && s.ok(); ++k) {
+      const std::uint64_t a = k * chunk, b = std::min(a + chunk, job->plan.bytes);
+      const auto tw = Clock::now();
+      Chunk* c = m_pool->acquire();
+      wait_s += seconds_since(tw);
+      if (c == nullptr) {
+        s = Status(Code::failed_precondition, "staging pool shut down during capture");
+        break;
+      }
+      std::uint64_t filled = a;  // bytes of the window accounted for (copied or zeroed)
+      while (first_block < job->plan.blocks.size() &&
+             job->plan.blocks[first_block].offset + job->plan.blocks[first_block].length <= a)
+        ++first_block;
+      for (std::size_t i = first_block; i < job->plan.blocks.size() && s.ok(); ++i) {
+        const BlockPlan& bp = job->plan.blocks[i];
+        if (bp.offset >= b) break;
+        const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
+        if (hi <= lo) continue;
+        if (lo > filled) std::memset(c->data + (filled - a), 0, lo - filled);  // alignment padding
+        s = m_device->copy_to_host(c->data + (lo - a), static_cast<const std::uint8_t*>(bp.src) + (lo - bp.offset),
+                                   hi - lo, bp.mem);
+        filled = hi;
+      }
+      if (filled < b) std::memset(c->data + (filled - a), 0, b - filled);
+      Result<Fence> f = s.ok() ? m_device->fence() : Result<Fence>(s);
+      if (!f.ok()) s = f.status();
+      WorkItem item;
+      item.job = job;
+      item.chunk = c;
+      item.offset = a;
+      item.length = static_cast<std::size_t>(b - a);
+      item.fence = f.ok() ? f.value() : 0;
+      item.last = (k + 1 == nchunks) || !s.ok();
+      item.error = s;  // the flush thread adopts it and drops the rest of the job
+      const bool last = item.last;
+      m_flush_q.push(std::move(item));
+      if (last) break;
+    }
+    Status e = m_device->capture_end(stream);
+    if (s.ok()) s = e;
+    if (nchunks == 0 || !e.ok()) {
+      WorkItem item;
+      item.job = job;
+      item.last = true;
+      item.error = s;
+      m_flush_q.push(std::move(item));
+    }
+  } else {
+    // Nothing reached the flush thread yet; the job still goes through it (commit order = step
+    // order) and through the commit, which every rank must run.
+    WorkItem item;
+    item.job = job;
+    item.last = true;
+    item.error = s;
+    m_flush_q.push(std::move(item));
+  }
+  {
+    std::lock_guard<std::mutex> lk(ticket->mu);
+    ticket->stats.blocked_s = seconds_since(t0);
+    ticket->stats.capture_wait_s = wait_s;
+    ticket->stats.staging_bytes = m_pool->bytes();
+  }
+  m_in_flight.push_back(job);
+  return Ticket(ticket);
+}
+
+Status RuntimeImpl::wait_all() {
+  if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
+  Status first;
+  while (!m_in_flight.empty()) {
+    Status s = Ticket(m_in_flight.front()->ticket).wait();
+    if (!s.ok() && first.ok()) first = s.with_context("checkpoint " + std::to_string(m_in_flight.front()->step));
+    m_in_flight.pop_front();
+  }
+  return first;
+}
+
+}  // namespace detail
+}  // namespace ckpt

@@ -1,0 +1,178 @@
+// The Runtime behind the facade: registry, pipeline threads, commit and restart (internal).
+// See docs/design.md for the threads and who owns what.
+#ifndef CKPT_RUNTIME_RUNTIME_IMPL_HPP
+#define CKPT_RUNTIME_RUNTIME_IMPL_HPP
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "gpu/device.hpp"
+#include "runtime/src/format.hpp"
+#include "runtime/src/layout.hpp"
+#include "runtime/src/pool.hpp"
+#include "transports/transport.hpp"
+
+namespace ckpt::detail {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Shared between a checkpoint's Ticket copies and the pipeline.
+struct TicketState {
+  std::int64_t step = -1;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  bool observed = false;  ///< wait() was called after done
+  Status status;
+  CheckpointStats stats;
+  void finish(Status s);
+};
+
+/// Per-block running state of the flush thread.
+struct BlockProgress {
+  std::unique_ptr<Hasher> hasher;
+  std::unique_ptr<MinMax> minmax;
+  std::uint64_t checksum = 0;
+  bool finished = false;
+};
+
+/// One checkpoint on this rank, from checkpoint() to the commit's outcome.
+struct Job {
+  std::shared_ptr<TicketState> ticket;
+  std::int64_t step = 0;
+  StreamPlan plan;
+  std::unique_ptr<Writer> writer;
+  std::string tmp_dir, final_dir;
+  std::vector<BlockProgress> progress;
+  std::size_t next_block = 0;  ///< flush thread's cursor into plan.blocks
+  Status error;                ///< first failure on this rank; written by the flush thread only
+  bool handed_over = false;    ///< flush thread: the job went to the commit queue
+  Placement placement;
+  Clock::time_point t0;
+};
+
+/// A chunk on its way from capture to the flush thread. chunk == nullptr with last = true marks an
+/// empty stream (nothing to write, but the job must still finish).
+struct WorkItem {
+  std::shared_ptr<Job> job;
+  Chunk* chunk = nullptr;
+  std::uint64_t offset = 0;
+  std::size_t length = 0;
+  Fence fence = 0;
+  bool last = false;
+  Status error;  ///< a capture failure; the flush thread makes it the job's error
+};
+
+/// A queue with blocking pop; close() releases the consumer.
+template <class T>
+class BlockingQueue {
+ public:
+  void push(T v) {
+    {
+      std::lock_guard<std::mutex> lk(m_mu);
+      m_q.push_back(std::move(v));
+    }
+    m_cv.notify_one();
+  }
+  /// False once closed and drained.
+  bool pop(T& out) {
+    std::unique_lock<std::mutex> lk(m_mu);
+    m_cv.wait(lk, [&] { return m_closed || !m_q.empty(); });
+    if (m_q.empty()) return false;
+    out = std::move(m_q.front());
+    m_q.pop_front();
+    return true;
+  }
+  void close() {
+    {
+      std::lock_guard<std::mutex> lk(m_mu);
+      m_closed = true;
+    }
+    m_cv.notify_all();
+  }
+
+ private:
+  std::mutex m_mu;
+  std::condition_variable m_cv;
+  std::deque<T> m_q;
+  bool m_closed = false;
+};
+
+class RuntimeImpl {
+ public:
+  RuntimeImpl(CommRef comm, const Options& options);
+  ~RuntimeImpl();
+
+  Status status() const { return m_status; }
+  int rank() const { return m_rank; }
+  int size() const { return m_size; }
+  const Options& options() const { return m_opts; }
+
+  Status protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
+                 Shape count);
+  Status update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count);
+  Status unprotect(const std::string& name);
+  Status annotate(const std::string& name, const std::string& key, const std::string& value);
+
+  Ticket checkpoint(std::int64_t step, void* stream);
+  Status wait_all();
+  std::optional<std::int64_t> latest();
+  Status restart(std::int64_t step);
+  Result<std::int64_t> restart_newest();
+  Status close();
+
+ private:
+  Status usable() const;
+  Region* find(const std::string& name);
+  Status ensure_pool(std::uint64_t stream_bytes);
+  std::string step_dir(std::int64_t step, bool tmp) const;
+  /// Collective on m_app_comm: every rank gets the first failure (prefixed with its rank) or ok.
+  Status agree(const Status& local);
+
+  // pipeline (pipeline.cpp)
+  void flush_loop();
+  void commit_loop();
+  void flush_item(WorkItem& item);
+  Status commit(Job& job);
+  Status commit_on_root(Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
+  void apply_retention(std::int64_t just_committed);
+
+  // restart (restart.cpp)
+  Result<Index> read_index_collective(std::int64_t step);
+  Status restore_region(const Index& idx, const std::string& dir, Region& r, Reader& reader, Chunk* bounce);
+
+  Options m_opts;
+  Status m_status;
+  bool m_closed = false;
+  int m_rank = 0, m_size = 1;
+  MPI_Comm m_app_comm = MPI_COMM_NULL;     // collectives of the application thread
+  MPI_Comm m_commit_comm = MPI_COMM_NULL;  // collectives of the commit thread
+  std::uint64_t m_run_id = 0;
+
+  std::unique_ptr<Device> m_device;
+  std::unique_ptr<Transport> m_transport;
+  std::unique_ptr<StagingPool> m_pool;
+  std::vector<Region> m_regions;
+  std::deque<std::shared_ptr<Job>> m_in_flight;  // app thread only
+
+  BlockingQueue<WorkItem> m_flush_q;
+  BlockingQueue<std::shared_ptr<Job>> m_commit_q;
+  std::thread m_flush_thread, m_commit_thread;
+};
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_RUNTIME_IMPL_HPP

@@ -1,0 +1,44 @@
+// Helpers for ckpt tests: a fresh scratch directory per test (the same on every rank).
+#ifndef CKPT_TESTS_SUPPORT_TEST_UTIL_HPP
+#define CKPT_TESTS_SUPPORT_TEST_UTIL_HPP
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "transports/posix_io.hpp"
+
+namespace ckpt::test {
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+inline int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+/// An empty directory named after the running test, created by rank 0; every rank gets the path.
+inline std::string scratch_dir(const std::string& suffix = "") {
+  const char* base = std::getenv("CKPTTEST_TMP");
+  std::string root = base ? base : "/tmp/ckpt-test";
+  auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string dir = root + "/" + info->test_suite_name() + "." + info->name() + suffix;
+  for (auto& c : dir)
+    if (c == ' ') c = '_';
+  if (world_rank() == 0) {
+    ckpt::detail::remove_tree(dir);
+    ckpt::detail::make_dirs(dir);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  return dir;
+}
+
+}  // namespace ckpt::test
+
+#endif  // CKPT_TESTS_SUPPORT_TEST_UTIL_HPP

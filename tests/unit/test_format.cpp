@@ -1,0 +1,143 @@
+// Format v1 encode/decode: round trips, and every kind of damage is rejected, never crashes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/src/format.hpp"
+
+using namespace ckpt;
+using namespace ckpt::detail;
+
+namespace {
+Index sample() {
+  Index idx;
+  idx.step = 42;
+  idx.nranks = 2;
+  idx.ckpt_id = 0xabcdef;
+  idx.created_unix = 1.7e9;
+  idx.transport = "posix";
+  idx.attrs = {{"ckpt_version", "0.1.0"}};
+  idx.files = {{"data.0", 0, 8192}, {"data.1", 1, 8192}};
+  VarRecord rho;
+  rho.name = "grid/rho";
+  rho.dtype = DType::f64;
+  rho.kind = RegionKind::global;
+  rho.ndim = 2;
+  rho.global = {4, 8};
+  rho.attrs = {{"units", "g/cm^3"}};
+  VarRecord t;
+  t.name = "time";
+  t.dtype = DType::f64;
+  t.kind = RegionKind::scalar;
+  t.uniform = true;
+  idx.vars = {rho, t};
+  BlockRecord b0;
+  b0.var = 0; b0.rank = 0; b0.file = 0; b0.offset = 4096; b0.length = 2 * 8 * 8;
+  b0.start = {0, 0}; b0.count = {2, 8}; b0.has_stats = true; b0.min_bits = 1; b0.max_bits = 2; b0.checksum = 77;
+  BlockRecord b1 = b0;
+  b1.rank = 1; b1.file = 1; b1.start = {2, 0};
+  BlockRecord s0;
+  s0.var = 1; s0.rank = 0; s0.file = 0; s0.offset = 4096 + 128; s0.length = 8; s0.checksum = 5;
+  idx.blocks = {b0, b1, s0};
+  idx.rank_file = {0, 1};
+  return idx;
+}
+}  // namespace
+
+TEST(Format, IndexRoundTrip) {
+  const Index idx = sample();
+  auto bytes = encode_index(idx);
+  auto back = decode_index(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->step, 42);
+  EXPECT_EQ(back->nranks, 2u);
+  EXPECT_EQ(back->transport, "posix");
+  ASSERT_EQ(back->vars.size(), 2u);
+  EXPECT_EQ(back->vars[0].name, "grid/rho");
+  EXPECT_EQ(back->vars[0].global, (Shape{4, 8}));
+  EXPECT_EQ(back->vars[0].attrs[0].second, "g/cm^3");
+  EXPECT_TRUE(back->vars[1].uniform);
+  ASSERT_EQ(back->blocks.size(), 3u);
+  EXPECT_EQ(back->blocks[1].start, (Shape{2, 0}));
+  EXPECT_EQ(back->blocks[1].checksum, 77u);
+  EXPECT_TRUE(back->blocks[0].has_stats);
+  EXPECT_EQ(back->rank_file, (std::vector<std::uint32_t>{0, 1}));
+  EXPECT_EQ(encode_index(back.value()), bytes);  // canonical
+}
+
+TEST(Format, EveryFlippedByteIsDetected) {
+  auto bytes = encode_index(sample());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    auto bad = bytes;
+    bad[i] ^= 0x5a;
+    auto r = decode_index(bad.data(), bad.size());
+    EXPECT_FALSE(r.ok()) << "flip at byte " << i << " went unnoticed";
+    if (!r.ok()) EXPECT_EQ(r.status().code(), Code::corrupt);
+  }
+}
+
+TEST(Format, EveryTruncationIsDetected) {
+  auto bytes = encode_index(sample());
+  for (std::size_t n = 0; n < bytes.size(); ++n) EXPECT_FALSE(decode_index(bytes.data(), n).ok()) << n;
+}
+
+TEST(Format, InconsistentRecordsAreRejectedEvenWithAValidChecksum) {
+  auto check = [](Index idx, const char* what) {
+    auto bytes = encode_index(idx);
+    auto r = decode_index(bytes.data(), bytes.size());
+    EXPECT_FALSE(r.ok()) << what;
+  };
+  { Index i = sample(); i.blocks[0].var = 9; check(i, "block names a missing variable"); }
+  { Index i = sample(); i.blocks[0].file = 9; check(i, "block names a missing file"); }
+  { Index i = sample(); i.blocks[1].start = {3, 0}; check(i, "block outside the global shape"); }
+  { Index i = sample(); i.blocks[0].length = 1; check(i, "length disagrees with extents"); }
+  { Index i = sample(); i.files[0].name = "../etc/passwd"; check(i, "file name escapes the directory"); }
+  { Index i = sample(); i.vars[0].name = "/abs"; check(i, "absolute variable name"); }
+  { Index i = sample(); i.vars[0].name = "a/../b"; check(i, "variable name with .."); }
+  { Index i = sample(); i.rank_file = {0}; check(i, "writer map too short"); }
+  { Index i = sample(); i.blocks[0].offset = ~0ull; check(i, "offset overflow"); }
+  { Index i = sample(); i.vars[0].global = {~0ull, ~0ull}; i.blocks.clear(); check(i, "shape overflow"); }
+}
+
+TEST(Format, DataHeaderRoundTripAndDamage) {
+  DataHeader h;
+  h.step = 7;
+  h.writer = 3;
+  h.nranks = 4;
+  h.ckpt_id = 99;
+  h.data_offset = 4096;
+  auto b = encode_data_header(h);
+  ASSERT_EQ(b.size(), kDataHeaderBytes);
+  auto back = decode_data_header(b.data(), b.size());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->writer, 3u);
+  EXPECT_EQ(back->data_offset, 4096u);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    auto bad = b;
+    bad[i] ^= 1;
+    EXPECT_FALSE(decode_data_header(bad.data(), bad.size()).ok()) << i;
+  }
+}
+
+TEST(Format, StreamingHashEqualsOneShot) {
+  std::vector<std::uint8_t> data(100000);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 31 + 7);
+  Hasher h;
+  for (std::size_t off = 0; off < data.size(); off += 4096) h.update(data.data() + off, std::min<std::size_t>(4096, data.size() - off));
+  EXPECT_EQ(h.digest(), hash64(data.data(), data.size()));
+}
+
+TEST(Format, MinMaxIgnoresNaNAndHandlesSignedTypes) {
+  double v[] = {3.0, std::nan(""), -2.5, 7.25};
+  MinMax m(DType::f64);
+  m.update(v, sizeof v);
+  ASSERT_TRUE(m.valid());
+  EXPECT_EQ(stat_to_double(DType::f64, m.min_bits()), -2.5);
+  EXPECT_EQ(stat_to_double(DType::f64, m.max_bits()), 7.25);
+  std::int32_t w[] = {5, -9, 2};
+  MinMax n(DType::i32);
+  n.update(w, sizeof w);
+  EXPECT_EQ(stat_to_string(DType::i32, n.min_bits()), "-9");
+  EXPECT_EQ(stat_to_string(DType::i32, n.max_bits()), "5");
+}

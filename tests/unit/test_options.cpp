@@ -1,0 +1,88 @@
+// Options: defaults, YAML, environment overrides, and errors that name the key.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "ckpt/options.hpp"
+#include "test_util.hpp"
+
+using namespace ckpt;
+
+namespace {
+std::string write_yaml(const std::string& dir, const std::string& text) {
+  std::string p = dir + "/c.yaml";
+  std::ofstream(p) << text;
+  return p;
+}
+}  // namespace
+
+TEST(Options, Defaults) {
+  Options o = Options::defaults();
+  EXPECT_TRUE(o.error.ok());
+  EXPECT_EQ(o.transport, "posix");
+  EXPECT_EQ(o.keep, 2);
+  EXPECT_EQ(o.max_in_flight, 1);
+  EXPECT_EQ(o.chunk_bytes, 16u << 20);
+  EXPECT_TRUE(o.fsync);
+}
+
+TEST(Options, ParseBytes) {
+  EXPECT_EQ(parse_bytes("4096").value(), 4096u);
+  EXPECT_EQ(parse_bytes("64M").value(), 64u << 20);
+  EXPECT_EQ(parse_bytes("64MiB").value(), 64u << 20);
+  EXPECT_EQ(parse_bytes("1g").value(), 1u << 30);
+  EXPECT_FALSE(parse_bytes("").ok());
+  EXPECT_FALSE(parse_bytes("12X").ok());
+  EXPECT_FALSE(parse_bytes("-1").ok());
+  EXPECT_FALSE(parse_bytes("99999999999999999999").ok());
+  EXPECT_FALSE(parse_bytes("17000000000000000000T").ok());
+}
+
+TEST(Options, YamlThenEnvironment) {
+  auto dir = test::scratch_dir();
+  auto p = write_yaml(dir, "dir: /tmp/x\nkeep: 5\npool_bytes: 64M\nfsync: off\n");
+  ::setenv("CKPT_KEEP", "7", 1);
+  auto r = Options::try_load(p);
+  ::unsetenv("CKPT_KEEP");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->dir, "/tmp/x");
+  EXPECT_EQ(r->keep, 7);  // the environment wins
+  EXPECT_EQ(r->pool_bytes, 64u << 20);
+  EXPECT_FALSE(r->fsync);
+}
+
+TEST(Options, UnknownKeyIsNamed) {
+  auto dir = test::scratch_dir();
+  auto r = Options::try_load(write_yaml(dir, "kepp: 3\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'kepp'"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("keep"), std::string::npos) << "lists the known keys";
+  Options o = Options::load(dir + "/c.yaml");
+  EXPECT_FALSE(o.error.ok()) << "load() keeps the error for the Runtime";
+}
+
+TEST(Options, BadValueIsNamedWithAllowedValues) {
+  auto dir = test::scratch_dir();
+  auto r = Options::try_load(write_yaml(dir, "max_in_flight: zero\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("max_in_flight"), std::string::npos);
+  EXPECT_NE(r.status().message().find("allowed"), std::string::npos);
+  EXPECT_FALSE(Options::try_load(write_yaml(dir, "chunk_bytes: 5000\n")).ok()) << "not a multiple of 4K";
+  EXPECT_FALSE(Options::try_load(write_yaml(dir, "pool_bytes: 8K\nchunk_bytes: 8K\n")).ok()) << "pool < 2 chunks";
+  EXPECT_FALSE(Options::try_load(write_yaml(dir, "- a\n- b\n")).ok()) << "not a map";
+  EXPECT_EQ(Options::try_load(dir + "/missing.yaml").status().code(), Code::not_found);
+}
+
+TEST(Options, EnvironmentErrors) {
+  ::setenv("CKPT_FSYNC", "maybe", 1);
+  Options o;
+  ::unsetenv("CKPT_FSYNC");
+  EXPECT_FALSE(o.error.ok());
+  EXPECT_NE(o.error.message().find("CKPT_FSYNC"), std::string::npos) << o.error.message();
+  ::setenv("CKPT_NOT_AN_OPTION", "1", 1);
+  Options u;
+  ::unsetenv("CKPT_NOT_AN_OPTION");
+  EXPECT_FALSE(u.error.ok());
+  EXPECT_NE(u.error.message().find("CKPT_NOT_AN_OPTION"), std::string::npos);
+}

@@ -1,0 +1,113 @@
+// POSIX file-per-process (1PFPP): every rank writes its own file data.<rank> with pwrite.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "runtime/src/format.hpp"
+#include "transports/transport.hpp"
+#include "transports/posix_io.hpp"
+
+namespace ckpt::detail {
+namespace {
+
+class PosixWriter final : public Writer {
+ public:
+  PosixWriter(const WriteContext& ctx, std::uint64_t data_offset) : m_ctx(ctx), m_data_offset(data_offset) {
+    m_name = "data." + std::to_string(ctx.rank);
+    m_path = ctx.dir + "/" + m_name;
+  }
+  ~PosixWriter() override {
+    if (m_fd >= 0) ::close(m_fd);
+  }
+
+  Status open() {
+    m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (m_fd < 0) return errno_status("create " + m_path);
+    DataHeader h;
+    h.step = m_ctx.step;
+    h.writer = static_cast<std::uint32_t>(m_ctx.rank);
+    h.nranks = static_cast<std::uint32_t>(m_ctx.nranks);
+    h.ckpt_id = m_ctx.ckpt_id;
+    h.data_offset = m_data_offset;
+    auto bytes = encode_data_header(h);
+    return pwrite_all(m_fd, bytes.data(), bytes.size(), 0, m_path);
+  }
+
+  Status write(std::uint64_t offset, const void* data, std::size_t n) override {
+    CKPT_RETURN_IF_ERROR(pwrite_all(m_fd, data, n, m_data_offset + offset, m_path));
+    m_end = std::max<std::uint64_t>(m_end, m_data_offset + offset + n);
+    return Status::OK();
+  }
+
+  Result<Placement> finish() override {
+    if (m_ctx.fsync && ::fdatasync(m_fd) != 0) return errno_status("fdatasync " + m_path);
+    if (::close(m_fd) != 0) {
+      m_fd = -1;
+      return errno_status("close " + m_path);
+    }
+    m_fd = -1;
+    return Placement{m_name, m_ctx.rank, m_data_offset, std::max<std::uint64_t>(m_end, m_data_offset)};
+  }
+
+  void abort() override {
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
+    ::unlink(m_path.c_str());
+  }
+
+ private:
+  WriteContext m_ctx;
+  std::uint64_t m_data_offset;
+  std::string m_name, m_path;
+  int m_fd = -1;
+  std::uint64_t m_end = 0;
+};
+
+class PosixTransport final : public Transport {
+ public:
+  explicit PosixTransport(std::uint64_t alignment) : m_alignment(alignment) {}
+  const char* name() const override { return "posix"; }
+  Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
+    auto w = std::make_unique<PosixWriter>(ctx, std::max<std::uint64_t>(m_alignment, kDataHeaderBytes));
+    CKPT_RETURN_IF_ERROR(w->open());
+    return std::unique_ptr<Writer>(std::move(w));
+  }
+
+ private:
+  std::uint64_t m_alignment;
+};
+
+class FileReader final : public Reader {
+ public:
+  explicit FileReader(std::string dir) : m_dir(std::move(dir)) {}
+  ~FileReader() override {
+    if (m_fd >= 0) ::close(m_fd);
+  }
+  Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n) override {
+    if (file != m_file) {
+      if (m_fd >= 0) ::close(m_fd);
+      m_file.clear();
+      const std::string path = m_dir + "/" + file;
+      m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (m_fd < 0) return errno_status("open " + path);
+      m_file = file;
+    }
+    return pread_all(m_fd, dst, n, offset, m_dir + "/" + file);
+  }
+
+ private:
+  std::string m_dir, m_file;
+  int m_fd = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_posix_transport(const Options& o) {
+  return std::make_unique<PosixTransport>(o.alignment);
+}
+
+std::unique_ptr<Reader> make_file_reader(const std::string& dir) { return std::make_unique<FileReader>(dir); }
+
+}  // namespace ckpt::detail

@@ -1,0 +1,126 @@
+#include "transports/posix_io.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ckpt::detail {
+
+Status errno_status(const std::string& what) {
+  const int e = errno;
+  return Status(e == ENOENT ? Code::not_found : Code::io_error, what + ": " + std::strerror(e));
+}
+
+Status pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path) {
+  auto* b = static_cast<const char*>(p);
+  while (n > 0) {
+    ssize_t w = ::pwrite(fd, b, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("write " + path + " at offset " + std::to_string(off));
+    }
+    b += w;
+    n -= static_cast<std::size_t>(w);
+    off += static_cast<std::uint64_t>(w);
+  }
+  return Status::OK();
+}
+
+Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::string& path) {
+  auto* b = static_cast<char*>(p);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, b, n, static_cast<off_t>(off));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("read " + path + " at offset " + std::to_string(off));
+    }
+    if (r == 0) return Status(Code::corrupt, path + " is truncated (wanted bytes at offset " + std::to_string(off) + ")");
+    b += r;
+    n -= static_cast<std::size_t>(r);
+    off += static_cast<std::uint64_t>(r);
+  }
+  return Status::OK();
+}
+
+Result<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint64_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status("open " + path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Status s = errno_status("stat " + path);
+    ::close(fd);
+    return s;
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return Status(Code::corrupt, path + " is not a regular file of at most " + std::to_string(max_bytes) + " bytes");
+  }
+  std::vector<std::uint8_t> buf(static_cast<std::size_t>(st.st_size));
+  Status s = pread_all(fd, buf.data(), buf.size(), 0, path);
+  ::close(fd);
+  if (!s.ok()) return s;
+  return buf;
+}
+
+Status write_file(const std::string& path, const void* p, std::size_t n, bool sync) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+  if (fd < 0) return errno_status("create " + path);
+  Status s = pwrite_all(fd, p, n, 0, path);
+  if (s.ok() && sync && ::fsync(fd) != 0) s = errno_status("fsync " + path);
+  if (::close(fd) != 0 && s.ok()) s = errno_status("close " + path);
+  return s;
+}
+
+Status fsync_dir(const std::string& dir, bool sync) {
+  if (!sync) return Status::OK();
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("open directory " + dir);
+  Status s;
+  if (::fsync(fd) != 0) s = errno_status("fsync directory " + dir);
+  ::close(fd);
+  return s;
+}
+
+Status make_dirs(const std::string& dir) {
+  if (dir.empty()) return Status(Code::invalid_argument, "empty directory name");
+  std::string cur;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    std::size_t next = dir.find('/', pos + 1);
+    cur = dir.substr(0, next);
+    pos = next;
+    if (cur.empty() || cur == "/") continue;
+    if (::mkdir(cur.c_str(), 0777) != 0 && errno != EEXIST) return errno_status("create directory " + cur);
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return errno_status("stat " + dir);
+  if (!S_ISDIR(st.st_mode)) return Status(Code::invalid_argument, dir + " exists and is not a directory");
+  return Status::OK();
+}
+
+Status remove_tree(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Status::OK() : errno_status("stat " + path);
+  if (S_ISDIR(st.st_mode)) {
+    DIR* d = ::opendir(path.c_str());
+    if (d == nullptr) return errno_status("open directory " + path);
+    Status first;
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n == "." || n == "..") continue;
+      Status s = remove_tree(path + "/" + n);
+      if (!s.ok() && first.ok()) first = s;
+    }
+    ::closedir(d);
+    if (::rmdir(path.c_str()) != 0 && first.ok()) first = errno_status("remove " + path);
+    return first;
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_status("remove " + path);
+  return Status::OK();
+}
+
+}  // namespace ckpt::detail

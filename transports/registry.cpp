@@ -1,0 +1,54 @@
+// The one table of transports. A known name that this build cannot make stays in the table and says
+// why, instead of answering "unknown" (see docs/adding-a-transport.md).
+#include <functional>
+
+#include "transports/transport.hpp"
+
+namespace ckpt::detail {
+
+std::unique_ptr<Transport> make_posix_transport(const Options& o);
+std::unique_ptr<Transport> make_null_transport(const Options& o);
+
+namespace {
+
+struct Entry {
+  const char* name;
+  const char* description;
+  std::function<std::unique_ptr<Transport>(const Options&)> make;  // empty: not available
+  const char* why_not;
+};
+
+const std::vector<Entry>& table() {
+  static const std::vector<Entry> t = {
+      {"posix", "one file per rank (1PFPP), pwrite + fdatasync", make_posix_transport, ""},
+      {"null", "throws data away: the NO-I/O baseline", make_null_transport, ""},
+      {"mpiio", "coIO: MPI-IO collective writes into nf files", nullptr, "not implemented yet (transports issue)"},
+      {"rbio", "rbIO: workers send to writer ranks", nullptr, "not implemented yet (transports issue)"},
+      {"hdf5", "parallel HDF5, one dataset per variable", nullptr, "not implemented yet (transports issue)"},
+      {"hdf5-sync", "parallel HDF5 written from the application thread", nullptr,
+       "not implemented yet (transports issue)"},
+  };
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> transport_names() {
+  std::vector<std::string> n;
+  for (auto& e : table()) n.push_back(e.name);
+  return n;
+}
+
+Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options) {
+  std::string known;
+  for (auto& e : table()) {
+    if (name == e.name) {
+      if (!e.make) return Status(Code::unavailable, "transport '" + name + "' is " + e.why_not);
+      return e.make(options);
+    }
+    known += (known.empty() ? "" : ", ") + std::string(e.name);
+  }
+  return Status(Code::invalid_argument, "unknown transport '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace ckpt::detail

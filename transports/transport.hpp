@@ -1,0 +1,81 @@
+/// \file transport.hpp
+/// Where a rank's checkpoint stream goes and how blocks come back (internal). One Transport per I/O
+/// method, made by name through the registry in registry.cpp. See docs/adding-a-transport.md.
+#ifndef CKPT_TRANSPORTS_TRANSPORT_HPP
+#define CKPT_TRANSPORTS_TRANSPORT_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "runtime/src/layout.hpp"
+
+namespace ckpt::detail {
+
+/// What a writer needs to know about the checkpoint it writes. Built by the app thread.
+struct WriteContext {
+  std::string dir;           ///< the checkpoint's temporary directory (ckpt.<step>.tmp), exists
+  std::int64_t step = 0;
+  int rank = 0;
+  int nranks = 1;
+  std::uint64_t ckpt_id = 0;  ///< same on every rank
+  bool fsync = true;
+  const StreamPlan* plan = nullptr;  ///< this rank's stream; valid until finish()/abort() returns
+};
+
+/// Where a rank's stream ended up: stream byte x is at byte `base_offset + x` of `file`.
+struct Placement {
+  std::string file;  ///< name relative to the checkpoint directory
+  int writer = 0;    ///< rank that wrote it
+  std::uint64_t base_offset = 0;
+  std::uint64_t file_bytes = 0;  ///< size of the file this rank wrote (0 if another rank owns it)
+};
+
+/// Writes one rank's stream of one checkpoint. Created on the application thread, then used by the
+/// flush thread only: write() calls come in increasing offset order, then finish() or abort().
+class Writer {
+ public:
+  virtual ~Writer() = default;
+  /// Writes `n` bytes of the stream at `offset`.
+  virtual Status write(std::uint64_t offset, const void* data, std::size_t n) = 0;
+  /// Makes the data durable (fdatasync when ctx.fsync) and closes; returns where it went.
+  virtual Result<Placement> finish() = 0;
+  /// Drops what was written (closes and removes partial files).
+  virtual void abort() = 0;
+};
+
+/// Reads blocks back. Used by the application thread during restart and by tools.
+class Reader {
+ public:
+  virtual ~Reader() = default;
+  /// Reads `n` bytes at `offset` of `file` (a name from the index) in checkpoint directory `dir`.
+  virtual Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n) = 0;
+};
+
+/// An I/O method.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  /// Opens this rank's writer for one checkpoint (application thread).
+  virtual Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) = 0;
+  /// Whether checkpoints written by this transport reach the disk (false for null).
+  virtual bool persistent() const { return true; }
+};
+
+/// Makes the transport called `name`. Known names that were not built answer `unavailable` with the
+/// reason; unknown names answer `invalid_argument` listing the known ones.
+Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options);
+/// Names in the registry (built or not), for messages and --help.
+std::vector<std::string> transport_names();
+
+/// A reader of checkpoint directory `dir` (every persistent transport writes byte files named in the
+/// index, so one POSIX reader serves them).
+std::unique_ptr<Reader> make_file_reader(const std::string& dir);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_TRANSPORTS_TRANSPORT_HPP
