@@ -1,23 +1,29 @@
-# ckpt_add_test(NAME <name> SOURCES <files...> [RANKS <n>] [LABELS <labels...>] [LIBS <targets...>]
-#               [TIMEOUT <s>])
-# One GoogleTest executable and one CTest test. RANKS > 0 runs it under ${MPIEXEC_EXECUTABLE} with
-# that many ranks (oversubscribed: CI machines have 2 cores) and sets PROCESSORS; every test gets
-# its own scratch directory in CKPTTEST_TMP.
+# ckpt_add_test(NAME <name> [SOURCES <files...> | TARGET <existing test executable>] [RANKS <n>]
+#               [LABELS <labels...>] [LIBS <targets...>] [ENV <VAR=value...>] [TIMEOUT <s>]
+#               [FIXTURES_SETUP <f>] [FIXTURES_REQUIRED <f>])
+# One GoogleTest executable (or a reuse of one) and one CTest test. Every test runs under
+# ${MPIEXEC_EXECUTABLE} with RANKS ranks (default 1; oversubscribed: CI machines have 2 cores) and
+# PROCESSORS set; tests with RANKS > 1 get the `mpi` label. CKPTTEST_TMP names a scratch directory
+# in the build tree. (Test-only variables must not start with CKPT_: ckpt rejects unknown CKPT_* names.)
 find_package(GTest REQUIRED)
 function(ckpt_add_test)
-  cmake_parse_arguments(T "" "NAME;RANKS;TIMEOUT" "SOURCES;LABELS;LIBS" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;RANKS;TIMEOUT;TARGET;FIXTURES_SETUP;FIXTURES_REQUIRED" "SOURCES;LABELS;LIBS;ENV" ${ARGN})
   if(NOT T_RANKS)
     set(T_RANKS 1)
   endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
-  add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ckpt ckpt_test_main ${T_LIBS})
-  set(_tmp ${CMAKE_BINARY_DIR}/test-tmp/${T_NAME})
+  set(_exe ${T_TARGET})
+  if(NOT _exe)
+    set(_exe ${T_NAME})
+    add_executable(${_exe} ${T_SOURCES})
+    target_link_libraries(${_exe} PRIVATE ckpt ckpt_test_main ${T_LIBS})
+  endif()
+  set(_tmp ${CMAKE_BINARY_DIR}/test-tmp)
   add_test(NAME ${T_NAME}
            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${T_RANKS} --oversubscribe ${MPIEXEC_PREFLAGS}
-                   $<TARGET_FILE:${T_NAME}> ${MPIEXEC_POSTFLAGS})
+                   $<TARGET_FILE:${_exe}> ${MPIEXEC_POSTFLAGS})
   set(_labels ${T_LABELS})
   if(T_RANKS GREATER 1)
     list(APPEND _labels mpi)
@@ -26,5 +32,14 @@ function(ckpt_add_test)
     PROCESSORS ${T_RANKS}
     TIMEOUT ${T_TIMEOUT}
     LABELS "${_labels}"
-    ENVIRONMENT "CKPTTEST_TMP=${_tmp};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    ENVIRONMENT "CKPTTEST_TMP=${_tmp}/${T_NAME};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;${T_ENV}")
+  if(T_FIXTURES_SETUP)
+    set_tests_properties(${T_NAME} PROPERTIES FIXTURES_SETUP ${T_FIXTURES_SETUP})
+  endif()
+  if(T_FIXTURES_REQUIRED)
+    set_tests_properties(${T_NAME} PROPERTIES FIXTURES_REQUIRED ${T_FIXTURES_REQUIRED})
+  endif()
 endfunction()
+
+# The environment every plain mpiexec test needs (as root, oversubscribed).
+set(CKPT_MPI_TEST_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")

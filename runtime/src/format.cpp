@@ -270,7 +270,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     if (!r.attrs(v.attrs)) return fail("bad attributes of '" + v.name + "'");
   }
   std::uint64_t nblocks = 0;
-  if (!r.count(nblocks, 64, std::numeric_limits<std::uint32_t>::max())) return fail("bad block count");
+  if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max())) return fail("bad block count");  // 56: a 0-d block
   idx.blocks.resize(nblocks);
   for (std::uint64_t i = 0; i < nblocks; ++i) {
     auto& b = idx.blocks[i];

@@ -141,3 +141,29 @@ TEST(Format, MinMaxIgnoresNaNAndHandlesSignedTypes) {
   EXPECT_EQ(stat_to_string(DType::i32, n.min_bits()), "-9");
   EXPECT_EQ(stat_to_string(DType::i32, n.max_bits()), "5");
 }
+
+TEST(Format, IndexOfOnlyScalarsDecodes) {
+  // Regression: the smallest block record (a 0-d scalar) is 56 bytes; an index that ends with many
+  // of them must decode.
+  Index idx;
+  idx.step = 1;
+  idx.nranks = 4;
+  idx.transport = "posix";
+  idx.files = {{"data.0", 0, 4096}};
+  VarRecord v;
+  v.name = "step";
+  v.dtype = DType::i64;
+  v.kind = RegionKind::scalar;
+  idx.vars = {v};
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    BlockRecord b;
+    b.rank = r;
+    b.length = 8;
+    idx.blocks.push_back(b);
+  }
+  idx.rank_file = {0, 0, 0, 0};
+  auto bytes = encode_index(idx);
+  auto back = decode_index(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->blocks.size(), 4u);
+}
