@@ -13,7 +13,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -67,8 +66,12 @@ def main():
             time.sleep(0.005)
         time.sleep(rng.uniform(0, 0.03))
         flushing = bool(glob.glob(os.path.join(d, "ckpt.*.tmp")))
-        os.killpg(job.pid, signal.SIGKILL)
+        # Open MPI gives each rank a process group of its own: kill the whole session, ranks included,
+        # and wait until none is left (an orphaned rank would keep writing).
+        subprocess.run(["pkill", "-KILL", "-s", str(job.pid)])
         job.wait()
+        while subprocess.run(["pgrep", "-s", str(job.pid)], stdout=subprocess.DEVNULL).returncode == 0:
+            time.sleep(0.05)
         if not armed:
             print(f"trial {t}: FAIL: the job never had a committed and an in-flight checkpoint")
             failures += 1
