@@ -13,78 +13,89 @@
 
 namespace ckpt::detail {
 
-// ---- flush thread --------------------------------------------------------------------------------
+// ---- flush: digest thread, then write thread ------------------------------------------------------
+// Two stages so that hashing chunk k+1 overlaps the write of chunk k. Both see a job's chunks in
+// stream order (FIFO queues), which the streaming checksums need.
 
-void RuntimeImpl::flush_loop() {
+void RuntimeImpl::digest_loop() {
   WorkItem item;
   while (m_flush_q.pop(item)) {
-    flush_item(item);
+    digest_item(item);
+    m_write_q.push(std::move(item));
+    item = WorkItem();
+  }
+}
+
+void RuntimeImpl::write_loop() {
+  WorkItem item;
+  while (m_write_q.pop(item)) {
+    write_item(item);
     item = WorkItem();  // drop the job reference now, not at the next pop
   }
 }
 
-void RuntimeImpl::flush_item(WorkItem& item) {
+void RuntimeImpl::digest_item(WorkItem& item) {
+  if (item.chunk == nullptr || !item.error.ok()) return;
+  Job& j = *item.job;
+  Status s = m_device->wait(item.fence);
+  // Checksums and statistics of the blocks in this window, in stream order.
+  const std::uint64_t a = item.offset, b = item.offset + item.length;
+  while (s.ok() && j.next_block < j.plan.blocks.size()) {
+    const BlockPlan& bp = j.plan.blocks[j.next_block];
+    BlockProgress& pr = j.progress[j.next_block];
+    if (pr.finished) {
+      ++j.next_block;
+      continue;
+    }
+    if (bp.offset >= b) break;
+    const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
+    if (hi > lo) {
+      pr.hasher->update(item.chunk->data + (lo - a), hi - lo);
+      if (pr.minmax) pr.minmax->update(item.chunk->data + (lo - a), hi - lo);
+    }
+    if (bp.offset + bp.length > b) break;  // continues in the next chunk
+    pr.checksum = pr.hasher->digest();
+    pr.finished = true;
+    ++j.next_block;
+  }
+  item.error = s;
+}
+
+void RuntimeImpl::write_item(WorkItem& item) {
   Job& j = *item.job;
   if (j.handed_over) {  // a late item of a job already finished (capture_end failed after the last chunk)
     if (item.chunk != nullptr) m_pool->release(item.chunk);
     return;
   }
   if (!item.error.ok() && j.error.ok()) j.error = item.error;
-  const auto t0 = Clock::now();
   if (item.chunk != nullptr) {
     if (j.error.ok()) {
-      Status s = m_device->wait(item.fence);
       if (m_opts.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_opts.flush_delay_ms));
-      // Checksums and statistics of the blocks in this window, in stream order.
-      const std::uint64_t a = item.offset, b = item.offset + item.length;
-      while (s.ok() && j.next_block < j.plan.blocks.size()) {
-        const BlockPlan& bp = j.plan.blocks[j.next_block];
-        BlockProgress& pr = j.progress[j.next_block];
-        if (pr.finished) {
-          ++j.next_block;
-          continue;
-        }
-        if (bp.offset >= b) break;
-        const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
-        if (hi > lo) {
-          pr.hasher->update(item.chunk->data + (lo - a), hi - lo);
-          if (pr.minmax) pr.minmax->update(item.chunk->data + (lo - a), hi - lo);
-        }
-        if (bp.offset + bp.length > b) break;  // continues in the next chunk
-        pr.checksum = pr.hasher->digest();
-        pr.finished = true;
-        ++j.next_block;
-      }
-      if (s.ok()) s = j.writer->write(item.offset, item.chunk->data, item.length);
+      Status s = j.writer->write(item.offset, item.chunk->data, item.length);
       if (!s.ok()) j.error = s;
     }
     m_pool->release(item.chunk);
   }
-  if (item.last) {
-    if (j.writer) {
-      if (j.error.ok()) {
-        auto p = j.writer->finish();
-        if (p.ok()) j.placement = p.value();
-        else j.error = p.status();
-      }
-      if (!j.error.ok()) j.writer->abort();
-      j.writer.reset();
-    } else if (j.error.ok()) {
-      j.error = Status(Code::internal, "checkpoint finished without a writer");
+  if (!item.last) return;
+  if (j.writer) {
+    if (j.error.ok()) {
+      auto p = j.writer->finish();
+      if (p.ok()) j.placement = p.value();
+      else j.error = p.status();
     }
+    if (!j.error.ok()) j.writer->abort();
+    j.writer.reset();
+  } else if (j.error.ok()) {
+    j.error = Status(Code::internal, "checkpoint finished without a writer");
   }
   {
     std::lock_guard<std::mutex> lk(j.ticket->mu);
-    j.ticket->stats.flush_s += seconds_since(t0);
-    if (item.last) {
-      j.ticket->stats.durable_s = seconds_since(j.t0);
-      j.ticket->stats.bytes_written = j.placement.file_bytes;
-    }
+    j.ticket->stats.flush_s = seconds_since(j.flush_start);
+    j.ticket->stats.durable_s = seconds_since(j.t0);
+    j.ticket->stats.bytes_written = j.placement.file_bytes;
   }
-  if (item.last) {
-    j.handed_over = true;
-    m_commit_q.push(item.job);
-  }
+  j.handed_over = true;
+  m_commit_q.push(item.job);
 }
 
 // ---- commit thread -------------------------------------------------------------------------------

@@ -230,7 +230,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
 
   m_device = make_default_device();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
-  m_flush_thread = std::thread([this] { flush_loop(); });
+  m_digest_thread = std::thread([this] { digest_loop(); });
+  m_write_thread = std::thread([this] { write_loop(); });
   m_commit_thread = std::thread([this] { commit_loop(); });
 }
 
@@ -243,7 +244,9 @@ Status RuntimeImpl::close() {
   MPI_Finalized(&finalized);
   Status first = m_status.ok() ? wait_all() : Status::OK();
   m_flush_q.close();
-  if (m_flush_thread.joinable()) m_flush_thread.join();
+  if (m_digest_thread.joinable()) m_digest_thread.join();
+  m_write_q.close();
+  if (m_write_thread.joinable()) m_write_thread.join();
   m_commit_q.close();
   if (m_commit_thread.joinable()) m_commit_thread.join();
   m_in_flight.clear();
@@ -485,7 +488,17 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   if (s.ok()) {
     const std::uint64_t chunk = m_opts.chunk_bytes;
     const std::uint64_t nchunks = (job->plan.bytes + chunk - 1) / chunk;
+    // When the whole stream fits in free chunks (the common case with the auto pool), the chunks are
+    // handed over together at the end: the flush thread then does not compete with the copy for
+    // memory bandwidth while the application is blocked. Otherwise they stream one by one.
+    const bool batch = nchunks <= m_pool->free_chunks();
+    std::vector<WorkItem> pending;
+    auto hand_over = [&](WorkItem&& it) {
+      if (batch) pending.push_back(std::move(it));
+      else m_flush_q.push(std::move(it));
+    };
     std::size_t first_block = 0;
+    job->flush_start = Clock::now();  // refined below when the chunks are handed over in a batch
     for (std::uint64_t k = 0; k < nchunks && s.ok(); ++k) {
       const std::uint64_t a = k * chunk, b = std::min(a + chunk, job->plan.bytes);
       const auto tw = Clock::now();
@@ -521,8 +534,12 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
       item.last = (k + 1 == nchunks) || !s.ok();
       item.error = s;  // the flush thread adopts it and drops the rest of the job
       const bool last = item.last;
-      m_flush_q.push(std::move(item));
+      hand_over(std::move(item));
       if (last) break;
+    }
+    if (!pending.empty()) {
+      job->flush_start = Clock::now();
+      m_flush_q.push_all(std::move(pending));
     }
     Status e = m_device->capture_end(stream);
     if (s.ok()) s = e;
@@ -536,6 +553,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   } else {
     // Nothing reached the flush thread yet; the job still goes through it (commit order = step
     // order) and through the commit, which every rank must run.
+    job->flush_start = Clock::now();
     WorkItem item;
     item.job = job;
     item.last = true;

@@ -41,7 +41,7 @@ struct TicketState {
   void finish(Status s);
 };
 
-/// Per-block running state of the flush thread.
+/// Per-block running state of the digest thread.
 struct BlockProgress {
   std::unique_ptr<Hasher> hasher;
   std::unique_ptr<MinMax> minmax;
@@ -57,11 +57,12 @@ struct Job {
   std::unique_ptr<Writer> writer;
   std::string tmp_dir, final_dir;
   std::vector<BlockProgress> progress;
-  std::size_t next_block = 0;  ///< flush thread's cursor into plan.blocks
-  Status error;                ///< first failure on this rank; written by the flush thread only
-  bool handed_over = false;    ///< flush thread: the job went to the commit queue
+  std::size_t next_block = 0;  ///< digest thread's cursor into plan.blocks
+  Status error;                ///< first failure on this rank; written by the write thread only
+  bool handed_over = false;    ///< write thread: the job went to the commit queue
   Placement placement;
   Clock::time_point t0;
+  Clock::time_point flush_start;  ///< set by the app thread before the first chunk is handed over
 };
 
 /// A chunk on its way from capture to the flush thread. chunk == nullptr with last = true marks an
@@ -73,7 +74,7 @@ struct WorkItem {
   std::size_t length = 0;
   Fence fence = 0;
   bool last = false;
-  Status error;  ///< a capture failure; the flush thread makes it the job's error
+  Status error;  ///< a capture or digest failure; the write thread makes it the job's error
 };
 
 /// A queue with blocking pop; close() releases the consumer.
@@ -84,6 +85,13 @@ class BlockingQueue {
     {
       std::lock_guard<std::mutex> lk(m_mu);
       m_q.push_back(std::move(v));
+    }
+    m_cv.notify_one();
+  }
+  void push_all(std::vector<T>&& vs) {
+    {
+      std::lock_guard<std::mutex> lk(m_mu);
+      for (auto& v : vs) m_q.push_back(std::move(v));
     }
     m_cv.notify_one();
   }
@@ -143,9 +151,11 @@ class RuntimeImpl {
   Status agree(const Status& local);
 
   // pipeline (pipeline.cpp)
-  void flush_loop();
+  void digest_loop();
+  void write_loop();
   void commit_loop();
-  void flush_item(WorkItem& item);
+  void digest_item(WorkItem& item);
+  void write_item(WorkItem& item);
   Status commit(Job& job);
   Status commit_on_root(Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
   void apply_retention(std::int64_t just_committed);
@@ -168,9 +178,10 @@ class RuntimeImpl {
   std::vector<Region> m_regions;
   std::deque<std::shared_ptr<Job>> m_in_flight;  // app thread only
 
-  BlockingQueue<WorkItem> m_flush_q;
+  BlockingQueue<WorkItem> m_flush_q;  // capture -> digest thread
+  BlockingQueue<WorkItem> m_write_q;  // digest thread -> write thread
   BlockingQueue<std::shared_ptr<Job>> m_commit_q;
-  std::thread m_flush_thread, m_commit_thread;
+  std::thread m_digest_thread, m_write_thread, m_commit_thread;
 };
 
 }  // namespace ckpt::detail

@@ -73,7 +73,7 @@ struct CheckpointStats {
   std::uint64_t bytes_written = 0;  ///< bytes this rank wrote (stream incl. alignment and header)
   double blocked_s = 0;             ///< time the caller spent inside checkpoint()
   double capture_wait_s = 0;        ///< part of blocked_s spent waiting for a free staging chunk
-  double flush_s = 0;               ///< flush thread: hashing + writing + fdatasync
+  double flush_s = 0;               ///< from the first chunk handed to the flush threads to data durable
   double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
   double committed_s = 0;           ///< from entering checkpoint() to the commit being visible
   std::uint64_t staging_bytes = 0;  ///< size of the staging pool during this checkpoint
