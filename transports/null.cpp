@@ -28,6 +28,8 @@ class NullTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_null_transport(const Options&) { return std::make_unique<NullTransport>(); }
+Result<std::unique_ptr<Transport>> make_null_transport(const Options&, const TransportEnv&) {
+  return std::unique_ptr<Transport>(std::make_unique<NullTransport>());
+}
 
 }  // namespace ckpt::detail

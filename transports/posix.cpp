@@ -7,6 +7,7 @@
 
 #include "runtime/src/format.hpp"
 #include "transports/transport.hpp"
+#include "transports/open_token.hpp"
 #include "transports/posix_io.hpp"
 
 namespace ckpt::detail {
@@ -15,7 +16,7 @@ namespace {
 class PosixWriter final : public Writer {
  public:
   PosixWriter(const WriteContext& ctx, std::uint64_t data_offset) : m_ctx(ctx), m_data_offset(data_offset) {
-    m_name = "data." + std::to_string(ctx.rank);
+    m_name = ctx.file_name("data", ctx.rank);
     m_path = ctx.dir + "/" + m_name;
   }
   ~PosixWriter() override {
@@ -67,16 +68,25 @@ class PosixWriter final : public Writer {
 
 class PosixTransport final : public Transport {
  public:
-  explicit PosixTransport(std::uint64_t alignment) : m_alignment(alignment) {}
+  PosixTransport(std::uint64_t alignment, int open_token, MPI_Comm comm)
+      : m_alignment(alignment), m_token(open_token), m_comm(comm) {}
+  ~PosixTransport() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (m_comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m_comm);
+  }
   const char* name() const override { return "posix"; }
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     auto w = std::make_unique<PosixWriter>(ctx, std::max<std::uint64_t>(m_alignment, kDataHeaderBytes));
-    CKPT_RETURN_IF_ERROR(w->open());
+    Status s = m_token > 0 ? with_open_token(m_comm, m_token, [&] { return w->open(); }) : w->open();
+    CKPT_RETURN_IF_ERROR(s);
     return std::unique_ptr<Writer>(std::move(w));
   }
 
  private:
   std::uint64_t m_alignment;
+  int m_token;
+  MPI_Comm m_comm;  // app thread only (the token)
 };
 
 class FileReader final : public Reader {
@@ -104,8 +114,10 @@ class FileReader final : public Reader {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_posix_transport(const Options& o) {
-  return std::make_unique<PosixTransport>(o.alignment);
+Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const TransportEnv& env) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  if (o.open_token > 0) MPI_Comm_dup(env.comm, &comm);
+  return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(o.alignment, o.open_token, comm));
 }
 
 std::unique_ptr<Reader> make_file_reader(const std::string& dir) { return std::make_unique<FileReader>(dir); }

@@ -6,15 +6,17 @@
 
 namespace ckpt::detail {
 
-std::unique_ptr<Transport> make_posix_transport(const Options& o);
-std::unique_ptr<Transport> make_null_transport(const Options& o);
+Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_null_transport(const Options& o, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_mpiio_transport(const Options& o, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_rbio_transport(const Options& o, const TransportEnv& env);
 
 namespace {
 
 struct Entry {
   const char* name;
   const char* description;
-  std::function<std::unique_ptr<Transport>(const Options&)> make;  // empty: not available
+  std::function<Result<std::unique_ptr<Transport>>(const Options&, const TransportEnv&)> make;  // empty: not available
   const char* why_not;
 };
 
@@ -22,8 +24,8 @@ const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
       {"posix", "one file per rank (1PFPP), pwrite + fdatasync", make_posix_transport, ""},
       {"null", "throws data away: the NO-I/O baseline", make_null_transport, ""},
-      {"mpiio", "coIO: MPI-IO collective writes into nf files", nullptr, "not implemented yet (transports issue)"},
-      {"rbio", "rbIO: workers send to writer ranks", nullptr, "not implemented yet (transports issue)"},
+      {"mpiio", "coIO: MPI-IO collective writes into nf files", make_mpiio_transport, ""},
+      {"rbio", "rbIO: workers send to writer ranks, writers write", make_rbio_transport, ""},
       {"hdf5", "parallel HDF5, one dataset per variable", nullptr, "not implemented yet (transports issue)"},
       {"hdf5-sync", "parallel HDF5 written from the application thread", nullptr,
        "not implemented yet (transports issue)"},
@@ -39,12 +41,13 @@ std::vector<std::string> transport_names() {
   return n;
 }
 
-Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options) {
+Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options,
+                                                  const TransportEnv& env) {
   std::string known;
   for (auto& e : table()) {
     if (name == e.name) {
       if (!e.make) return Status(Code::unavailable, "transport '" + name + "' is " + e.why_not);
-      return e.make(options);
+      return e.make(options, env);
     }
     known += (known.empty() ? "" : ", ") + std::string(e.name);
   }

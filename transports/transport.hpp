@@ -4,6 +4,8 @@
 #ifndef CKPT_TRANSPORTS_TRANSPORT_HPP
 #define CKPT_TRANSPORTS_TRANSPORT_HPP
 
+#include <mpi.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,6 +26,21 @@ struct WriteContext {
   std::uint64_t ckpt_id = 0;  ///< same on every rank
   bool fsync = true;
   const StreamPlan* plan = nullptr;  ///< this rank's stream; valid until finish()/abort() returns
+  std::uint32_t group = 0;           ///< transport group; its part of the stream is [begin, end)
+  std::uint64_t segment_begin = 0, segment_end = 0;
+  /// Bytes of this writer's part of the stream (write() offsets are relative to segment_begin).
+  std::uint64_t bytes() const { return segment_end - segment_begin; }
+  /// "<prefix>.<k>" for group 0, "g<group>.<prefix>.<k>" otherwise: file names unique per group.
+  std::string file_name(const std::string& prefix, int k) const {
+    return (group == 0 ? std::string() : "g" + std::to_string(group) + ".") + prefix + "." + std::to_string(k);
+  }
+};
+
+/// What a transport may use from the Runtime, given once at construction (collective).
+struct TransportEnv {
+  MPI_Comm comm = MPI_COMM_NULL;  ///< the Runtime's communicator; a transport dups what it needs
+  int rank = 0;
+  int size = 1;
 };
 
 /// Where a rank's stream ended up: stream byte x is at byte `base_offset + x` of `file`.
@@ -32,6 +49,7 @@ struct Placement {
   int writer = 0;    ///< rank that wrote it
   std::uint64_t base_offset = 0;
   std::uint64_t file_bytes = 0;  ///< size of the file this rank wrote (0 if another rank owns it)
+  Attributes attrs;              ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
 };
 
 /// Writes one rank's stream of one checkpoint. Created on the application thread, then used by the
@@ -39,7 +57,7 @@ struct Placement {
 class Writer {
  public:
   virtual ~Writer() = default;
-  /// Writes `n` bytes of the stream at `offset`.
+  /// Writes `n` bytes of this writer's part of the stream at `offset` (relative to segment_begin).
   virtual Status write(std::uint64_t offset, const void* data, std::size_t n) = 0;
   /// Makes the data durable (fdatasync when ctx.fsync) and closes; returns where it went.
   virtual Result<Placement> finish() = 0;
@@ -68,7 +86,9 @@ class Transport {
 
 /// Makes the transport called `name`. Known names that were not built answer `unavailable` with the
 /// reason; unknown names answer `invalid_argument` listing the known ones.
-Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options);
+/// Collective over env.comm (transports may split or dup it).
+Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options,
+                                                  const TransportEnv& env);
 /// Names in the registry (built or not), for messages and --help.
 std::vector<std::string> transport_names();
 

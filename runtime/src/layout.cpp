@@ -19,23 +19,42 @@ std::uint64_t Region::elements() const {
 
 static std::uint64_t round_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
 
-StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment) {
+std::size_t StreamPlan::segment_of(std::uint64_t off) const {
+  for (std::size_t i = segments.size(); i-- > 0;)
+    if (segments[i].begin <= off && off < segments[i].end) return i;
+  return 0;
+}
+
+std::size_t StreamPlan::segment_of_var(std::uint32_t var) const {
+  for (std::size_t i = 0; i < segments.size(); ++i)
+    if (segments[i].group == vars[var].group) return i;
+  return 0;
+}
+
+StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment, std::uint64_t chunk_bytes,
+                       std::uint32_t ngroups) {
   constexpr std::uint64_t kLarge = 64 * 1024;
   StreamPlan p;
-  p.vars = regions;
   std::uint64_t off = 0;
-  for (std::uint32_t i = 0; i < regions.size(); ++i) {
-    const Region& r = regions[i];
-    BlockPlan b;
-    b.var = i;
-    b.length = r.bytes();
-    off = round_up(off, b.length >= kLarge ? alignment : 8);
-    b.offset = off;
-    b.src = r.ptr;
-    b.mem = r.mem;
-    off += b.length;
-    p.payload += b.length;
-    p.blocks.push_back(b);
+  for (std::uint32_t g = 0; g < ngroups; ++g) {
+    off = round_up(off, chunk_bytes);
+    Segment seg{g, off, off};
+    for (const Region& r : regions) {
+      if (r.group != g) continue;
+      BlockPlan b;
+      b.var = static_cast<std::uint32_t>(p.vars.size());
+      b.length = r.bytes();
+      off = round_up(off, b.length >= kLarge ? alignment : 8);
+      b.offset = off;
+      b.src = r.ptr;
+      b.mem = r.mem;
+      off += b.length;
+      p.payload += b.length;
+      p.vars.push_back(r);
+      p.blocks.push_back(b);
+    }
+    seg.end = off;
+    p.segments.push_back(seg);
   }
   p.bytes = off;
   return p;

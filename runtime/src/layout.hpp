@@ -32,6 +32,7 @@ struct Region {
   Shape start;   ///< global kind only
   Shape count;   ///< the local extents (all kinds; {} for a scalar)
   Attributes attrs;
+  std::uint32_t group = 0;  ///< transport group (0 = the default transport)
   std::uint64_t elements() const;
   std::uint64_t bytes() const { return elements() * dtype_size(dtype); }
 };
@@ -45,16 +46,31 @@ struct BlockPlan {
   MemoryKind mem = MemoryKind::host;
 };
 
-/// This rank's stream for one checkpoint: the regions end to end, aligned.
-struct StreamPlan {
-  std::vector<Region> vars;       ///< snapshot of the registry at checkpoint() (pointers included)
-  std::vector<BlockPlan> blocks;  ///< one per var, in stream order
-  std::uint64_t bytes = 0;        ///< stream length incl. padding
-  std::uint64_t payload = 0;      ///< sum of block lengths
+/// The part of the stream that goes through one transport group: [begin, end), begin a multiple of
+/// the chunk size, so that every chunk belongs to exactly one segment.
+struct Segment {
+  std::uint32_t group = 0;
+  std::uint64_t begin = 0, end = 0;
 };
 
-/// Lays out `regions` end to end: blocks of >= 64 KiB aligned to `alignment`, smaller ones to 8 bytes.
-StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment);
+/// This rank's stream for one checkpoint: the regions end to end, aligned, grouped by transport group.
+struct StreamPlan {
+  std::vector<Region> vars;       ///< snapshot of the registry at checkpoint(), ordered by group
+  std::vector<BlockPlan> blocks;  ///< one per var, in stream order
+  std::vector<Segment> segments;  ///< one per group present, in stream order
+  std::uint64_t bytes = 0;        ///< stream length incl. padding
+  std::uint64_t payload = 0;      ///< sum of block lengths
+  /// Index of the segment holding stream offset `off`.
+  std::size_t segment_of(std::uint64_t off) const;
+  /// Index of the segment of variable `var`.
+  std::size_t segment_of_var(std::uint32_t var) const;
+};
+
+/// Lays out `regions` end to end, group by group (registration order within a group): blocks of
+/// >= 64 KiB aligned to `alignment`, smaller ones to 8 bytes; each group's segment starts at a
+/// multiple of `chunk_bytes`. Every group in [0, ngroups) gets a segment, possibly empty.
+StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment, std::uint64_t chunk_bytes = 4096,
+                       std::uint32_t ngroups = 1);
 
 /// Checks a region name: [A-Za-z0-9_./-], no "..", no leading '/', no empty component, <= 255 bytes.
 Status check_name(const std::string& name);

@@ -50,7 +50,51 @@ const std::vector<Field>& fields() {
          return Status();
        }},
       {"transport", [](Options& o, const std::string& v) -> Status {
+         if (v.empty()) return bad_value("transport", v, "posix, mpiio, rbio, hdf5, hdf5-sync, null");
          o.transport = v;  // checked against the registry when the Runtime is built
+         return Status();
+       }},
+      {"rbio_writers", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("rbio_writers", v);
+         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24)) return bad_value("rbio_writers", v, "0 (one per node) or a positive count");
+         o.rbio_writers = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"rbio_files", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("rbio_files", v);
+         if (!x.ok() || (x.value() != 0 && x.value() != 1)) return bad_value("rbio_files", v, "0 (one per writer) or 1 (shared)");
+         o.rbio_files = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"mpiio_files", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("mpiio_files", v);
+         if (!x.ok() || x.value() < 1 || x.value() > (1 << 24)) return bad_value("mpiio_files", v, "a positive count");
+         o.mpiio_files = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"mpiio_hints", [](Options& o, const std::string& v) -> Status {
+         static const char* known[] = {"cb_buffer_size", "cb_nodes", "romio_cb_write", "striping_factor", "striping_unit"};
+         std::size_t p = 0;
+         while (p < v.size()) {
+           std::size_t e = v.find(',', p);
+           if (e == std::string::npos) e = v.size();
+           const std::string kv = v.substr(p, e - p);
+           const std::size_t eq = kv.find('=');
+           const std::string k = kv.substr(0, eq);
+           bool ok = eq != std::string::npos && eq + 1 < kv.size();
+           bool is_known = false;
+           for (auto* n : known) is_known = is_known || k == n;
+           if (!ok || !is_known)
+             return bad_value("mpiio_hints", v, "key=value,... with keys cb_buffer_size, cb_nodes, romio_cb_write, striping_factor, striping_unit");
+           p = e + 1;
+         }
+         o.mpiio_hints = v;
+         return Status();
+       }},
+      {"open_token", [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("open_token", v);
+         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24)) return bad_value("open_token", v, "0 (off) or a positive count");
+         o.open_token = static_cast<int>(x.value());
          return Status();
        }},
       {"pool_bytes", [](Options& o, const std::string& v) -> Status {
@@ -129,13 +173,38 @@ std::string env_name(const char* key) {
 std::string known_keys(bool env) {
   std::string s;
   for (auto& f : fields()) s += (s.empty() ? "" : ", ") + (env ? env_name(f.key) : std::string(f.key));
-  return s;
+  return env ? s : s + ", groups";
 }
 
 const Field* find_field(const std::string& key) {
   for (auto& f : fields())
     if (key == f.key) return &f;
   return nullptr;
+}
+
+Status parse_groups(Options& o, const YAML::Node& node) {
+  if (!node.IsSequence())
+    return Status(Code::invalid_argument, "'groups' must be a list of {name, match, transport}");
+  for (const auto& g : node) {
+    if (!g.IsMap()) return Status(Code::invalid_argument, "each entry of 'groups' must be a map with name, match, transport");
+    Options::Group grp;
+    for (auto it = g.begin(); it != g.end(); ++it) {
+      const std::string k = it->first.as<std::string>("");
+      if (k == "name" && it->second.IsScalar()) grp.name = it->second.Scalar();
+      else if (k == "transport" && it->second.IsScalar()) grp.transport = it->second.Scalar();
+      else if (k == "match" && it->second.IsScalar()) grp.match.push_back(it->second.Scalar());
+      else if (k == "match" && it->second.IsSequence())
+        for (const auto& m : it->second) grp.match.push_back(m.as<std::string>(""));
+      else
+        return Status(Code::invalid_argument, "groups: unknown or malformed key '" + k + "' (known: name, match, transport)");
+    }
+    if (grp.name.empty() || grp.transport.empty() || grp.match.empty())
+      return Status(Code::invalid_argument, "groups: every group needs a name, a transport and at least one match pattern");
+    for (auto& other : o.groups)
+      if (other.name == grp.name) return Status(Code::invalid_argument, "groups: group '" + grp.name + "' is defined twice");
+    o.groups.push_back(std::move(grp));
+  }
+  return Status();
 }
 
 }  // namespace
@@ -184,6 +253,8 @@ Status Options::apply_env() {
       return Status(Code::invalid_argument, "unknown environment variable " + name + " (known: " + known_keys(true) + ")");
     Status s = found->set(*this, value);
     if (!s.ok()) return s.with_context(name);
+    if (name == "CKPT_TRANSPORT")  // "handy for benchmarks and tests": one transport for every group
+      for (auto& g : groups) g.transport = value;
   }
   return validate();
 }
@@ -217,6 +288,17 @@ Result<Options> Options::try_load(const std::string& path) {
     if (!root.IsMap()) return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
     for (auto it = root.begin(); it != root.end(); ++it) {
       const std::string key = it->first.as<std::string>("");
+      if (key == "groups") {
+        CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context("config file " + path));
+        continue;
+      }
+      if (key == "mpiio_hints" && it->second.IsMap()) {  // also accepted as a map
+        std::string flat;
+        for (auto h = it->second.begin(); h != it->second.end(); ++h)
+          flat += (flat.empty() ? "" : ",") + h->first.as<std::string>("") + "=" + h->second.as<std::string>("");
+        CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(o, flat).with_context("config file " + path));
+        continue;
+      }
       const Field* f = find_field(key);
       if (f == nullptr)
         return Status(Code::invalid_argument,

@@ -61,6 +61,27 @@ void RuntimeImpl::digest_item(WorkItem& item) {
   item.error = s;
 }
 
+void RuntimeImpl::close_segments(Job& j, std::uint64_t offset, bool all) {
+  while (j.next_segment < j.plan.segments.size()) {
+    const std::size_t i = j.next_segment;
+    if (!all && j.plan.segments[i].end > offset) break;
+    if (auto& w = j.writers[i]) {
+      if (j.error.ok()) {
+        auto p = w->finish();
+        if (p.ok()) j.placements[i] = p.value();
+        else j.error = p.status();
+      } else {
+        w->abort();
+      }
+      w.reset();
+    } else if (j.error.ok()) {
+      j.error = Status(Code::internal, "segment without a writer");
+    }
+    j.segment_done[i] = true;
+    ++j.next_segment;
+  }
+}
+
 void RuntimeImpl::write_item(WorkItem& item) {
   Job& j = *item.job;
   if (j.handed_over) {  // a late item of a job already finished (capture_end failed after the last chunk)
@@ -69,30 +90,29 @@ void RuntimeImpl::write_item(WorkItem& item) {
   }
   if (!item.error.ok() && j.error.ok()) j.error = item.error;
   if (item.chunk != nullptr) {
+    // Segments wholly before this chunk are complete: finish them first, in order on every rank, so
+    // that collective writers (mpiio) and writer ranks (rbio) see the same sequence everywhere.
+    close_segments(j, item.offset, false);
     if (j.error.ok()) {
       if (m_opts.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_opts.flush_delay_ms));
-      Status s = j.writer->write(item.offset, item.chunk->data, item.length);
+      const std::size_t si = j.plan.segment_of(item.offset);
+      const Segment& seg = j.plan.segments[si];
+      Status s = j.writers[si] ? j.writers[si]->write(item.offset - seg.begin, item.chunk->data, item.length)
+                               : Status(Code::internal, "chunk for a segment without a writer");
       if (!s.ok()) j.error = s;
     }
     m_pool->release(item.chunk);
+    close_segments(j, item.offset + item.length, false);
   }
   if (!item.last) return;
-  if (j.writer) {
-    if (j.error.ok()) {
-      auto p = j.writer->finish();
-      if (p.ok()) j.placement = p.value();
-      else j.error = p.status();
-    }
-    if (!j.error.ok()) j.writer->abort();
-    j.writer.reset();
-  } else if (j.error.ok()) {
-    j.error = Status(Code::internal, "checkpoint finished without a writer");
-  }
+  close_segments(j, 0, true);
+  std::uint64_t written = 0;
+  for (auto& p : j.placements) written += p.file_bytes;
   {
     std::lock_guard<std::mutex> lk(j.ticket->mu);
     j.ticket->stats.flush_s = seconds_since(j.flush_start);
     j.ticket->stats.durable_s = seconds_since(j.t0);
-    j.ticket->stats.bytes_written = j.placement.file_bytes;
+    j.ticket->stats.bytes_written = written;
   }
   j.handed_over = true;
   m_commit_q.push(item.job);
@@ -127,15 +147,24 @@ Status RuntimeImpl::commit(Job& job) {
   Index rep;
   rep.step = job.step;
   rep.nranks = static_cast<std::uint32_t>(m_size);
-  rep.transport = m_transport->name();
+  rep.transport = transport_names();
   rep.rank_file.assign(static_cast<std::size_t>(m_size), 0);
   if (!job.error.ok()) {
     rep.attrs.emplace_back("error", job.error.to_string());
+    rep.files.push_back({"none", static_cast<std::uint32_t>(m_rank), 0});  // keeps the writer map valid
   } else {
-    rep.files.push_back({job.placement.file.empty() ? "none" : job.placement.file,
-                         static_cast<std::uint32_t>(job.placement.writer), job.placement.file_bytes});
+    // One file record per segment; blocks of non-persistent groups (null) are not recorded.
+    std::vector<std::uint32_t> seg_file(job.plan.segments.size(), 0);
+    for (std::size_t g = 0; g < job.plan.segments.size(); ++g) {
+      const Placement& pl = job.placements[g];
+      seg_file[g] = static_cast<std::uint32_t>(rep.files.size());
+      rep.files.push_back({pl.file.empty() ? "none" : pl.file, static_cast<std::uint32_t>(pl.writer), pl.file_bytes});
+      for (auto& kv : pl.attrs) rep.attrs.push_back(kv);
+    }
     for (std::uint32_t i = 0; i < job.plan.vars.size(); ++i) {
       const Region& r = job.plan.vars[i];
+      const std::size_t g = job.plan.segment_of_var(i);
+      if (!m_transports[job.plan.segments[g].group]->persistent()) continue;
       const BlockPlan& bp = job.plan.blocks[i];
       const BlockProgress& pr = job.progress[i];
       VarRecord v;
@@ -147,10 +176,10 @@ Status RuntimeImpl::commit(Job& job) {
       v.attrs = r.attrs;
       rep.vars.push_back(std::move(v));
       BlockRecord b;
-      b.var = i;
+      b.var = static_cast<std::uint32_t>(rep.vars.size() - 1);
       b.rank = static_cast<std::uint32_t>(m_rank);
-      b.file = 0;
-      b.offset = job.placement.base_offset + bp.offset;
+      b.file = seg_file[g];
+      b.offset = job.placements[g].base_offset + (bp.offset - job.plan.segments[g].begin);
       b.length = bp.length;
       b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
       b.count = r.count;
@@ -193,7 +222,7 @@ Status RuntimeImpl::commit(Job& job) {
     for (int r = 0; r < m_size; ++r)
       reports[static_cast<std::size_t>(r)].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
     outcome = commit_on_root(job, reports);
-    if (!outcome.ok() && m_transport->persistent()) remove_tree(job.tmp_dir);
+    if (!outcome.ok() && m_persistent) remove_tree(job.tmp_dir);
   }
   // Everybody learns the outcome.
   int code = static_cast<int>(outcome.code());
@@ -213,7 +242,7 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
   idx.nranks = static_cast<std::uint32_t>(m_size);
   idx.ckpt_id = hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(job.step);
   idx.created_unix = static_cast<double>(std::time(nullptr));
-  idx.transport = m_transport->name();
+  idx.transport = transport_names();
   idx.attrs.emplace_back("ckpt_version", version());
   idx.rank_file.assign(static_cast<std::size_t>(m_size), 0);
 
@@ -224,6 +253,9 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
   for (int r = 0; r < m_size; ++r) {
     auto d = decode_index(reports[static_cast<std::size_t>(r)].data(), reports[static_cast<std::size_t>(r)].size());
     if (!d.ok()) return Status(Code::internal, "report of rank " + std::to_string(r) + ": " + d.status().message());
+    if (r == 0)
+      for (auto& kv : d->attrs)
+        if (kv.first != "error") idx.attrs.push_back(kv);
     for (auto& kv : d->attrs)
       if (kv.first == "error") {
         if (failures.size() < 2000) failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
@@ -247,7 +279,7 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
       }
       fmap.push_back(it->second);
     }
-    if (!fmap.empty()) idx.rank_file[static_cast<std::size_t>(r)] = fmap[0];
+    if (!fmap.empty()) idx.rank_file[static_cast<std::size_t>(r)] = fmap[0];  // the default group's file
     for (auto& v : rep.vars) {
       auto it = var_ix.find(v.name);
       if (it == var_ix.end()) {
@@ -282,7 +314,7 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
     }
     idx.vars[v].uniform = same && n == m_size;
   }
-  if (!m_transport->persistent()) return Status::OK();
+  if (!m_persistent) return Status::OK();
 
   // Make it durable and visible: index, rename, directory fsync, `latest`, retention.
   const bool sync = m_opts.fsync;
@@ -337,4 +369,13 @@ void RuntimeImpl::apply_retention(std::int64_t just_committed) {
   }
 }
 
+}  // namespace ckpt::detail
+
+namespace ckpt::detail {
+std::string RuntimeImpl::transport_names() const {
+  std::string n;
+  for (auto& t : m_transports)
+    if (n.find(t->name()) == std::string::npos) n += (n.empty() ? "" : "+") + std::string(t->name());
+  return n;
+}
 }  // namespace ckpt::detail

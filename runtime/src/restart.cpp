@@ -26,7 +26,7 @@ Result<Index> load_index(const std::string& ckpt_dir) {
 std::optional<std::int64_t> RuntimeImpl::latest() {
   if (!usable().ok()) return std::nullopt;
   long long found = -1;
-  if (m_rank == 0 && m_transport->persistent()) {
+  if (m_rank == 0 && m_persistent) {
     for (auto s : list_checkpoint_steps(m_opts.dir)) {
       auto idx = load_index(step_dir(s, false));
       if (idx.ok() && idx->step == s && idx->nranks > 0) {
@@ -243,7 +243,7 @@ Result<std::int64_t> RuntimeImpl::restart_newest() {
   CKPT_RETURN_IF_ERROR(usable());
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
-  if (m_rank == 0 && m_transport->persistent())
+  if (m_rank == 0 && m_persistent)
     for (auto s : list_checkpoint_steps(m_opts.dir)) steps.push_back(s);
   int n = static_cast<int>(steps.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);

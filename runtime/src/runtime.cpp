@@ -1,5 +1,6 @@
 // Runtime facade, construction, the region registry and the capture half of the pipeline (app thread).
 #include <dirent.h>
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -210,12 +211,23 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                                   "MPI was initialised with ") +
                           thread_level_name(provided) + "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
+  // Transports are made on every rank, in the same order (they may split the communicator).
+  m_status = agree(m_status);
   if (m_status.ok()) {
-    auto t = make_transport(m_opts.transport, m_opts);
-    if (t.ok()) m_transport = std::move(t).value();
-    else m_status = t.status();
+    TransportEnv env{m_app_comm, m_rank, m_size};
+    std::vector<std::string> names{m_opts.transport};
+    for (auto& g : m_opts.groups) names.push_back(g.transport);
+    for (std::size_t i = 0; i < names.size() && m_status.ok(); ++i) {
+      auto t = make_transport(names[i], m_opts, env);
+      if (!t.ok()) {
+        m_status = i == 0 ? t.status() : t.status().with_context("group '" + m_opts.groups[i - 1].name + "'");
+        break;
+      }
+      m_persistent = m_persistent || t.value()->persistent();
+      m_transports.push_back(std::move(t).value());
+    }
   }
-  if (m_status.ok() && m_rank == 0 && m_transport->persistent()) {
+  if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     if (m_status.ok()) remove_stale(m_opts.dir);
   }
@@ -338,6 +350,12 @@ Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, Reg
   r.count = std::move(count);
   if (r.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
   r.mem = ptr != nullptr ? m_device->classify(ptr) : MemoryKind::host;
+  for (std::size_t g = 0; g < m_opts.groups.size() && r.group == 0; ++g)
+    for (auto& pattern : m_opts.groups[g].match)
+      if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0) {
+        r.group = static_cast<std::uint32_t>(g + 1);
+        break;
+      }
   m_regions.push_back(std::move(r));
   return Status::OK();
 }
@@ -449,7 +467,8 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   job->ticket = ticket;
   job->step = step;
   job->t0 = t0;
-  job->plan = plan_stream(m_regions, m_opts.alignment);
+  job->plan = plan_stream(m_regions, m_opts.alignment, m_opts.chunk_bytes,
+                          static_cast<std::uint32_t>(m_transports.size()));
   job->tmp_dir = step_dir(step, true);
   job->final_dir = step_dir(step, false);
   job->progress.resize(job->plan.blocks.size());
@@ -466,11 +485,14 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   ticket->stats.step = step;
   ticket->stats.bytes = job->plan.payload;
 
-  // Open the writer (creates the file) and make sure the pool can hold the stream.
+  // Open one writer per transport group (collective for MPI transports: every rank opens every
+  // group, in order, even after a failure) and make sure the pool can hold the stream.
   Status s;
-  if (m_transport->persistent()) s = make_dirs(job->tmp_dir);
+  if (m_persistent) s = make_dirs(job->tmp_dir);
   if (s.ok()) s = ensure_pool(job->plan.bytes);
-  if (s.ok()) {
+  job->segment_done.assign(job->plan.segments.size(), false);
+  job->placements.resize(job->plan.segments.size());
+  for (const Segment& seg : job->plan.segments) {
     WriteContext ctx;
     ctx.dir = job->tmp_dir;
     ctx.step = step;
@@ -479,15 +501,28 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
     ctx.ckpt_id = hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(step);
     ctx.fsync = m_opts.fsync;
     ctx.plan = &job->plan;
-    auto w = m_transport->open(ctx);
-    if (w.ok()) job->writer = std::move(w).value();
-    else s = w.status();
+    ctx.group = seg.group;
+    ctx.segment_begin = seg.begin;
+    ctx.segment_end = seg.end;
+    auto w = m_transports[seg.group]->open(ctx);
+    if (w.ok()) {
+      job->writers.push_back(std::move(w).value());
+    } else {
+      job->writers.push_back(nullptr);
+      if (s.ok()) s = w.status();
+    }
   }
   double wait_s = 0;
   if (s.ok()) s = m_device->capture_begin(stream);
+  // On any failure so far nothing is captured; the job still goes through the flush threads (so that
+  // the writers' collectives and the commit happen on every rank) and fails there.
   if (s.ok()) {
+    // Chunk windows: each segment (transport group) is cut into chunk-sized windows of its own.
     const std::uint64_t chunk = m_opts.chunk_bytes;
-    const std::uint64_t nchunks = (job->plan.bytes + chunk - 1) / chunk;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
+    for (const Segment& seg : job->plan.segments)
+      for (std::uint64_t a = seg.begin; a < seg.end; a += chunk) windows.emplace_back(a, std::min(a + chunk, seg.end));
+    const std::uint64_t nchunks = windows.size();
     // When the whole stream fits in free chunks (the common case with the auto pool), the chunks are
     // handed over together at the end: the flush thread then does not compete with the copy for
     // memory bandwidth while the application is blocked. Otherwise they stream one by one.
@@ -500,7 +535,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
     std::size_t first_block = 0;
     job->flush_start = Clock::now();  // refined below when the chunks are handed over in a batch
     for (std::uint64_t k = 0; k < nchunks && s.ok(); ++k) {
-      const std::uint64_t a = k * chunk, b = std::min(a + chunk, job->plan.bytes);
+      const std::uint64_t a = windows[k].first, b = windows[k].second;
       const auto tw = Clock::now();
       Chunk* c = m_pool->acquire();
       wait_s += seconds_since(tw);

@@ -54,13 +54,15 @@ struct Job {
   std::shared_ptr<TicketState> ticket;
   std::int64_t step = 0;
   StreamPlan plan;
-  std::unique_ptr<Writer> writer;
+  std::vector<std::unique_ptr<Writer>> writers;  ///< one per segment (transport group)
+  std::vector<Placement> placements;             ///< one per segment, filled by finish()
+  std::vector<bool> segment_done;                ///< write thread: finished or aborted
+  std::size_t next_segment = 0;                  ///< write thread's cursor into plan.segments
   std::string tmp_dir, final_dir;
   std::vector<BlockProgress> progress;
   std::size_t next_block = 0;  ///< digest thread's cursor into plan.blocks
   Status error;                ///< first failure on this rank; written by the write thread only
   bool handed_over = false;    ///< write thread: the job went to the commit queue
-  Placement placement;
   Clock::time_point t0;
   Clock::time_point flush_start;  ///< set by the app thread before the first chunk is handed over
 };
@@ -173,7 +175,12 @@ class RuntimeImpl {
   std::uint64_t m_run_id = 0;
 
   std::unique_ptr<Device> m_device;
-  std::unique_ptr<Transport> m_transport;
+  std::vector<std::unique_ptr<Transport>> m_transports;  ///< [0] default, [g] = options.groups[g - 1]
+  bool m_persistent = false;                             ///< some transport writes files
+  /// Name of the transports for the index: "posix" or "posix+rbio".
+  std::string transport_names() const;
+  /// Finishes (or aborts, after an error) the writers of segments that end at or before `offset`.
+  void close_segments(Job& j, std::uint64_t offset, bool all);
   std::unique_ptr<StagingPool> m_pool;
   std::vector<Region> m_regions;
   std::deque<std::shared_ptr<Job>> m_in_flight;  // app thread only

@@ -88,7 +88,8 @@ TEST(RoundTrip, AsyncCheckpointOverwriteRestart) {
   const auto st = tk.stats();
   EXPECT_GT(st.bytes, 0u);
   EXPECT_GE(st.committed_s, st.durable_s);
-  EXPECT_GE(st.durable_s, st.blocked_s);
+  EXPECT_GT(st.durable_s, 0.0);  // (small data can be durable before checkpoint() has returned)
+  EXPECT_GT(st.blocked_s, 0.0);
 
   auto latest = rt.latest();
   ASSERT_TRUE(latest.has_value());

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ckpt/status.hpp"
 
@@ -61,6 +63,29 @@ struct Options {
   int verbose = 0;
   /// Testing aid: the flush thread sleeps this many ms before each chunk write. [CKPT_FLUSH_DELAY_MS]
   int flush_delay_ms = 0;
+
+  /// rbio: number of writer ranks ng; 0 = one per node (ranks sharing a host name). [CKPT_RBIO_WRITERS]
+  int rbio_writers = 0;
+  /// rbio: files per checkpoint; 0 = one per writer (nf = ng), 1 = one shared file. [CKPT_RBIO_FILES]
+  int rbio_files = 0;
+  /// mpiio (coIO): files per checkpoint nf; ranks are split into nf contiguous groups. [CKPT_MPIIO_FILES]
+  int mpiio_files = 1;
+  /// MPI-IO hints for mpiio and rbio files, "key=value,key=value" (cb_buffer_size, cb_nodes,
+  /// romio_cb_write, striping_factor, striping_unit). In YAML also a map. [CKPT_MPIIO_HINTS]
+  std::string mpiio_hints;
+  /// Round-robin token on file open (seed 003): at most this many ranks open files at the same time;
+  /// 0 = no token. [CKPT_OPEN_TOKEN]
+  int open_token = 0;
+
+  /// A group of variables with its own transport (YAML only): variables whose name matches one of
+  /// `match` (shell globs, e.g. "walkers/*") go through `transport`; others use `transport` above.
+  /// CKPT_TRANSPORT overrides the transport of every group.
+  struct Group {
+    std::string name;
+    std::vector<std::string> match;
+    std::string transport;
+  };
+  std::vector<Group> groups;
 
   /// Non-ok when construction from the environment or a file failed.
   Status error;

@@ -1,0 +1,76 @@
+// MPI helpers shared by the MPI-IO based transports (internal).
+#ifndef CKPT_TRANSPORTS_MPI_UTIL_HPP
+#define CKPT_TRANSPORTS_MPI_UTIL_HPP
+
+#include <mpi.h>
+
+#include <string>
+
+#include "ckpt/status.hpp"
+#include "runtime/src/layout.hpp"
+
+namespace ckpt::detail {
+
+/// Status for an MPI error code: "<what>: <MPI error string>".
+inline Status mpi_status(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return Status::OK();
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return Status(Code::io_error, what + ": " + std::string(msg, static_cast<std::size_t>(len)));
+}
+
+/// An MPI_Info built from "key=value,key=value" (already validated by the options parser).
+inline MPI_Info make_info(const std::string& hints) {
+  MPI_Info info = MPI_INFO_NULL;
+  if (hints.empty()) return info;
+  MPI_Info_create(&info);
+  std::size_t p = 0;
+  while (p < hints.size()) {
+    std::size_t e = hints.find(',', p);
+    if (e == std::string::npos) e = hints.size();
+    const std::string kv = hints.substr(p, e - p);
+    const std::size_t eq = kv.find('=');
+    if (eq != std::string::npos) MPI_Info_set(info, kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str());
+    p = e + 1;
+  }
+  return info;
+}
+
+/// The hints an open file actually has (what ROMIO/OMPIO chose), for the index.
+inline Attributes hints_in_effect(MPI_File fh, const char* prefix) {
+  Attributes out;
+  MPI_Info info = MPI_INFO_NULL;
+  if (MPI_File_get_info(fh, &info) != MPI_SUCCESS || info == MPI_INFO_NULL) return out;
+  int n = 0;
+  MPI_Info_get_nkeys(info, &n);
+  for (int i = 0; i < n; ++i) {
+    char key[MPI_MAX_INFO_KEY + 1] = {};
+    MPI_Info_get_nthkey(info, i, key);
+    int len = 0, flag = 0;
+    MPI_Info_get_valuelen(info, key, &len, &flag);
+    if (!flag) continue;
+    std::string value(static_cast<std::size_t>(len) + 1, '\0');
+    MPI_Info_get(info, key, len + 1, value.data(), &flag);
+    value.resize(static_cast<std::size_t>(len));
+    out.emplace_back(std::string(prefix) + key, value);
+  }
+  MPI_Info_free(&info);
+  return out;
+}
+
+inline std::uint64_t round_up_to(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
+
+/// Largest single MPI transfer we issue (counts are int).
+constexpr std::uint64_t kMaxMpiPiece = 1ull << 30;
+
+inline void free_comm(MPI_Comm& c) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (c != MPI_COMM_NULL && !finalized) MPI_Comm_free(&c);
+  c = MPI_COMM_NULL;
+}
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_TRANSPORTS_MPI_UTIL_HPP
