@@ -34,7 +34,7 @@ class MpiioWriter final : public Writer {
     return Status::OK();
   }
 
-  Result<Placement> finish() override {
+  Result<Placement> finish(const std::vector<BlockDigest>&) override {
     Status s = pad_and_close();
     if (!s.ok()) return s;
     Placement p{m_name, m_writer, m_base, m_file_bytes};

@@ -10,7 +10,7 @@ class NullWriter final : public Writer {
  public:
   explicit NullWriter(int rank) : m_rank(rank) {}
   Status write(std::uint64_t, const void*, std::size_t) override { return Status::OK(); }
-  Result<Placement> finish() override { return Placement{"null", m_rank, 0, 0}; }
+  Result<Placement> finish(const std::vector<BlockDigest>&) override { return Placement{"null", m_rank, 0, 0}; }
   void abort() override {}
 
  private:

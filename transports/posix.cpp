@@ -42,7 +42,7 @@ class PosixWriter final : public Writer {
     return Status::OK();
   }
 
-  Result<Placement> finish() override {
+  Result<Placement> finish(const std::vector<BlockDigest>&) override {
     if (m_ctx.fsync && ::fdatasync(m_fd) != 0) return errno_status("fdatasync " + m_path);
     if (::close(m_fd) != 0) {
       m_fd = -1;

@@ -57,7 +57,7 @@ class RbioWorker final : public Writer {
     }
     return Status::OK();
   }
-  Result<Placement> finish() override {
+  Result<Placement> finish(const std::vector<BlockDigest>&) override {
     CKPT_RETURN_IF_ERROR(send_end());
     return m_where;  // durable once the writer's report says so (the commit checks every rank)
   }
@@ -87,7 +87,7 @@ class RbioWriter final : public Writer {
   Status write(std::uint64_t offset, const void* data, std::size_t n) override {
     return m_sink.write(m_base[0] + offset, data, n);  // the writer's own stream
   }
-  Result<Placement> finish() override {
+  Result<Placement> finish(const std::vector<BlockDigest>&) override {
     Status s = receive_all(true);
     Status c = close(s.ok() && m_fsync);
     if (!s.ok()) return s;

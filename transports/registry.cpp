@@ -2,6 +2,7 @@
 // why, instead of answering "unknown" (see docs/adding-a-transport.md).
 #include <functional>
 
+#include "ckpt/config.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -10,6 +11,10 @@ Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const 
 Result<std::unique_ptr<Transport>> make_null_transport(const Options& o, const TransportEnv& env);
 Result<std::unique_ptr<Transport>> make_mpiio_transport(const Options& o, const TransportEnv& env);
 Result<std::unique_ptr<Transport>> make_rbio_transport(const Options& o, const TransportEnv& env);
+#if CKPT_HAVE_HDF5
+Result<std::unique_ptr<Transport>> make_hdf5_transport(const Options& o, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_hdf5_sync_transport(const Options& o, const TransportEnv& env);
+#endif
 
 namespace {
 
@@ -26,9 +31,14 @@ const std::vector<Entry>& table() {
       {"null", "throws data away: the NO-I/O baseline", make_null_transport, ""},
       {"mpiio", "coIO: MPI-IO collective writes into nf files", make_mpiio_transport, ""},
       {"rbio", "rbIO: workers send to writer ranks, writers write", make_rbio_transport, ""},
-      {"hdf5", "parallel HDF5, one dataset per variable", nullptr, "not implemented yet (transports issue)"},
-      {"hdf5-sync", "parallel HDF5 written from the application thread", nullptr,
-       "not implemented yet (transports issue)"},
+#if CKPT_HAVE_HDF5
+      {"hdf5", "parallel HDF5, one dataset per variable, written by the flush thread", make_hdf5_transport, ""},
+      {"hdf5-sync", "parallel HDF5 written collectively from the application thread (baseline)",
+       make_hdf5_sync_transport, ""},
+#else
+      {"hdf5", "parallel HDF5", nullptr, "not available: ckpt was built without HDF5"},
+      {"hdf5-sync", "parallel HDF5 (sync)", nullptr, "not available: ckpt was built without HDF5"},
+#endif
   };
   return t;
 }

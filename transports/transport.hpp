@@ -43,13 +43,22 @@ struct TransportEnv {
   int size = 1;
 };
 
-/// Where a rank's stream ended up: stream byte x is at byte `base_offset + x` of `file`.
+/// Checksum and statistics of one block, computed by the flush threads before finish().
+struct BlockDigest {
+  std::uint64_t checksum = 0;
+  bool has_stats = false;
+  std::uint64_t min_bits = 0, max_bits = 0;
+};
+
+/// Where a rank's stream ended up: stream byte x is at byte `base_offset + x` of `file` - or, for
+/// transports that place each block on its own (HDF5), at `block_offsets[var]`.
 struct Placement {
   std::string file;  ///< name relative to the checkpoint directory
   int writer = 0;    ///< rank that wrote it
   std::uint64_t base_offset = 0;
   std::uint64_t file_bytes = 0;  ///< size of the file this rank wrote (0 if another rank owns it)
   Attributes attrs;              ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
+  std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear
 };
 
 /// Writes one rank's stream of one checkpoint. Created on the application thread, then used by the
@@ -57,10 +66,15 @@ struct Placement {
 class Writer {
  public:
   virtual ~Writer() = default;
+  /// Called by the flush thread on every rank, in segment order, before the first write() (also when
+  /// this rank has nothing to write): the place for collective set-up that must not run on the
+  /// application thread.
+  virtual Status start() { return Status::OK(); }
   /// Writes `n` bytes of this writer's part of the stream at `offset` (relative to segment_begin).
   virtual Status write(std::uint64_t offset, const void* data, std::size_t n) = 0;
   /// Makes the data durable (fdatasync when ctx.fsync) and closes; returns where it went.
-  virtual Result<Placement> finish() = 0;
+  /// `digests` has one entry per plan variable (valid for the variables of this writer's segment).
+  virtual Result<Placement> finish(const std::vector<BlockDigest>& digests) = 0;
   /// Drops what was written (closes and removes partial files).
   virtual void abort() = 0;
 };

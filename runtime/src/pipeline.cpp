@@ -61,13 +61,34 @@ void RuntimeImpl::digest_item(WorkItem& item) {
   item.error = s;
 }
 
+void RuntimeImpl::start_segments(Job& j, std::size_t upto) {
+  while (j.next_start <= upto && j.next_start < j.plan.segments.size()) {
+    if (auto& w = j.writers[j.next_start]) {
+      Status s = w->start();  // also after an error: starts may be collective
+      if (!s.ok() && j.error.ok()) j.error = s;
+    }
+    ++j.next_start;
+  }
+}
+
 void RuntimeImpl::close_segments(Job& j, std::uint64_t offset, bool all) {
   while (j.next_segment < j.plan.segments.size()) {
     const std::size_t i = j.next_segment;
     if (!all && j.plan.segments[i].end > offset) break;
+    start_segments(j, i);
     if (auto& w = j.writers[i]) {
       if (j.error.ok()) {
-        auto p = w->finish();
+        std::vector<BlockDigest> digests(j.progress.size());
+        for (std::size_t b = 0; b < j.progress.size(); ++b) {
+          const BlockProgress& pr = j.progress[b];
+          digests[b].checksum = pr.checksum;
+          if (pr.minmax && pr.minmax->valid()) {
+            digests[b].has_stats = true;
+            digests[b].min_bits = pr.minmax->min_bits();
+            digests[b].max_bits = pr.minmax->max_bits();
+          }
+        }
+        auto p = w->finish(digests);
         if (p.ok()) j.placements[i] = p.value();
         else j.error = p.status();
       } else {
@@ -93,9 +114,10 @@ void RuntimeImpl::write_item(WorkItem& item) {
     // Segments wholly before this chunk are complete: finish them first, in order on every rank, so
     // that collective writers (mpiio) and writer ranks (rbio) see the same sequence everywhere.
     close_segments(j, item.offset, false);
+    const std::size_t si = j.plan.segment_of(item.offset);
+    start_segments(j, si);
     if (j.error.ok()) {
       if (m_opts.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_opts.flush_delay_ms));
-      const std::size_t si = j.plan.segment_of(item.offset);
       const Segment& seg = j.plan.segments[si];
       Status s = j.writers[si] ? j.writers[si]->write(item.offset - seg.begin, item.chunk->data, item.length)
                                : Status(Code::internal, "chunk for a segment without a writer");
@@ -179,7 +201,9 @@ Status RuntimeImpl::commit(Job& job) {
       b.var = static_cast<std::uint32_t>(rep.vars.size() - 1);
       b.rank = static_cast<std::uint32_t>(m_rank);
       b.file = seg_file[g];
-      b.offset = job.placements[g].base_offset + (bp.offset - job.plan.segments[g].begin);
+      const Placement& pl = job.placements[g];
+      b.offset = pl.block_offsets.empty() ? pl.base_offset + (bp.offset - job.plan.segments[g].begin)
+                                          : pl.block_offsets.at(i);
       b.length = bp.length;
       b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
       b.count = r.count;

@@ -57,7 +57,8 @@ struct Job {
   std::vector<std::unique_ptr<Writer>> writers;  ///< one per segment (transport group)
   std::vector<Placement> placements;             ///< one per segment, filled by finish()
   std::vector<bool> segment_done;                ///< write thread: finished or aborted
-  std::size_t next_segment = 0;                  ///< write thread's cursor into plan.segments
+  std::size_t next_segment = 0;                  ///< write thread: next segment to finish
+  std::size_t next_start = 0;                    ///< write thread: next segment to start
   std::string tmp_dir, final_dir;
   std::vector<BlockProgress> progress;
   std::size_t next_block = 0;  ///< digest thread's cursor into plan.blocks
@@ -181,6 +182,8 @@ class RuntimeImpl {
   std::string transport_names() const;
   /// Finishes (or aborts, after an error) the writers of segments that end at or before `offset`.
   void close_segments(Job& j, std::uint64_t offset, bool all);
+  /// Starts the writers of segments [next_start, upto], in order.
+  void start_segments(Job& j, std::size_t upto);
   std::unique_ptr<StagingPool> m_pool;
   std::vector<Region> m_regions;
   std::deque<std::shared_ptr<Job>> m_in_flight;  // app thread only

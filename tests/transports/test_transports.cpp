@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "ckpt/config.hpp"
 #include "test_util.hpp"
 
 using namespace ckpt;
@@ -83,7 +84,11 @@ INSTANTIATE_TEST_SUITE_P(All, Transports,
                          ::testing::Values(Config{"posix", "posix"}, Config{"posix_token1", "posix", 0, 0, 1, 1},
                                            Config{"mpiio_nf1", "mpiio", 0, 0, 1}, Config{"mpiio_nf2", "mpiio", 0, 0, 2},
                                            Config{"rbio_per_node", "rbio"}, Config{"rbio_ng2", "rbio", 2, 0},
-                                           Config{"rbio_ng2_shared", "rbio", 2, 1}, Config{"rbio_ng3", "rbio", 3, 0}),
+                                           Config{"rbio_ng2_shared", "rbio", 2, 1}, Config{"rbio_ng3", "rbio", 3, 0}
+#if CKPT_HAVE_HDF5
+                                           , Config{"hdf5", "hdf5"}, Config{"hdf5_sync", "hdf5-sync"}
+#endif
+                                           ),
                          [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.label); });
 
 TEST(TransportGroups, VariablesGoThroughTheirGroupsTransport) {
