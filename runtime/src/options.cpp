@@ -54,6 +54,10 @@ const std::vector<Field>& fields() {
          o.transport = v;  // checked against the registry when the Runtime is built
          return Status();
        }},
+      {"trace", [](Options& o, const std::string& v) -> Status {
+         o.trace = v;
+         return Status();
+       }},
       {"rbio_writers", [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("rbio_writers", v);
          if (!x.ok() || x.value() < 0 || x.value() > (1 << 24)) return bad_value("rbio_writers", v, "0 (one per node) or a positive count");

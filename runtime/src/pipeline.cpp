@@ -37,6 +37,7 @@ void RuntimeImpl::write_loop() {
 void RuntimeImpl::digest_item(WorkItem& item) {
   if (item.chunk == nullptr || !item.error.ok()) return;
   Job& j = *item.job;
+  Span span(m_tracer.get(), "ckpt:digest", TraceThread::digest, j.step, item.length);
   Status s = m_device->wait(item.fence);
   // Checksums and statistics of the blocks in this window, in stream order.
   const std::uint64_t a = item.offset, b = item.offset + item.length;
@@ -76,6 +77,7 @@ void RuntimeImpl::close_segments(Job& j, std::uint64_t offset, bool all) {
     const std::size_t i = j.next_segment;
     if (!all && j.plan.segments[i].end > offset) break;
     start_segments(j, i);
+    Span span(m_tracer.get(), "ckpt:fsync", TraceThread::write, j.step);
     if (auto& w = j.writers[i]) {
       if (j.error.ok()) {
         std::vector<BlockDigest> digests(j.progress.size());
@@ -117,6 +119,7 @@ void RuntimeImpl::write_item(WorkItem& item) {
     const std::size_t si = j.plan.segment_of(item.offset);
     start_segments(j, si);
     if (j.error.ok()) {
+      Span span(m_tracer.get(), "ckpt:write", TraceThread::write, j.step, item.length);
       if (m_opts.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_opts.flush_delay_ms));
       const Segment& seg = j.plan.segments[si];
       Status s = j.writers[si] ? j.writers[si]->write(item.offset - seg.begin, item.chunk->data, item.length)
@@ -145,7 +148,9 @@ void RuntimeImpl::write_item(WorkItem& item) {
 void RuntimeImpl::commit_loop() {
   std::shared_ptr<Job> job;
   while (m_commit_q.pop(job)) {
+    Span span(m_tracer.get(), "ckpt:commit", TraceThread::commit, job->step);
     Status s = commit(*job);
+    span.end();
     {
       std::lock_guard<std::mutex> lk(job->ticket->mu);
       job->ticket->stats.committed_s = seconds_since(job->t0);
@@ -160,6 +165,14 @@ void RuntimeImpl::commit_loop() {
         std::fprintf(stderr, "ckpt: step %lld failed: %s\n", static_cast<long long>(job->step), s.to_string().c_str());
     }
     job->ticket->finish(s);
+    {
+      std::lock_guard<std::mutex> lk(m_history_mu);
+      CheckpointRecord rec = m_rank == 0 ? m_root_last : CheckpointRecord{};
+      rec.stats = Ticket(job->ticket).stats();
+      rec.ok = s.ok();
+      m_history.push_back(std::move(rec));
+      m_root_last = CheckpointRecord{};
+    }
     job.reset();
   }
 }
@@ -342,6 +355,8 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
 
   // Make it durable and visible: index, rename, directory fsync, `latest`, retention.
   const bool sync = m_opts.fsync;
+  m_root_last.files = static_cast<int>(idx.files.size());
+  m_root_last.attrs = idx.attrs;
   const auto bytes = encode_index(idx);
   CKPT_RETURN_IF_ERROR(write_file(job.tmp_dir + "/index", bytes.data(), bytes.size(), sync));
   CKPT_RETURN_IF_ERROR(fsync_dir(job.tmp_dir, sync));

@@ -215,6 +215,7 @@ Status RuntimeImpl::restore_region(const Index& idx, const std::string& dir, Reg
 
 Status RuntimeImpl::restart(std::int64_t step) {
   CKPT_RETURN_IF_ERROR(usable());
+  Span span(m_tracer.get(), "ckpt:restart", TraceThread::app, step);
   Status pending = wait_all();  // a restart does not race with our own commits
   (void)pending;
   auto idx = read_index_collective(step);

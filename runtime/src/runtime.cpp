@@ -94,6 +94,7 @@ void TicketState::finish(Status s) {
 
 Status Ticket::wait() const {
   if (!m_state) return Status(Code::failed_precondition, "wait() on an empty ticket");
+  detail::Span span(m_state->tracer.get(), "ckpt:wait", detail::TraceThread::app, m_state->step);
   std::unique_lock<std::mutex> lk(m_state->mu);
   m_state->cv.wait(lk, [&] { return m_state->done; });
   m_state->observed = true;
@@ -240,6 +241,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   MPI_Bcast(&id, 1, MPI_UINT64_T, 0, m_app_comm);
   m_run_id = id;
 
+  MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
+  m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
   m_device = make_default_device();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
   m_digest_thread = std::thread([this] { digest_loop(); });
@@ -262,6 +265,7 @@ Status RuntimeImpl::close() {
   m_commit_q.close();
   if (m_commit_thread.joinable()) m_commit_thread.join();
   m_in_flight.clear();
+  if (m_status.ok() && !finalized && m_tracer && m_tracer->enabled()) write_trace_and_summary();
   if (m_pool) m_pool->shutdown();
   m_pool.reset();
   if (!finalized) {
@@ -440,6 +444,8 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   const auto t0 = Clock::now();
   auto ticket = std::make_shared<TicketState>();
   ticket->step = step;
+  ticket->tracer = m_tracer;
+  Span call_span(m_tracer.get(), "ckpt:checkpoint", TraceThread::app, step);
   auto fail = [&](Status s) {
     ticket->finish(std::move(s));
     return Ticket(ticket);
@@ -513,6 +519,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
     }
   }
   double wait_s = 0;
+  Span capture_span(m_tracer.get(), "ckpt:capture", TraceThread::app, step, job->plan.payload);
   if (s.ok()) s = m_device->capture_begin(stream);
   // On any failure so far nothing is captured; the job still goes through the flush threads (so that
   // the writers' collectives and the commit happen on every rank) and fails there.

@@ -20,6 +20,7 @@
 #include "runtime/src/format.hpp"
 #include "runtime/src/layout.hpp"
 #include "runtime/src/pool.hpp"
+#include "runtime/src/trace.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -38,7 +39,16 @@ struct TicketState {
   bool observed = false;  ///< wait() was called after done
   Status status;
   CheckpointStats stats;
+  std::shared_ptr<Tracer> tracer;  ///< records wait() calls when tracing
   void finish(Status s);
+};
+
+/// What the summary needs of one finished checkpoint on this rank.
+struct CheckpointRecord {
+  CheckpointStats stats;
+  bool ok = false;
+  int files = 0;       ///< rank 0: files in the committed checkpoint
+  Attributes attrs;    ///< rank 0: checkpoint attributes (hints in effect, writers)
 };
 
 /// Per-block running state of the digest thread.
@@ -192,6 +202,13 @@ class RuntimeImpl {
   BlockingQueue<WorkItem> m_write_q;  // digest thread -> write thread
   BlockingQueue<std::shared_ptr<Job>> m_commit_q;
   std::thread m_digest_thread, m_write_thread, m_commit_thread;
+
+  // trace and summary (trace.cpp)
+  std::shared_ptr<Tracer> m_tracer;
+  std::mutex m_history_mu;
+  std::vector<CheckpointRecord> m_history;  // appended by the commit thread
+  CheckpointRecord m_root_last;             // commit thread, rank 0: files/attrs of the last commit
+  void write_trace_and_summary();
 };
 
 }  // namespace ckpt::detail

@@ -61,6 +61,10 @@ struct Options {
   bool stats = true;
   /// Messages on stderr: 0 quiet, 1 one line per commit/restart on rank 0, 2 more. [CKPT_VERBOSE]
   int verbose = 0;
+  /// Directory for the runtime's trace: at close(), rank 0 writes trace.json (Chrome trace of every
+  /// rank's threads), summary.json (per-checkpoint I/O summary) and prints the summary table on
+  /// stderr. Empty = off. [CKPT_TRACE]
+  std::string trace;
   /// Testing aid: the flush thread sleeps this many ms before each chunk write. [CKPT_FLUSH_DELAY_MS]
   int flush_delay_ms = 0;
 

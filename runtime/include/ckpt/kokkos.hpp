@@ -1,0 +1,252 @@
+/// \file kokkos.hpp
+/// Opt-in, header-only adapter that registers a Kokkos::View with a ckpt::Runtime. The only ckpt header
+/// that includes Kokkos; include it only in code that already uses Kokkos.
+///
+///     Kokkos::View<double**> u("u", nx, ny);
+///     ckpt::protect(rt, "u", u);                      // this rank's array
+///     ckpt::protect(rt, "rho", rho, block);           // this rank's box of a global array
+///     ckpt::update(rt, "walkers", walkers);           // after a resize or reallocation
+///
+/// What comes from the View's type:
+///   - dtype: arithmetic value types map to their DType; Kokkos::complex<float|double> to f32|f64 with
+///     a trailing dimension of 2; any other trivially copyable type to DType::bytes with a trailing
+///     dimension of sizeof(T).
+///   - extents: the View's extents, rank 0 (a single value) to 8.
+///   - memory space: host-accessible spaces (HostSpace, CudaHostPinnedSpace, ...) and, when Kokkos has
+///     CUDA, CudaSpace and CudaUVMSpace. The Runtime detects the memory kind from the pointer; the
+///     adapter rejects device spaces when ckpt itself was built without CUDA.
+///   - layout: LayoutRight is ckpt's row-major order and maps directly. A LayoutLeft View of extents
+///     (n0, ..., nk) has exactly the bytes of a row-major array of extents (nk, ..., n0): it is
+///     registered with the extents (and a Block's global/start/count) reversed, and the region gets
+///     the attribute layout=left. A LayoutStride View is accepted when it is contiguous in right or left
+///     order. A non-contiguous View (a strided subview, a padded allocation) is an invalid_argument
+///     error: checkpoint the parent View or deep_copy into a contiguous one.
+///   - Restart into a View of the same layout: a LayoutLeft View restarted from a LayoutRight
+///     checkpoint of a shape that is equal under reversal (e.g. n x n) would load transposed; the
+///     layout attribute is there so that tools (and you) can tell.
+///
+/// Stream semantics are those of Runtime::checkpoint: pass the execution space's stream, e.g.
+/// `rt.checkpoint(step, Kokkos::DefaultExecutionSpace().cuda_stream())`, or nothing for the default
+/// stream (Kokkos' default CUDA instance uses the legacy default stream unless configured otherwise).
+#ifndef CKPT_RUNTIME_KOKKOS_HPP
+#define CKPT_RUNTIME_KOKKOS_HPP
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "ckpt/ckpt.hpp"
+#include "ckpt/config.hpp"
+
+namespace ckpt {
+namespace detail::kokkos {
+
+template <class T>
+struct ComplexParts {
+  static constexpr std::size_t real_size = 0;  ///< sizeof the real part; 0: not a Kokkos::complex
+};
+template <class R>
+struct ComplexParts<Kokkos::complex<R>> {
+  using real = R;
+  static constexpr std::size_t real_size = std::is_floating_point<R>::value ? sizeof(R) : 0;
+};
+
+/// DType of one element and the extent of the trailing dimension it adds (0: none).
+template <class T>
+constexpr std::pair<DType, std::uint64_t> element_type() {
+  if constexpr (std::is_arithmetic<T>::value && (std::is_integral<T>::value || sizeof(T) == 4 || sizeof(T) == 8)) {
+    return {dtype_of<T>(), 0};
+  } else if constexpr (ComplexParts<T>::real_size == 4 || ComplexParts<T>::real_size == 8) {
+    return {dtype_of<typename ComplexParts<T>::real>(), 2};
+  } else {
+    static_assert(std::is_trivially_copyable<T>::value,
+                  "ckpt::protect: the View's value type must be trivially copyable");
+    return {DType::bytes, sizeof(T)};
+  }
+}
+
+/// Can ckpt read and restore a View in MemorySpace? Device spaces need ckpt's CUDA device (it orders
+/// the copies after the kernels on the stream); host-accessible spaces are copied on the host.
+template <class MemorySpace>
+Status check_memory_space(const std::string& name) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same<MemorySpace, Kokkos::CudaSpace>::value ||
+                std::is_same<MemorySpace, Kokkos::CudaUVMSpace>::value) {
+#if CKPT_HAVE_CUDA
+    return Status::OK();
+#else
+    return Status(Code::unavailable, "region '" + name + "': the View lives in Kokkos::" +
+                                         std::string(MemorySpace::name()) +
+                                         " but ckpt was built without CUDA (CKPT_ENABLE_CUDA=OFF)");
+#endif
+  } else
+#endif
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
+    return Status::OK();  // HostSpace, CudaHostPinnedSpace, HBWSpace, ...
+  } else {
+    return Status(Code::invalid_argument, "region '" + name + "': memory space " +
+                                              std::string(MemorySpace::name()) +
+                                              " is neither host-accessible nor a CUDA space ckpt supports");
+  }
+}
+
+enum class Order { right, left };
+
+/// The View's extents in row-major order (reversed for left order) plus the element's trailing
+/// dimension, and whether the View was reversed; an error for non-contiguous Views.
+template <class ViewType>
+Status row_major_shape(const std::string& name, const ViewType& v, Shape& dims, Order& order) {
+  constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
+  static_assert(rank <= 8, "Kokkos Views have at most 8 dimensions");
+  using Layout = typename ViewType::array_layout;
+  dims.assign(rank, 0);
+  for (std::size_t d = 0; d < rank; ++d) dims[d] = static_cast<std::uint64_t>(v.extent(d));
+  const bool empty = v.size() == 0;
+  if (!empty && !v.span_is_contiguous())
+    return Status(Code::invalid_argument,
+                  "region '" + name + "': the Kokkos::View '" + v.label() +
+                      "' is not contiguous (a strided subview or a padded allocation); checkpoint the parent "
+                      "View or deep_copy it into a contiguous View");
+  if constexpr (std::is_same<Layout, Kokkos::LayoutRight>::value) {
+    order = Order::right;
+  } else if constexpr (std::is_same<Layout, Kokkos::LayoutLeft>::value) {
+    order = Order::left;
+  } else {
+    // LayoutStride (or another layout): accept contiguous right or left order, judged by the strides.
+    // Dimensions of extent 1 may carry any stride.
+    bool right = true, left = true;
+    std::uint64_t s = 1;
+    for (std::size_t d = rank; d-- > 0;) {
+      if (dims[d] > 1 && static_cast<std::uint64_t>(v.stride(d)) != s) right = false;
+      s *= dims[d];
+    }
+    s = 1;
+    for (std::size_t d = 0; d < rank; ++d) {
+      if (dims[d] > 1 && static_cast<std::uint64_t>(v.stride(d)) != s) left = false;
+      s *= dims[d];
+    }
+    if (empty || right) order = Order::right;
+    else if (left) order = Order::left;
+    else
+      return Status(Code::invalid_argument, "region '" + name + "': the Kokkos::View '" + v.label() +
+                                                "' is contiguous but in neither row- nor column-major order");
+  }
+  if (order == Order::left) std::reverse(dims.begin(), dims.end());
+  constexpr std::uint64_t trailing = element_type<typename ViewType::value_type>().second;
+  if (trailing != 0) dims.push_back(trailing);
+  return Status::OK();
+}
+
+/// Turns a Block given in the View's index order into ckpt's row-major Block.
+template <class ViewType>
+Status row_major_block(const std::string& name, const ViewType& v, const Block& in, Order order, Block& out) {
+  constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
+  if (in.global.size() != rank || in.start.size() != rank || in.count.size() != rank)
+    return Status(Code::invalid_argument, "region '" + name + "': the Block must have " + std::to_string(rank) +
+                                              " dimensions like the View");
+  for (std::size_t d = 0; d < rank; ++d)
+    if (in.count[d] != static_cast<std::uint64_t>(v.extent(d)))
+      return Status(Code::invalid_argument, "region '" + name + "': Block count[" + std::to_string(d) + "] = " +
+                                                std::to_string(in.count[d]) + " but the View's extent(" +
+                                                std::to_string(d) + ") = " + std::to_string(v.extent(d)));
+  out = in;
+  if (order == Order::left) {
+    std::reverse(out.global.begin(), out.global.end());
+    std::reverse(out.start.begin(), out.start.end());
+    std::reverse(out.count.begin(), out.count.end());
+  }
+  constexpr std::uint64_t trailing = element_type<typename ViewType::value_type>().second;
+  if (trailing != 0) {
+    out.global.push_back(trailing);
+    out.start.push_back(0);
+    out.count.push_back(trailing);
+  }
+  return Status::OK();
+}
+
+template <class ViewType>
+constexpr void check_view_type() {
+  static_assert(Kokkos::is_view<ViewType>::value, "ckpt::protect/update take a Kokkos::View");
+  static_assert(!std::is_const<typename ViewType::value_type>::value,
+                "ckpt::protect/update need a View of non-const data: restart writes into it");
+}
+
+template <class ViewType>
+void* data_of(const ViewType& v) {
+  return const_cast<void*>(static_cast<const void*>(v.data()));
+}
+
+}  // namespace detail::kokkos
+
+/// Registers `view` (this rank's array) as region `name`; see the file comment for dtype, extents,
+/// memory space and layout. The View's allocation must stay alive until unprotect() or update().
+template <class ViewType>
+Status protect(Runtime& rt, const std::string& name, const ViewType& view) {
+  namespace K = detail::kokkos;
+  K::check_view_type<ViewType>();
+  CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
+  Shape dims;
+  K::Order order = K::Order::right;
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  constexpr DType dt = K::element_type<typename ViewType::value_type>().first;
+  CKPT_RETURN_IF_ERROR(rt.protect(name, K::data_of(view), dt, std::move(dims)));
+  if (order == K::Order::left) return rt.annotate(name, "layout", "left");
+  return Status::OK();
+}
+
+/// Registers `view` as this rank's box of a global array. `block` is given in the View's index order
+/// (for a LayoutLeft View too); its count must equal the View's extents. Restartable on other rank
+/// counts, provided every rank uses the same layout.
+template <class ViewType>
+Status protect(Runtime& rt, const std::string& name, const ViewType& view, const Block& block) {
+  namespace K = detail::kokkos;
+  K::check_view_type<ViewType>();
+  static_assert(static_cast<std::size_t>(ViewType::rank) >= 1, "a Block needs a View of rank >= 1");
+  CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
+  Shape dims;
+  K::Order order = K::Order::right;
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  Block b;
+  CKPT_RETURN_IF_ERROR(K::row_major_block(name, view, block, order, b));
+  constexpr DType dt = K::element_type<typename ViewType::value_type>().first;
+  CKPT_RETURN_IF_ERROR(rt.protect(name, K::data_of(view), dt, b));
+  if (order == K::Order::left) return rt.annotate(name, "layout", "left");
+  return Status::OK();
+}
+
+/// Points region `name` at `view` (new allocation or extents). The value type must give the same
+/// dtype, and the layout should be the one the region was protected with.
+template <class ViewType>
+Status update(Runtime& rt, const std::string& name, const ViewType& view) {
+  namespace K = detail::kokkos;
+  K::check_view_type<ViewType>();
+  CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
+  Shape dims;
+  K::Order order = K::Order::right;
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  return rt.update(name, K::data_of(view), std::move(dims));
+}
+
+/// Block form of update(); `block` in the View's index order as for protect().
+template <class ViewType>
+Status update(Runtime& rt, const std::string& name, const ViewType& view, const Block& block) {
+  namespace K = detail::kokkos;
+  K::check_view_type<ViewType>();
+  static_assert(static_cast<std::size_t>(ViewType::rank) >= 1, "a Block needs a View of rank >= 1");
+  CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
+  Shape dims;
+  K::Order order = K::Order::right;
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  Block b;
+  CKPT_RETURN_IF_ERROR(K::row_major_block(name, view, block, order, b));
+  return rt.update(name, K::data_of(view), b);
+}
+
+}  // namespace ckpt
+
+#endif  // CKPT_RUNTIME_KOKKOS_HPP

@@ -1,0 +1,148 @@
+// Writes the trace (Chrome trace JSON) and the per-run I/O summary at close(). Collective.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "runtime/src/runtime_impl.hpp"
+#include "transports/posix_io.hpp"
+
+namespace ckpt::detail {
+
+const char* trace_thread_name(TraceThread t) noexcept {
+  switch (t) {
+    case TraceThread::app: return "application";
+    case TraceThread::digest: return "flush: digest";
+    case TraceThread::write: return "flush: write";
+    case TraceThread::commit: return "commit";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else o += c;
+  }
+  return o + "\"";
+}
+
+/// Gathers variable-length strings on rank 0 (in rank order).
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int rank, int size) {
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
+  int total = 0;
+  for (int r = 0; r < size && rank == 0; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, 0, comm);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r)
+      out.push_back(all.substr(static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]),
+                               static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
+  return out;
+}
+
+}  // namespace
+
+void RuntimeImpl::write_trace_and_summary() {
+  // ---- trace: every rank's events, one process per rank, one thread per pipeline thread ----
+  std::ostringstream ev;
+  bool first = true;
+  for (const TraceEvent& e : m_tracer->take()) {
+    ev << (first ? "" : ",\n") << "{\"name\":" << json_string(e.name) << ",\"cat\":\"ckpt\",\"ph\":\"X\",\"pid\":" << m_rank
+       << ",\"tid\":" << static_cast<int>(e.thread) << ",\"ts\":" << e.ts_us << ",\"dur\":" << e.dur_us
+       << ",\"args\":{\"step\":" << e.step << ",\"bytes\":" << e.bytes << "}}";
+    first = false;
+  }
+  auto parts = gather_strings(m_app_comm, ev.str(), m_rank, m_size);
+
+  // ---- summary: per checkpoint, figures over ranks ----
+  std::vector<CheckpointRecord> hist;
+  {
+    std::lock_guard<std::mutex> lk(m_history_mu);
+    hist = m_history;
+  }
+  const std::size_t n = hist.size();
+  std::vector<double> mine(n * 4), all(m_rank == 0 ? n * 4 * static_cast<std::size_t>(m_size) : 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    mine[i * 4 + 0] = static_cast<double>(hist[i].stats.bytes);
+    mine[i * 4 + 1] = hist[i].stats.blocked_s;
+    mine[i * 4 + 2] = hist[i].stats.durable_s;
+    mine[i * 4 + 3] = hist[i].stats.committed_s;
+  }
+  MPI_Gather(mine.data(), static_cast<int>(n * 4), MPI_DOUBLE, all.data(), static_cast<int>(n * 4), MPI_DOUBLE, 0,
+             m_app_comm);
+  if (m_rank != 0) return;
+
+  Status s = make_dirs(m_opts.trace);
+  std::string trace = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool any = false;
+  for (int r = 0; r < m_size; ++r) {
+    trace += std::string(any ? ",\n" : "") + "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(r) +
+             ",\"args\":{\"name\":\"rank " + std::to_string(r) + "\"}}";
+    any = true;
+    for (int t = 0; t < 4; ++t)
+      trace += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(r) + ",\"tid\":" + std::to_string(t) +
+               ",\"args\":{\"name\":" + json_string(trace_thread_name(static_cast<TraceThread>(t))) + "}}";
+    if (!parts[static_cast<std::size_t>(r)].empty()) trace += ",\n" + parts[static_cast<std::size_t>(r)];
+  }
+  trace += "\n]}\n";
+  if (s.ok()) s = write_file(m_opts.trace + "/trace.json", trace.data(), trace.size(), false);
+
+  std::ostringstream js, table;
+  js << "{\n  \"ranks\": " << m_size << ",\n  \"transport\": " << json_string(transport_names()) << ",\n  \"checkpoints\": [";
+  char line[512];
+  std::snprintf(line, sizeof line, "%8s %10s %12s %12s %11s %11s %12s %10s %6s %5s\n", "step", "MiB", "blocked max",
+                "blocked mean", "durable", "committed", "perceived", "raw", "slow", "files");
+  table << "ckpt I/O summary (" << m_size << " ranks, " << transport_names() << "; seconds, GB/s)\n" << line;
+  double sum_blocked = 0, sum_bytes = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double bytes = 0, bmax = 0, bsum = 0, dmax = 0, cmax = 0;
+    int slow = 0;
+    for (int r = 0; r < m_size; ++r) {
+      const double* v = &all[(static_cast<std::size_t>(r) * n + i) * 4];
+      bytes += v[0];
+      bsum += v[1];
+      bmax = std::max(bmax, v[1]);
+      if (v[2] > dmax) dmax = v[2], slow = r;
+      cmax = std::max(cmax, v[3]);
+    }
+    const double perceived = bmax > 0 ? bytes / bmax / 1e9 : 0, raw = cmax > 0 ? bytes / cmax / 1e9 : 0;
+    sum_blocked += bmax;
+    sum_bytes += bytes;
+    js << (i ? "," : "") << "\n    {\"step\": " << hist[i].stats.step << ", \"ok\": " << (hist[i].ok ? "true" : "false")
+       << ", \"bytes\": " << static_cast<std::uint64_t>(bytes) << ", \"blocked_max_s\": " << bmax
+       << ", \"blocked_mean_s\": " << bsum / m_size << ", \"durable_max_s\": " << dmax << ", \"committed_s\": " << cmax
+       << ", \"perceived_GBps\": " << perceived << ", \"raw_GBps\": " << raw << ", \"slowest_rank\": " << slow
+       << ", \"files\": " << hist[i].files << ", \"attributes\": {";
+    for (std::size_t a = 0; a < hist[i].attrs.size(); ++a)
+      js << (a ? ", " : "") << json_string(hist[i].attrs[a].first) << ": " << json_string(hist[i].attrs[a].second);
+    js << "}}";
+    std::snprintf(line, sizeof line, "%8lld %10.1f %12.4f %12.4f %11.4f %11.4f %12.3f %10.3f %6d %5d\n",
+                  static_cast<long long>(hist[i].stats.step), bytes / (1 << 20), bmax, bsum / m_size, dmax, cmax, perceived,
+                  raw, slow, hist[i].files);
+    if (i < 20 || i + 5 >= n) table << line;
+    else if (i == 20) table << "     ...\n";
+  }
+  js << "\n  ],\n  \"total_bytes\": " << static_cast<std::uint64_t>(sum_bytes) << ",\n  \"total_blocked_s\": " << sum_blocked
+     << "\n}\n";
+  table << "checkpoints: " << n << ", bytes: " << static_cast<std::uint64_t>(sum_bytes) << ", blocked (sum of max): " << sum_blocked
+        << " s; trace: " << m_opts.trace << "/trace.json\n";
+  const std::string summary = js.str();
+  if (s.ok()) s = write_file(m_opts.trace + "/summary.json", summary.data(), summary.size(), false);
+  if (!s.ok()) std::fprintf(stderr, "ckpt: trace: %s\n", s.to_string().c_str());
+  std::fprintf(stderr, "%s", table.str().c_str());
+}
+
+}  // namespace ckpt::detail
