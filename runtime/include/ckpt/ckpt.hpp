@@ -71,7 +71,7 @@ struct CheckpointStats {
   std::int64_t step = -1;
   std::uint64_t bytes = 0;          ///< payload bytes of this rank's regions
   std::uint64_t bytes_written = 0;  ///< bytes this rank wrote (stream incl. alignment and header)
-  double blocked_s = 0;             ///< time the caller spent inside checkpoint()
+  double blocked_s = 0;             ///< time the caller spent inside checkpoint(); final when it returns
   double capture_wait_s = 0;        ///< part of blocked_s spent waiting for a free staging chunk
   double flush_s = 0;               ///< from the first chunk handed to the flush threads to data durable
   double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
