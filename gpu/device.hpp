@@ -52,12 +52,31 @@ class Device {
   virtual Status synchronize() = 0;
 };
 
+/// Settings of the CUDA device that are not Options (yet); the defaults are what the runtime uses.
+struct CudaDeviceConfig {
+  /// Device-side double buffering: device regions are first copied device-to-device into a spare
+  /// device buffer, the application's stream is released after that copy, and the D2H copies into the
+  /// staging chunks run from the spare buffer. See docs/gpu.md.
+  enum class DoubleBuffer : std::uint8_t {
+    off,        ///< D2H straight from the application's memory (default)
+    on,         ///< a spare of `spare_bytes`, allocated when the device is made
+    automatic,  ///< the spare grows (stream-ordered) to the largest capture seen while the device keeps
+                ///< `headroom_bytes` free; a capture that does not fit goes straight D2H
+  };
+  DoubleBuffer double_buffer = DoubleBuffer::off;
+  std::size_t spare_bytes = 0;          ///< `on`: size of the spare buffer in bytes
+  std::size_t headroom_bytes = 1ull << 30;  ///< `automatic`: device memory the spare must leave free
+};
+
 /// The host device: copies on the calling thread, staging memory mmap'ed, touched and mlock'ed.
 std::unique_ptr<Device> make_host_device();
-/// The CUDA device, or an `unavailable` Status when built without CUDA or no GPU is present.
+/// The CUDA device on the calling thread's current CUDA device, or an `unavailable` Status when built
+/// without CUDA or no GPU is present.
 Result<std::unique_ptr<Device>> make_cuda_device();
+Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config);
 /// The CUDA device when CUDA is built in and a GPU is present, otherwise the host device.
 std::unique_ptr<Device> make_default_device();
+std::unique_ptr<Device> make_default_device(const CudaDeviceConfig& config);
 
 }  // namespace ckpt::detail
 

@@ -53,10 +53,12 @@ class HostDevice final : public Device {
 
 std::unique_ptr<Device> make_host_device() { return std::make_unique<HostDevice>(); }
 
-std::unique_ptr<Device> make_default_device() {
-  auto cuda = make_cuda_device();
+std::unique_ptr<Device> make_default_device(const CudaDeviceConfig& config) {
+  auto cuda = make_cuda_device(config);
   if (cuda.ok()) return std::move(cuda).value();
   return make_host_device();
 }
+
+std::unique_ptr<Device> make_default_device() { return make_default_device(CudaDeviceConfig{}); }
 
 }  // namespace ckpt::detail

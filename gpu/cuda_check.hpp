@@ -1,0 +1,83 @@
+/// \file cuda_check.hpp
+/// The one CUDA-check macro of ckpt (private to gpu/; include only from .cu files that already include
+/// cuda_runtime.h). Every CUDA runtime call in ckpt goes through CKPT_IMPL_CUDA_CHECK, so no return code
+/// is dropped:
+///   - a *sticky* error (the context is corrupt: illegal address, launch failure, ECC, ...) aborts the
+///     process with the call, file and line -- no later CUDA call can succeed, and carrying on would
+///     write garbage into a checkpoint;
+///   - any other error becomes a ckpt::Status naming the call, file and line (Code::unavailable when
+///     there is no usable device or driver, Code::io_error otherwise), which the caller returns.
+#ifndef CKPT_GPU_CUDA_CHECK_HPP
+#define CKPT_GPU_CUDA_CHECK_HPP
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "ckpt/status.hpp"
+
+namespace ckpt::detail {
+
+/// True for errors after which the CUDA context is unusable for the rest of the process.
+inline bool cuda_error_is_sticky(cudaError_t e) noexcept {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorExternalDevice:
+#if CUDART_VERSION >= 12080  // added during CUDA 12
+    case cudaErrorContained:
+    case cudaErrorTensorMemoryLeak:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Errors that mean "there is no usable GPU here" rather than "this operation failed".
+inline bool cuda_error_is_unavailable(cudaError_t e) noexcept {
+  switch (e) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorInitializationError:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorNotSupported:
+    case cudaErrorInvalidDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Target of CKPT_IMPL_CUDA_CHECK; see the file comment.
+inline Status cuda_check(cudaError_t e, const char* call, const char* file, int line) {
+  if (e == cudaSuccess) return Status::OK();
+  const std::string what = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                           cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (cuda_error_is_sticky(e)) {
+    std::fprintf(stderr, "ckpt: fatal CUDA error, the CUDA context is unusable: %s\n", what.c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
+  (void)cudaGetLastError();  // a non-sticky error must not resurface from an unrelated later call
+  return Status(cuda_error_is_unavailable(e) ? Code::unavailable : Code::io_error, what);
+}
+
+}  // namespace ckpt::detail
+
+/// Evaluates the CUDA runtime call `call` once and yields a ckpt::Status (aborts on a sticky error).
+#define CKPT_IMPL_CUDA_CHECK(call) ::ckpt::detail::cuda_check((call), #call, __FILE__, __LINE__)
+
+#endif  // CKPT_GPU_CUDA_CHECK_HPP
