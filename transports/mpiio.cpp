@@ -99,7 +99,8 @@ class MpiioTransport final : public Transport {
     int grank = 0;
     MPI_Comm_rank(m_comm, &grank);
     if (grank == 0) before = 0;
-    MPI_Allreduce(&mine, &total, 1, MPI_UINT64_T, MPI_SUM, m_comm);
+    std::uint64_t my_end = align + before + ctx.bytes();  // the file ends where the last stream ends
+    MPI_Allreduce(&my_end, &total, 1, MPI_UINT64_T, MPI_MAX, m_comm);
     long long calls = 0;
     for (std::uint64_t off = 0; off < ctx.bytes(); off += m_opts.chunk_bytes) {
       const std::uint64_t len = std::min<std::uint64_t>(m_opts.chunk_bytes, ctx.bytes() - off);
@@ -132,7 +133,7 @@ class MpiioTransport final : public Transport {
     }
     Attributes hints = grank == 0 ? hints_in_effect(fh, "mpiio.hint.") : Attributes{};
     hints.emplace_back("mpiio.files", std::to_string(m_nf));
-    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before, grank == 0 ? align + total : 0, calls,
+    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before, grank == 0 ? std::max(total, align) : 0, calls,
                                            ctx.fsync, std::move(hints));
     bad = s.ok() ? 0 : 1;  // the header write is agreed too: a writer is used collectively or not at all
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m_comm);

@@ -260,11 +260,15 @@ class RbioTransport final : public Transport {
     }
     Placement where{file, m_writer_rank, my_base, 0};
     if (m_grank == 0) {
-      where.file_bytes = shared ? 0 : group_base + group_total;
+      std::uint64_t group_end = group_base;  // where the group's last stream ends
+      for (int r = 0; r < m_gsize; ++r)
+        if (raws[static_cast<std::size_t>(r)] > 0)
+          group_end = std::max(group_end, base[static_cast<std::size_t>(r)] + raws[static_cast<std::size_t>(r)]);
+      where.file_bytes = shared ? 0 : group_end;
       where.attrs = {{"rbio.writers", std::to_string(m_ng)}, {"rbio.files", shared ? "1" : std::to_string(m_ng)}};
       if (shared) {
         // The first writer reports the shared file's size.
-        std::uint64_t end = group_base + group_total, max_end = 0;
+        std::uint64_t end = group_end, max_end = 0;
         MPI_Allreduce(&end, &max_end, 1, MPI_UINT64_T, MPI_MAX, m_writers);
         int wrank = 0;
         MPI_Comm_rank(m_writers, &wrank);

@@ -53,6 +53,9 @@ struct BlockDigest {
 /// Where a rank's stream ended up: stream byte x is at byte `base_offset + x` of `file` - or, for
 /// transports that place each block on its own (HDF5), at `block_offsets[var]`.
 struct Placement {
+  Placement() = default;
+  Placement(std::string f, int w, std::uint64_t base, std::uint64_t bytes)
+      : file(std::move(f)), writer(w), base_offset(base), file_bytes(bytes) {}
   std::string file;  ///< name relative to the checkpoint directory
   int writer = 0;    ///< rank that wrote it
   std::uint64_t base_offset = 0;

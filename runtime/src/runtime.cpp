@@ -254,10 +254,10 @@ RuntimeImpl::~RuntimeImpl() { close(); }
 
 Status RuntimeImpl::close() {
   if (m_closed) return Status::OK();
-  m_closed = true;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  Status first = m_status.ok() ? wait_all() : Status::OK();
+  Status first = m_status.ok() ? wait_all() : Status::OK();  // before m_closed: wait_all() refuses after
+  m_closed = true;
   m_flush_q.close();
   if (m_digest_thread.joinable()) m_digest_thread.join();
   m_write_q.close();

@@ -1,0 +1,459 @@
+#!/usr/bin/env python3
+"""Tests of the `ckpt` command line on real checkpoints written by gen_checkpoints.
+
+    cli_test.py --ckpt <ckpt binary> --data <scratch dir> <case> [case options]
+
+Case `gen` writes a data set (run by CTest as a fixture); every other case reads the data sets
+`from4` (4 ranks, variant 0), `from2` (2 ranks, variant 0) and `other2` (2 ranks, variant 1), all
+posix, plus `mpiio3` (3 ranks, mpiio, variant 0) and with HDF5 `h5x2` (2 ranks, hdf5 transport, rows
+split, variant 0), and works in a directory of its own under --data. See gen_checkpoints.cpp for the content.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+ARGS = None
+
+
+def ckpt(*args, rc=0):
+    """Runs the tool; checks its exit status; returns (stdout, stderr)."""
+    cmd = [ARGS.ckpt] + [str(a) for a in args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if p.returncode != rc:
+        raise AssertionError(f"{' '.join(cmd)}: exit {p.returncode}, expected {rc}\n"
+                             f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p.stdout, p.stderr
+
+
+def ckpt_json(*args, rc=0):
+    out, _ = ckpt(*args, "--json", rc=rc)
+    return json.loads(out)
+
+
+def one_line_error(err, *needles):
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
+    for n in needles:
+        assert n in lines[0], f"{n!r} not in {lines[0]!r}"
+    assert lines[0].startswith("ckpt "), lines[0]
+
+
+def data(name):
+    return os.path.join(ARGS.data, name)
+
+
+def workdir(case):
+    d = data("case-" + case)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def split(n, rank, np_):
+    base, extra = divmod(n, np_)
+    start = rank * base + min(rank, extra)
+    return start, base + (1 if rank < extra else 0)
+
+
+# ---- expected content (mirrors gen_checkpoints.cpp) -------------------------------------------------
+
+def temp(step, variant=0):
+    t = np.empty((16, 12))
+    for jj in range(16):
+        for xx in range(12):
+            t[jj, xx] = math.sin(0.1 * jj + 0.01 * step) + 0.5 * xx  # libm sin, as the C++ side
+    if variant == 1:
+        t[3, 5] += 1e-3
+    return t
+
+
+def dens(step):
+    k, a, b = np.meshgrid(np.arange(10.0), np.arange(4.0), np.arange(6.0), indexing="ij")
+    return (1.0 + 0.25 * k + 0.125 * a + 0.0625 * b + 0.001 * step).astype(np.float32)
+
+
+def ids(step):
+    return 1000 * step + np.arange(101, dtype=np.int64) - 50
+
+
+# ---- cases ---------------------------------------------------------------------------------------------
+
+def case_gen():
+    out = data(ARGS.out)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(ARGS.data, exist_ok=True)
+    cmd = [ARGS.mpiexec, ARGS.np_flag, str(ARGS.np), "--oversubscribe", ARGS.gen, out, str(ARGS.variant),
+           ARGS.transport]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    assert os.path.isfile(os.path.join(out, "ckpt.20", "index")), os.listdir(out)
+
+
+def case_ls():
+    out, _ = ckpt("ls", data("from4"))
+    assert "2 complete, 0 incomplete, latest -> ckpt.20" in out, out
+    rows = [l.split() for l in out.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["20", "10"], out
+    assert all(r[2] == "complete" and r[3] == "4" and r[4] == "7" for r in rows), out
+
+    out, _ = ckpt("ls", data("from4/ckpt.20"))
+    assert "step 20, 4 ranks, transport posix" in out, out
+    line = next(l for l in out.splitlines() if l.startswith("grid/temp "))
+    f = line.split()
+    assert f[1:4] == ["f64", "global", "[16,"] and f[4] == "12]" and f[5] == "4", line
+    assert "attribute units = K" in out, out
+    line = next(l for l in out.splitlines() if l.startswith("particles/id "))
+    assert line.split()[-2:] == ["19950", "20050"], line
+    line = next(l for l in out.splitlines() if l.startswith("rank_info "))
+    assert "local " in line and "per rank [3]" in line, line
+    line = next(l for l in out.splitlines() if l.startswith("step "))
+    assert "scalar*" in line and line.split()[-2:] == ["20", "20"], line
+
+    # The `latest` link is a checkpoint too.
+    out, _ = ckpt("ls", data("from4/latest"))
+    assert "step 20, 4 ranks" in out, out
+
+    # -l: one row per block (7 variables x 4 ranks), each with a checksum.
+    out, _ = ckpt("ls", "-l", data("from4/ckpt.20"))
+    block_rows = [l for l in out.splitlines() if re.match(r"^\s+\d+\s+\S+\s+\d+\s+\d+\s+\[", l)]
+    assert len(block_rows) == 28, out
+    assert all(re.search(r"0x[0-9a-f]{16}$", l) for l in block_rows), block_rows
+    assert "ranks -> files:" in out, out
+
+
+def case_ls_json():
+    root = ckpt_json("ls", data("from4"))
+    assert root["latest"] == 20
+    assert [(s["step"], s["complete"]) for s in root["steps"]] == [(20, True), (10, True)], root
+    assert root["steps"][0]["nranks"] == 4 and root["steps"][0]["variables"] == 7
+
+    j = ckpt_json("ls", "-l", data("from4/ckpt.20"))
+    assert j["step"] == 20 and j["nranks"] == 4 and j["transport"] == "posix", j
+    assert len(j["files"]) == 4 and sorted(f["writer"] for f in j["files"]) == [0, 1, 2, 3], j["files"]
+    assert len(j["rank_files"]) == 4
+    v = {x["name"]: x for x in j["variables"]}
+    assert set(v) == {"grid/temp", "grid/dens", "particles/id", "step", "time", "rank_info", "blob"}, v.keys()
+
+    t = v["grid/temp"]
+    assert (t["dtype"], t["kind"], t["shape"], t["blocks"], t["bytes"]) == ("f64", "global", [16, 12], 4, 16 * 12 * 8), t
+    ref = temp(20)
+    assert math.isclose(t["min"], ref.min(), rel_tol=1e-15) and math.isclose(t["max"], ref.max(), rel_tol=1e-15), t
+    assert t["attrs"] == {"units": "K"}
+    starts = sorted((b["rank"], b["start"], b["count"]) for b in t["block_list"])
+    assert starts == [(r, [0, 3 * r], [16, 3]) for r in range(4)], starts
+
+    d = v["grid/dens"]
+    assert d["dtype"] == "f32" and d["shape"] == [10, 4, 6]
+    assert d["min"] == float(dens(20).min()) and d["max"] == float(dens(20).max()), d
+    counts = sorted((b["rank"], b["start"][0], b["count"][0]) for b in d["block_list"])
+    assert counts == [(r,) + split(10, r, 4) for r in range(4)], counts
+
+    p = v["particles/id"]
+    assert (p["dtype"], p["min"], p["max"]) == ("i64", 19950, 20050), p
+    assert [b["count"] for b in p["block_list"]] == [[26], [25], [25], [25]], p["block_list"]
+
+    s = v["step"]
+    assert (s["kind"], s["uniform"], s["shape"], s["min"], s["max"]) == ("scalar", True, None, 20, 20), s
+    assert (v["time"]["min"], v["time"]["max"]) == (10.0, 10.0)
+    r = v["rank_info"]
+    assert (r["kind"], r["uniform"], r["min"], r["max"]) == ("local", False, 0, 7), r
+    b = v["blob"]
+    assert (b["dtype"], b["uniform"], b["min"], b["bytes"]) == ("bytes", True, None, 64), b
+
+
+def case_verify_good():
+    out, _ = ckpt("verify", data("from4/ckpt.20"))
+    assert "OK (step 20: 28 blocks in 4 files" in out, out
+    out, _ = ckpt("verify", data("from4"))  # a root: every committed checkpoint
+    assert out.count(": OK (") == 2, out
+    j = ckpt_json("verify", data("from2"))
+    assert j["ok"] is True and [c["step"] for c in j["checkpoints"]] == [20, 10], j
+    assert all(c["problems"] == [] and c["blocks"] == 14 for c in j["checkpoints"]), j
+
+
+def flip(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def case_verify_corrupt():
+    w = workdir("corrupt")
+    meta = ckpt_json("ls", "-l", data("from4/ckpt.20"))
+    blk = next(b for v in meta["variables"] if v["name"] == "grid/temp" for b in v["block_list"] if b["rank"] == 2)
+
+    # 1. One flipped byte inside a block's payload.
+    c1 = os.path.join(w, "payload", "ckpt.20")
+    shutil.copytree(data("from4/ckpt.20"), c1)
+    flip(os.path.join(c1, blk["file"]), blk["offset"] + 7)
+    out, _ = ckpt("verify", c1, rc=1)
+    bad = [l for l in out.splitlines() if l.startswith("BAD")]
+    assert len(bad) == 1, out
+    for needle in ("variable 'grid/temp'", "block of rank 2", blk["file"], f"at offset {blk['offset']}", "checksum mismatch"):
+        assert needle in bad[0], (needle, bad[0])
+    assert "FAILED" in out, out
+    j = ckpt_json("verify", c1, rc=1)
+    probs = j["checkpoints"][0]["problems"]
+    assert [(p["variable"], p["rank"], p["file"], p["offset"]) for p in probs] == \
+        [("grid/temp", 2, blk["file"], blk["offset"])], probs
+    # diff reads the same block: a corrupt checkpoint is an error (2), not a difference.
+    _, err = ckpt("diff", data("from4/ckpt.20"), c1, rc=2)
+    one_line_error(err, "checksum mismatch", "grid/temp")
+    # the root holding it fails too
+    ckpt("verify", os.path.dirname(c1), rc=1)
+
+    # 2. A damaged data-file header.
+    c2 = os.path.join(w, "header", "ckpt.20")
+    shutil.copytree(data("from4/ckpt.20"), c2)
+    victim = next(f for f in meta["files"] if f["writer"] == 1)["name"]
+    flip(os.path.join(c2, victim), 20)
+    out, _ = ckpt("verify", c2, rc=1)
+    bad = [l for l in out.splitlines() if l.startswith("BAD")]
+    assert len(bad) == 1 and victim in bad[0] and "header checksum" in bad[0], out
+
+    # 3. A truncated data file: every block of that file past the cut is named.
+    c3 = os.path.join(w, "trunc", "ckpt.20")
+    shutil.copytree(data("from4/ckpt.20"), c3)
+    f3 = os.path.join(c3, blk["file"])
+    os.truncate(f3, blk["offset"] + 8)
+    out, _ = ckpt("verify", c3, rc=1)
+    assert "truncated" in out and "variable 'grid/temp', block of rank 2" in out, out
+
+    # 4. A damaged index: the checkpoint is unusable (2), one line.
+    c4 = os.path.join(w, "index", "ckpt.20")
+    shutil.copytree(data("from4/ckpt.20"), c4)
+    flip(os.path.join(c4, "index"), 40)
+    _, err = ckpt("verify", c4, rc=2)
+    one_line_error(err, "corrupt checkpoint", "index checksum mismatch")
+    _, err = ckpt("ls", c4, rc=2)
+    one_line_error(err, "corrupt checkpoint")
+
+
+def case_incomplete():
+    w = workdir("incomplete")
+    for s in ("ckpt.10", "ckpt.20"):
+        shutil.copytree(data("from4/" + s), os.path.join(w, s))
+    # A crash before the commit: ckpt.30.tmp (data, no index); a committed name without an index;
+    # a directory whose index describes another step.
+    shutil.copytree(data("from4/ckpt.20"), os.path.join(w, "ckpt.30.tmp"), ignore=shutil.ignore_patterns("index"))
+    shutil.copytree(data("from4/ckpt.20"), os.path.join(w, "ckpt.40"), ignore=shutil.ignore_patterns("index"))
+    shutil.copytree(data("from4/ckpt.20"), os.path.join(w, "ckpt.50"))
+
+    j = ckpt_json("ls", w)
+    st = {s["name"]: s for s in j["steps"]}
+    assert [s["name"] for s in j["steps"]] == ["ckpt.50", "ckpt.40", "ckpt.30.tmp", "ckpt.20", "ckpt.10"], j
+    assert not st["ckpt.50"]["complete"] and "describes step 20" in st["ckpt.50"]["reason"]
+    assert not st["ckpt.40"]["complete"] and "no index" in st["ckpt.40"]["reason"]
+    assert not st["ckpt.30.tmp"]["complete"] and "never committed" in st["ckpt.30.tmp"]["reason"]
+    assert st["ckpt.20"]["complete"] and st["ckpt.10"]["complete"]
+    out, _ = ckpt("ls", w)
+    assert "2 complete, 3 incomplete" in out, out
+    assert re.search(r"^40\s+ckpt\.40\s+incomplete .*no index", out, re.M), out
+
+    _, err = ckpt("ls", os.path.join(w, "ckpt.40"), rc=2)
+    one_line_error(err, "incomplete checkpoint", "no index")
+    _, err = ckpt("verify", os.path.join(w, "ckpt.40"), rc=2)
+    one_line_error(err, "incomplete checkpoint")
+    _, err = ckpt("verify", os.path.join(w, "ckpt.30.tmp"), rc=2)
+    one_line_error(err, "never committed")
+    _, err = ckpt("diff", os.path.join(w, "ckpt.30.tmp"), data("from4/ckpt.20"), rc=2)
+    one_line_error(err, "never committed")
+
+    # The root: committed checkpoints are verified, the .tmp is skipped, the broken ones count as bad.
+    j = ckpt_json("verify", w, rc=1)
+    res = {c["path"].split("/")[-1]: c["ok"] for c in j["checkpoints"]}
+    assert res == {"ckpt.50": False, "ckpt.40": False, "ckpt.20": True, "ckpt.10": True}, res
+    assert len(j["skipped"]) == 1 and "ckpt.30.tmp" in j["skipped"][0]
+    # diff and convert of a root take its newest complete checkpoint (ckpt.20, not 40 or 50).
+    j = ckpt_json("diff", w, data("from4"), "--tol", "0")
+    assert j["pass"] and j["a"]["step"] == 20, j
+
+    # Missing paths and empty roots.
+    _, err = ckpt("ls", data("no-such-dir"), rc=2)
+    one_line_error(err, "no-such-dir", "No such file")
+    _, err = ckpt("verify", data("no-such-dir"), rc=2)
+    one_line_error(err, "No such file")
+    _, err = ckpt("diff", data("from4"), data("no-such-dir"), rc=2)
+    one_line_error(err, "No such file")
+    _, err = ckpt("convert", data("no-such-dir"), "-o", os.path.join(w, "x.h5"), rc=2)
+    one_line_error(err)
+    empty = os.path.join(w, "empty")
+    os.makedirs(empty)
+    out, _ = ckpt("ls", empty)
+    assert "0 complete, 0 incomplete" in out, out
+    _, err = ckpt("verify", empty, rc=2)
+    one_line_error(err, "no committed checkpoint")
+    _, err = ckpt("diff", empty, data("from4"), rc=2)
+    one_line_error(err, "no complete checkpoint")
+    ckpt("frobnicate", rc=2)  # unknown subcommand: usage error
+
+
+def case_diff_nm():
+    # Same content written by 4 and by 2 ranks: global arrays and uniform values compare equal.
+    j = ckpt_json("diff", data("from4/ckpt.20"), data("from2/ckpt.20"), "--tol", "0")
+    assert j["pass"] is True and j["a"]["nranks"] == 4 and j["b"]["nranks"] == 2, j
+    v = {x["name"]: x for x in j["variables"]}
+    for name, n in (("grid/temp", 192), ("grid/dens", 240), ("particles/id", 101), ("step", 1), ("time", 1), ("blob", 16)):
+        assert v[name]["result"] == "equal", v[name]
+        assert v[name]["compared"] == n and v[name]["differing"] == 0, v[name]
+        if name != "blob":
+            assert v[name]["mag_error"] == 0 and v[name]["max_abs"] == 0 and v[name]["rel_l2"] == 0, v[name]
+    assert v["rank_info"]["result"] == "skipped" and not v["rank_info"]["fails"], v["rank_info"]
+    out, _ = ckpt("diff", data("from4"), data("from2"), "--tol", "0")  # roots: their latest
+    assert "tolerance 0 on the magnitude error: PASS" in out, out
+    # Same rank count: per-rank variables are compared rank by rank.
+    j = ckpt_json("diff", data("from2/ckpt.20"), data("other2/ckpt.20"))
+    assert {x["name"]: x["result"] for x in j["variables"]}["rank_info"] == "equal", j
+    # Two steps of one run differ everywhere but in blob and rank_info.
+    j = ckpt_json("diff", data("from4/ckpt.10"), data("from4/ckpt.20"), "--tol", "1e-9", rc=1)
+    res = {x["name"]: x["result"] for x in j["variables"]}
+    assert res == {"grid/temp": "differs", "grid/dens": "differs", "particles/id": "differs", "step": "differs",
+                   "time": "differs", "rank_info": "equal", "blob": "equal"}, res
+    s = next(x for x in j["variables"] if x["name"] == "step")
+    assert s["max_abs"] == 10 and s["mag_error"] == 0.5, s  # |10-20| / max(10, 20)
+
+
+def case_diff_differs():
+    a, b = data("from4/ckpt.20"), data("other2/ckpt.20")
+    j = ckpt_json("diff", a, b, "--tol", "1e-6", rc=1)
+    assert j["pass"] is False
+    v = {x["name"]: x for x in j["variables"]}
+    t = v["grid/temp"]
+    ta, tb = temp(20, 0), temp(20, 1)
+    want_me = np.abs(ta - tb).max() / max(np.abs(ta).max(), np.abs(tb).max(), 1e-99)
+    want_l2 = np.sqrt(((ta - tb) ** 2).sum()) / max(np.sqrt((ta ** 2).sum()), np.sqrt((tb ** 2).sum()))
+    assert t["result"] == "differs" and t["differing"] == 1 and t["compared"] == 192 and t["fails"], t
+    assert math.isclose(t["max_abs"], 1e-3, rel_tol=1e-9), t
+    assert math.isclose(t["mag_error"], want_me, rel_tol=1e-9), (t, want_me)
+    assert math.isclose(t["rel_l2"], want_l2, rel_tol=1e-9), (t, want_l2)
+    assert all(x["result"] == "equal" for n, x in v.items() if n not in ("grid/temp", "rank_info")), v
+    out, _ = ckpt("diff", a, b, "--tol", "1e-6", rc=1)
+    line = next(l for l in out.splitlines() if l.startswith("grid/temp"))
+    assert "differs" in line and "FAIL" in line, line
+    assert "PASS" not in out and out.rstrip().endswith("FAIL"), out
+    # A looser tolerance passes; without --tol diff only reports (exit 0).
+    ckpt("diff", a, b, "--tol", "1e-2")
+    ckpt("diff", a, b)
+    # --var picks variables.
+    j = ckpt_json("diff", a, b, "--var", "grid/dens", "--var", "step", "--tol", "0")
+    assert [x["name"] for x in j["variables"]] == ["grid/dens", "step"] and j["pass"], j
+    j = ckpt_json("diff", "--var", "grid/temp", a, b, "--tol", "0", rc=1)  # options before A B
+    assert [x["name"] for x in j["variables"]] == ["grid/temp"] and not j["pass"], j
+    _, err = ckpt("diff", a, b, "--var", "nosuch", rc=2)
+    one_line_error(err, "no variable 'nosuch'")
+
+
+def case_convert():
+    import h5py
+    w = workdir("convert")
+    fa, fb, fc = (os.path.join(w, n) for n in ("a.h5", "b.h5", "c.h5"))
+    out, _ = ckpt("convert", data("from4/ckpt.20"), "-o", fa)
+    assert fa in out, out
+    ckpt("convert", data("from2"), "-o", fb)  # a root: its newest checkpoint
+    ckpt("convert", data("other2/ckpt.20"), "-o", fc)
+    _, err = ckpt("convert", data("from4/ckpt.20"), "-o", fa, rc=2)
+    one_line_error(err, "exists")
+    ckpt("convert", data("from4/ckpt.20"), "-o", fa, "--force")
+
+    with h5py.File(fa, "r") as f, h5py.File(fb, "r") as g, h5py.File(fc, "r") as h:
+        assert f.attrs["ckpt_step"] == 20 and f.attrs["ckpt_nranks"] == 4 and g.attrs["ckpt_nranks"] == 2
+        assert f.attrs["ckpt_transport"] == "posix"
+        t = f["grid/temp"]
+        assert t.shape == (16, 12) and t.dtype == np.float64
+        assert np.allclose(t[()], temp(20), rtol=1e-15, atol=0), t[()]
+        assert t.attrs["min"] == t[()].min() and t.attrs["max"] == t[()].max()
+        assert t.attrs["ckpt_dtype"] == "f64" and t.attrs["ckpt_kind"] == "global" and t.attrs["ckpt_layout"] == "global"
+        assert t.attrs["transport"] == "posix" and t.attrs["units"] == "K"
+        assert t.attrs["ckpt_nblocks"] == 4 and len(t.attrs["ckpt_block_checksums"]) == 4
+        d = f["grid/dens"]
+        assert d.shape == (10, 4, 6) and d.dtype == np.float32 and np.array_equal(d[()], dens(20))
+        assert d.attrs["min"] == float(dens(20).min())
+        p = f["particles/id"]
+        assert p.dtype == np.int64 and np.array_equal(p[()], ids(20)) and p.attrs["min"] == 19950
+        assert f["step"].shape == () and f["step"][()] == 20 and f["step"].attrs["ckpt_layout"] == "uniform"
+        assert f["time"][()] == 10.0
+        assert np.array_equal(f["blob"][()], np.arange(0xA0, 0xB0, dtype=np.uint8)) and f["blob"].attrs["ckpt_dtype"] == "bytes"
+        ri = f["rank_info"]
+        assert isinstance(ri, h5py.Group) and ri.attrs["ckpt_layout"] == "per_rank"
+        assert sorted(ri.keys()) == ["rank0", "rank1", "rank2", "rank3"]
+        for r in range(4):
+            assert list(ri[f"rank{r}"][()]) == [r, 4, 7] and ri[f"rank{r}"].attrs["rank"] == r
+        # The same content from 2 ranks: the same arrays and the same whole-dataset checksums;
+        # different content: a different checksum.
+        for name in ("grid/temp", "grid/dens", "particles/id"):
+            assert np.array_equal(f[name][()], g[name][()]), name
+            assert f[name].attrs["checksum"] == g[name].attrs["checksum"], name
+            assert g[name].attrs["ckpt_nblocks"] == 2
+        assert h["grid/temp"].attrs["checksum"] != f["grid/temp"].attrs["checksum"]
+        assert h["grid/dens"].attrs["checksum"] == f["grid/dens"].attrs["checksum"]
+        assert np.count_nonzero(h["grid/temp"][()] != f["grid/temp"][()]) == 1
+    # Readable without ckpt code by the HDF5 tools too.
+    if shutil.which("h5dump"):
+        p = subprocess.run(["h5dump", "-H", fa], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0 and 'DATASET "temp"' in p.stdout, p.stdout + p.stderr
+
+
+def case_transports():
+    """The same content written by other transports and decompositions reads and compares equal."""
+    sets = ["mpiio3"] + (["h5x2"] if ARGS.hdf5 else [])
+    for name in sets:
+        j = ckpt_json("ls", data(name + "/ckpt.20"))
+        assert j["transport"] == {"mpiio3": "mpiio", "h5x2": "hdf5"}[name], j["transport"]
+        assert j["nranks"] == {"mpiio3": 3, "h5x2": 2}[name]
+        j = ckpt_json("verify", data(name))
+        assert j["ok"] and all(c["problems"] == [] for c in j["checkpoints"]), j
+        j = ckpt_json("diff", data("from4/ckpt.20"), data(name + "/ckpt.20"), "--tol", "0")
+        v = {x["name"]: x for x in j["variables"]}
+        assert j["pass"], j
+        for n, count in (("grid/temp", 192), ("grid/dens", 240), ("particles/id", 101), ("step", 1), ("time", 1)):
+            assert v[n]["result"] == "equal" and v[n]["compared"] == count, v[n]
+        # A different content through another transport is still found.
+        j = ckpt_json("diff", data("other2/ckpt.20"), data(name + "/ckpt.20"), "--tol", "0", rc=1)
+        assert [x["name"] for x in j["variables"] if x["fails"]] == ["grid/temp"], j
+    # A damaged block in the shared mpiio file is named with its writer rank.
+    w = workdir("transports")
+    c = os.path.join(w, "ckpt.20")
+    shutil.copytree(data("mpiio3/ckpt.20"), c)
+    meta = ckpt_json("ls", "-l", c)
+    blk = next(b for v in meta["variables"] if v["name"] == "particles/id" for b in v["block_list"] if b["rank"] == 1)
+    flip(os.path.join(c, blk["file"]), blk["offset"])
+    out, _ = ckpt("verify", c, rc=1)
+    assert "variable 'particles/id', block of rank 1" in out, out
+
+
+def case_convert_unavailable():
+    w = workdir("convert-unavailable")
+    _, err = ckpt("convert", data("from4/ckpt.20"), "-o", os.path.join(w, "a.h5"), rc=2)
+    one_line_error(err, "built without HDF5")
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--mpiexec", default="mpiexec")
+    ap.add_argument("--np-flag", default="-n", help="pass as --np-flag=-n")
+    ap.add_argument("--gen")
+    ap.add_argument("--np", type=int, default=1)
+    ap.add_argument("--variant", type=int, default=0)
+    ap.add_argument("--out")
+    ap.add_argument("--transport", default="posix")
+    ap.add_argument("--hdf5", type=int, default=0, help="1 when the build has HDF5 (data set h5x2 exists)")
+    ap.add_argument("case")
+    ARGS = ap.parse_args()
+    globals()["case_" + ARGS.case]()
+    print(f"cli_test {ARGS.case}: passed")
+
+
+if __name__ == "__main__":
+    main()

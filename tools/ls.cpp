@@ -1,0 +1,237 @@
+// `ckpt ls`: what is in a checkpoint root or in one checkpoint, from the index only (no data read).
+#include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tools/commands.hpp"
+#include "tools/json_util.hpp"
+#include "tools/store.hpp"
+
+namespace ckpt::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string utc_time(double unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm {};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::uint64_t var_bytes(const Index& idx, std::uint32_t v) {
+  std::uint64_t n = 0;
+  for (auto& b : idx.blocks)
+    if (b.var == v) n += b.length;
+  return n;
+}
+
+std::uint64_t payload_bytes(const Index& idx) {
+  std::uint64_t n = 0;
+  for (auto& b : idx.blocks) n += b.length;
+  return n;
+}
+
+/// A stored min/max for people: f32 with the 9 digits that round-trip a float, the rest as stored.
+std::string stat_human(DType t, std::uint64_t bits) {
+  if (t != DType::f32) return detail::stat_to_string(t, bits);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", detail::stat_to_double(t, bits));
+  return buf;
+}
+
+std::string stat_text(const Index& idx, std::uint32_t v, bool want_max) {
+  const VarStats st = var_stats(idx, v);
+  if (!st.valid) return "-";
+  return stat_human(idx.vars[v].dtype, want_max ? st.max_bits : st.min_bits);
+}
+
+json block_json(const Index& idx, const BlockRecord& b) {
+  json j;
+  j["rank"] = b.rank;
+  j["file"] = idx.files[b.file].name;
+  j["offset"] = b.offset;
+  j["bytes"] = b.length;
+  j["start"] = b.start;
+  j["count"] = b.count;
+  j["min"] = b.has_stats ? stat_json(idx.vars[b.var].dtype, b.min_bits) : json(nullptr);
+  j["max"] = b.has_stats ? stat_json(idx.vars[b.var].dtype, b.max_bits) : json(nullptr);
+  j["checksum"] = hex64(b.checksum);
+  return j;
+}
+
+json checkpoint_json(const Checkpoint& c, bool with_blocks) {
+  const Index& idx = c.index;
+  json j;
+  j["path"] = c.dir;
+  j["step"] = idx.step;
+  j["nranks"] = idx.nranks;
+  j["transport"] = idx.transport;
+  j["ckpt_id"] = hex64(idx.ckpt_id);
+  j["created_unix"] = idx.created_unix;
+  j["created"] = utc_time(idx.created_unix);
+  j["bytes"] = payload_bytes(idx);
+  j["attrs"] = attrs_json(idx.attrs);
+  json files = json::array();
+  for (auto& f : idx.files) files.push_back({{"name", f.name}, {"writer", f.writer}, {"bytes", f.bytes}});
+  j["files"] = files;
+  json writers = json::array();
+  for (auto f : idx.rank_file) writers.push_back(idx.files[f].name);
+  j["rank_files"] = writers;
+  json vars = json::array();
+  for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
+    const VarRecord& r = idx.vars[v];
+    const VarStats st = var_stats(idx, v);
+    const auto blocks = blocks_of(idx, v);
+    json jv;
+    jv["name"] = r.name;
+    jv["dtype"] = dtype_name(r.dtype);
+    jv["kind"] = detail::region_kind_name(r.kind);
+    jv["uniform"] = r.uniform;
+    jv["ndim"] = r.ndim;
+    jv["shape"] = r.kind == RegionKind::global ? json(r.global) : json(nullptr);
+    jv["blocks"] = blocks.size();
+    jv["bytes"] = var_bytes(idx, v);
+    jv["min"] = st.valid ? stat_json(r.dtype, st.min_bits) : json(nullptr);
+    jv["max"] = st.valid ? stat_json(r.dtype, st.max_bits) : json(nullptr);
+    jv["attrs"] = attrs_json(r.attrs);
+    if (with_blocks) {
+      json jb = json::array();
+      for (auto* b : blocks) jb.push_back(block_json(idx, *b));
+      jv["block_list"] = jb;
+    }
+    vars.push_back(jv);
+  }
+  j["variables"] = vars;
+  return j;
+}
+
+/// Shape column: the global shape, or the local extents of rank 0's block ("local [3]").
+std::string shape_text(const Index& idx, std::uint32_t v) {
+  const VarRecord& r = idx.vars[v];
+  if (r.kind == RegionKind::global) return shape_to_string(r.global);
+  if (r.kind == RegionKind::scalar) return "-";
+  const auto blocks = blocks_of(idx, v);
+  bool same = true;
+  for (auto* b : blocks) same = same && b->count == blocks.front()->count;
+  if (blocks.empty()) return "-";
+  return same ? "per rank " + shape_to_string(blocks.front()->count) : "per rank (varies)";
+}
+
+int ls_checkpoint(const std::string& path, const LsArgs& a) {
+  auto c = open_checkpoint(path);
+  if (!c.ok()) return fail("ls", c.status().message());
+  const Index& idx = c->index;
+  if (a.json) {
+    std::printf("%s\n", checkpoint_json(c.value(), a.long_format).dump(2).c_str());
+    return kExitOk;
+  }
+  std::printf("checkpoint %s: step %lld, %u ranks, transport %s, created %s\n", c->dir.c_str(),
+              static_cast<long long>(idx.step), idx.nranks, idx.transport.c_str(), utc_time(idx.created_unix).c_str());
+  std::printf("  %zu variables, %zu blocks, %s of data in %zu files, id %s\n", idx.vars.size(), idx.blocks.size(),
+              human_bytes(payload_bytes(idx)).c_str(), idx.files.size(), hex64(idx.ckpt_id).c_str());
+  for (auto& kv : idx.attrs) std::printf("  attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
+  // Writers: which file each rank's stream went to; compact when every rank has its own file.
+  std::printf("  files:");
+  for (auto& f : idx.files) std::printf(" %s (writer %u, %s)", f.name.c_str(), f.writer, human_bytes(f.bytes).c_str());
+  std::printf("\n");
+  if (a.long_format) {
+    std::printf("  ranks -> files:");
+    for (std::size_t r = 0; r < idx.rank_file.size(); ++r)
+      std::printf(" %zu:%s", r, idx.files[idx.rank_file[r]].name.c_str());
+    std::printf("\n");
+  }
+  std::size_t w = 8;
+  for (auto& v : idx.vars) w = std::max(w, v.name.size());
+  std::printf("\n%-*s  %-5s  %-7s  %-20s  %6s  %10s  %-24s  %-24s\n", static_cast<int>(w), "variable", "dtype", "kind",
+              "shape", "blocks", "bytes", "min", "max");
+  for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
+    const VarRecord& r = idx.vars[v];
+    const auto blocks = blocks_of(idx, v);
+    std::string kind = detail::region_kind_name(r.kind);
+    if (r.uniform) kind += "*";
+    std::printf("%-*s  %-5s  %-7s  %-20s  %6zu  %10s  %-24s  %s\n", static_cast<int>(w), r.name.c_str(),
+                dtype_name(r.dtype), kind.c_str(), shape_text(idx, v).c_str(), blocks.size(),
+                human_bytes(var_bytes(idx, v)).c_str(), stat_text(idx, v, false).c_str(), stat_text(idx, v, true).c_str());
+    for (auto& kv : r.attrs) std::printf("    attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
+    if (!a.long_format) continue;
+    std::printf("    %5s  %-14s  %12s  %12s  %-16s  %-16s  %-22s  %-22s  %s\n", "rank", "file", "offset", "bytes", "start",
+                "count", "min", "max", "checksum");
+    for (auto* b : blocks) {
+      std::printf("    %5u  %-14s  %12llu  %12llu  %-16s  %-16s  %-22s  %-22s  %s\n", b->rank,
+                  idx.files[b->file].name.c_str(), static_cast<unsigned long long>(b->offset),
+                  static_cast<unsigned long long>(b->length), shape_to_string(b->start).c_str(),
+                  shape_to_string(b->count).c_str(), b->has_stats ? stat_human(r.dtype, b->min_bits).c_str() : "-",
+                  b->has_stats ? stat_human(r.dtype, b->max_bits).c_str() : "-", hex64(b->checksum).c_str());
+    }
+  }
+  bool any_uniform = false;
+  for (auto& v : idx.vars) any_uniform = any_uniform || v.uniform;
+  if (any_uniform) std::printf("\n* uniform: every rank stored the same value (restarts on any rank count)\n");
+  return kExitOk;
+}
+
+int ls_root(const std::string& path, const LsArgs& a) {
+  auto steps = list_steps(path);
+  if (!steps.ok()) return fail("ls", steps.status().message());
+  const auto latest = latest_link_step(path);
+  if (a.json) {
+    json j;
+    j["path"] = path;
+    j["latest"] = latest ? json(*latest) : json(nullptr);
+    json arr = json::array();
+    for (auto& s : steps.value()) {
+      json e;
+      e["step"] = s.step;
+      e["name"] = s.name;
+      e["complete"] = s.complete;
+      e["reason"] = s.complete ? json(nullptr) : json(s.reason);
+      if (s.complete) {
+        e["nranks"] = s.index->nranks;
+        e["variables"] = s.index->vars.size();
+        e["bytes"] = payload_bytes(*s.index);
+        e["transport"] = s.index->transport;
+        e["created_unix"] = s.index->created_unix;
+      }
+      arr.push_back(e);
+    }
+    j["steps"] = arr;
+    std::printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  std::size_t complete = 0;
+  for (auto& s : steps.value()) complete += s.complete ? 1 : 0;
+  std::printf("%s: %zu complete, %zu incomplete", path.c_str(), complete, steps->size() - complete);
+  if (latest) std::printf(", latest -> ckpt.%lld", static_cast<long long>(*latest));
+  std::printf("\n");
+  if (steps->empty()) return kExitOk;
+  std::printf("%-12s  %-16s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", "directory", "state", "ranks", "vars", "bytes",
+              "transport", "created / reason");
+  for (auto& s : steps.value()) {
+    if (s.complete) {
+      std::printf("%-12lld  %-16s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), s.name.c_str(),
+                  "complete", s.index->nranks, s.index->vars.size(), human_bytes(payload_bytes(*s.index)).c_str(),
+                  s.index->transport.c_str(), utc_time(s.index->created_unix).c_str());
+      if (a.long_format)
+        for (auto& v : s.index->vars)
+          std::printf("    %-30s %-5s %s\n", v.name.c_str(), dtype_name(v.dtype), detail::region_kind_name(v.kind));
+    } else {
+      std::printf("%-12lld  %-16s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), s.name.c_str(),
+                  "incomplete", "-", "-", "-", "-", s.reason.c_str());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_ls(const LsArgs& a) {
+  Status s = check_directory(a.path);
+  if (!s.ok()) return fail("ls", s.message());
+  return is_checkpoint_dir(a.path) ? ls_checkpoint(a.path, a) : ls_root(a.path, a);
+}
+
+}  // namespace ckpt::tools

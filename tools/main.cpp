@@ -1,0 +1,67 @@
+// The `ckpt` command line: ls, verify, diff, convert. See docs/cli.md.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include "ckpt/ckpt.hpp"
+#include "ckpt/config.hpp"
+#include "tools/commands.hpp"
+#include "tools/store.hpp"
+
+namespace ckpt::tools {
+
+int fail(const char* cmd, const std::string& message) {
+  std::fprintf(stderr, "ckpt %s: %s\n", cmd, message.c_str());
+  return kExitError;
+}
+
+}  // namespace ckpt::tools
+
+int main(int argc, char** argv) {
+  using namespace ckpt::tools;
+  CLI::App app{"ckpt: inspect, verify, compare and convert checkpoints written by the ckpt runtime"};
+  app.set_version_flag("--version", std::string("ckpt ") + ckpt::version());
+  app.require_subcommand(1);
+
+  LsArgs ls;
+  auto* c_ls = app.add_subcommand("ls", "List the steps of a checkpoint root, or the variables of one checkpoint");
+  c_ls->add_option("PATH", ls.path, "checkpoint root (holds ckpt.<step>/) or one ckpt.<step> directory")->required();
+  c_ls->add_flag("-l,--long", ls.long_format, "one line per block (checkpoint) / per variable (root)");
+  c_ls->add_flag("--json", ls.json, "machine-readable output");
+
+  VerifyArgs verify;
+  auto* c_verify = app.add_subcommand("verify", "Read every block and check every checksum (exit 0 good, 1 bad)");
+  c_verify->add_option("PATH", verify.path, "one checkpoint, or a root (every committed checkpoint)")->required();
+  c_verify->add_flag("-q,--quiet", verify.quiet, "print only problems and the summary");
+  c_verify->add_flag("--json", verify.json, "machine-readable output");
+
+  DiffArgs diff;
+  auto* c_diff = app.add_subcommand("diff", "Compare two checkpoints variable by variable (global arrays across rank counts)");
+  c_diff->add_option("A", diff.a, "first checkpoint (or root: its newest complete checkpoint)")->required();
+  c_diff->add_option("B", diff.b, "second checkpoint (or root)")->required();
+  auto* tol = c_diff->add_option("--tol", diff.tol, "fail (exit 1) if a variable's magnitude error exceeds this");
+  tol->check(CLI::NonNegativeNumber);
+  c_diff->add_option("--var", diff.vars, "compare only this variable (repeatable: --var a --var b)")
+      ->allow_extra_args(false);  // `--var x A B`: one name per --var, A and B stay positional
+  c_diff->add_flag("--json", diff.json, "machine-readable output");
+
+  ConvertArgs convert;
+  auto* c_convert = app.add_subcommand("convert", "Write one checkpoint as one HDF5 file");
+  c_convert->add_option("PATH", convert.path, "one checkpoint, or a root (its newest complete checkpoint)")->required();
+  c_convert->add_option("-o,--output", convert.output, "the HDF5 file to write")->required();
+  c_convert->add_flag("-f,--force", convert.force, "overwrite the output file if it exists");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitError;
+  }
+  diff.has_tol = tol->count() > 0;
+  if (c_ls->parsed()) return run_ls(ls);
+  if (c_verify->parsed()) return run_verify(verify);
+  if (c_diff->parsed()) return run_diff(diff);
+  if (c_convert->parsed()) return run_convert(convert);
+  return kExitError;
+}

@@ -1,0 +1,159 @@
+/// \file store.hpp
+/// What the `ckpt` tool knows about checkpoints on disk: which paths are roots and which are
+/// checkpoints, the steps of a root, loading a validated index, and streaming a block's bytes while
+/// its XXH3 checksum is checked. Serial; no MPI call is made. Internal to tools/.
+#ifndef CKPT_TOOLS_STORE_HPP
+#define CKPT_TOOLS_STORE_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "runtime/src/format.hpp"
+#include "transports/transport.hpp"
+
+namespace ckpt::tools {
+
+using detail::BlockRecord;
+using detail::FileRecord;
+using detail::Index;
+using detail::RegionKind;
+using detail::VarRecord;
+
+/// Exit statuses shared by every subcommand.
+enum ExitCode : int {
+  kExitOk = 0,     ///< success (verify: every check passed; diff --tol: within tolerance)
+  kExitBad = 1,    ///< verify found bad data; diff --tol found a variable beyond the tolerance
+  kExitError = 2,  ///< a usage error, a missing path, an incomplete or unreadable checkpoint
+};
+
+/// A committed checkpoint whose index decoded and validated.
+struct Checkpoint {
+  std::string dir;  ///< path of the ckpt.<step> directory, as given (or as found under a root)
+  Index index;
+};
+
+/// One `ckpt.<step>[.tmp|.old]` entry of a checkpoint root, with the outcome of loading its index.
+struct StepEntry {
+  std::string name;     ///< directory name, e.g. "ckpt.20" or "ckpt.30.tmp"
+  std::string path;     ///< root + "/" + name
+  std::int64_t step = 0;
+  std::string suffix;   ///< "" for a committed name, "tmp" (never committed) or "old" (being replaced)
+  bool complete = false;  ///< committed name and an index that validates for this step
+  std::string reason;     ///< why not complete (empty when complete)
+  std::optional<Index> index;  ///< set when complete
+};
+
+/// Parses a directory name "ckpt.<step>", "ckpt.<step>.tmp" or "ckpt.<step>.old"; false otherwise.
+bool parse_step_name(const std::string& name, std::int64_t& step, std::string& suffix);
+
+/// Whether `path` is a checkpoint directory (holds an `index` file or is named ckpt.<step>[.suffix])
+/// rather than a root. `latest` (a link to ckpt.<step>) counts as a checkpoint directory.
+bool is_checkpoint_dir(const std::string& path);
+
+/// Whether `path` exists and is a directory (following symbolic links); not_found/invalid_argument otherwise.
+Status check_directory(const std::string& path);
+
+/// Every ckpt.* entry of a root, newest step first (for equal steps: committed, then .old, then .tmp).
+Result<std::vector<StepEntry>> list_steps(const std::string& root);
+
+/// The step `<root>/latest` points at, if the link exists and names ckpt.<step>.
+std::optional<std::int64_t> latest_link_step(const std::string& root);
+
+/// Loads `dir/index` and validates it (magic, version, footer, checksum, every field, the step of the
+/// directory name). Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
+Result<Checkpoint> open_checkpoint(const std::string& dir);
+
+/// A checkpoint directory as is, or the newest complete checkpoint of a root.
+Result<Checkpoint> resolve_checkpoint(const std::string& path);
+
+/// Reads blocks of one checkpoint in pieces of bounded size, verifying their checksums.
+/// Not thread-safe (one open file at a time).
+class BlockReader {
+ public:
+  /// `piece_bytes`: most bytes held at once per stream() call; rounded down to a multiple of 16.
+  explicit BlockReader(const Checkpoint& ckpt, std::size_t piece_bytes = 8u << 20);
+
+  /// Callback of stream(): `n` bytes at byte `offset` of the block's payload. A non-ok Status stops.
+  using PieceFn = std::function<Status(const std::uint8_t* p, std::size_t n, std::uint64_t offset)>;
+
+  /// Streams the payload of `b` in order through `fn`, then compares the XXH3 of the payload with the
+  /// index: a mismatch is `corrupt` and names the block. Pieces hold whole elements of the block's dtype.
+  Status stream(const BlockRecord& b, const PieceFn& fn);
+  /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
+  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
+  /// "variable 'x', block of rank 3 (dir/file at offset N, L bytes)": how messages name a block.
+  std::string where(const BlockRecord& b) const;
+
+ private:
+  const Checkpoint& m_ckpt;
+  std::unique_ptr<detail::Reader> m_reader;
+  std::size_t m_piece_bytes;
+  std::vector<std::uint8_t> m_piece;
+};
+
+/// Calls `f(T{})` with the C++ element type of `t` (`bytes` maps to std::uint8_t).
+template <class F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::i8: return f(std::int8_t{});
+    case DType::u16: return f(std::uint16_t{});
+    case DType::i16: return f(std::int16_t{});
+    case DType::u32: return f(std::uint32_t{});
+    case DType::i32: return f(std::int32_t{});
+    case DType::u64: return f(std::uint64_t{});
+    case DType::i64: return f(std::int64_t{});
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::u8:
+    case DType::bytes: break;
+  }
+  return f(std::uint8_t{});
+}
+
+/// Number of elements of a block (1 for a 0-d block).
+std::uint64_t block_elements(const BlockRecord& b);
+/// Product of a shape (1 for {}).
+std::uint64_t shape_elements(const Shape& s);
+/// "[16, 12]" / "[]".
+std::string shape_to_string(const Shape& s);
+/// "1.5 MiB" (bytes below 1 KiB as "123 B").
+std::string human_bytes(std::uint64_t n);
+/// Blocks of variable `var`, in index order.
+std::vector<const BlockRecord*> blocks_of(const Index& idx, std::uint32_t var);
+
+/// Min and max of a variable over the statistics of its blocks (from the index; no data read).
+struct VarStats {
+  bool valid = false;  ///< false when no block carries statistics (dtype bytes, stats off, all NaN)
+  std::uint64_t min_bits = 0, max_bits = 0;
+};
+VarStats var_stats(const Index& idx, std::uint32_t var);
+
+/// A one-line progress bar on stderr, drawn only when stderr is a terminal. Redraws at most ~10x/s.
+class Progress {
+ public:
+  Progress(std::string label, std::uint64_t total);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  /// Counts `n` more units done.
+  void add(std::uint64_t n);
+  /// Clears the bar (also done by the destructor).
+  void finish();
+
+ private:
+  void draw();
+  std::string m_label;
+  std::uint64_t m_total, m_done = 0;
+  bool m_enabled;
+  double m_last_draw = 0;
+};
+
+}  // namespace ckpt::tools
+
+#endif  // CKPT_TOOLS_STORE_HPP

@@ -1,0 +1,244 @@
+// `ckpt verify`: read every block of a checkpoint, check every checksum, every data-file header and
+// the index statistics; name each bad block.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tools/commands.hpp"
+#include "tools/json_util.hpp"
+#include "tools/store.hpp"
+#include "transports/posix_io.hpp"
+
+namespace ckpt::tools {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+/// One problem found in a checkpoint.
+struct Problem {
+  std::string variable;  ///< empty for a file-level problem
+  long rank = -1;
+  std::string file;
+  std::uint64_t offset = 0, bytes = 0;
+  std::string error;
+};
+
+/// Outcome of verifying one checkpoint directory.
+struct Report {
+  std::string path;
+  std::int64_t step = -1;
+  std::string fatal;  ///< set when the index itself could not be used
+  std::size_t blocks = 0, files = 0;
+  std::uint64_t bytes = 0;
+  std::vector<Problem> problems;
+  std::vector<std::string> notes;
+  bool ok() const { return fatal.empty() && problems.empty(); }
+};
+
+/// Checks the data files: present, not shorter than the index says, and (ckpt data files) a header
+/// that is intact and belongs to this checkpoint.
+void check_files(const Checkpoint& c, Report& rep) {
+  const Index& idx = c.index;
+  std::vector<bool> used(idx.files.size(), false);
+  std::vector<std::uint64_t> end(idx.files.size(), 0);  // where the file's last block ends
+  for (auto& b : idx.blocks) {
+    used[b.file] = true;
+    end[b.file] = std::max(end[b.file], b.offset + b.length);
+  }
+  for (std::size_t f = 0; f < idx.files.size(); ++f) {
+    const FileRecord& fr = idx.files[f];
+    if (!used[f] && fr.bytes == 0) continue;  // a placeholder of a non-persistent transport group
+    ++rep.files;
+    const std::string path = c.dir + "/" + fr.name;
+    auto bad = [&](const std::string& why) { rep.problems.push_back({"", static_cast<long>(fr.writer), fr.name, 0, 0, why}); };
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      bad("data file " + path + " is missing");
+      continue;
+    }
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    // Only the blocks' bytes must be there: a shared file's recorded size may include trailing
+    // alignment padding that nobody wrote.
+    if (size < end[f]) {
+      bad("data file " + path + " is truncated (" + std::to_string(size) + " bytes; its blocks end at " +
+          std::to_string(end[f]) + ")");
+      continue;
+    }
+    if (size < fr.bytes)
+      rep.notes.push_back("data file " + fr.name + " has " + std::to_string(size) + " bytes, the index records " +
+                          std::to_string(fr.bytes) + " (all its blocks are present)");
+    auto reader = detail::make_file_reader(c.dir);
+    std::vector<std::uint8_t> head(detail::kDataHeaderBytes);
+    Status s = size < head.size() ? Status(Code::corrupt, "shorter than a data header")
+                                  : reader->read(fr.name, 0, head.data(), head.size());
+    if (!s.ok()) {
+      bad("data file " + path + ": " + s.message());
+      continue;
+    }
+    // The hdf5 transports write plain HDF5 files (the index locates each block inside them).
+    static const std::uint8_t kHdf5Magic[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    if (std::equal(kHdf5Magic, kHdf5Magic + 8, head.begin())) continue;
+    auto h = detail::decode_data_header(head.data(), head.size());
+    if (!h.ok()) {
+      bad("data file " + path + ": " + h.status().message());
+      continue;
+    }
+    if (h->step != idx.step || h->nranks != idx.nranks || h->ckpt_id != idx.ckpt_id)
+      bad("data file " + path + " belongs to another checkpoint (header: step " + std::to_string(h->step) + ", " +
+          std::to_string(h->nranks) + " ranks, id " + hex64(h->ckpt_id) + "; index: step " + std::to_string(idx.step) +
+          ", " + std::to_string(idx.nranks) + " ranks, id " + hex64(idx.ckpt_id) + ")");
+    else if (h->writer != fr.writer)
+      rep.notes.push_back("data file " + fr.name + ": header names writer " + std::to_string(h->writer) +
+                          ", the index " + std::to_string(fr.writer));
+  }
+}
+
+/// Reads one block, compares its checksum and (for numeric data) its min/max with the index.
+void check_block(const Checkpoint& c, BlockReader& reader, const BlockRecord& b, Report& rep, Progress& bar) {
+  const Index& idx = c.index;
+  const VarRecord& v = idx.vars[b.var];
+  auto bad = [&](const std::string& why) {
+    rep.problems.push_back({v.name, static_cast<long>(b.rank), idx.files[b.file].name, b.offset, b.length, why});
+  };
+  struct stat st {};
+  const std::string path = c.dir + "/" + idx.files[b.file].name;
+  if (::stat(path.c_str(), &st) == 0 && b.offset + b.length > static_cast<std::uint64_t>(st.st_size)) {
+    bad(reader.where(b) + ": lies past the end of the file (" + std::to_string(st.st_size) + " bytes)");
+    bar.add(b.length);
+    return;
+  }
+  const bool stats = b.has_stats && detail::dtype_has_stats(v.dtype);
+  detail::MinMax mm(v.dtype);
+  Status s = reader.stream(b, [&](const std::uint8_t* p, std::size_t n, std::uint64_t) {
+    if (stats) mm.update(p, n);
+    bar.add(n);
+    return Status::OK();
+  });
+  if (!s.ok()) {
+    bad(s.message());
+    return;
+  }
+  if (stats && (!mm.valid() || mm.min_bits() != b.min_bits || mm.max_bits() != b.max_bits))
+    bad(reader.where(b) + ": data matches its checksum but not the min/max in the index");
+}
+
+Report verify_one(const std::string& dir, Progress* outer) {
+  Report rep;
+  rep.path = dir;
+  auto c = open_checkpoint(dir);
+  if (!c.ok()) {
+    rep.fatal = c.status().message();
+    return rep;
+  }
+  rep.step = c->index.step;
+  rep.blocks = c->index.blocks.size();
+  for (auto& b : c->index.blocks) rep.bytes += b.length;
+  check_files(c.value(), rep);
+  BlockReader reader(c.value());
+  Progress local("verify " + dir, outer ? 0 : rep.bytes);
+  Progress& bar = outer ? *outer : local;
+  for (auto& b : c->index.blocks) check_block(c.value(), reader, b, rep, bar);
+  // Coverage of global arrays (not an error: an application may leave parts of an array out).
+  for (std::uint32_t v = 0; v < c->index.vars.size(); ++v) {
+    const VarRecord& r = c->index.vars[v];
+    if (r.kind != RegionKind::global) continue;
+    std::uint64_t n = 0;
+    for (auto* b : blocks_of(c->index, v)) n += block_elements(*b);
+    if (n != shape_elements(r.global))
+      rep.notes.push_back("variable '" + r.name + "': its blocks hold " + std::to_string(n) + " elements, the global shape " +
+                          std::to_string(shape_elements(r.global)));
+  }
+  return rep;
+}
+
+json report_json(const Report& r) {
+  json j;
+  j["path"] = r.path;
+  j["step"] = r.step;
+  j["ok"] = r.ok();
+  j["error"] = r.fatal.empty() ? json(nullptr) : json(r.fatal);
+  j["blocks"] = r.blocks;
+  j["files"] = r.files;
+  j["bytes"] = r.bytes;
+  json probs = json::array();
+  for (auto& p : r.problems)
+    probs.push_back({{"variable", p.variable.empty() ? json(nullptr) : json(p.variable)},
+                     {"rank", p.rank},
+                     {"file", p.file},
+                     {"offset", p.offset},
+                     {"bytes", p.bytes},
+                     {"error", p.error}});
+  j["problems"] = probs;
+  j["notes"] = r.notes;
+  return j;
+}
+
+void print_report(const Report& r, bool quiet) {
+  if (!r.fatal.empty()) {
+    std::printf("BAD  %s\n", r.fatal.c_str());
+    return;
+  }
+  for (auto& p : r.problems) std::printf("BAD  %s\n", p.error.c_str());
+  if (!quiet)
+    for (auto& n : r.notes) std::printf("note %s\n", n.c_str());
+  if (r.ok())
+    std::printf("%s: OK (step %lld: %zu blocks in %zu files, %s verified)\n", r.path.c_str(),
+                static_cast<long long>(r.step), r.blocks, r.files, human_bytes(r.bytes).c_str());
+  else
+    std::printf("%s: FAILED (step %lld: %zu problem(s); %zu blocks in %zu files)\n", r.path.c_str(),
+                static_cast<long long>(r.step), r.problems.size(), r.blocks, r.files);
+}
+
+}  // namespace
+
+int run_verify(const VerifyArgs& a) {
+  Status s = check_directory(a.path);
+  if (!s.ok()) return fail("verify", s.message());
+  std::vector<Report> reports;
+  std::vector<std::string> skipped;
+  if (is_checkpoint_dir(a.path)) {
+    Report r = verify_one(a.path, nullptr);
+    // An index that cannot be used is an unusable checkpoint (exit 2), not bad data in a usable one.
+    if (!r.fatal.empty()) return fail("verify", r.fatal);
+    reports.push_back(std::move(r));
+  } else {
+    auto steps = list_steps(a.path);
+    if (!steps.ok()) return fail("verify", steps.status().message());
+    std::uint64_t total = 0;
+    for (auto& e : steps.value())
+      if (e.complete)
+        for (auto& b : e.index->blocks) total += b.length;
+    Progress bar("verify " + a.path, total);
+    for (auto& e : steps.value()) {
+      if (e.suffix == "tmp") {
+        skipped.push_back(e.name + ": " + e.reason);
+        continue;
+      }
+      reports.push_back(verify_one(e.path, &bar));
+    }
+    bar.finish();
+    if (reports.empty()) return fail("verify", "no committed checkpoint in " + a.path);
+  }
+  bool ok = true;
+  for (auto& r : reports) ok = ok && r.ok();
+  if (a.json) {
+    json j;
+    j["ok"] = ok;
+    json arr = json::array();
+    for (auto& r : reports) arr.push_back(report_json(r));
+    j["checkpoints"] = arr;
+    j["skipped"] = skipped;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (auto& sk : skipped)
+      if (!a.quiet) std::printf("skip %s\n", sk.c_str());
+    for (auto& r : reports) print_report(r, a.quiet);
+  }
+  return ok ? kExitOk : kExitBad;
+}
+
+}  // namespace ckpt::tools
