@@ -1,7 +1,12 @@
 // The `ckpt` command line: ls, verify, diff, convert. See docs/cli.md.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 #include <string>
 
 #include "ckpt/ckpt.hpp"
@@ -52,6 +57,11 @@ int main(int argc, char** argv) {
   c_convert->add_option("-o,--output", convert.output, "the HDF5 file to write")->required();
   c_convert->add_flag("-f,--force", convert.force, "overwrite the output file if it exists");
 
+  std::string report_run, report_out;
+  auto* c_report = app.add_subcommand("report", "PNG plots (timeline, bandwidth, per-rank I/O time) of a run traced with CKPT_TRACE");
+  c_report->add_option("RUN", report_run, "the CKPT_TRACE directory of the run")->required();
+  c_report->add_option("--out", report_out, "directory for the PNGs (default: RUN)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -63,5 +73,20 @@ int main(int argc, char** argv) {
   if (c_verify->parsed()) return run_verify(verify);
   if (c_diff->parsed()) return run_diff(diff);
   if (c_convert->parsed()) return run_convert(convert);
+  if (c_report->parsed()) {
+    // The plots are matplotlib's: run the script installed beside the tool (or in the source tree).
+    for (const char* script : {CKPT_REPORT_SCRIPT_INSTALLED, CKPT_REPORT_SCRIPT_SOURCE}) {
+      if (::access(script, R_OK) != 0) continue;
+      std::vector<const char*> args{"python3", script, report_run.c_str()};
+      if (!report_out.empty()) {
+        args.push_back("--out");
+        args.push_back(report_out.c_str());
+      }
+      args.push_back(nullptr);
+      ::execvp("python3", const_cast<char* const*>(args.data()));
+      return fail("report", std::string("cannot run python3: ") + std::strerror(errno));
+    }
+    return fail("report", "ckpt_report.py not found (looked in " CKPT_REPORT_SCRIPT_INSTALLED " and " CKPT_REPORT_SCRIPT_SOURCE ")");
+  }
   return kExitError;
 }
