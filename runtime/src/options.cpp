@@ -54,6 +54,17 @@ const std::vector<Field>& fields() {
          o.transport = v;  // checked against the registry when the Runtime is built
          return Status();
        }},
+      {"gpu_double_buffer", [](Options& o, const std::string& v) -> Status {
+         if (v != "off" && v != "on" && v != "auto") return bad_value("gpu_double_buffer", v, "off, on, auto");
+         o.gpu_double_buffer = v;
+         return Status();
+       }},
+      {"gpu_spare_bytes", [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bytes(v);
+         if (!b.ok()) return bad_value("gpu_spare_bytes", v, "a byte count like 4G");
+         o.gpu_spare_bytes = b.value();
+         return Status();
+       }},
       {"trace", [](Options& o, const std::string& v) -> Status {
          o.trace = v;
          return Status();

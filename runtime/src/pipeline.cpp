@@ -385,7 +385,8 @@ std::vector<std::int64_t> list_checkpoint_steps(const std::string& dir) {
   if (d == nullptr) return steps;
   while (dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
-    if (n.rfind("ckpt.", 0) != 0 || n.size() <= 5 || n.size() > 5 + 19) continue;
+    // At most 18 digits: a 19-digit name may not fit an i64 and std::stoll would throw.
+    if (n.rfind("ckpt.", 0) != 0 || n.size() <= 5 || n.size() > 5 + 18) continue;
     const std::string num = n.substr(5);
     if (num.find_first_not_of("0123456789") != std::string::npos) continue;
     steps.push_back(std::stoll(num));

@@ -243,7 +243,12 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
 
   MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
   m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
-  m_device = make_default_device();
+  CudaDeviceConfig dev;
+  dev.double_buffer = m_opts.gpu_double_buffer == "on"     ? CudaDeviceConfig::DoubleBuffer::on
+                      : m_opts.gpu_double_buffer == "auto" ? CudaDeviceConfig::DoubleBuffer::automatic
+                                                           : CudaDeviceConfig::DoubleBuffer::off;
+  dev.spare_bytes = static_cast<std::size_t>(m_opts.gpu_spare_bytes);
+  m_device = make_default_device(dev);
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
   m_digest_thread = std::thread([this] { digest_loop(); });
   m_write_thread = std::thread([this] { write_loop(); });

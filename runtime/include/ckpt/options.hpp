@@ -61,6 +61,12 @@ struct Options {
   bool stats = true;
   /// Messages on stderr: 0 quiet, 1 one line per commit/restart on rank 0, 2 more. [CKPT_VERBOSE]
   int verbose = 0;
+  /// CUDA: device-side double buffering (copy D2D into a spare device buffer, release the application's
+  /// stream, then D2H from the spare): "off", "on" (spare of gpu_spare_bytes) or "auto" (spare grows
+  /// while free device memory allows). Off by default until verified on a GPU. [CKPT_GPU_DOUBLE_BUFFER]
+  std::string gpu_double_buffer = "off";
+  /// CUDA: spare buffer size for gpu_double_buffer = on. [CKPT_GPU_SPARE_BYTES]
+  std::uint64_t gpu_spare_bytes = 0;
   /// Directory for the runtime's trace: at close(), rank 0 writes trace.json (Chrome trace of every
   /// rank's threads), summary.json (per-checkpoint I/O summary) and prints the summary table on
   /// stderr. Empty = off. [CKPT_TRACE]
