@@ -1,0 +1,111 @@
+// The distributed state of amr_sedov: this rank's blocks (a contiguous range of the Morton order)
+// with guard cells, ghost copies of touching blocks of other ranks, tracer particles, and the
+// operations on them: guard fill, hydro step, regrid with migration, checkpoint packing and restore.
+#ifndef AMR_SEDOV_SIMULATION_HPP
+#define AMR_SEDOV_SIMULATION_HPP
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "hydro.hpp"
+#include "mesh.hpp"
+
+namespace sedov {
+
+/// A Lagrangian tracer. id = (birth rank, tag) as in FLASH-X/AMReX; the tags given at start are
+/// unique over all ranks, so (block, tag) orders particles the same way on any rank count.
+struct Particle {
+  double x = 0, y = 0, dens = 0, temp = 0;
+  double vx0 = 0, vy0 = 0;  // velocity at the start of the step (Heun predictor)
+  std::int64_t birth = 0, tag = 0;
+  std::int64_t block = 0;  // global leaf index that contains the particle
+};
+
+/// Run scalars: the same on every rank (ckpt marks them uniform, they restart on any rank count).
+struct RunScalars {
+  double time = 0, dt = 0;
+  std::int64_t step = 0, nblocks = 0, nparticles = 0;
+  std::int64_t mesh_uniform = 0, max_level = 0, nroot = 0;
+  std::int64_t regrids = 0;
+};
+
+enum class RegridMode { lohner, refine_all };
+
+class Simulation {
+ public:
+  Simulation(MPI_Comm comm, int nroot, int max_level, bool uniform);
+
+  /// Sedov initial state: energy E (per unit length, full plane) in the cells within 3.5 finest
+  /// cells of the origin; the domain is the quadrant [0,1]^2 with reflecting walls at x=0 and y=0.
+  void init_sedov(std::int64_t nparticles);
+
+  /// One time step: CFL dt (at most tmax - time), hydro, tracers; returns dt.
+  double step(double cfl, double tmax);
+  /// Error estimation and regrid; returns whether the mesh changed.
+  bool regrid(RegridMode mode);
+
+  /// Registers the run scalars (before a restart's first phase) and, later, the arrays.
+  ckpt::Status protect_scalars(ckpt::Runtime& rt);
+  /// Copies the state into the checkpoint buffers and re-points the regions at them.
+  ckpt::Status prepare_checkpoint(ckpt::Runtime& rt);
+  /// Second phase of a restart: the scalars of `step` are loaded; loads the arrays and rebuilds the
+  /// mesh, ghost exchange and particles for this rank count.
+  ckpt::Status load(ckpt::Runtime& rt, std::int64_t step);
+
+  /// Digest of the tree, all block interiors and all particles in global order (rank 0; "" elsewhere).
+  std::string digest();
+  /// Shock radius from the angle-averaged density (rank 0; 0 elsewhere).
+  double shock_radius();
+
+  RunScalars& scalars() { return m_s; }
+  const Tree& tree() const { return m_tree; }
+  int nlocal() const { return m_nlocal; }
+  std::int64_t global_particles() const;
+
+ private:
+  struct Exchange {
+    std::vector<std::vector<int>> send, recv;  // slots per peer rank, in matching order
+  };
+  void set_mesh(const std::vector<BlockKey>& leaves);
+  void build_exchange_and_plan();
+  void exchange(const BlockView& src, const Exchange& ex, const BlockView& dst, bool guards) const;
+  void fill_all_guards();
+  int slot_of(int global) const;
+  void relocate_particles();
+  void advect_particles(bool predict, double dt);
+  template <class Fn>
+  void gather_global(Fn&& on_root);
+
+  MPI_Comm m_comm;
+  int m_rank = 0, m_size = 1;
+  bool m_uniform;
+  RunScalars m_s;
+  Tree m_tree;
+  std::int64_t m_first = 0;
+  int m_nlocal = 0, m_nghost = 0;
+  BlockView m_u;              // slots [0, nlocal): own blocks; [nlocal, nlocal+nghost): ghosts
+  RealList m_dx, m_x0, m_y0;  // per slot: cell width and block origin
+  IntTable m_plan;
+  Exchange m_ghosts;
+  std::unordered_map<int, int> m_ghost_slot;  // global leaf -> ghost slot
+  Hydro m_hydro;
+  RealList m_error;
+  std::vector<int> m_flags;  // refine flags of the last regrid, this rank's blocks
+  std::vector<Particle> m_particles;
+
+  // Checkpoint buffers (interiors without guards, the grid, the particles).
+  Kokkos::View<double***, Kokkos::LayoutRight, Mem> m_ck_unk[NVAR];
+  std::vector<std::int32_t> m_ck_level, m_ck_coord, m_ck_flag;
+  std::vector<double> m_ck_bbox, m_ck_ppos, m_ck_pprop;
+  std::vector<std::int64_t> m_ck_pid;
+  bool m_arrays_protected = false;
+};
+
+}  // namespace sedov
+
+#endif
