@@ -269,6 +269,7 @@ Status RuntimeImpl::commit(Job& job) {
   MPI_Bcast(&len, 1, MPI_INT, 0, m_commit_comm);
   msg.resize(static_cast<std::size_t>(len));
   MPI_Bcast(msg.data(), len, MPI_CHAR, 0, m_commit_comm);
+  if (code == 0 && m_rank == 0 && m_persistent) apply_retention(job.step);  // off the other ranks' path
   if (code == 0) return Status::OK();
   return Status(static_cast<Code>(code), msg);
 }
@@ -374,8 +375,8 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
   ::unlink(link_tmp.c_str());
   if (::symlink(("ckpt." + std::to_string(job.step)).c_str(), link_tmp.c_str()) != 0) return errno_status("symlink " + link_tmp);
   if (::rename(link_tmp.c_str(), (m_opts.dir + "/latest").c_str()) != 0) return errno_status("rename " + link_tmp);
-  CKPT_RETURN_IF_ERROR(fsync_dir(m_opts.dir, sync));
-  apply_retention(job.step);
+  // No fsync for `latest`: it is a hint for people and tools; latest() scans the directories, and the
+  // rename of the checkpoint itself is already durable. Retention runs after the outcome is sent.
   return Status::OK();
 }
 

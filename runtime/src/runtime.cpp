@@ -439,6 +439,9 @@ Status RuntimeImpl::ensure_pool(std::uint64_t stream_bytes) {
         2, static_cast<std::uint64_t>(m_opts.pool_max_fraction * static_cast<double>(physical_memory())) / chunk);
     want_chunks = (stream_bytes + chunk - 1) / chunk * static_cast<std::uint64_t>(m_opts.max_in_flight);
     want_chunks = std::min(std::max<std::uint64_t>(want_chunks, 2), cap);
+    // A growing application (AMR refining, walkers multiplying) would otherwise pay an allocation at
+    // every checkpoint that is a little larger: grow by half again, so growth costs O(log) allocations.
+    if (want_chunks > m_pool->chunks() && m_pool->chunks() > 0) want_chunks = std::min(want_chunks + want_chunks / 2, cap);
   }
   if (want_chunks <= m_pool->chunks()) return Status::OK();
   // Growing while chunks are lent is safe: new chunks are added, none move.
