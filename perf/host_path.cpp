@@ -93,7 +93,11 @@ int main(int argc, char** argv) {
     std::vector<double> data(n), copy(n);
     for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<double>(i) * 1e-3 + rank;
     std::memset(copy.data(), 0, n * sizeof(double));  // pre-touch the memcpy target
-    ckpt::Options o = ckpt::Options::defaults();
+    ckpt::Options o;  // defaults + CKPT_* (e.g. CKPT_TRACE to look inside)
+    if (!o.error.ok()) {
+      std::fprintf(stderr, "%s\n", o.error.to_string().c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     o.dir = dir + "/" + std::to_string(bytes);
     o.keep = 1;
     std::vector<double> mc, bl, fl, du, cm, raw;
