@@ -39,6 +39,46 @@ struct Report {
   bool ok() const { return fatal.empty() && problems.empty(); }
 };
 
+/// Every byte of a ckpt data file that is neither header nor block - header padding, gaps between
+/// blocks, alignment between streams, the tail - is written as zero (format.md) and read by nobody:
+/// a change there is invisible to restart, so verify reads those bytes and reports any that is not zero.
+template <class Bad>
+void check_padding(detail::Reader& reader, const std::string& name, const std::string& path, std::uint64_t size,
+                   const Index& idx, std::uint32_t f, Report& rep, const Bad& bad) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> used{{0, detail::kDataHeaderBytes}};
+  for (auto& b : idx.blocks)
+    if (b.file == f && b.length > 0) used.emplace_back(b.offset, b.offset + b.length);
+  std::sort(used.begin(), used.end());
+  std::vector<std::uint8_t> buf;
+  std::uint64_t pos = 0, nonzero = 0, first = 0;
+  auto scan = [&](std::uint64_t lo, std::uint64_t hi) -> Status {
+    for (std::uint64_t p = lo; p < hi;) {
+      const std::uint64_t n = std::min<std::uint64_t>(hi - p, 1 << 20);
+      buf.resize(n);
+      CKPT_RETURN_IF_ERROR(reader.read(name, p, buf.data(), n));
+      for (std::uint64_t i = 0; i < n; ++i)
+        if (buf[i] != 0 && nonzero++ == 0) first = p + i;
+      p += n;
+    }
+    return Status::OK();
+  };
+  for (auto& u : used) {
+    if (u.first > pos) {
+      Status s = scan(pos, std::min(u.first, size));
+      if (!s.ok()) return bad("data file " + path + ": " + s.message());
+    }
+    pos = std::max(pos, u.second);
+  }
+  if (pos < size) {
+    Status s = scan(pos, size);
+    if (!s.ok()) return bad("data file " + path + ": " + s.message());
+  }
+  (void)rep;
+  if (nonzero > 0)
+    bad("data file " + path + ": " + std::to_string(nonzero) + " byte(s) of padding outside the header and the blocks "
+        "are not zero (first at offset " + std::to_string(first) + ")");
+}
+
 /// Checks the data files: present, not shorter than the index says, and (ckpt data files) a header
 /// that is intact and belongs to this checkpoint.
 void check_files(const Checkpoint& c, Report& rep) {
@@ -94,6 +134,7 @@ void check_files(const Checkpoint& c, Report& rep) {
     else if (h->writer != fr.writer)
       rep.notes.push_back("data file " + fr.name + ": header names writer " + std::to_string(h->writer) +
                           ", the index " + std::to_string(fr.writer));
+    check_padding(*reader, fr.name, path, size, idx, static_cast<std::uint32_t>(f), rep, bad);
   }
 }
 

@@ -20,6 +20,18 @@ inline Status mpi_status(int rc, const std::string& what) {
   return Status(Code::io_error, what + ": " + std::string(msg, static_cast<std::size_t>(len)));
 }
 
+/// Status of an MPI-IO write of `want` bytes: the error code, and also the count in `st` - Open MPI's
+/// OMPIO returns MPI_SUCCESS from a (collective) write whose pwritev failed (ENOSPC, EIO) and only
+/// reports fewer bytes written, so a write is successful only if all its bytes were written.
+inline Status mpi_write_status(int rc, const MPI_Status& st, int want, const std::string& what) {
+  if (rc != MPI_SUCCESS) return mpi_status(rc, what);
+  int got = 0;
+  MPI_Get_count(&st, MPI_BYTE, &got);
+  if (got == want) return Status::OK();
+  return Status(Code::io_error, what + ": wrote " + std::to_string(got) + " of " + std::to_string(want) +
+                                    " bytes (the MPI-IO layer reported no error; disk full or I/O error?)");
+}
+
 /// An MPI_Info built from "key=value,key=value" (already validated by the options parser).
 inline MPI_Info make_info(const std::string& hints) {
   MPI_Info info = MPI_INFO_NULL;

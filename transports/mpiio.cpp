@@ -28,7 +28,7 @@ class MpiioWriter final : public Writer {
       MPI_Status st;
       int rc = MPI_File_write_at_all(m_fh, static_cast<MPI_Offset>(m_base + offset + done), p + done, part, MPI_BYTE, &st);
       ++m_made;
-      CKPT_RETURN_IF_ERROR(mpi_status(rc, "MPI_File_write_at_all " + m_name));
+      CKPT_RETURN_IF_ERROR(mpi_write_status(rc, st, part, "MPI_File_write_at_all " + m_name));
       done += static_cast<std::uint64_t>(part);
     }
     return Status::OK();
@@ -129,7 +129,8 @@ class MpiioTransport final : public Transport {
       h.data_offset = align;
       auto hb = encode_data_header(h);
       MPI_Status st;
-      s = mpi_status(MPI_File_write_at(fh, 0, hb.data(), static_cast<int>(hb.size()), MPI_BYTE, &st), "write header of " + path);
+      s = mpi_write_status(MPI_File_write_at(fh, 0, hb.data(), static_cast<int>(hb.size()), MPI_BYTE, &st), st,
+                           static_cast<int>(hb.size()), "write header of " + path);
     }
     Attributes hints = grank == 0 ? hints_in_effect(fh, "mpiio.hint.") : Attributes{};
     hints.emplace_back("mpiio.files", std::to_string(m_nf));

@@ -34,8 +34,8 @@ struct Sink {
     for (std::uint64_t done = 0; done < n;) {
       const int part = static_cast<int>(std::min<std::uint64_t>(n - done, kMaxMpiPiece));
       MPI_Status st;
-      CKPT_RETURN_IF_ERROR(mpi_status(MPI_File_write_at(fh, static_cast<MPI_Offset>(off + done), c + done, part, MPI_BYTE, &st),
-                                      "MPI_File_write_at " + path));
+      CKPT_RETURN_IF_ERROR(mpi_write_status(MPI_File_write_at(fh, static_cast<MPI_Offset>(off + done), c + done, part, MPI_BYTE, &st),
+                                            st, part, "MPI_File_write_at " + path));
       done += static_cast<std::uint64_t>(part);
     }
     return Status::OK();

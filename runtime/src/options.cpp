@@ -208,8 +208,10 @@ Status parse_groups(Options& o, const YAML::Node& node) {
       if (k == "name" && it->second.IsScalar()) grp.name = it->second.Scalar();
       else if (k == "transport" && it->second.IsScalar()) grp.transport = it->second.Scalar();
       else if (k == "match" && it->second.IsScalar()) grp.match.push_back(it->second.Scalar());
-      else if (k == "match" && it->second.IsSequence())
-        for (const auto& m : it->second) grp.match.push_back(m.as<std::string>(""));
+      else if (k == "match" && it->second.IsSequence()) {
+        const YAML::Node matches = it->second;  // a copy: `it->second` lives in a temporary proxy
+        for (const auto& m : matches) grp.match.push_back(m.as<std::string>(""));
+      }
       else
         return Status(Code::invalid_argument, "groups: unknown or malformed key '" + k + "' (known: name, match, transport)");
     }

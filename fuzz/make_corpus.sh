@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Seed corpus for the fuzz targets from real checkpoints: every index and the 64-byte header of
+# every data file under <checkpoint root>, plus fuzz/corpus/options/*.yaml.
+#   fuzz/make_corpus.sh build/test-tmp build-fuzz/corpus
+set -euo pipefail
+src=${1:?checkpoint root} out=${2:?output dir}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out/index" "$out/data_header" "$out/options"
+n=0
+while IFS= read -r -d '' f; do
+  n=$((n + 1)); cp "$f" "$out/index/index.$n"
+  for d in "$(dirname "$f")"/*; do
+    case "$(basename "$d")" in index) ;; *) head -c 64 "$d" > "$out/data_header/$(basename "$d").$n" ;; esac
+  done
+done < <(find "$src" -name index -type f -size -1000k -print0 | head -z -n 200)
+cp "$here"/corpus/options/*.yaml "$out/options/"
+echo "seed corpus: $(ls "$out/index" | wc -l) indexes, $(ls "$out/data_header" | wc -l) data headers, $(ls "$out/options" | wc -l) option files in $out"
