@@ -121,13 +121,7 @@ class MpiioTransport final : public Transport {
     }
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
     if (grank == 0) {
-      DataHeader h;
-      h.step = ctx.step;
-      h.writer = static_cast<std::uint32_t>(m_rank);
-      h.nranks = static_cast<std::uint32_t>(ctx.nranks);
-      h.ckpt_id = ctx.ckpt_id;
-      h.data_offset = align;
-      auto hb = encode_data_header(h);
+      auto hb = encode_header_for(ctx, m_rank, align);
       MPI_Status st;
       s = mpi_write_status(MPI_File_write_at(fh, 0, hb.data(), static_cast<int>(hb.size()), MPI_BYTE, &st), st,
                            static_cast<int>(hb.size()), "write header of " + path);

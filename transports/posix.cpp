@@ -26,13 +26,7 @@ class PosixWriter final : public Writer {
   Status open() {
     m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (m_fd < 0) return errno_status("create " + m_path);
-    DataHeader h;
-    h.step = m_ctx.step;
-    h.writer = static_cast<std::uint32_t>(m_ctx.rank);
-    h.nranks = static_cast<std::uint32_t>(m_ctx.nranks);
-    h.ckpt_id = m_ctx.ckpt_id;
-    h.data_offset = m_data_offset;
-    auto bytes = encode_data_header(h);
+    auto bytes = encode_header_for(m_ctx, m_ctx.rank, m_data_offset);
     return pwrite_all(m_fd, bytes.data(), bytes.size(), 0, m_path);
   }
 

@@ -240,13 +240,7 @@ class RbioTransport final : public Transport {
       int wrank = 0;
       MPI_Comm_rank(m_writers, &wrank);
       if (s.ok() && (!shared || wrank == 0)) {
-        DataHeader h;
-        h.step = ctx.step;
-        h.writer = static_cast<std::uint32_t>(m_rank);
-        h.nranks = static_cast<std::uint32_t>(ctx.nranks);
-        h.ckpt_id = ctx.ckpt_id;
-        h.data_offset = align;
-        auto hb = encode_data_header(h);
+        auto hb = encode_header_for(ctx, m_rank, align);
         s = sink.write(0, hb.data(), hb.size());
       }
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "runtime/src/format.hpp"
 #include "runtime/src/layout.hpp"
 
 namespace ckpt::detail {
@@ -35,6 +36,17 @@ struct WriteContext {
     return (group == 0 ? std::string() : "g" + std::to_string(group) + ".") + prefix + "." + std::to_string(k);
   }
 };
+
+/// The encoded data-file header of a file written by rank `writer` for this checkpoint.
+inline std::vector<std::uint8_t> encode_header_for(const WriteContext& ctx, int writer, std::uint64_t data_offset) {
+  DataHeader h;
+  h.step = ctx.step;
+  h.writer = static_cast<std::uint32_t>(writer);
+  h.nranks = static_cast<std::uint32_t>(ctx.nranks);
+  h.ckpt_id = ctx.ckpt_id;
+  h.data_offset = data_offset;
+  return encode_data_header(h);
+}
 
 /// What a transport may use from the Runtime, given once at construction (collective).
 struct TransportEnv {
