@@ -103,11 +103,18 @@ bool all_true(bool b) {
 }
 
 /// `ckpt verify` on a checkpoint directory: 0 = OK, else the exit code (1 bad data, 2 unusable).
-int cli_verify(const std::string& dir) {
+/// Its output goes to `log` (shown when a check fails).
+int cli_verify(const std::string& dir, std::string* log = nullptr) {
   const char* cli = std::getenv("RELTEST_CLI");
   if (cli == nullptr) return -1;
-  const std::string cmd = std::string(cli) + " verify --quiet " + dir + " >/dev/null 2>&1";
+  const std::string out = dir + ".verify." + std::to_string(world_rank()) + ".log";
+  const std::string cmd = std::string(cli) + " verify " + dir + " >" + out + " 2>&1";
   const int rc = std::system(cmd.c_str());
+  if (log != nullptr) {
+    auto bytes = detail::read_file(out, 1 << 20);
+    if (bytes.ok()) log->assign(bytes->begin(), bytes->end());
+  }
+  ::unlink(out.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
@@ -155,21 +162,31 @@ void sweep(const std::string& transport) {
     ASSERT_TRUE(rt.checkpoint(s).wait().ok());
   }
   const std::string cdir = dir + "/ckpt.2";
-  ASSERT_EQ(cli_verify(cdir), 0) << "pristine checkpoint does not verify";
+  // Checks before the sweep are collective (all_true): a rank that failed alone and left the test
+  // would leave the others waiting in the next collective. The same for the barrier after them:
+  // rank 0 must not change a file while another rank still reads the pristine one.
+  std::string verify_log;
+  const int verified = rank == 0 ? cli_verify(cdir, &verify_log) : 0;
+  ASSERT_TRUE(all_true(verified == 0)) << "pristine checkpoint does not verify:\n" << verify_log;
 
   // Every rank reads the index (shared file system) and derives the same list of mutations.
   auto idx_bytes = slurp(cdir + "/index");
   auto idx = detail::decode_index(idx_bytes.data(), idx_bytes.size());
-  ASSERT_TRUE(idx.ok()) << idx.status().to_string();
+  ASSERT_TRUE(all_true(idx.ok())) << idx.status().to_string();
   std::map<std::string, std::vector<Region>> blocks;  // file -> block ranges
   for (auto& b : idx->blocks) blocks[idx->files[b.file].name].push_back({b.offset, b.offset + b.length, idx->vars[b.var].name});
   const std::uint64_t stride = std::max<std::uint64_t>(1, env_u64("RELTEST_STRIDE", 997));
   std::vector<Mutation> muts;
   std::vector<std::string> files{"index"};
   for (auto& f : idx->files) files.push_back(f.name);
+  bool stat_ok = true;
   for (auto& f : files) {
     struct stat sb {};
-    ASSERT_EQ(::stat((cdir + "/" + f).c_str(), &sb), 0) << f;
+    if (::stat((cdir + "/" + f).c_str(), &sb) != 0) {
+      ADD_FAILURE() << "cannot stat " << f;
+      stat_ok = false;
+      continue;
+    }
     const std::uint64_t n = static_cast<std::uint64_t>(sb.st_size);
     std::set<std::uint64_t> flips, cuts;
     const bool is_index = f == "index";
@@ -190,6 +207,8 @@ void sweep(const std::string& transport) {
     for (auto x : flips) muts.push_back({f, false, x});
     for (auto x : cuts) muts.push_back({f, true, x});
   }
+  ASSERT_TRUE(all_true(stat_ok));
+  MPI_Barrier(MPI_COMM_WORLD);  // everybody has read the pristine files
 
   Figures fig;
   const auto t0 = std::chrono::steady_clock::now();
@@ -204,7 +223,7 @@ void sweep(const std::string& transport) {
     if (rank == 0) {
       orig = slurp(path);
       if (m.truncate) {
-        ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(m.at)), 0);
+        EXPECT_EQ(::truncate(path.c_str(), static_cast<off_t>(m.at)), 0);  // EXPECT: rank 1 waits in a barrier
       } else {
         auto bytes = orig;
         bytes[m.at] ^= static_cast<std::uint8_t>(1u << (m.at % 8));
@@ -253,8 +272,8 @@ void sweep(const std::string& transport) {
     if (rank == 0) {
       if (m.truncate) {
         int fd = ::open(path.c_str(), O_WRONLY);
-        ASSERT_GE(fd, 0);
-        ASSERT_EQ(::pwrite(fd, orig.data(), orig.size(), 0), static_cast<ssize_t>(orig.size()));
+        EXPECT_GE(fd, 0);
+        EXPECT_EQ(::pwrite(fd, orig.data(), orig.size(), 0), static_cast<ssize_t>(orig.size()));
         ::close(fd);
       } else {
         put(path, orig);

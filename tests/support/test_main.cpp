@@ -4,6 +4,31 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <string>
+
+namespace {
+/// On ranks other than 0 the default printer is removed (one copy of the output); this prints their
+/// failed assertions at once, with the rank, so a rank that leaves a test early (and leaves the others
+/// waiting in a collective) says why before the hang.
+class RankFailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit RankFailurePrinter(int rank) : m_rank(rank) {}
+  void OnTestStart(const ::testing::TestInfo& info) override {
+    m_test = std::string(info.test_suite_name()) + "." + info.name();
+  }
+  // Called with GoogleTest's mutex held: only the result itself may be used here.
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (!r.failed()) return;
+    std::fprintf(stderr, "rank %d: %s: %s:%d: Failure\n%s\n", m_rank, m_test.c_str(),
+                 r.file_name() ? r.file_name() : "?", r.line_number(), r.message());
+    std::fflush(stderr);
+  }
+
+ private:
+  int m_rank;
+  std::string m_test;
+};
+}  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -14,6 +39,7 @@ int main(int argc, char** argv) {
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new RankFailurePrinter(rank));
   }
   int rc = RUN_ALL_TESTS();
   int worst = 0;
