@@ -89,6 +89,7 @@ class MpiioTransport final : public Transport {
     free_comm(m_comm);
   }
   const char* name() const override { return "mpiio"; }
+  bool collective_open() const override { return true; }
 
   // Application thread, collective over the group.
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {

@@ -70,6 +70,7 @@ class PosixTransport final : public Transport {
     if (m_comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&m_comm);
   }
   const char* name() const override { return "posix"; }
+  bool collective_open() const override { return m_token > 0; }  // the open token is passed round robin
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     auto w = std::make_unique<PosixWriter>(ctx, std::max<std::uint64_t>(m_alignment, kDataHeaderBytes));
     Status s = m_token > 0 ? with_open_token(m_comm, m_token, [&] { return w->open(); }) : w->open();

@@ -102,6 +102,14 @@ Status make_dirs(const std::string& dir) {
   return Status::OK();
 }
 
+Status make_dirs_nofollow(const std::string& dir) {
+  CKPT_RETURN_IF_ERROR(make_dirs(dir));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return errno_status("stat " + dir);
+  if (S_ISLNK(st.st_mode)) return Status(Code::invalid_argument, dir + " is a symbolic link; not followed");
+  return Status::OK();
+}
+
 Status remove_tree(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? Status::OK() : errno_status("stat " + path);

@@ -25,6 +25,9 @@ Status write_file(const std::string& path, const void* p, std::size_t n, bool sy
 Status fsync_dir(const std::string& dir, bool sync);
 /// mkdir -p.
 Status make_dirs(const std::string& dir);
+/// make_dirs(), and the last component must be a real directory, not a symlink (a checkpoint's
+/// temporary directory: a planted link would send the data elsewhere).
+Status make_dirs_nofollow(const std::string& dir);
 /// rm -rf of a path (does not follow symbolic links).
 Status remove_tree(const std::string& path);
 

@@ -189,6 +189,7 @@ class RbioTransport final : public Transport {
     free_comm(m_group);
   }
   const char* name() const override { return "rbio"; }
+  bool collective_open() const override { return true; }
 
   // Application thread, collective over all ranks.
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {

@@ -111,6 +111,10 @@ class Transport {
   virtual Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) = 0;
   /// Whether checkpoints written by this transport reach the disk (false for null).
   virtual bool persistent() const { return true; }
+  /// Whether open() is collective (MPI-IO, rbIO, HDF5). The runtime then agrees on the checkpoint's
+  /// setup (temporary directory, staging pool) before opening, so that after a failure on any rank no
+  /// rank creates files and every rank skips open() together.
+  virtual bool collective_open() const { return false; }
 };
 
 /// Makes the transport called `name`. Known names that were not built answer `unavailable` with the

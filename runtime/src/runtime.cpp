@@ -502,11 +502,22 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   // Open one writer per transport group (collective for MPI transports: every rank opens every
   // group, in order, even after a failure) and make sure the pool can hold the stream.
   Status s;
-  if (m_persistent) s = make_dirs(job->tmp_dir);
+  if (m_persistent) s = make_dirs_nofollow(job->tmp_dir);
   if (s.ok()) s = ensure_pool(job->plan.bytes);
+  // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
+  // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
+  // need no agreement: a failed rank just does not open.
+  const bool collective = std::any_of(m_transports.begin(), m_transports.end(),
+                                      [](const auto& t) { return t->collective_open(); });
+  if (collective) s = agree(s);
+  const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
   job->segment_done.assign(job->plan.segments.size(), false);
   job->placements.resize(job->plan.segments.size());
   for (const Segment& seg : job->plan.segments) {
+    if (!setup_ok) {  // the job still goes through the flush threads and fails at the commit
+      job->writers.push_back(nullptr);
+      continue;
+    }
     WriteContext ctx;
     ctx.dir = job->tmp_dir;
     ctx.step = step;

@@ -30,6 +30,7 @@
 #include "transports/posix_io.hpp"
 
 using namespace ckpt;
+using ckpt::test::all_true;
 using ckpt::test::scratch_dir;
 using ckpt::test::world_rank;
 using ckpt::test::world_size;
@@ -95,12 +96,6 @@ struct State {
     return rt.protect_scalar("time", &time);
   }
 };
-
-bool all_true(bool b) {
-  int v = b ? 1 : 0, all = 0;
-  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
 
 /// `ckpt verify` on a checkpoint directory: 0 = OK, else the exit code (1 bad data, 2 unusable).
 /// Its output goes to `log` (shown when a check fails).

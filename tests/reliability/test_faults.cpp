@@ -17,6 +17,7 @@
 #include "test_util.hpp"
 
 using namespace ckpt;
+using ckpt::test::all_true;
 using ckpt::test::scratch_dir;
 using ckpt::test::world_rank;
 using ckpt::test::world_size;
@@ -43,12 +44,6 @@ long long sum_ll(long long v) {
   MPI_Allreduce(&v, &s, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   return s;
 }
-bool all_true(bool b) {
-  int v = b ? 1 : 0, all = 0;
-  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
-
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = ::opendir(dir.c_str())) {

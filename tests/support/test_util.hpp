@@ -23,6 +23,14 @@ inline int world_size() {
   return s;
 }
 
+/// True on every rank when `b` is true on every rank (a collective: use it for checks that decide
+/// whether a test goes on, so that no rank leaves a test alone and strands the others).
+inline bool all_true(bool b) {
+  int v = b ? 1 : 0, all = 0;
+  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
 /// An empty directory named after the running test, created by rank 0; every rank gets the path.
 inline std::string scratch_dir(const std::string& suffix = "") {
   const char* base = std::getenv("CKPTTEST_TMP");
