@@ -150,6 +150,18 @@ long Index::find_var(const std::string& name) const {
   return -1;
 }
 
+IndexLookup::IndexLookup(const Index& idx) : m_blocks(idx.vars.size()) {
+  m_by_name.reserve(idx.vars.size());
+  for (std::size_t i = 0; i < idx.vars.size(); ++i) m_by_name.emplace(idx.vars[i].name, static_cast<long>(i));
+  for (std::size_t b = 0; b < idx.blocks.size(); ++b)
+    if (idx.blocks[b].var < m_blocks.size()) m_blocks[idx.blocks[b].var].push_back(static_cast<std::uint32_t>(b));
+}
+
+long IndexLookup::var(const std::string& name) const {
+  auto it = m_by_name.find(name);
+  return it == m_by_name.end() ? -1 : it->second;
+}
+
 std::vector<std::uint8_t> encode_index(const Index& idx) {
   ByteWriter w;
   w.raw(kIndexMagic, 8);

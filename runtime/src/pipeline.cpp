@@ -49,14 +49,27 @@ void RuntimeImpl::digest_item(WorkItem& item) {
       continue;
     }
     if (bp.offset >= b) break;
+    if (!j.block_open) {
+      j.hasher.reset();
+      const DType dt = j.plan.vars[j.next_block].dtype;
+      if (m_opts.stats && dtype_has_stats(dt)) j.minmax.emplace(dt);
+      else j.minmax.reset();
+      j.block_open = true;
+    }
     const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
     if (hi > lo) {
-      pr.hasher->update(item.chunk->data + (lo - a), hi - lo);
-      if (pr.minmax) pr.minmax->update(item.chunk->data + (lo - a), hi - lo);
+      j.hasher.update(item.chunk->data + (lo - a), hi - lo);
+      if (j.minmax) j.minmax->update(item.chunk->data + (lo - a), hi - lo);
     }
     if (bp.offset + bp.length > b) break;  // continues in the next chunk
-    pr.checksum = pr.hasher->digest();
+    pr.digest.checksum = j.hasher.digest();
+    if (j.minmax && j.minmax->valid()) {
+      pr.digest.has_stats = true;
+      pr.digest.min_bits = j.minmax->min_bits();
+      pr.digest.max_bits = j.minmax->max_bits();
+    }
     pr.finished = true;
+    j.block_open = false;
     ++j.next_block;
   }
   item.error = s;
@@ -81,15 +94,7 @@ void RuntimeImpl::close_segments(Job& j, std::uint64_t offset, bool all) {
     if (auto& w = j.writers[i]) {
       if (j.error.ok()) {
         std::vector<BlockDigest> digests(j.progress.size());
-        for (std::size_t b = 0; b < j.progress.size(); ++b) {
-          const BlockProgress& pr = j.progress[b];
-          digests[b].checksum = pr.checksum;
-          if (pr.minmax && pr.minmax->valid()) {
-            digests[b].has_stats = true;
-            digests[b].min_bits = pr.minmax->min_bits();
-            digests[b].max_bits = pr.minmax->max_bits();
-          }
-        }
+        for (std::size_t b = 0; b < j.progress.size(); ++b) digests[b] = j.progress[b].digest;
         auto p = w->finish(digests);
         if (p.ok()) j.placements[i] = p.value();
         else j.error = p.status();
@@ -220,12 +225,10 @@ Status RuntimeImpl::commit(Job& job) {
       b.length = bp.length;
       b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
       b.count = r.count;
-      b.checksum = pr.checksum;
-      if (pr.minmax && pr.minmax->valid()) {
-        b.has_stats = true;
-        b.min_bits = pr.minmax->min_bits();
-        b.max_bits = pr.minmax->max_bits();
-      }
+      b.checksum = pr.digest.checksum;
+      b.has_stats = pr.digest.has_stats;
+      b.min_bits = pr.digest.min_bits;
+      b.max_bits = pr.digest.max_bits;
       rep.blocks.push_back(std::move(b));
     }
   }

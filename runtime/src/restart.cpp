@@ -127,8 +127,9 @@ class RowWalker {
 
 }  // namespace
 
-Status RuntimeImpl::restore_region(const Index& idx, const std::string& dir, Region& r, Reader& reader, Chunk* bounce) {
-  const long vi = idx.find_var(r.name);
+Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r,
+                                   Reader& reader, Chunk* bounce) {
+  const long vi = look.var(r.name);
   if (vi < 0) return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
   const VarRecord& v = idx.vars[static_cast<std::size_t>(vi)];
   auto mismatch = [&](const std::string& why) {
@@ -146,9 +147,8 @@ Status RuntimeImpl::restore_region(const Index& idx, const std::string& dir, Reg
   const Shape mstart = want_global ? r.start : Shape(r.count.size(), 0);
   std::uint64_t copied_elems = 0;
 
-  for (std::size_t bi = 0; bi < idx.blocks.size(); ++bi) {
+  for (const std::uint32_t bi : look.blocks(vi)) {
     const BlockRecord& b = idx.blocks[bi];
-    if (b.var != static_cast<std::uint32_t>(vi)) continue;
     Shape lo(r.count.size()), hi(r.count.size());
     if (want_global) {
       bool overlap = true;
@@ -228,8 +228,9 @@ Status RuntimeImpl::restart(std::int64_t step) {
   if (local.ok()) {
     Chunk* bounce = m_pool->acquire();
     auto reader = make_file_reader(step_dir(step, false));
+    const IndexLookup look(idx.value());
     for (auto& r : m_regions) {
-      local = restore_region(idx.value(), step_dir(step, false), r, *reader, bounce);
+      local = restore_region(idx.value(), look, step_dir(step, false), r, *reader, bounce);
       if (!local.ok()) break;
     }
     m_pool->release(bounce);

@@ -309,9 +309,8 @@ Status RuntimeImpl::agree(const Status& local) {
 // ---- registry ------------------------------------------------------------------------------------
 
 Region* RuntimeImpl::find(const std::string& name) {
-  for (auto& r : m_regions)
-    if (r.name == name) return &r;
-  return nullptr;
+  auto it = m_region_at.find(name);
+  return it == m_region_at.end() ? nullptr : &m_regions[it->second];
 }
 
 namespace {
@@ -365,6 +364,7 @@ Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, Reg
         r.group = static_cast<std::uint32_t>(g + 1);
         break;
       }
+  m_region_at.emplace(r.name, m_regions.size());
   m_regions.push_back(std::move(r));
   return Status::OK();
 }
@@ -394,9 +394,11 @@ Status RuntimeImpl::update(const std::string& name, void* ptr, bool is_block, Sh
 
 Status RuntimeImpl::unprotect(const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());
-  auto it = std::find_if(m_regions.begin(), m_regions.end(), [&](const Region& r) { return r.name == name; });
-  if (it == m_regions.end()) return Status(Code::not_found, "unprotect: region '" + name + "' is not protected");
-  m_regions.erase(it);
+  auto at = m_region_at.find(name);
+  if (at == m_region_at.end()) return Status(Code::not_found, "unprotect: region '" + name + "' is not protected");
+  m_regions.erase(m_regions.begin() + static_cast<std::ptrdiff_t>(at->second));
+  m_region_at.clear();  // positions after it moved; unprotect is rare, so rebuild
+  for (std::size_t i = 0; i < m_regions.size(); ++i) m_region_at.emplace(m_regions[i].name, i);
   return Status::OK();
 }
 
@@ -486,16 +488,12 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   job->tmp_dir = step_dir(step, true);
   job->final_dir = step_dir(step, false);
   job->progress.resize(job->plan.blocks.size());
-  for (std::size_t i = 0; i < job->plan.blocks.size(); ++i) {
-    auto& p = job->progress[i];
-    p.hasher = std::make_unique<Hasher>();
-    const DType dt = job->plan.vars[i].dtype;
-    if (m_opts.stats && dtype_has_stats(dt)) p.minmax = std::make_unique<MinMax>(dt);
-    if (job->plan.blocks[i].length == 0) {
-      p.checksum = p.hasher->digest();
-      p.finished = true;
+  static const std::uint64_t empty_digest = Hasher().digest();
+  for (std::size_t i = 0; i < job->plan.blocks.size(); ++i)
+    if (job->plan.blocks[i].length == 0) {  // never seen by the digest thread
+      job->progress[i].digest.checksum = empty_digest;
+      job->progress[i].finished = true;
     }
-  }
   ticket->stats.step = step;
   ticket->stats.bytes = job->plan.payload;
 
