@@ -119,7 +119,7 @@ Result<std::vector<VarDesc>> gather_vars(MPI_Comm comm, const WriteContext& ctx)
       std::memcpy(&nd, &all[p], 4);
       p += 4;
       d.shape.resize(nd);
-      std::memcpy(d.shape.data(), &all[p], nd * 8);
+      if (nd > 0) std::memcpy(d.shape.data(), &all[p], nd * 8);  // a scalar has no shape (and data() may be null)
       p += nd * 8;
       if (d.global) {
         d.name = "/" + name;
@@ -323,7 +323,7 @@ class Hdf5Writer final : public Writer {
       : m_ctx(ctx), m_comm(comm), m_alignment(alignment) {
     MPI_Comm_rank(comm, &m_rank);
     MPI_Comm_size(comm, &m_size);
-    m_name = ctx.file_name("ckpt", 0) + ".h5";  // ckpt.0.h5 / g1.ckpt.0.h5
+    m_name = ctx.unique_file_name("ckpt", 0) + ".h5";  // ckpt.<id>.0.h5 / g1.ckpt.<id>.0.h5
     m_path = ctx.dir + "/" + m_name;
   }
   ~Hdf5Writer() override {
@@ -436,7 +436,7 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  const std::string name = ctx.file_name("ckpt", 0) + ".h5", path = ctx.dir + "/" + name;
+  const std::string name = ctx.unique_file_name("ckpt", 0) + ".h5", path = ctx.dir + "/" + name;
   auto descs = gather_vars(comm, ctx);
   if (!all_ok(comm, descs.status())) return descs.ok() ? Status(Code::invalid_argument, "hdf5-sync: bad variables on another rank") : descs.status();
   // Digests of this rank's blocks, computed here from the application's memory (host only).

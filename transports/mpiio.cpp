@@ -109,7 +109,7 @@ class MpiioTransport final : public Transport {
     }
     MPI_Allreduce(MPI_IN_PLACE, &calls, 1, MPI_LONG_LONG, MPI_MAX, m_comm);
 
-    const std::string file = ctx.file_name("coio", m_color);
+    const std::string file = ctx.unique_file_name("coio", m_color);  // see unique_file_name()
     const std::string path = ctx.dir + "/" + file;
     MPI_File fh = MPI_FILE_NULL;
     int rc = MPI_File_open(m_comm, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, m_info, &fh);

@@ -223,7 +223,7 @@ class RbioTransport final : public Transport {
     }
     std::uint64_t my_base = 0;
     MPI_Scatter(base.data(), 1, MPI_UINT64_T, &my_base, 1, MPI_UINT64_T, 0, m_group);
-    const std::string file = shared ? ctx.file_name("rbio", 0) : ctx.file_name("rbio", m_writer_rank);
+    const std::string file = shared ? ctx.unique_file_name("rbio", 0) : ctx.file_name("rbio", m_writer_rank);
     const std::string path = ctx.dir + "/" + file;
 
     Status s;

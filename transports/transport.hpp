@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,16 @@ struct WriteContext {
   /// "<prefix>.<k>" for group 0, "g<group>.<prefix>.<k>" otherwise: file names unique per group.
   std::string file_name(const std::string& prefix, int k) const {
     return (group == 0 ? std::string() : "g" + std::to_string(group) + ".") + prefix + "." + std::to_string(k);
+  }
+  /// file_name() with this checkpoint's id in it: "<prefix>.<id>.<k>", for files opened with
+  /// MPI_File_open. Open MPI 4.1's OMPIO names a POSIX semaphore after the file's base name
+  /// (sharedfp/sm, /dev/shm/sem.OMPIO_<name>); a job killed inside MPI_File_open leaves it taken, and
+  /// every later open of a file with that base name - on any path, by any job - waits forever.
+  /// With the id in the name no later checkpoint has the same base name.
+  std::string unique_file_name(const std::string& prefix, int k) const {
+    char id[17];
+    std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(ckpt_id));
+    return file_name(prefix + "." + id, k);
   }
 };
 

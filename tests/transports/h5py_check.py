@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """Reads a checkpoint written by the hdf5 transport with h5py alone and checks shapes, values and
 attributes against what tests/integration/test_nm_restart.cpp wrote (4 ranks, step 10)."""
+import glob
 import sys
 
 import h5py
 import numpy as np
 
-path = sys.argv[1]
+# argv[1]: the checkpoint directory; its one HDF5 file is ckpt.<id>.0.h5 (the id keeps MPI-IO base
+# names unique, see transports/transport.hpp unique_file_name).
+files = glob.glob(sys.argv[1] + "/*.h5")
+assert len(files) == 1, files
+path = files[0]
 with h5py.File(path, "r") as f:
     field = f["field"][...]
     assert field.shape == (29, 11), field.shape
