@@ -142,6 +142,34 @@ TEST(Format, MinMaxIgnoresNaNAndHandlesSignedTypes) {
   EXPECT_EQ(stat_to_string(DType::i32, n.max_bits()), "5");
 }
 
+TEST(Format, MinMaxMatchesAPlainLoopAcrossUpdates) {
+  // The unrolled loop (8 accumulators) against std::min/max: leading NaNs, NaNs inside, extremes in
+  // every lane and in the tail, values split over several update() calls at odd element counts.
+  std::vector<double> v(1003);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37 * static_cast<double>(i)) * (1.0 + i % 13);
+  v[0] = v[1] = v[500] = std::nan("");
+  v[777] = -1e6;
+  v[1002] = 1e6;
+  MinMax m(DType::f64);
+  for (std::size_t off = 0; off < v.size(); off += 97)
+    m.update(v.data() + off, std::min<std::size_t>(97, v.size() - off) * sizeof(double));
+  EXPECT_EQ(stat_to_double(DType::f64, m.min_bits()), -1e6);
+  EXPECT_EQ(stat_to_double(DType::f64, m.max_bits()), 1e6);
+  std::vector<std::uint8_t> u(77);
+  for (std::size_t i = 0; i < u.size(); ++i) u[i] = static_cast<std::uint8_t>(100 + (i * 37) % 50);
+  u[3] = 7;
+  u[76] = 250;
+  MinMax n(DType::u8);
+  n.update(u.data(), u.size());
+  EXPECT_EQ(stat_to_string(DType::u8, n.min_bits()), "7");
+  EXPECT_EQ(stat_to_string(DType::u8, n.max_bits()), "250");
+  double all_nan[9];
+  for (double& x : all_nan) x = std::nan("");
+  MinMax none(DType::f64);
+  none.update(all_nan, sizeof all_nan);
+  EXPECT_FALSE(none.valid());
+}
+
 TEST(Format, IndexOfOnlyScalarsDecodes) {
   // Regression: the smallest block record (a 0-d scalar) is 56 bytes; an index that ends with many
   // of them must decode.
