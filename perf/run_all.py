@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Runs the whole benchmark suite of perf/ in one go and leaves CSV files, markdown tables and PNG
+plots in one folder (issue 8). At the default size it takes < 10 minutes on the 2-core development
+machine. Each step is a separate program; its exact command line is printed and written to
+<out>/commands.txt, so any figure can be repeated alone.
+
+  python3 perf/run_all.py --build build --out results/perf          # everything
+  python3 perf/run_all.py --only host_path,model                   # some steps
+  python3 perf/run_all.py --list                                   # the steps and their commands
+
+Steps: micro (Google Benchmark: copy bound, capture, digest, index codec), host_path (capture vs
+memcpy, flush vs dd-like write, restart read vs raw read with the page cache dropped), transports
+(the seeds' comparison at 1, 2, 4, 8 ranks), peers (C parallel HDF5, ADIOS2 BP5, ckpt), growth
+(variables 1..100000, bytes per rank, ranks; RSS), overlap (compute loop with checkpoints: none, null,
+async, sync, hdf5-sync), model (rbIO eq. 6 and Young/Daly for large machines), plots.
+"""
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def steps(b, out, scratch, size):
+    """(name, command, environment additions). `size` scales the data: 1 = the < 10 min default."""
+    mpi = ["mpiexec", "--oversubscribe"]
+    big = "1G" if size >= 1 else "256M"
+    return [
+        ("micro", [f"{b}/perf/micro", f"--benchmark_out={out}/micro.csv", "--benchmark_out_format=csv",
+                   "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
+                   "--benchmark_report_aggregates_only=true"], {}),
+        ("host_path", mpi + ["-n", "1", f"{b}/perf/host_path", "--sizes", f"64M,256M,{big}", "--reps", "5",
+                             "--dir", f"{scratch}/host_path", "--csv", f"{out}/host_path.csv",
+                             "--read-csv", f"{out}/host_path_read.csv"], {}),
+        ("transports", [sys.executable, f"{HERE}/run_transports.py", "--build", b, "--ranks", "1", "2", "4", "8",
+                        "--bytes", "32M", "--reps", "3", "--compute-ms", "300", "--dir", f"{scratch}/transports",
+                        "--out", f"{out}/transports"], {}),
+        ("peers", mpi + ["-n", "4", f"{b}/perf/peers", "--bytes", "64M", "--reps", "3", "--dir",
+                         f"{scratch}/peers", "--csv", f"{out}/peers.csv"], {}),
+    ] + [
+        (f"growth_{n}", mpi + ["-n", str(n), f"{b}/perf/growth", "--vars", "1,10,100,1000,10000,100000",
+                               "--bytes", "16M,64M,256M", "--dir", f"{scratch}/growth", "--csv",
+                               f"{out}/growth_{n}.csv"], {})
+        for n in (1, 2, 4)
+    ] + [
+        ("overlap", mpi + ["-n", "1", f"{b}/perf/overlap", "--bytes", "64M", "--every", "5", "--steps", "40",
+                           "--reps", "3", "--dir", f"{scratch}/overlap", "--csv", f"{out}/overlap.csv"], {}),
+        ("model", [sys.executable, f"{HERE}/model.py", "--results", out, "--out", f"{out}/model"], {}),
+        ("plots", [sys.executable, f"{HERE}/plots.py", "--results", out], {}),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default="results/perf")
+    ap.add_argument("--scratch", default="/tmp/ckpt-perf-all", help="where checkpoints are written (deleted after)")
+    ap.add_argument("--only", default="", help="comma-separated step names")
+    ap.add_argument("--size", type=float, default=1, help="1 = default sizes; < 1 uses 256M instead of 1G")
+    ap.add_argument("--list", action="store_true")
+    a = ap.parse_args()
+    b = os.path.abspath(a.build)
+    out = os.path.abspath(a.out)
+    todo = steps(b, out, a.scratch, a.size)
+    if a.only:
+        want = set(a.only.split(","))
+        unknown = want - {n for n, _, _ in todo}
+        if unknown:
+            sys.exit(f"run_all: unknown step(s) {', '.join(sorted(unknown))}; see --list")
+        todo = [s for s in todo if s[0] in want]
+    if a.list:
+        for n, cmd, _ in todo:
+            print(f"{n}: {shlex.join(cmd)}")
+        return 0
+    os.makedirs(out, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CKPT_")}  # defaults only
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+    failed, t_all = [], time.time()
+    with open(os.path.join(out, "commands.txt"), "a") as log:
+        log.write(f"# {time.strftime('%Y-%m-%d %H:%M:%S')} load average {os.getloadavg()[0]:.2f}\n")
+        for name, cmd, extra in todo:
+            subprocess.run(["rm", "-rf", a.scratch])
+            os.makedirs(a.scratch, exist_ok=True)
+            print(f"== {name}: {shlex.join(cmd)}", flush=True)
+            t0 = time.time()
+            with open(os.path.join(out, f"{name}.log"), "w") as f:
+                p = subprocess.run(cmd, env={**env, **extra}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
+                f.write(p.stdout)
+            dt = time.time() - t0
+            print(p.stdout.rstrip()[-4000:])
+            print(f"== {name}: {'ok' if p.returncode == 0 else f'FAILED (exit {p.returncode})'} in {dt:.0f} s "
+                  f"(load average {os.getloadavg()[0]:.2f})", flush=True)
+            log.write(f"{name} ({dt:.0f} s, exit {p.returncode}): {shlex.join(cmd)}\n")
+            if p.returncode != 0:
+                failed.append(name)
+    subprocess.run(["rm", "-rf", a.scratch])
+    print(f"== all steps in {time.time() - t_all:.0f} s; results in {out}" +
+          (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
