@@ -6,6 +6,9 @@
 # PROCESSORS set; tests with RANKS > 1 get the `mpi` label. CKPTTEST_TMP names a scratch directory
 # in the build tree. (Test-only variables must not start with CKPT_: ckpt rejects unknown CKPT_* names.)
 find_package(GTest REQUIRED)
+# Sanitizer builds run several times slower: .ci/sanitizers sets CKPT_TEST_TIMEOUT_SCALE (default 1),
+# which multiplies every ckpt_add_test TIMEOUT.
+set(CKPT_TEST_TIMEOUT_SCALE 1 CACHE STRING "Factor applied to the TIMEOUT of ckpt_add_test tests")
 function(ckpt_add_test)
   cmake_parse_arguments(T "" "NAME;RANKS;TIMEOUT;TARGET;FIXTURES_SETUP;FIXTURES_REQUIRED" "SOURCES;LABELS;LIBS;ENV" ${ARGN})
   if(NOT T_RANKS)
@@ -14,6 +17,7 @@ function(ckpt_add_test)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 300)
   endif()
+  math(EXPR T_TIMEOUT "${T_TIMEOUT} * ${CKPT_TEST_TIMEOUT_SCALE}")
   set(_exe ${T_TARGET})
   if(NOT _exe)
     set(_exe ${T_NAME})
