@@ -102,7 +102,9 @@ def main():
     p = {**defaults, **m}
     # On the host a checkpoint can block for less than a memcpy (the copy goes into pinned, pre-touched
     # staging chunks); a D2H copy cannot beat the link, so the efficiency used below is at most 1.
+    # The same for reads.
     p["capture_eff"] = min(p["capture_eff"], 1.0)
+    p["read_eff"] = min(p["read_eff"], 1.0)  # a restart faster than a raw read is noise, not a gain to scale
 
     # Machines (assumptions, vendor figures; the D2H rates are not measured here - see docs/gpu.md).
     machines = [
