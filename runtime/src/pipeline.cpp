@@ -100,8 +100,11 @@ void RuntimeImpl::close_segments(Job& j, std::uint64_t offset, bool all) {
     Span span(m_tracer.get(), "ckpt:fsync", TraceThread::write, j.step);
     if (auto& w = j.writers[i]) {
       if (j.error.ok()) {
+        // Only this segment's blocks: the digest thread may still be working on later segments'
+        // blocks (reading those was a data race, found by TSan in transports_4).
         std::vector<BlockDigest> digests(j.progress.size());
-        for (std::size_t b = 0; b < j.progress.size(); ++b) digests[b] = j.progress[b].digest;
+        for (std::size_t b = 0; b < j.progress.size(); ++b)
+          if (j.plan.segment_of_var(static_cast<std::uint32_t>(b)) == i) digests[b] = j.progress[b].digest;
         auto p = w->finish(digests);
         if (p.ok()) j.placements[i] = p.value();
         else j.error = p.status();
