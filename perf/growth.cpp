@@ -34,46 +34,17 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ckpt/ckpt.hpp"
+
+using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
-std::uint64_t max_over_ranks(std::uint64_t v) {
-  std::uint64_t m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
-int rank_of_world() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
 [[noreturn]] void die(const std::string& what, const ckpt::Status& s) {
   std::fprintf(stderr, "growth: %s: %s\n", what.c_str(), s.to_string().c_str());
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
-}
-
-std::vector<std::string> split(const std::string& v) {
-  std::vector<std::string> out;
-  for (std::size_t p = 0; p < v.size();) {
-    std::size_t e = v.find(',', p);
-    if (e == std::string::npos) e = v.size();
-    out.push_back(v.substr(p, e - p));
-    p = e + 1;
-  }
-  return out;
 }
 
 /// A field of /proc/self/status in bytes (VmRSS, VmHWM).
@@ -117,7 +88,7 @@ struct Figures {
 
 /// Prints a phase on stderr (rank 0) when it took long enough to make a reader wonder.
 void progress(const Setting& s, const char* phase, double seconds) {
-  if (rank_of_world() == 0 && seconds >= 1.0) {
+  if (world_rank() == 0 && seconds >= 1.0) {
     std::fprintf(stderr, "[growth] %s: %s %.1f s\n", s.label().c_str(), phase, seconds);
     std::fflush(stderr);
   }
@@ -223,7 +194,7 @@ struct PhaseRss {
 /// Runs `phase` with a fresh high-water mark.
 template <class Phase>
 PhaseRss rss_of(Phase&& phase) {
-  if (!reset_peak_rss() && rank_of_world() == 0) std::fprintf(stderr, "growth: cannot reset VmHWM\n");
+  if (!reset_peak_rss() && world_rank() == 0) std::fprintf(stderr, "growth: cannot reset VmHWM\n");
   const std::uint64_t start = proc_status_bytes("VmRSS");
   phase();
   const std::uint64_t peak = proc_status_bytes("VmHWM");
@@ -231,7 +202,7 @@ PhaseRss rss_of(Phase&& phase) {
 }
 
 Figures run_setting(const Setting& s, const std::string& base_dir, int reps) {
-  const int rank = rank_of_world();
+  const int rank = world_rank();
   const std::string dir = base_dir + "/" + s.mode + "-" + std::to_string(s.nvars) + "x" + std::to_string(s.elems);
   std::vector<double> data(s.nvars * s.elems);
   fill(data, s, rank);
@@ -289,9 +260,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--vars") {
-      for (auto& n : split(v)) settings.push_back({"vars", std::stoull(n), 16});
+      for (auto& n : split_list(v)) settings.push_back({"vars", std::stoull(n), 16});
     } else if (k == "--bytes") {
-      for (auto& b : split(v)) settings.push_back({"bytes", 1, ckpt::parse_bytes(b).value() / sizeof(double)});
+      for (auto& b : split_list(v)) settings.push_back({"bytes", 1, ckpt::parse_bytes(b).value() / sizeof(double)});
     } else if (k == "--reps") {
       reps = std::stoi(v);
     } else if (k == "--dir") {

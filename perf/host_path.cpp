@@ -29,16 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ckpt/ckpt.hpp"
+
+using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 double time_memcpy(void* dst, const void* src, std::size_t n) {
   auto t = Clock::now();
@@ -136,16 +133,6 @@ Residency drop_dir_from_cache(const std::string& dir) {
   return sum;
 }
 
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
-std::uint64_t sum_over_ranks(std::uint64_t v) {
-  std::uint64_t s = 0;
-  MPI_Allreduce(&v, &s, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-  return s;
-}
 
 /// Medians of the cold reads of one size, for the read table.
 struct ReadRow {
@@ -213,13 +200,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--sizes") {
-      std::size_t p = 0;
-      while (p < v.size()) {
-        std::size_t e = v.find(',', p);
-        if (e == std::string::npos) e = v.size();
-        sizes.push_back(ckpt::parse_bytes(v.substr(p, e - p)).value());
-        p = e + 1;
-      }
+      for (auto& b : split_list(v)) sizes.push_back(ckpt::parse_bytes(b).value());
     } else if (k == "--reps") reps = std::stoi(v);
     else if (k == "--dir") dir = v;
     else if (k == "--csv") csv = v;

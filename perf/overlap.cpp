@@ -30,21 +30,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ckpt/ckpt.hpp"
+
+using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
 [[noreturn]] void die(const std::string& what, const ckpt::Status& s) {
   std::fprintf(stderr, "overlap: %s: %s\n", what.c_str(), s.to_string().c_str());
   MPI_Abort(MPI_COMM_WORLD, 1);

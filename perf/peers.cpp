@@ -46,22 +46,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ckpt/ckpt.hpp"
+
+using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
 
 /// Reports `what` on stderr and ends every rank with a non-zero status.
 [[noreturn]] void fail(const std::string& what) {

@@ -15,13 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
 #include "ckpt/ckpt.hpp"
 
+using namespace ckpt::bench;  // since, median, max_over_ranks, ...
+
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 int count_files(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
