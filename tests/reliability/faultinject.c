@@ -138,43 +138,47 @@ static long long decide(int fd, int op, long long n) {
   return allow;
 }
 
+/* resolve() + decide(); a refused call gets the configured errno. Returns decide()'s answer. */
+static long long admit(int fd, int op, long long n) {
+  resolve();
+  long long a = decide(fd, op, n);
+  if (a < 0) errno = g_errno;
+  return a;
+}
+
 static int open_flags_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
+/* The optional mode argument of open/open64/openat (a macro: va_start needs the caller's frame). */
+#define OPEN_MODE(flags, mode)          \
+  do {                                  \
+    (mode) = 0;                         \
+    if (open_flags_mode(flags)) {       \
+      va_list ap_;                      \
+      va_start(ap_, flags);             \
+      (mode) = (mode_t)va_arg(ap_, int); \
+      va_end(ap_);                      \
+    }                                   \
+  } while (0)
 
 int open(const char* path, int flags, ...) {
   resolve();
-  mode_t mode = 0;
-  if (open_flags_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-  }
+  mode_t mode;
+  OPEN_MODE(flags, mode);
   int fd = real_open(path, flags, mode);
   track(fd, path);
   return fd;
 }
 int open64(const char* path, int flags, ...) {
   resolve();
-  mode_t mode = 0;
-  if (open_flags_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-  }
+  mode_t mode;
+  OPEN_MODE(flags, mode);
   int fd = real_open64 ? real_open64(path, flags, mode) : real_open(path, flags, mode);
   track(fd, path);
   return fd;
 }
 int openat(int dirfd, const char* path, int flags, ...) {
   resolve();
-  mode_t mode = 0;
-  if (open_flags_mode(flags)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-  }
+  mode_t mode;
+  OPEN_MODE(flags, mode);
   int fd = real_openat(dirfd, path, flags, mode);
   track(fd, path);
   return fd;
@@ -190,30 +194,18 @@ int close(int fd) {
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
-  resolve();
-  long long a = decide(fd, OP_WRITE, (long long)n);
-  if (a < 0) {
-    errno = g_errno;
-    return -1;
-  }
+  long long a = admit(fd, OP_WRITE, (long long)n);
+  if (a < 0) return -1;
   return real_write(fd, buf, (size_t)a);
 }
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
-  resolve();
-  long long a = decide(fd, OP_WRITE, (long long)n);
-  if (a < 0) {
-    errno = g_errno;
-    return -1;
-  }
+  long long a = admit(fd, OP_WRITE, (long long)n);
+  if (a < 0) return -1;
   return real_pwrite(fd, buf, (size_t)a, off);
 }
 ssize_t pwrite64(int fd, const void* buf, size_t n, off_t off) {
-  resolve();
-  long long a = decide(fd, OP_WRITE, (long long)n);
-  if (a < 0) {
-    errno = g_errno;
-    return -1;
-  }
+  long long a = admit(fd, OP_WRITE, (long long)n);
+  if (a < 0) return -1;
   return (real_pwrite64 ? real_pwrite64 : real_pwrite)(fd, buf, (size_t)a, off);
 }
 static long long iov_bytes(const struct iovec* v, int cnt) {
@@ -222,13 +214,9 @@ static long long iov_bytes(const struct iovec* v, int cnt) {
   return n;
 }
 ssize_t pwritev(int fd, const struct iovec* v, int cnt, off_t off) {
-  resolve();
   const long long n = iov_bytes(v, cnt);
-  long long a = decide(fd, OP_WRITE, n);
-  if (a < 0) {
-    errno = g_errno;
-    return -1;
-  }
+  long long a = admit(fd, OP_WRITE, n);
+  if (a < 0) return -1;
   if (a < n) { /* cut short: write the first `a` bytes only */
     long long done = 0;
     for (int i = 0; i < cnt && done < a; ++i) {
@@ -242,28 +230,20 @@ ssize_t pwritev(int fd, const struct iovec* v, int cnt, off_t off) {
   return real_pwritev(fd, v, cnt, off);
 }
 ssize_t writev(int fd, const struct iovec* v, int cnt) {
-  resolve();
   const long long n = iov_bytes(v, cnt);
-  long long a = decide(fd, OP_WRITE, n);
-  if (a < 0 || a < n) { /* keep it simple: a cut-short writev fails as a whole */
+  long long a = admit(fd, OP_WRITE, n);
+  if (a < 0) return -1;
+  if (a < n) { /* keep it simple: a cut-short writev fails as a whole */
     errno = g_errno;
     return -1;
   }
   return real_writev(fd, v, cnt);
 }
 int fsync(int fd) {
-  resolve();
-  if (decide(fd, OP_SYNC, 0) < 0) {
-    errno = g_errno;
-    return -1;
-  }
+  if (admit(fd, OP_SYNC, 0) < 0) return -1;
   return real_fsync(fd);
 }
 int fdatasync(int fd) {
-  resolve();
-  if (decide(fd, OP_SYNC, 0) < 0) {
-    errno = g_errno;
-    return -1;
-  }
+  if (admit(fd, OP_SYNC, 0) < 0) return -1;
   return real_fdatasync(fd);
 }
