@@ -13,7 +13,8 @@
 
 namespace {
 std::string temp_path() {
-  const char* d = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
+  const char* d =
+      ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
   return std::string(d) + "/ckpt-fuzz-options." + std::to_string(::getpid()) + ".yaml";
 }
 }  // namespace

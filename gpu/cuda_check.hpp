@@ -39,8 +39,7 @@ inline bool cuda_error_is_sticky(cudaError_t e) noexcept {
     case cudaErrorTensorMemoryLeak:
 #endif
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -54,10 +53,8 @@ inline bool cuda_error_is_unavailable(cudaError_t e) noexcept {
     case cudaErrorSystemDriverMismatch:
     case cudaErrorCompatNotSupportedOnDevice:
     case cudaErrorNotSupported:
-    case cudaErrorInvalidDevice:
-      return true;
-    default:
-      return false;
+    case cudaErrorInvalidDevice: return true;
+    default: return false;
   }
 }
 

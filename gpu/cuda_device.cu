@@ -75,7 +75,8 @@ class CudaDevice final : public Device {
     using DB = CudaDeviceConfig::DoubleBuffer;
     if (m_config.double_buffer == DB::automatic) {
       int pools = 0;
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, m_dev)));
+      CKPT_RETURN_IF_ERROR(
+          CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, m_dev)));
       if (pools == 0) m_config.double_buffer = DB::off;  // growing needs cudaMallocAsync; stay direct
     }
     if (m_config.double_buffer != DB::off) {
@@ -354,8 +355,10 @@ class CudaDevice final : public Device {
   void free_spare(cudaStream_t stream) {
     if (m_spare == nullptr) return;
     // Failures here leave at worst a leaked device buffer; there is no caller to hand them to.
-    if (m_spare_async) (void)CKPT_IMPL_CUDA_CHECK(cudaFreeAsync(m_spare, stream));
-    else (void)CKPT_IMPL_CUDA_CHECK(cudaFree(m_spare));  // synchronises the device itself
+    if (m_spare_async)
+      (void)CKPT_IMPL_CUDA_CHECK(cudaFreeAsync(m_spare, stream));
+    else
+      (void)CKPT_IMPL_CUDA_CHECK(cudaFree(m_spare));  // synchronises the device itself
     m_spare = nullptr;
     m_spare_bytes = 0;
   }

@@ -64,7 +64,7 @@ struct CudaDeviceConfig {
                 ///< `headroom_bytes` free; a capture that does not fit goes straight D2H
   };
   DoubleBuffer double_buffer = DoubleBuffer::off;
-  std::size_t spare_bytes = 0;          ///< `on`: size of the spare buffer in bytes
+  std::size_t spare_bytes = 0;              ///< `on`: size of the spare buffer in bytes
   std::size_t headroom_bytes = 1ull << 30;  ///< `automatic`: device memory the spare must leave free
 };
 

@@ -18,8 +18,8 @@ class HostDevice final : public Device {
   Result<StagingBlock> alloc_staging(std::size_t bytes) override {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
-      return Status(Code::io_error, "mmap of " + std::to_string(bytes) + " staging bytes failed: " +
-                                        std::strerror(errno));
+      return Status(Code::io_error,
+                    "mmap of " + std::to_string(bytes) + " staging bytes failed: " + std::strerror(errno));
     }
     std::memset(p, 0, bytes);  // touch every page now, not during a capture
     StagingBlock b{p, bytes, ::mlock(p, bytes) == 0};

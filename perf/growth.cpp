@@ -94,7 +94,9 @@ void progress(const Setting& s, const char* phase, double seconds) {
   }
 }
 
-double value_of(std::uint64_t var, std::uint64_t i, int rank) { return static_cast<double>(var) + 1e-3 * static_cast<double>(i) + rank; }
+double value_of(std::uint64_t var, std::uint64_t i, int rank) {
+  return static_cast<double>(var) + 1e-3 * static_cast<double>(i) + rank;
+}
 
 void fill(std::vector<double>& data, const Setting& s, int rank) {
   for (std::uint64_t v = 0; v < s.nvars; ++v)
@@ -217,29 +219,32 @@ Figures run_setting(const Setting& s, const std::string& base_dir, int reps) {
 }
 
 void print_header(std::FILE* csv) {
-  std::printf("%-5s %-5s %8s %9s | %10s %10s %10s %10s %10s | %10s %10s %10s %3s | %9s %9s %9s %11s\n", "ranks",
-              "mode", "vars", "KiB/rank", "protect ms", "blocked ms", "durable ms", "commit ms", "index KiB",
-              "latest ms", "restart ms", "rst/commit", "ok", "base MiB", "+wr MiB", "+rst MiB", "stg+idx MiB");
+  std::printf("%-5s %-5s %8s %9s | %10s %10s %10s %10s %10s | %10s %10s %10s %3s | %9s %9s %9s %11s\n", "ranks", "mode",
+              "vars", "KiB/rank", "protect ms", "blocked ms", "durable ms", "commit ms", "index KiB", "latest ms",
+              "restart ms", "rst/commit", "ok", "base MiB", "+wr MiB", "+rst MiB", "stg+idx MiB");
   if (csv)
-    std::fprintf(csv, "mode,ranks,vars_per_rank,bytes_per_rank,reps,protect_s,blocked_s,durable_s,committed_s,index_bytes,"
-                      "latest_s,restart_s,verified,staging_bytes,rss_base_bytes,rss_added_write_bytes,rss_added_restart_bytes\n");
+    std::fprintf(
+        csv,
+        "mode,ranks,vars_per_rank,bytes_per_rank,reps,protect_s,blocked_s,durable_s,committed_s,index_bytes,"
+        "latest_s,restart_s,verified,staging_bytes,rss_base_bytes,rss_added_write_bytes,rss_added_restart_bytes\n");
 }
 
 void print_row(std::FILE* csv, const Setting& s, int ranks, int reps, const Figures& f) {
   const double mib = 1.0 / (1 << 20);
-  std::printf("%-5d %-5s %8llu %9.1f | %10.2f %10.2f %10.2f %10.2f %10.1f | %10.2f %10.2f %10.2f %3s | %9.1f %9.1f %9.1f %11.1f\n",
-              ranks, s.mode.c_str(), static_cast<unsigned long long>(s.nvars), static_cast<double>(s.bytes()) / 1024,
-              f.protect_s * 1e3, f.blocked_s * 1e3, f.durable_s * 1e3, f.committed_s * 1e3,
-              static_cast<double>(f.index_bytes) / 1024, f.latest_s * 1e3, f.restart_s * 1e3,
-              f.restart_s / f.committed_s, f.verified ? "yes" : "NO", static_cast<double>(f.rss_base) * mib,
-              static_cast<double>(f.rss_added_write) * mib, static_cast<double>(f.rss_added_restart) * mib,
-              static_cast<double>(f.staging_bytes + f.index_bytes) * mib);
+  std::printf(
+      "%-5d %-5s %8llu %9.1f | %10.2f %10.2f %10.2f %10.2f %10.1f | %10.2f %10.2f %10.2f %3s | %9.1f %9.1f %9.1f "
+      "%11.1f\n",
+      ranks, s.mode.c_str(), static_cast<unsigned long long>(s.nvars), static_cast<double>(s.bytes()) / 1024,
+      f.protect_s * 1e3, f.blocked_s * 1e3, f.durable_s * 1e3, f.committed_s * 1e3,
+      static_cast<double>(f.index_bytes) / 1024, f.latest_s * 1e3, f.restart_s * 1e3, f.restart_s / f.committed_s,
+      f.verified ? "yes" : "NO", static_cast<double>(f.rss_base) * mib, static_cast<double>(f.rss_added_write) * mib,
+      static_cast<double>(f.rss_added_restart) * mib, static_cast<double>(f.staging_bytes + f.index_bytes) * mib);
   std::fflush(stdout);
   if (csv) {
-    std::fprintf(csv, "%s,%d,%llu,%llu,%d,%.6f,%.6f,%.6f,%.6f,%llu,%.6f,%.6f,%d,%llu,%llu,%llu,%llu\n", s.mode.c_str(), ranks,
-                 static_cast<unsigned long long>(s.nvars), static_cast<unsigned long long>(s.bytes()), reps, f.protect_s,
-                 f.blocked_s, f.durable_s, f.committed_s, static_cast<unsigned long long>(f.index_bytes), f.latest_s,
-                 f.restart_s, f.verified ? 1 : 0, static_cast<unsigned long long>(f.staging_bytes),
+    std::fprintf(csv, "%s,%d,%llu,%llu,%d,%.6f,%.6f,%.6f,%.6f,%llu,%.6f,%.6f,%d,%llu,%llu,%llu,%llu\n", s.mode.c_str(),
+                 ranks, static_cast<unsigned long long>(s.nvars), static_cast<unsigned long long>(s.bytes()), reps,
+                 f.protect_s, f.blocked_s, f.durable_s, f.committed_s, static_cast<unsigned long long>(f.index_bytes),
+                 f.latest_s, f.restart_s, f.verified ? 1 : 0, static_cast<unsigned long long>(f.staging_bytes),
                  static_cast<unsigned long long>(f.rss_base), static_cast<unsigned long long>(f.rss_added_write),
                  static_cast<unsigned long long>(f.rss_added_restart));
     std::fflush(csv);

@@ -36,7 +36,6 @@ using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 
 namespace {
 
-
 double time_memcpy(void* dst, const void* src, std::size_t n) {
   auto t = Clock::now();
   std::memcpy(dst, src, n);
@@ -133,7 +132,6 @@ Residency drop_dir_from_cache(const std::string& dir) {
   return sum;
 }
 
-
 /// Medians of the cold reads of one size, for the read table.
 struct ReadRow {
   std::uint64_t bytes = 0;
@@ -167,7 +165,8 @@ ReadRow measure_reads(ckpt::Runtime& rt, const std::string& dir, std::int64_t st
     row.resident_after = std::max(row.resident_after, after);
     if (csv)
       std::fprintf(csv, "%d,%llu,%d,%.6f,%.6f,%llu,%llu\n", rt.size(), static_cast<unsigned long long>(n), r,
-                   rst.back(), rd.back(), static_cast<unsigned long long>(before), static_cast<unsigned long long>(after));
+                   rst.back(), rd.back(), static_cast<unsigned long long>(before),
+                   static_cast<unsigned long long>(after));
   }
   ::unlink(raw.c_str());
   row.restart_s = median(rst);
@@ -180,9 +179,9 @@ void print_read_table(const std::vector<ReadRow>& rows, int ranks) {
               "MiB/rank", "restart GB/s", "raw rd GB/s", "rst/raw", "cached before", "cached after");
   for (const ReadRow& r : rows) {
     const double gb = static_cast<double>(r.bytes) / 1e9;
-    std::printf("%-6d %-10llu %12.3f %12.3f %7.2f | %13llu %13llu\n", ranks, static_cast<unsigned long long>(r.bytes >> 20),
-                gb / r.restart_s, gb / r.raw_s, r.raw_s / r.restart_s, static_cast<unsigned long long>(r.resident_before),
-                static_cast<unsigned long long>(r.resident_after));
+    std::printf("%-6d %-10llu %12.3f %12.3f %7.2f | %13llu %13llu\n", ranks,
+                static_cast<unsigned long long>(r.bytes >> 20), gb / r.restart_s, gb / r.raw_s, r.raw_s / r.restart_s,
+                static_cast<unsigned long long>(r.resident_before), static_cast<unsigned long long>(r.resident_after));
   }
 }
 
@@ -201,20 +200,29 @@ int main(int argc, char** argv) {
     std::string k = argv[i], v = argv[i + 1];
     if (k == "--sizes") {
       for (auto& b : split_list(v)) sizes.push_back(ckpt::parse_bytes(b).value());
-    } else if (k == "--reps") reps = std::stoi(v);
-    else if (k == "--dir") dir = v;
-    else if (k == "--csv") csv = v;
-    else if (k == "--read-csv") read_csv = v;
+    } else if (k == "--reps")
+      reps = std::stoi(v);
+    else if (k == "--dir")
+      dir = v;
+    else if (k == "--csv")
+      csv = v;
+    else if (k == "--read-csv")
+      read_csv = v;
   }
   if (sizes.empty()) sizes = {64ull << 20, 256ull << 20};
   std::FILE* out = nullptr;
   if (rank == 0 && !csv.empty()) {
     out = std::fopen(csv.c_str(), "w");
-    if (out) std::fprintf(out, "ranks,bytes_per_rank,rep,memcpy_s,blocked_s,ckpt_flush_s,ckpt_durable_s,ckpt_committed_s,raw_write_s\n");
+    if (out)
+      std::fprintf(
+          out,
+          "ranks,bytes_per_rank,rep,memcpy_s,blocked_s,ckpt_flush_s,ckpt_durable_s,ckpt_committed_s,raw_write_s\n");
   }
   std::FILE* read_out = rank == 0 && !read_csv.empty() ? std::fopen(read_csv.c_str(), "w") : nullptr;
   if (read_out)
-    std::fprintf(read_out, "ranks,bytes_per_rank,rep,restart_s,raw_read_s,resident_pages_before_drop,resident_pages_after_drop\n");
+    std::fprintf(
+        read_out,
+        "ranks,bytes_per_rank,rep,restart_s,raw_read_s,resident_pages_before_drop,resident_pages_after_drop\n");
   std::vector<ReadRow> read_rows;
   if (rank == 0)
     std::printf("%-6s %-10s %10s %10s %7s | %10s %10s %10s %7s %7s\n", "ranks", "MiB/rank", "memcpy ms", "blocked ms",
@@ -224,7 +232,7 @@ int main(int argc, char** argv) {
     std::vector<double> data(n), copy(n);
     for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<double>(i) * 1e-3 + rank;
     std::memset(copy.data(), 0, n * sizeof(double));  // pre-touch the memcpy target
-    ckpt::Options o;  // defaults + CKPT_* (e.g. CKPT_TRACE to look inside)
+    ckpt::Options o;                                  // defaults + CKPT_* (e.g. CKPT_TRACE to look inside)
     if (!o.error.ok()) {
       std::fprintf(stderr, "%s\n", o.error.to_string().c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -256,8 +264,8 @@ int main(int argc, char** argv) {
         raw.push_back(time_raw_write(o.dir + "/raw." + std::to_string(rank), reinterpret_cast<const char*>(data.data()),
                                      n * sizeof(double), o.chunk_bytes));
         if (out)
-          std::fprintf(out, "%d,%llu,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", size, static_cast<unsigned long long>(bytes), r,
-                       mc.back(), bl.back(), fl.back(), du.back(), cm.back(), raw.back());
+          std::fprintf(out, "%d,%llu,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", size, static_cast<unsigned long long>(bytes),
+                       r, mc.back(), bl.back(), fl.back(), du.back(), cm.back(), raw.back());
       }
       read_rows.push_back(measure_reads(rt, o.dir, reps, data, copy, o.chunk_bytes, reps, read_out));
     }
@@ -265,8 +273,8 @@ int main(int argc, char** argv) {
       const double gb = static_cast<double>(bytes) / 1e9;
       std::printf("%-6d %-10llu %10.2f %10.2f %7.3f | %10.3f %10.3f %10.3f %7.2f %7.2f\n", size,
                   static_cast<unsigned long long>(bytes >> 20), median(mc) * 1e3, median(bl) * 1e3,
-                  median(bl) / median(mc), gb / median(raw), gb / median(fl), gb / median(du),
-                  median(raw) / median(fl), median(raw) / median(du));
+                  median(bl) / median(mc), gb / median(raw), gb / median(fl), gb / median(du), median(raw) / median(fl),
+                  median(raw) / median(du));
       std::fflush(stdout);
     }
   }

@@ -215,8 +215,9 @@ void print_table(const Config& c, const std::vector<Summary>& sums, int ranks, s
     const double loop = median(s.loop), per_ckpt = s.checkpoints > 0 ? 1e3 / s.checkpoints : 0.0;
     std::printf("%-9s %5d %8.1f %5d %5d %5d | %8.3f %8s %8s | %9.2f ms %10.2f %10.2f | %9.2f %9.2f %5zu\n",
                 modes[i].c_str(), ranks, static_cast<double>(bytes) / (1 << 20), c.every, c.steps, s.checkpoints, loop,
-                pct(loop, none).c_str(), pct(loop, null).c_str(), median(s.blocked) * per_ckpt, median(s.call) * per_ckpt,
-                median(s.wait) * per_ckpt, median(s.quiet) * 1e3, median(s.flush) * 1e3, s.flush.size());
+                pct(loop, none).c_str(), pct(loop, null).c_str(), median(s.blocked) * per_ckpt,
+                median(s.call) * per_ckpt, median(s.wait) * per_ckpt, median(s.quiet) * 1e3, median(s.flush) * 1e3,
+                s.flush.size());
   }
 }
 
@@ -224,14 +225,22 @@ Config parse(int argc, char** argv) {
   Config c;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--bytes") c.bytes = ckpt::parse_bytes(v).value();
-    else if (k == "--fields") c.fields = std::stoi(v);
-    else if (k == "--step-ms") c.step_ms = std::stod(v);
-    else if (k == "--every") c.every = std::stoi(v);
-    else if (k == "--steps") c.steps = std::stoi(v);
-    else if (k == "--reps") c.reps = std::stoi(v);
-    else if (k == "--dir") c.dir = v;
-    else if (k == "--csv") c.csv = v;
+    if (k == "--bytes")
+      c.bytes = ckpt::parse_bytes(v).value();
+    else if (k == "--fields")
+      c.fields = std::stoi(v);
+    else if (k == "--step-ms")
+      c.step_ms = std::stod(v);
+    else if (k == "--every")
+      c.every = std::stoi(v);
+    else if (k == "--steps")
+      c.steps = std::stoi(v);
+    else if (k == "--reps")
+      c.reps = std::stoi(v);
+    else if (k == "--dir")
+      c.dir = v;
+    else if (k == "--csv")
+      c.csv = v;
     else if (k == "--modes") {
       c.modes.clear();
       for (std::size_t p = 0; p <= v.size();) {
@@ -266,12 +275,14 @@ int main(int argc, char** argv) {
   const int sweeps = std::max(1, static_cast<int>(std::lround(c.step_ms * 1e-3 / sweep_s)));
   std::FILE* csv = rank == 0 && !c.csv.empty() ? std::fopen(c.csv.c_str(), "w") : nullptr;
   if (csv)
-    std::fprintf(csv, "mode,ranks,bytes_per_rank,every,steps,rep,loop_s,blocked_total_s,checkpoint_call_s,wait_s,"
-                      "checkpoints,step_quiet_ms,step_flush_ms,flush_steps\n");
+    std::fprintf(csv,
+                 "mode,ranks,bytes_per_rank,every,steps,rep,loop_s,blocked_total_s,checkpoint_call_s,wait_s,"
+                 "checkpoints,step_quiet_ms,step_flush_ms,flush_steps\n");
   if (rank == 0)
-    std::printf("# %d ranks, %.1f MiB per rank in %d fields x 2 arrays; a sweep takes %.1f ms, a step is %d sweeps "
-                "(--step-ms %.0f)\n", size, static_cast<double>(st.bytes()) / (1 << 20), c.fields, sweep_s * 1e3, sweeps,
-                c.step_ms);
+    std::printf(
+        "# %d ranks, %.1f MiB per rank in %d fields x 2 arrays; a sweep takes %.1f ms, a step is %d sweeps "
+        "(--step-ms %.0f)\n",
+        size, static_cast<double>(st.bytes()) / (1 << 20), c.fields, sweep_s * 1e3, sweeps, c.step_ms);
   std::vector<Summary> sums(c.modes.size());
   for (int rep = 0; rep < c.reps; ++rep)
     for (std::size_t m = 0; m < c.modes.size(); ++m) {
@@ -280,7 +291,8 @@ int main(int argc, char** argv) {
       if (mode != "none") {
         rt = make_runtime(mode, c, st);
         if (!rt->status().ok()) {  // e.g. hdf5-sync in a build without HDF5: the same on every rank
-          if (rank == 0 && rep == 0) std::fprintf(stderr, "overlap: skipping %s: %s\n", mode.c_str(), rt->status().to_string().c_str());
+          if (rank == 0 && rep == 0)
+            std::fprintf(stderr, "overlap: skipping %s: %s\n", mode.c_str(), rt->status().to_string().c_str());
           continue;
         }
       }

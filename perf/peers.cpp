@@ -53,8 +53,6 @@ using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 
 namespace {
 
-
-
 /// Reports `what` on stderr and ends every rank with a non-zero status.
 [[noreturn]] void fail(const std::string& what) {
   std::fprintf(stderr, "peers: rank %d: %s\n", world_rank(), what.c_str());
@@ -205,8 +203,8 @@ std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, const std
   o.dir = dir;
   auto rt = std::make_unique<ckpt::Runtime>(MPI_COMM_WORLD, o);
   if (!rt->status().ok()) fail("ckpt " + transport + ": " + rt->status().to_string());
-  ckpt::Status st = rt->protect("field", s.data.data(), ckpt::DType::f64,
-                                ckpt::Block{{s.global}, {s.start}, {s.data.size()}});
+  ckpt::Status st =
+      rt->protect("field", s.data.data(), ckpt::DType::f64, ckpt::Block{{s.global}, {s.start}, {s.data.size()}});
   if (!st.ok()) fail("ckpt protect: " + st.to_string());
   return rt;
 }

@@ -43,11 +43,16 @@ int main(int argc, char** argv) {
   std::string label = "run", dir = "/tmp/ckpt-perf-transports";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i], v = argv[i + 1];
-    if (k == "--bytes") bytes = ckpt::parse_bytes(v).value();
-    else if (k == "--reps") reps = std::stoi(v);
-    else if (k == "--compute-ms") compute_ms = std::stoi(v);
-    else if (k == "--label") label = v;
-    else if (k == "--dir") dir = v;
+    if (k == "--bytes")
+      bytes = ckpt::parse_bytes(v).value();
+    else if (k == "--reps")
+      reps = std::stoi(v);
+    else if (k == "--compute-ms")
+      compute_ms = std::stoi(v);
+    else if (k == "--label")
+      label = v;
+    else if (k == "--dir")
+      dir = v;
   }
   int rc = 0;
   {

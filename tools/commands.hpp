@@ -11,7 +11,7 @@ namespace ckpt::tools {
 
 /// `ckpt ls PATH [-l] [--json]`.
 struct LsArgs {
-  std::string path;   ///< a checkpoint root or one ckpt.<step> directory
+  std::string path;          ///< a checkpoint root or one ckpt.<step> directory
   bool long_format = false;  ///< per-block table (checkpoint) / per-variable lines (root)
   bool json = false;
 };
@@ -19,7 +19,7 @@ int run_ls(const LsArgs& a);
 
 /// `ckpt verify PATH [--quiet]`.
 struct VerifyArgs {
-  std::string path;   ///< a root (every committed checkpoint) or one checkpoint
+  std::string path;    ///< a root (every committed checkpoint) or one checkpoint
   bool quiet = false;  ///< only bad blocks and the summary
   bool json = false;
 };

@@ -140,9 +140,12 @@ Status attr_f64(hid_t obj, const std::string& name, double v) {
 /// A stored min/max as an attribute of its class: f64 for floats, i64 / u64 for integers.
 Status attr_stat(hid_t obj, const std::string& name, DType t, std::uint64_t bits) {
   switch (t) {
-    case DType::f32: case DType::f64: return attr_f64(obj, name, detail::stat_to_double(t, bits));
-    case DType::i8: case DType::i16: case DType::i32: case DType::i64:
-      return attr_i64(obj, name, static_cast<std::int64_t>(bits));
+    case DType::f32:
+    case DType::f64: return attr_f64(obj, name, detail::stat_to_double(t, bits));
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64: return attr_i64(obj, name, static_cast<std::int64_t>(bits));
     default: return attr_u64(obj, name, bits);
   }
 }
@@ -161,7 +164,8 @@ class Converter {
     CKPT_RETURN_IF_ERROR(attr_string(m_file, "ckpt_source", m_c.dir));
     CKPT_RETURN_IF_ERROR(attr_i64(m_file, "ckpt_format_version", detail::kFormatVersion));
     for (auto& kv : idx.attrs) CKPT_RETURN_IF_ERROR(attr_string(m_file, "ckpt_attr." + kv.first, kv.second));
-    for (std::uint32_t v = 0; v < idx.vars.size(); ++v) CKPT_RETURN_IF_ERROR(convert_var(v).with_context("variable '" + idx.vars[v].name + "'"));
+    for (std::uint32_t v = 0; v < idx.vars.size(); ++v)
+      CKPT_RETURN_IF_ERROR(convert_var(v).with_context("variable '" + idx.vars[v].name + "'"));
     return Status::OK();
   }
 
@@ -182,7 +186,8 @@ class Converter {
     for (auto* b : blocks_of(m_c.index, v)) sums.push_back(b->checksum);
     CKPT_RETURN_IF_ERROR(attr_u64(obj, "ckpt_nblocks", sums.size()));
     if (!sums.empty())
-      CKPT_RETURN_IF_ERROR(attr_raw(obj, "ckpt_block_checksums", H5T_STD_U64LE, H5T_NATIVE_UINT64, sums.data(), sums.size()));
+      CKPT_RETURN_IF_ERROR(
+          attr_raw(obj, "ckpt_block_checksums", H5T_STD_U64LE, H5T_NATIVE_UINT64, sums.data(), sums.size()));
     for (auto& kv : r.attrs) CKPT_RETURN_IF_ERROR(attr_string(obj, kv.first, kv.second));
     return Status::OK();
   }
@@ -191,7 +196,8 @@ class Converter {
     H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
     H5Pset_create_intermediate_group(lcpl.get(), 1);
     H5Id space = make_space(dims);
-    H5Id ds(H5Dcreate2(parent, path.c_str(), file_type(t), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    H5Id ds(H5Dcreate2(parent, path.c_str(), file_type(t), space.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
     if (!ds.valid()) return h5_error("create dataset /" + path);
     return ds;
   }
@@ -222,7 +228,8 @@ class Converter {
       return h.digest();
     }
     const std::uint64_t row_elems = shape_elements(dims) / std::max<std::uint64_t>(1, dims[0]);
-    const std::uint64_t rows_per_slab = std::max<std::uint64_t>(1, (8u << 20) / std::max<std::uint64_t>(1, row_elems * esize));
+    const std::uint64_t rows_per_slab =
+        std::max<std::uint64_t>(1, (8u << 20) / std::max<std::uint64_t>(1, row_elems * esize));
     std::vector<std::uint8_t> buf;
     H5Id fspace(H5Dget_space(ds), H5Sclose);
     for (std::uint64_t r0 = 0; r0 < dims[0] && row_elems > 0; r0 += rows_per_slab) {
@@ -233,7 +240,8 @@ class Converter {
       std::vector<hsize_t> s(start.begin(), start.end()), n(count.begin(), count.end());
       H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, s.data(), nullptr, n.data(), nullptr);
       H5Id mspace = make_space(count);
-      if (H5Dread(ds, mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0) return h5_error("read back");
+      if (H5Dread(ds, mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()) < 0)
+        return h5_error("read back");
       h.update(buf.data(), buf.size());
     }
     return h.digest();
@@ -260,7 +268,8 @@ class Converter {
       auto ds = create_dataset(m_file, r.name, r.dtype, b->count);
       if (!ds.ok()) return ds.status();
       CKPT_RETURN_IF_ERROR(m_reader.read(*b, m_buf));
-      if (block_elements(*b) > 0) CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b->count.size(), 0), b->count, m_buf.data()));
+      if (block_elements(*b) > 0)
+        CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b->count.size(), 0), b->count, m_buf.data()));
       CKPT_RETURN_IF_ERROR(attr_u64(ds->get(), "checksum", b->checksum));
       return var_attrs(ds->get(), v, "uniform");
     }
@@ -273,7 +282,8 @@ class Converter {
       auto ds = create_dataset(g.get(), "rank" + std::to_string(b->rank), r.dtype, b->count);
       if (!ds.ok()) return ds.status();
       CKPT_RETURN_IF_ERROR(m_reader.read(*b, m_buf));
-      if (block_elements(*b) > 0) CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b->count.size(), 0), b->count, m_buf.data()));
+      if (block_elements(*b) > 0)
+        CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b->count.size(), 0), b->count, m_buf.data()));
       CKPT_RETURN_IF_ERROR(attr_u64(ds->get(), "checksum", b->checksum));
       CKPT_RETURN_IF_ERROR(attr_i64(ds->get(), "rank", b->rank));
       if (b->has_stats) {
@@ -308,7 +318,8 @@ int run_convert(const ConvertArgs& a) {
     s = Converter(c.value(), file.get()).run();
     if (s.ok() && H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) s = h5_error("flush " + tmp);
   }
-  if (s.ok() && ::rename(tmp.c_str(), a.output.c_str()) != 0) s = Status(Code::io_error, "rename " + tmp + " to " + a.output);
+  if (s.ok() && ::rename(tmp.c_str(), a.output.c_str()) != 0)
+    s = Status(Code::io_error, "rename " + tmp + " to " + a.output);
   if (!s.ok()) {
     ::unlink(tmp.c_str());
     return fail("convert", s.message());

@@ -71,7 +71,8 @@ void compare_run_typed(const std::uint8_t* pa, const std::uint8_t* pb, std::uint
 }
 
 /// Compares `n` elements of dtype `ta` at `pa` with `n` of dtype `tb` at `pb`.
-void compare_run(DType ta, const std::uint8_t* pa, DType tb, const std::uint8_t* pb, std::uint64_t n, Accumulator& acc) {
+void compare_run(DType ta, const std::uint8_t* pa, DType tb, const std::uint8_t* pb, std::uint64_t n,
+                 Accumulator& acc) {
   if (ta == DType::bytes || tb == DType::bytes) {  // opaque: equal or not, byte by byte
     for (std::uint64_t i = 0; i < n; ++i) {
       ++acc.compared;
@@ -121,7 +122,8 @@ class Differ {
       return Status::OK();
     };
     if (va.kind != vb.kind)
-      return incompatible(std::string("kind ") + detail::region_kind_name(va.kind) + " vs " + detail::region_kind_name(vb.kind));
+      return incompatible(std::string("kind ") + detail::region_kind_name(va.kind) + " vs " +
+                          detail::region_kind_name(vb.kind));
     if ((va.dtype == DType::bytes) != (vb.dtype == DType::bytes))
       return incompatible(std::string("dtype ") + dtype_name(va.dtype) + " vs " + dtype_name(vb.dtype));
     if (va.ndim != vb.ndim) return incompatible("rank " + std::to_string(va.ndim) + " vs " + std::to_string(vb.ndim));
@@ -310,7 +312,8 @@ int run_diff(const DiffArgs& args) {
   if (args.json) {
     json j;
     auto side = [](const Checkpoint& c) {
-      return json{{"path", c.dir}, {"step", c.index.step}, {"nranks", c.index.nranks}, {"transport", c.index.transport}};
+      return json{
+          {"path", c.dir}, {"step", c.index.step}, {"nranks", c.index.nranks}, {"transport", c.index.transport}};
     };
     j["a"] = side(a.value());
     j["b"] = side(b.value());
@@ -346,8 +349,8 @@ int run_diff(const DiffArgs& args) {
                 b->index.nranks, b->index.transport.c_str());
     std::size_t w = 8;
     for (auto& d : results) w = std::max(w, d.name.size());
-    std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind", "dtype",
-                "compared", "differing", "mag_error", "max_abs", "rel_l2", "result");
+    std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind",
+                "dtype", "compared", "differing", "mag_error", "max_abs", "rel_l2", "result");
     std::size_t n_equal = 0, n_diff = 0, n_other = 0;
     for (auto& d : results) {
       std::string result = d.result + (d.note.empty() ? "" : " (" + d.note + ")");

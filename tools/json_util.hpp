@@ -28,8 +28,10 @@ inline nlohmann::ordered_json stat_json(DType t, std::uint64_t bits) {
       const double d = detail::stat_to_double(t, bits);
       return std::isfinite(d) ? nlohmann::ordered_json(d) : nlohmann::ordered_json(nullptr);
     }
-    case DType::i8: case DType::i16: case DType::i32: case DType::i64:
-      return static_cast<std::int64_t>(bits);
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64: return static_cast<std::int64_t>(bits);
     default: return bits;
   }
 }

@@ -15,7 +15,7 @@ using json = nlohmann::ordered_json;
 
 std::string utc_time(double unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm {};
+  std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -155,11 +155,12 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
     if (r.uniform) kind += "*";
     std::printf("%-*s  %-5s  %-7s  %-20s  %6zu  %10s  %-24s  %s\n", static_cast<int>(w), r.name.c_str(),
                 dtype_name(r.dtype), kind.c_str(), shape_text(idx, v).c_str(), blocks.size(),
-                human_bytes(var_bytes(idx, v)).c_str(), stat_text(idx, v, false).c_str(), stat_text(idx, v, true).c_str());
+                human_bytes(var_bytes(idx, v)).c_str(), stat_text(idx, v, false).c_str(),
+                stat_text(idx, v, true).c_str());
     for (auto& kv : r.attrs) std::printf("    attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
     if (!a.long_format) continue;
-    std::printf("    %5s  %-14s  %12s  %12s  %-16s  %-16s  %-22s  %-22s  %s\n", "rank", "file", "offset", "bytes", "start",
-                "count", "min", "max", "checksum");
+    std::printf("    %5s  %-14s  %12s  %12s  %-16s  %-16s  %-22s  %-22s  %s\n", "rank", "file", "offset", "bytes",
+                "start", "count", "min", "max", "checksum");
     for (auto* b : blocks) {
       std::printf("    %5u  %-14s  %12llu  %12llu  %-16s  %-16s  %-22s  %-22s  %s\n", b->rank,
                   idx.files[b->file].name.c_str(), static_cast<unsigned long long>(b->offset),
@@ -208,8 +209,8 @@ int ls_root(const std::string& path, const LsArgs& a) {
   if (latest) std::printf(", latest -> ckpt.%lld", static_cast<long long>(*latest));
   std::printf("\n");
   if (steps->empty()) return kExitOk;
-  std::printf("%-12s  %-16s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", "directory", "state", "ranks", "vars", "bytes",
-              "transport", "created / reason");
+  std::printf("%-12s  %-16s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", "directory", "state", "ranks", "vars",
+              "bytes", "transport", "created / reason");
   for (auto& s : steps.value()) {
     if (s.complete) {
       std::printf("%-12lld  %-16s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), s.name.c_str(),

@@ -6,8 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "ckpt/ckpt.hpp"
 #include "ckpt/config.hpp"
@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
   c_verify->add_flag("--json", verify.json, "machine-readable output");
 
   DiffArgs diff;
-  auto* c_diff = app.add_subcommand("diff", "Compare two checkpoints variable by variable (global arrays across rank counts)");
+  auto* c_diff =
+      app.add_subcommand("diff", "Compare two checkpoints variable by variable (global arrays across rank counts)");
   c_diff->add_option("A", diff.a, "first checkpoint (or root: its newest complete checkpoint)")->required();
   c_diff->add_option("B", diff.b, "second checkpoint (or root)")->required();
   auto* tol = c_diff->add_option("--tol", diff.tol, "fail (exit 1) if a variable's magnitude error exceeds this");
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
   c_convert->add_flag("-f,--force", convert.force, "overwrite the output file if it exists");
 
   std::string report_run, report_out;
-  auto* c_report = app.add_subcommand("report", "PNG plots (timeline, bandwidth, per-rank I/O time) of a run traced with CKPT_TRACE");
+  auto* c_report = app.add_subcommand(
+      "report", "PNG plots (timeline, bandwidth, per-rank I/O time) of a run traced with CKPT_TRACE");
   c_report->add_option("RUN", report_run, "the CKPT_TRACE directory of the run")->required();
   c_report->add_option("--out", report_out, "directory for the PNGs (default: RUN)");
 
@@ -86,7 +88,8 @@ int main(int argc, char** argv) {
       ::execvp("python3", const_cast<char* const*>(args.data()));
       return fail("report", std::string("cannot run python3: ") + std::strerror(errno));
     }
-    return fail("report", "ckpt_report.py not found (looked in " CKPT_REPORT_SCRIPT_INSTALLED " and " CKPT_REPORT_SCRIPT_SOURCE ")");
+    return fail("report", "ckpt_report.py not found (looked in " CKPT_REPORT_SCRIPT_INSTALLED
+                          " and " CKPT_REPORT_SCRIPT_SOURCE ")");
   }
   return kExitError;
 }

@@ -122,13 +122,15 @@ Result<Checkpoint> open_checkpoint(const std::string& dir) {
   auto bytes = detail::read_file(dir + "/index", kMaxIndexBytes);
   if (!bytes.ok()) {
     if (bytes.status().code() == Code::not_found)
-      return Status(Code::failed_precondition, "incomplete checkpoint " + dir + ": no index (the commit did not finish)");
+      return Status(Code::failed_precondition,
+                    "incomplete checkpoint " + dir + ": no index (the commit did not finish)");
     return Status(bytes.status().code(), "cannot read the index of " + dir + ": " + bytes.status().message());
   }
   auto idx = detail::decode_index(bytes->data(), bytes->size());
   if (!idx.ok()) return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + idx.status().message());
   if (named && idx->step != step)
-    return Status(Code::corrupt, "corrupt checkpoint " + dir + ": its index describes step " + std::to_string(idx->step));
+    return Status(Code::corrupt,
+                  "corrupt checkpoint " + dir + ": its index describes step " + std::to_string(idx->step));
   return Checkpoint{dir, std::move(idx).value()};
 }
 
@@ -145,7 +147,8 @@ Result<Checkpoint> resolve_checkpoint(const std::string& path) {
 // ---- blocks -------------------------------------------------------------------------------------
 
 BlockReader::BlockReader(const Checkpoint& ckpt, std::size_t piece_bytes)
-    : m_ckpt(ckpt), m_reader(detail::make_file_reader(ckpt.dir)),
+    : m_ckpt(ckpt),
+      m_reader(detail::make_file_reader(ckpt.dir)),
       m_piece_bytes(std::max<std::size_t>(16, piece_bytes / 16 * 16)) {}
 
 std::string BlockReader::where(const BlockRecord& b) const {
@@ -223,9 +226,12 @@ VarStats var_stats(const Index& idx, std::uint32_t var) {
   // Compare in the stored class (i64, u64 or f64) so that 64-bit integers keep every bit.
   auto less = [t](std::uint64_t a, std::uint64_t b) {
     switch (t) {
-      case DType::f32: case DType::f64: return detail::stat_to_double(t, a) < detail::stat_to_double(t, b);
-      case DType::i8: case DType::i16: case DType::i32: case DType::i64:
-        return static_cast<std::int64_t>(a) < static_cast<std::int64_t>(b);
+      case DType::f32:
+      case DType::f64: return detail::stat_to_double(t, a) < detail::stat_to_double(t, b);
+      case DType::i8:
+      case DType::i16:
+      case DType::i32:
+      case DType::i64: return static_cast<std::int64_t>(a) < static_cast<std::int64_t>(b);
       default: return a < b;
     }
   };

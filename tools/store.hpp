@@ -40,12 +40,12 @@ struct Checkpoint {
 
 /// One `ckpt.<step>[.tmp|.old]` entry of a checkpoint root, with the outcome of loading its index.
 struct StepEntry {
-  std::string name;     ///< directory name, e.g. "ckpt.20" or "ckpt.30.tmp"
-  std::string path;     ///< root + "/" + name
+  std::string name;  ///< directory name, e.g. "ckpt.20" or "ckpt.30.tmp"
+  std::string path;  ///< root + "/" + name
   std::int64_t step = 0;
-  std::string suffix;   ///< "" for a committed name, "tmp" (never committed) or "old" (being replaced)
-  bool complete = false;  ///< committed name and an index that validates for this step
-  std::string reason;     ///< why not complete (empty when complete)
+  std::string suffix;          ///< "" for a committed name, "tmp" (never committed) or "old" (being replaced)
+  bool complete = false;       ///< committed name and an index that validates for this step
+  std::string reason;          ///< why not complete (empty when complete)
   std::optional<Index> index;  ///< set when complete
 };
 

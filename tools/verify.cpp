@@ -75,8 +75,10 @@ void check_padding(detail::Reader& reader, const std::string& name, const std::s
   }
   (void)rep;
   if (nonzero > 0)
-    bad("data file " + path + ": " + std::to_string(nonzero) + " byte(s) of padding outside the header and the blocks "
-        "are not zero (first at offset " + std::to_string(first) + ")");
+    bad("data file " + path + ": " + std::to_string(nonzero) +
+        " byte(s) of padding outside the header and the blocks "
+        "are not zero (first at offset " +
+        std::to_string(first) + ")");
 }
 
 /// Checks the data files: present, not shorter than the index says, and (ckpt data files) a header
@@ -94,7 +96,9 @@ void check_files(const Checkpoint& c, Report& rep) {
     if (!used[f] && fr.bytes == 0) continue;  // a placeholder of a non-persistent transport group
     ++rep.files;
     const std::string path = c.dir + "/" + fr.name;
-    auto bad = [&](const std::string& why) { rep.problems.push_back({"", static_cast<long>(fr.writer), fr.name, 0, 0, why}); };
+    auto bad = [&](const std::string& why) {
+      rep.problems.push_back({"", static_cast<long>(fr.writer), fr.name, 0, 0, why});
+    };
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       bad("data file " + path + " is missing");
@@ -190,8 +194,8 @@ Report verify_one(const std::string& dir, Progress* outer) {
     std::uint64_t n = 0;
     for (auto* b : blocks_of(c->index, v)) n += block_elements(*b);
     if (n != shape_elements(r.global))
-      rep.notes.push_back("variable '" + r.name + "': its blocks hold " + std::to_string(n) + " elements, the global shape " +
-                          std::to_string(shape_elements(r.global)));
+      rep.notes.push_back("variable '" + r.name + "': its blocks hold " + std::to_string(n) +
+                          " elements, the global shape " + std::to_string(shape_elements(r.global)));
   }
   return rep;
 }

@@ -64,8 +64,8 @@ struct VarDesc {
   std::string name;  ///< dataset path
   DType dtype = DType::u8;
   bool global = false;
-  int owner = -1;    ///< rank owning a per-rank dataset
-  Shape shape;       ///< dataset extents ({} = scalar)
+  int owner = -1;  ///< rank owning a per-rank dataset
+  Shape shape;     ///< dataset extents ({} = scalar)
   bool operator<(const VarDesc& o) const { return std::tie(global, name) > std::tie(o.global, o.name); }
 };
 
@@ -124,9 +124,11 @@ Result<std::vector<VarDesc>> gather_vars(MPI_Comm comm, const WriteContext& ctx)
       if (d.global) {
         d.name = "/" + name;
         auto it = globals.find(d.name);
-        if (it == globals.end()) globals.emplace(d.name, d);
+        if (it == globals.end())
+          globals.emplace(d.name, d);
         else if (it->second.dtype != d.dtype || it->second.shape != d.shape)
-          return Status(Code::invalid_argument, "hdf5: variable '" + name + "' has another dtype or global shape on rank " + std::to_string(r));
+          return Status(Code::invalid_argument,
+                        "hdf5: variable '" + name + "' has another dtype or global shape on rank " + std::to_string(r));
       } else {
         d.name = "/ranks/" + std::to_string(r) + "/" + name;
         d.owner = r;
@@ -148,8 +150,9 @@ Result<std::uint64_t> block_offset_in(const Region& r, std::uint64_t dset_off) {
   while (k < n && r.count[k] == 1) ++k;
   for (std::size_t d = k + 1; d < n; ++d)
     if (r.count[d] != r.global[d] && r.elements() != 0)
-      return Status(Code::invalid_argument, "hdf5: the block of '" + r.name +
-                                                "' is not contiguous in its dataset; split global arrays along the first dimension");
+      return Status(Code::invalid_argument,
+                    "hdf5: the block of '" + r.name +
+                        "' is not contiguous in its dataset; split global arrays along the first dimension");
   std::uint64_t lin = 0;
   for (std::size_t d = 0; d < n; ++d) lin = lin * r.global[d] + r.start[d];
   return dset_off + lin * dtype_size(r.dtype);
@@ -178,7 +181,8 @@ class H5Checkpoint {
     Status s;
     for (const VarDesc& d : m_descs) {
       std::vector<hsize_t> dims(d.shape.begin(), d.shape.end());
-      hid_t space = dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+      hid_t space =
+          dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
       hid_t ds = H5Dcreate2(m_file, d.name.c_str(), h5_type(d.dtype), space, lcpl, dcpl, H5P_DEFAULT);
       H5Sclose(space);
       if (ds < 0 && s.ok()) s = h5_fail("H5Dcreate " + d.name);
@@ -270,7 +274,8 @@ void gather_stats(MPI_Comm comm, int rank, int nranks, const std::vector<VarDesc
   for (const BlockPlan& b : ctx.plan->blocks) {
     const Region& r = ctx.plan->vars[b.var];
     if (r.group != ctx.group) continue;
-    const std::string path = r.kind == RegionKind::global ? "/" + r.name : "/ranks/" + std::to_string(rank) + "/" + r.name;
+    const std::string path =
+        r.kind == RegionKind::global ? "/" + r.name : "/ranks/" + std::to_string(rank) + "/" + r.name;
     for (std::size_t i = 0; i < n; ++i) {
       if (descs[i].name != path) continue;
       const BlockDigest& d = digests[b.var];
@@ -289,7 +294,9 @@ void gather_stats(MPI_Comm comm, int rank, int nranks, const std::vector<VarDesc
   MPI_Allgather(mine.data(), static_cast<int>(n), MPI_UINT64_T, all.data(), static_cast<int>(n), MPI_UINT64_T, comm);
   sums.assign(n * static_cast<std::size_t>(nranks), 0);  // [desc][rank]
   for (int r = 0; r < nranks; ++r)
-    for (std::size_t i = 0; i < n; ++i) sums[i * static_cast<std::size_t>(nranks) + static_cast<std::size_t>(r)] = all[static_cast<std::size_t>(r) * n + i];
+    for (std::size_t i = 0; i < n; ++i)
+      sums[i * static_cast<std::size_t>(nranks) + static_cast<std::size_t>(r)] =
+          all[static_cast<std::size_t>(r) * n + i];
 }
 
 /// Offsets of this rank's blocks (per plan variable) in the file.
@@ -298,7 +305,8 @@ Status my_block_offsets(const H5Checkpoint& f, const WriteContext& ctx, int rank
   for (const BlockPlan& b : ctx.plan->blocks) {
     const Region& r = ctx.plan->vars[b.var];
     if (r.group != ctx.group) continue;
-    const std::string path = r.kind == RegionKind::global ? "/" + r.name : "/ranks/" + std::to_string(rank) + "/" + r.name;
+    const std::string path =
+        r.kind == RegionKind::global ? "/" + r.name : "/ranks/" + std::to_string(rank) + "/" + r.name;
     auto off = f.offset_of(path);
     if (!off.ok()) return off.status();
     auto bo = block_offset_in(r, off.value());
@@ -438,14 +446,16 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
   MPI_Comm_size(comm, &size);
   const std::string name = ctx.unique_file_name("ckpt", 0) + ".h5", path = ctx.dir + "/" + name;
   auto descs = gather_vars(comm, ctx);
-  if (!all_ok(comm, descs.status())) return descs.ok() ? Status(Code::invalid_argument, "hdf5-sync: bad variables on another rank") : descs.status();
+  if (!all_ok(comm, descs.status()))
+    return descs.ok() ? Status(Code::invalid_argument, "hdf5-sync: bad variables on another rank") : descs.status();
   // Digests of this rank's blocks, computed here from the application's memory (host only).
   std::vector<BlockDigest> digests(ctx.plan->vars.size());
   Status s;
   for (const BlockPlan& b : ctx.plan->blocks) {
     const Region& r = ctx.plan->vars[b.var];
     if (r.group != ctx.group) continue;
-    if (r.mem == MemoryKind::device) s = Status(Code::invalid_argument, "hdf5-sync writes from host memory only ('" + r.name + "')");
+    if (r.mem == MemoryKind::device)
+      s = Status(Code::invalid_argument, "hdf5-sync writes from host memory only ('" + r.name + "')");
     if (!s.ok() || b.length == 0) continue;
     digests[b.var].checksum = hash64(b.src, b.length);
     if (dtype_has_stats(r.dtype)) {
@@ -460,7 +470,8 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
   s = f.create(path, comm, alignment, descs.value());
   std::vector<std::uint64_t> offsets;
   if (s.ok()) s = my_block_offsets(f, ctx, rank, offsets);
-  if (!all_ok(comm, s)) return s.ok() ? Status(Code::io_error, "hdf5-sync: creating " + path + " failed on another rank") : s;
+  if (!all_ok(comm, s))
+    return s.ok() ? Status(Code::io_error, "hdf5-sync: creating " + path + " failed on another rank") : s;
   // One collective H5Dwrite per global dataset (a hyperslab per rank); per-rank datasets independently.
   hid_t coll = H5Pcreate(H5P_DATASET_XFER), indep = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(coll, H5FD_MPIO_COLLECTIVE);
@@ -471,8 +482,9 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
     const BlockPlan* mb = nullptr;
     for (const BlockPlan& b : ctx.plan->blocks) {
       const Region& r = ctx.plan->vars[b.var];
-      if (r.group == ctx.group && (d.global ? "/" + r.name == d.name && r.kind == RegionKind::global
-                                            : d.owner == rank && "/ranks/" + std::to_string(rank) + "/" + r.name == d.name)) {
+      if (r.group == ctx.group &&
+          (d.global ? "/" + r.name == d.name && r.kind == RegionKind::global
+                    : d.owner == rank && "/ranks/" + std::to_string(rank) + "/" + r.name == d.name)) {
         mine = &r;
         mb = &b;
       }
@@ -497,7 +509,8 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
     }
     const void* src = mb && mb->length > 0 ? mb->src : nullptr;
     static const char dummy = 0;
-    if (H5Dwrite(f.dataset(i), h5_type(d.dtype), mspace, fspace, d.global ? coll : indep, src ? src : &dummy) < 0 && s.ok())
+    if (H5Dwrite(f.dataset(i), h5_type(d.dtype), mspace, fspace, d.global ? coll : indep, src ? src : &dummy) < 0 &&
+        s.ok())
       s = h5_fail("H5Dwrite " + d.name);
     H5Sclose(mspace);
     H5Sclose(fspace);

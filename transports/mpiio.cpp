@@ -13,10 +13,16 @@ namespace {
 
 class MpiioWriter final : public Writer {
  public:
-  MpiioWriter(MPI_File fh, std::string name, int writer, std::uint64_t base, std::uint64_t file_bytes,
-              long long calls, bool fsync, Attributes hints)
-      : m_fh(fh), m_name(std::move(name)), m_writer(writer), m_base(base), m_file_bytes(file_bytes),
-        m_calls(calls), m_fsync(fsync), m_hints(std::move(hints)) {}
+  MpiioWriter(MPI_File fh, std::string name, int writer, std::uint64_t base, std::uint64_t file_bytes, long long calls,
+              bool fsync, Attributes hints)
+      : m_fh(fh),
+        m_name(std::move(name)),
+        m_writer(writer),
+        m_base(base),
+        m_file_bytes(file_bytes),
+        m_calls(calls),
+        m_fsync(fsync),
+        m_hints(std::move(hints)) {}
   ~MpiioWriter() override {
     if (m_fh != MPI_FILE_NULL) abort();
   }
@@ -26,7 +32,8 @@ class MpiioWriter final : public Writer {
     for (std::uint64_t done = 0; done < n;) {
       const int part = static_cast<int>(std::min<std::uint64_t>(n - done, kMaxMpiPiece));
       MPI_Status st;
-      int rc = MPI_File_write_at_all(m_fh, static_cast<MPI_Offset>(m_base + offset + done), p + done, part, MPI_BYTE, &st);
+      int rc =
+          MPI_File_write_at_all(m_fh, static_cast<MPI_Offset>(m_base + offset + done), p + done, part, MPI_BYTE, &st);
       ++m_made;
       CKPT_RETURN_IF_ERROR(mpi_write_status(rc, st, part, "MPI_File_write_at_all " + m_name));
       done += static_cast<std::uint64_t>(part);
@@ -129,8 +136,8 @@ class MpiioTransport final : public Transport {
     }
     Attributes hints = grank == 0 ? hints_in_effect(fh, "mpiio.hint.") : Attributes{};
     hints.emplace_back("mpiio.files", std::to_string(m_nf));
-    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before, grank == 0 ? std::max(total, align) : 0, calls,
-                                           ctx.fsync, std::move(hints));
+    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before,
+                                           grank == 0 ? std::max(total, align) : 0, calls, ctx.fsync, std::move(hints));
     bad = s.ok() ? 0 : 1;  // the header write is agreed too: a writer is used collectively or not at all
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m_comm);
     if (bad) {

@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "runtime/src/format.hpp"
-#include "transports/transport.hpp"
 #include "transports/open_token.hpp"
 #include "transports/posix_io.hpp"
+#include "transports/transport.hpp"
 
 namespace ckpt::detail {
 namespace {

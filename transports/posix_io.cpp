@@ -38,7 +38,8 @@ Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::s
       if (errno == EINTR) continue;
       return errno_status("read " + path + " at offset " + std::to_string(off));
     }
-    if (r == 0) return Status(Code::corrupt, path + " is truncated (wanted bytes at offset " + std::to_string(off) + ")");
+    if (r == 0)
+      return Status(Code::corrupt, path + " is truncated (wanted bytes at offset " + std::to_string(off) + ")");
     b += r;
     n -= static_cast<std::size_t>(r);
     off += static_cast<std::uint64_t>(r);

@@ -34,8 +34,9 @@ struct Sink {
     for (std::uint64_t done = 0; done < n;) {
       const int part = static_cast<int>(std::min<std::uint64_t>(n - done, kMaxMpiPiece));
       MPI_Status st;
-      CKPT_RETURN_IF_ERROR(mpi_write_status(MPI_File_write_at(fh, static_cast<MPI_Offset>(off + done), c + done, part, MPI_BYTE, &st),
-                                            st, part, "MPI_File_write_at " + path));
+      CKPT_RETURN_IF_ERROR(
+          mpi_write_status(MPI_File_write_at(fh, static_cast<MPI_Offset>(off + done), c + done, part, MPI_BYTE, &st),
+                           st, part, "MPI_File_write_at " + path));
       done += static_cast<std::uint64_t>(part);
     }
     return Status::OK();
@@ -79,8 +80,13 @@ class RbioWriter final : public Writer {
  public:
   RbioWriter(MPI_Comm data, int tag, Sink sink, bool fsync, std::vector<std::uint64_t> base,
              std::vector<std::uint64_t> expect, Placement where)
-      : m_data(data), m_tag(tag), m_sink(std::move(sink)), m_fsync(fsync), m_base(std::move(base)),
-        m_expect(std::move(expect)), m_where(std::move(where)) {}
+      : m_data(data),
+        m_tag(tag),
+        m_sink(std::move(sink)),
+        m_fsync(fsync),
+        m_base(std::move(base)),
+        m_expect(std::move(expect)),
+        m_where(std::move(where)) {}
   ~RbioWriter() override {
     if (!m_closed) abort();
   }
@@ -269,8 +275,8 @@ class RbioTransport final : public Transport {
         MPI_Comm_rank(m_writers, &wrank);
         if (wrank == 0) where.file_bytes = max_end;
       }
-      return std::unique_ptr<Writer>(std::make_unique<RbioWriter>(m_data, tag, std::move(sink), ctx.fsync, std::move(base),
-                                                                  std::move(raws), std::move(where)));
+      return std::unique_ptr<Writer>(std::make_unique<RbioWriter>(m_data, tag, std::move(sink), ctx.fsync,
+                                                                  std::move(base), std::move(raws), std::move(where)));
     }
     return std::unique_ptr<Writer>(std::make_unique<RbioWorker>(m_data, tag, std::move(where)));
   }

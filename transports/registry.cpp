@@ -27,17 +27,17 @@ struct Entry {
 
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
-      {"posix", "one file per rank (1PFPP), pwrite + fdatasync", make_posix_transport, ""},
-      {"null", "throws data away: the NO-I/O baseline", make_null_transport, ""},
-      {"mpiio", "coIO: MPI-IO collective writes into nf files", make_mpiio_transport, ""},
-      {"rbio", "rbIO: workers send to writer ranks, writers write", make_rbio_transport, ""},
+    {"posix", "one file per rank (1PFPP), pwrite + fdatasync", make_posix_transport, ""},
+    {"null", "throws data away: the NO-I/O baseline", make_null_transport, ""},
+    {"mpiio", "coIO: MPI-IO collective writes into nf files", make_mpiio_transport, ""},
+    {"rbio", "rbIO: workers send to writer ranks, writers write", make_rbio_transport, ""},
 #if CKPT_HAVE_HDF5
-      {"hdf5", "parallel HDF5, one dataset per variable, written by the flush thread", make_hdf5_transport, ""},
-      {"hdf5-sync", "parallel HDF5 written collectively from the application thread (baseline)",
-       make_hdf5_sync_transport, ""},
+    {"hdf5", "parallel HDF5, one dataset per variable, written by the flush thread", make_hdf5_transport, ""},
+    {"hdf5-sync", "parallel HDF5 written collectively from the application thread (baseline)", make_hdf5_sync_transport,
+     ""},
 #else
-      {"hdf5", "parallel HDF5", nullptr, "not available: ckpt was built without HDF5"},
-      {"hdf5-sync", "parallel HDF5 (sync)", nullptr, "not available: ckpt was built without HDF5"},
+    {"hdf5", "parallel HDF5", nullptr, "not available: ckpt was built without HDF5"},
+    {"hdf5-sync", "parallel HDF5 (sync)", nullptr, "not available: ckpt was built without HDF5"},
 #endif
   };
   return t;

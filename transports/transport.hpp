@@ -21,7 +21,7 @@ namespace ckpt::detail {
 
 /// What a writer needs to know about the checkpoint it writes. Built by the app thread.
 struct WriteContext {
-  std::string dir;           ///< the checkpoint's temporary directory (ckpt.<step>.tmp), exists
+  std::string dir;  ///< the checkpoint's temporary directory (ckpt.<step>.tmp), exists
   std::int64_t step = 0;
   int rank = 0;
   int nranks = 1;
@@ -82,8 +82,8 @@ struct Placement {
   std::string file;  ///< name relative to the checkpoint directory
   int writer = 0;    ///< rank that wrote it
   std::uint64_t base_offset = 0;
-  std::uint64_t file_bytes = 0;  ///< size of the file this rank wrote (0 if another rank owns it)
-  Attributes attrs;              ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
+  std::uint64_t file_bytes = 0;              ///< size of the file this rank wrote (0 if another rank owns it)
+  Attributes attrs;                          ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
   std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear
 };
 

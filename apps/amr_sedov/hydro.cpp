@@ -17,8 +17,8 @@ KOKKOS_INLINE_FUNCTION double van_leer(double a, double b) { return a * b > 0 ? 
 
 /// HLLC flux (Toro, ch. 10) for states (rho, normal velocity, tangential velocity, p); f gets the
 /// fluxes of (rho, normal momentum, tangential momentum, energy).
-KOKKOS_INLINE_FUNCTION void hllc(double rl, double ul, double vl, double pl, double rr, double ur, double vr,
-                                 double pr, double f[4]) {
+KOKKOS_INLINE_FUNCTION void hllc(double rl, double ul, double vl, double pl, double rr, double ur, double vr, double pr,
+                                 double f[4]) {
   const double cl = std::sqrt(GAMMA * pl / rl), cr = std::sqrt(GAMMA * pr / rr);
   const double el = pl / (GAMMA - 1.0) + 0.5 * rl * (ul * ul + vl * vl);
   const double er = pr / (GAMMA - 1.0) + 0.5 * rr * (ur * ur + vr * vr);
@@ -70,10 +70,10 @@ void fill_guards(const BlockView& u, const IntTable& plan) {
             // Linear prolongation with minmod slopes taken inside the source's interior only: its
             // guards may be being filled by this very kernel.
             const double c = u(ss, v, sj, si);
-            const double sx = (si > NG && si < NG + NB - 1)
-                                  ? minmod(u(ss, v, sj, si + 1) - c, c - u(ss, v, sj, si - 1)) : 0.0;
-            const double sy = (sj > NG && sj < NG + NB - 1)
-                                  ? minmod(u(ss, v, sj + 1, si) - c, c - u(ss, v, sj - 1, si)) : 0.0;
+            const double sx =
+                (si > NG && si < NG + NB - 1) ? minmod(u(ss, v, sj, si + 1) - c, c - u(ss, v, sj, si - 1)) : 0.0;
+            const double sy =
+                (sj > NG && sj < NG + NB - 1) ? minmod(u(ss, v, sj + 1, si) - c, c - u(ss, v, sj - 1, si)) : 0.0;
             val = c + 0.25 * ((fl & 4) ? sx : -sx) + 0.25 * ((fl & 8) ? sy : -sy);
           }
           if ((v == MOMX && (fl & 1)) || (v == MOMY && (fl & 2))) val = -val;
@@ -128,8 +128,7 @@ void Hydro::advance(const BlockView& u, const RealList& dx, int nlocal, double d
         const double h = 0.5 * dt / dx(b);
         // Primitive-form Euler equations: W_t + A(W) W_x + B(W) W_y = 0.
         const double r = w[0], vx = w[1], vy = w[2], p = w[3];
-        const double dw[4] = {vx * ax[0] + r * ax[1] + vy * ay[0] + r * ay[2],
-                              vx * ax[1] + ax[3] / r + vy * ay[1],
+        const double dw[4] = {vx * ax[0] + r * ax[1] + vy * ay[0] + r * ay[2], vx * ax[1] + ax[3] / r + vy * ay[1],
                               vx * ax[2] + vy * ay[2] + ay[3] / r,
                               vx * ax[3] + GAMMA * p * ax[1] + vy * ay[3] + GAMMA * p * ay[2]};
         for (int v = 0; v < 4; ++v) {
@@ -220,7 +219,8 @@ void remap_blocks(const BlockView& pool, const IntTable& how, const BlockView& o
             // Restriction: the 2x2 fine cells under this cell, in the child that covers it.
             const int c = (fi >= NB / 2) + 2 * (fj >= NB / 2);
             const int s = how(b, 1 + c), ci = 2 * (fi % (NB / 2)) + NG, cj = 2 * (fj % (NB / 2)) + NG;
-            val = 0.25 * (pool(s, v, cj, ci) + pool(s, v, cj, ci + 1) + pool(s, v, cj + 1, ci) + pool(s, v, cj + 1, ci + 1));
+            val = 0.25 *
+                  (pool(s, v, cj, ci) + pool(s, v, cj, ci + 1) + pool(s, v, cj + 1, ci) + pool(s, v, cj + 1, ci + 1));
           } else {
             // Prolongation: parent value plus minmod slopes (guards of the parent are filled); the
             // four children of a parent cell sum to four times it, so mass, momentum and energy stay.

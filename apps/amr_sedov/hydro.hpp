@@ -52,8 +52,8 @@ void lohner_error(const BlockView& u, int nlocal, RealList& err);
 void remap_blocks(const BlockView& pool, const IntTable& how, const BlockView& out);
 
 /// Primitive variables of a conserved state, with floors.
-KOKKOS_INLINE_FUNCTION void to_primitive(double d, double mx, double my, double e, double& r, double& u,
-                                         double& v, double& p) {
+KOKKOS_INLINE_FUNCTION void to_primitive(double d, double mx, double my, double e, double& r, double& u, double& v,
+                                         double& p) {
   r = d > SMALL_DENS ? d : SMALL_DENS;
   u = mx / r;
   v = my / r;

@@ -28,9 +28,9 @@ namespace {
 // R(t) = XI0 (E t^2 / rho0)^(1/4) for a cylindrical blast, gamma = 1.4: XI0 from the self-similar
 // solution, computed by sedov_constant.py (it gives 1.0328 for the spherical case, Taylor's 1.033).
 constexpr double XI0 = 1.00402;
-constexpr double CFL = 0.7;       // of the unsplit scheme: dt (|u|+c)/dx + dt (|v|+c)/dy <= CFL
-constexpr int REGRID_EVERY = 2;   // steps between regrids (FLASH's nrefs default)
-constexpr int NROOT = 2;          // root blocks per side
+constexpr double CFL = 0.7;      // of the unsplit scheme: dt (|u|+c)/dx + dt (|v|+c)/dy <= CFL
+constexpr int REGRID_EVERY = 2;  // steps between regrids (FLASH's nrefs default)
+constexpr int NROOT = 2;         // root blocks per side
 
 struct Args {
   double tmax = 0;
@@ -195,7 +195,8 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"2D Sedov blast on block-structured AMR with tracer particles, checkpointed through ckpt"};
   app.add_option("--tmax", a.tmax, "final time (a restart continues to it)")->required()->check(CLI::PositiveNumber);
-  app.add_option("--max-level", a.max_level, "finest level (level 1: 2x2 blocks of 16x16 cells)")->check(CLI::Range(1, 12));
+  app.add_option("--max-level", a.max_level, "finest level (level 1: 2x2 blocks of 16x16 cells)")
+      ->check(CLI::Range(1, 12));
   app.add_option("--checkpoint-every", a.every, "checkpoint every K steps")->check(CLI::PositiveNumber);
   app.add_option("--dir", a.dir, "checkpoint directory")->required();
   app.add_flag("--restart", a.restart, "continue from the newest complete checkpoint in --dir");

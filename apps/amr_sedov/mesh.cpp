@@ -21,8 +21,7 @@ std::uint64_t Tree::morton(const BlockKey& k) {
 }
 
 void Tree::set_leaves(std::vector<BlockKey> leaves) {
-  std::sort(leaves.begin(), leaves.end(),
-            [](const BlockKey& a, const BlockKey& b) { return morton(a) < morton(b); });
+  std::sort(leaves.begin(), leaves.end(), [](const BlockKey& a, const BlockKey& b) { return morton(a) < morton(b); });
   m_leaves = std::move(leaves);
   m_index.clear();
   m_finest = 1;

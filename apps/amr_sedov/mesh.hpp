@@ -12,12 +12,12 @@
 
 namespace sedov {
 
-constexpr int NB = 16;            // interior cells per block side
-constexpr int NG = 2;             // guard cells per side (MUSCL-Hancock and the Lohner stencil need 2)
-constexpr int NT = NB + 2 * NG;   // cells per block side with guards
-constexpr int NVAR = 4;           // conserved variables
+constexpr int NB = 16;           // interior cells per block side
+constexpr int NG = 2;            // guard cells per side (MUSCL-Hancock and the Lohner stencil need 2)
+constexpr int NT = NB + 2 * NG;  // cells per block side with guards
+constexpr int NVAR = 4;          // conserved variables
 enum Var { DENS = 0, MOMX = 1, MOMY = 2, ENER = 3 };
-constexpr int KMAX = 20;          // level of the integer coordinates used for keys and point lookups
+constexpr int KMAX = 20;  // level of the integer coordinates used for keys and point lookups
 
 /// A block of the quadtree: level 1 is the root grid of nroot x nroot blocks, level l has
 /// nroot * 2^(l-1) blocks per side; (i, j) count blocks along x and y.

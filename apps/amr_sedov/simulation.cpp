@@ -16,7 +16,7 @@
 namespace sedov {
 namespace {
 
-constexpr double SEDOV_E = 1.0;      // blast energy per unit length of the full cylinder
+constexpr double SEDOV_E = 1.0;  // blast energy per unit length of the full cylinder
 constexpr double RHO0 = 1.0, P0 = 1e-5;
 constexpr double R_INIT_CELLS = 3.5;  // deposit radius in finest cells (FLASH's sim_nsubzones setup)
 constexpr double REFINE_CUTOFF = 0.8, DEREFINE_CUTOFF = 0.2;  // FLASH defaults
@@ -64,7 +64,8 @@ std::int64_t Simulation::global_particles() const {
 int Simulation::slot_of(int global) const {
   if (global >= m_first && global < m_first + m_nlocal) return static_cast<int>(global - m_first);
   auto it = m_ghost_slot.find(global);
-  if (it == m_ghost_slot.end()) throw std::runtime_error("guard fill needs block " + std::to_string(global) + " that is not a ghost");
+  if (it == m_ghost_slot.end())
+    throw std::runtime_error("guard fill needs block " + std::to_string(global) + " that is not a ghost");
   return it->second;
 }
 
@@ -123,7 +124,8 @@ void Simulation::build_exchange_and_plan() {
     for (int j = 0; j < NT; ++j)
       for (int i = 0; i < NT; ++i) {
         if (i >= NG && i < NG + NB && j >= NG && j < NG + NB) continue;
-        std::int64_t ci = static_cast<std::int64_t>(k.i) * NB + i - NG, cj = static_cast<std::int64_t>(k.j) * NB + j - NG;
+        std::int64_t ci = static_cast<std::int64_t>(k.i) * NB + i - NG,
+                     cj = static_cast<std::int64_t>(k.j) * NB + j - NG;
         int flags = 0;
         if (ci < 0) ci = -1 - ci, flags |= 1;
         if (cj < 0) cj = -1 - cj, flags |= 2;
@@ -285,7 +287,8 @@ void Simulation::advect_particles(bool predict, double dt) {
       to_primitive(u(b, DENS, j, i), u(b, MOMX, j, i), u(b, MOMY, j, i), u(b, ENER, j, i), r, vx, vy, p);
       return what == 0 ? vx : what == 1 ? vy : what == 2 ? r : p / r;
     };
-    return (1 - wy) * ((1 - wx) * q(j0, i0) + wx * q(j0, i0 + 1)) + wy * ((1 - wx) * q(j0 + 1, i0) + wx * q(j0 + 1, i0 + 1));
+    return (1 - wy) * ((1 - wx) * q(j0, i0) + wx * q(j0, i0 + 1)) +
+           wy * ((1 - wx) * q(j0 + 1, i0) + wx * q(j0 + 1, i0 + 1));
   };
   Kokkos::parallel_for(
       "advect_particles", Kokkos::RangePolicy<Exec>(0, static_cast<int>(parts.extent(0))), KOKKOS_LAMBDA(int n) {
@@ -328,8 +331,8 @@ void Simulation::relocate_particles() {
   }
   cnt.finish(m_comm);
   m_particles.assign(static_cast<std::size_t>(cnt.recv_total()) / sizeof(Particle), Particle{});
-  check_mpi(MPI_Alltoallv(flat.data(), cnt.send.data(), cnt.sdisp.data(), MPI_BYTE, m_particles.data(),
-                          cnt.recv.data(), cnt.rdisp.data(), MPI_BYTE, m_comm),
+  check_mpi(MPI_Alltoallv(flat.data(), cnt.send.data(), cnt.sdisp.data(), MPI_BYTE, m_particles.data(), cnt.recv.data(),
+                          cnt.rdisp.data(), MPI_BYTE, m_comm),
             "alltoallv particles");
   // Global order = (block, tag): ranks own increasing block ranges, so it does not depend on them.
   std::sort(m_particles.begin(), m_particles.end(), [](const Particle& a, const Particle& b) {
@@ -449,7 +452,8 @@ ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
   const std::size_t nl = static_cast<std::size_t>(m_nlocal);
   // Block data: one global array [nblocks, 16, 16] per variable, guards left out (as FLASH's unk).
   for (int v = 0; v < NVAR; ++v) {
-    if (m_ck_unk[v].extent(0) != nl) m_ck_unk[v] = Kokkos::View<double***, Kokkos::LayoutRight, Mem>(std::string(UNK_NAMES[v]), nl, NB, NB);
+    if (m_ck_unk[v].extent(0) != nl)
+      m_ck_unk[v] = Kokkos::View<double***, Kokkos::LayoutRight, Mem>(std::string(UNK_NAMES[v]), nl, NB, NB);
     const auto dst = m_ck_unk[v];
     const BlockView u = m_u;
     Kokkos::parallel_for(
@@ -491,7 +495,8 @@ ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
   using ckpt::DType;
   for (int v = 0; v < NVAR; ++v) {
     const ckpt::Block blk{{nb, NB, NB}, {first, 0, 0}, {nl, NB, NB}};
-    CKPT_RETURN_IF_ERROR(f ? ckpt::protect(rt, UNK_NAMES[v], m_ck_unk[v], blk) : ckpt::update(rt, UNK_NAMES[v], m_ck_unk[v], blk));
+    CKPT_RETURN_IF_ERROR(f ? ckpt::protect(rt, UNK_NAMES[v], m_ck_unk[v], blk)
+                           : ckpt::update(rt, UNK_NAMES[v], m_ck_unk[v], blk));
   }
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/level", m_ck_level.data(), DType::i32, nb, first, nl, {}));
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/coord", m_ck_coord.data(), DType::i32, nb, first, nl, {2}));
@@ -513,8 +518,8 @@ ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
 ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   if (m_s.max_level != m_tree.max_level() || m_s.nroot != m_tree.nroot())
     return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " has max level " +
-                                                   std::to_string(m_s.max_level) + ", the run asks for " +
-                                                   std::to_string(m_tree.max_level()));
+                                                  std::to_string(m_s.max_level) + ", the run asks for " +
+                                                  std::to_string(m_tree.max_level()));
   // Even shares of the stored blocks and particles; the mesh and particles are then rebuilt for this
   // rank count (the stored block order is the Morton order, so block shares are already contiguous).
   const std::int64_t nb = m_s.nblocks, np = m_s.nparticles;
@@ -526,7 +531,8 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   m_tree.set_leaves({});
   m_flags.clear();
   const std::size_t nl = static_cast<std::size_t>(m_nlocal);
-  for (int v = 0; v < NVAR; ++v) m_ck_unk[v] = Kokkos::View<double***, Kokkos::LayoutRight, Mem>(std::string(UNK_NAMES[v]), nl, NB, NB);
+  for (int v = 0; v < NVAR; ++v)
+    m_ck_unk[v] = Kokkos::View<double***, Kokkos::LayoutRight, Mem>(std::string(UNK_NAMES[v]), nl, NB, NB);
   m_ck_level.assign(std::max<std::size_t>(nl, 1), 0);
   m_ck_coord.assign(std::max<std::size_t>(2 * nl, 2), 0);
   m_ck_bbox.assign(std::max<std::size_t>(4 * nl, 4), 0);
@@ -540,7 +546,8 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   const std::uint64_t unb = static_cast<std::uint64_t>(nb), ufirst = static_cast<std::uint64_t>(m_first);
   for (int v = 0; v < NVAR; ++v) {
     const ckpt::Block blk{{unb, NB, NB}, {ufirst, 0, 0}, {nl, NB, NB}};
-    CKPT_RETURN_IF_ERROR(f ? ckpt::protect(rt, UNK_NAMES[v], m_ck_unk[v], blk) : ckpt::update(rt, UNK_NAMES[v], m_ck_unk[v], blk));
+    CKPT_RETURN_IF_ERROR(f ? ckpt::protect(rt, UNK_NAMES[v], m_ck_unk[v], blk)
+                           : ckpt::update(rt, UNK_NAMES[v], m_ck_unk[v], blk));
   }
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/level", m_ck_level.data(), DType::i32, unb, ufirst, nl, {}));
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/coord", m_ck_coord.data(), DType::i32, unb, ufirst, nl, {2}));
@@ -567,7 +574,8 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   std::vector<int> levels(static_cast<std::size_t>(nb)), coords(static_cast<std::size_t>(2 * nb));
   MPI_Allgatherv(m_ck_level.data(), m_nlocal, MPI_INT, levels.data(), counts.data(), displs.data(), MPI_INT, m_comm);
   for (int r = 0; r < m_size; ++r) counts[r] *= 2, displs[r] *= 2;
-  MPI_Allgatherv(m_ck_coord.data(), 2 * m_nlocal, MPI_INT, coords.data(), counts.data(), displs.data(), MPI_INT, m_comm);
+  MPI_Allgatherv(m_ck_coord.data(), 2 * m_nlocal, MPI_INT, coords.data(), counts.data(), displs.data(), MPI_INT,
+                 m_comm);
   std::vector<BlockKey> leaves(static_cast<std::size_t>(nb));
   for (std::int64_t b = 0; b < nb; ++b) leaves[b] = {levels[b], coords[2 * b], coords[2 * b + 1]};
   const std::int64_t stored_first = m_first;

@@ -40,7 +40,7 @@ struct Args {
   std::uint64_t seed = 1;
   int particles = 4;
   double alpha = 0.4;
-  double tau = 0;  // 0: the mode's default
+  double tau = 0;            // 0: the mode's default
   std::int64_t warmup = -1;  // -1: the mode's default (never derived from --steps; see main())
   std::int64_t rebalance_every = 4;
   bool compare_null = false;
@@ -72,7 +72,7 @@ struct State {
 };
 
 struct Summary {
-  double seconds = 0;  // main loop plus draining the last checkpoints
+  double seconds = 0;    // main loop plus draining the last checkpoints
   double blocked_s = 0;  // max over ranks of the summed time inside checkpoint()
   std::uint64_t checkpoints = 0, bytes = 0;
   double energy = 0, error = 0;
@@ -100,8 +100,12 @@ bool all_ok(bool mine) {
 
 /// Digest of the walkers and of every scalar and accumulator of the state (16 hex digits).
 std::string state_digest(const qmc::Population& pop, const State& s) {
-  std::vector<std::uint64_t> words = {pop.digest(), pop.global_count(), static_cast<std::uint64_t>(s.step),
-                                      s.population_target, s.next_id, static_cast<std::uint64_t>(s.accepted),
+  std::vector<std::uint64_t> words = {pop.digest(),
+                                      pop.global_count(),
+                                      static_cast<std::uint64_t>(s.step),
+                                      s.population_target,
+                                      s.next_id,
+                                      static_cast<std::uint64_t>(s.accepted),
                                       static_cast<std::uint64_t>(s.proposed)};
   auto add_double = [&](double x) {
     std::uint64_t u;
@@ -112,7 +116,8 @@ std::string state_digest(const qmc::Population& pop, const State& s) {
   add_double(s.reference_energy);
   for (std::size_t i = 0; i < qmc::Blocking::size(); ++i) add_double(s.blocking.data()[i]);
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, static_cast<std::uint64_t>(XXH3_64bits(words.data(), words.size() * 8)));
+  std::snprintf(hex, sizeof hex, "%016" PRIx64,
+                static_cast<std::uint64_t>(XXH3_64bits(words.data(), words.size() * 8)));
   return hex;
 }
 
@@ -137,7 +142,8 @@ ckpt::Status sync_walker_regions(ckpt::Runtime& rt, qmc::Population& pop, int di
       {"walkers/position", pop.positions(), ckpt::DType::f64, static_cast<std::uint64_t>(dims)},
   };
   if (pop.history() > 0)
-    regions.push_back({"walkers/history", pop.histories(), ckpt::DType::f64, static_cast<std::uint64_t>(pop.history())});
+    regions.push_back(
+        {"walkers/history", pop.histories(), ckpt::DType::f64, static_cast<std::uint64_t>(pop.history())});
   for (const Region& r : regions) {
     const ckpt::Block b = walker_block(pop, r.width);
     CKPT_RETURN_IF_ERROR(first ? rt.protect(r.name, r.ptr, r.type, b) : rt.update(r.name, r.ptr, b));
@@ -164,9 +170,9 @@ ckpt::Result<std::int64_t> restore(ckpt::Runtime& rt, State& s, std::unique_ptr<
   const std::int64_t step = loaded.value();
   if (s.particles != physics.particles || s.dmc != (physics.dmc ? 1 : 0) || s.alpha != physics.alpha ||
       s.tau != physics.tau || s.seed != physics.seed || s.warmup != warmup)
-    return ckpt::Status(ckpt::Code::mismatch,
-                        "checkpoint " + std::to_string(step) + " was written with other --particles/--mode/"
-                        "--alpha/--timestep/--seed/--warmup than given now");
+    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) +
+                                                  " was written with other --particles/--mode/"
+                                                  "--alpha/--timestep/--seed/--warmup than given now");
   pop = std::make_unique<qmc::Population>(physics, static_cast<int>(s.history), comm);
   pop->allocate_balanced(s.global_walkers);
   CKPT_RETURN_IF_ERROR(sync_walker_regions(rt, *pop, physics.dims(), true));
@@ -277,8 +283,8 @@ Summary run(const Args& a, const ckpt::Options& options, bool restart, bool quie
       // Population control: E_T follows the energy estimate (relaxation time 1 in imaginary time)
       // and is pushed down when there are too many walkers, up when too few.
       s.reference_energy += std::min(1.0, physics.tau) * (e_step - s.reference_energy);
-      s.trial_energy = s.reference_energy - std::log(static_cast<double>(pop->global_count()) /
-                                                     static_cast<double>(s.population_target));
+      s.trial_energy = s.reference_energy -
+                       std::log(static_cast<double>(pop->global_count()) / static_cast<double>(s.population_target));
     }
     s.global_walkers = pop->global_count();
     if (step % a.rebalance_every == 0) pop->rebalance();
@@ -349,7 +355,8 @@ int main(int argc, char** argv) {
   app.add_flag("--restart", a.restart, "continue from the newest complete checkpoint in --dir");
   app.add_option("--transport", a.transport, "ckpt transport (posix, null, ...); overrides the config");
   app.add_option("--config", a.config, "ckpt YAML configuration file");
-  app.add_option("--size", a.size, "checkpoint data per rank: none (walkers only), small 1 MiB, medium 16 MiB, large 64 MiB")
+  app.add_option("--size", a.size,
+                 "checkpoint data per rank: none (walkers only), small 1 MiB, medium 16 MiB, large 64 MiB")
       ->check(CLI::IsMember({"none", "small", "medium", "large"}));
   app.add_option("--mode", a.mode, "vmc or dmc")->check(CLI::IsMember({"vmc", "dmc"}));
   app.add_option("--seed", a.seed, "random seed");
@@ -390,10 +397,9 @@ int main(int argc, char** argv) {
     say("qmc_walkers: %s, N=%d particles, alpha=%g, tau=%g, seed %llu, %d ranks x %llu walkers, transport %s, "
         "Kokkos %s\n",
         a.mode.c_str(), a.particles, a.alpha, a.tau, static_cast<unsigned long long>(a.seed), size,
-        static_cast<unsigned long long>(a.walkers), options.transport.c_str(),
-        Kokkos::DefaultExecutionSpace::name());
-    say("size %s: %.2f MiB of checkpoint data per rank per step (%d history doubles per walker)\n", a.size.c_str(),
-        mib, history);
+        static_cast<unsigned long long>(a.walkers), options.transport.c_str(), Kokkos::DefaultExecutionSpace::name());
+    say("size %s: %.2f MiB of checkpoint data per rank per step (%d history doubles per walker)\n", a.size.c_str(), mib,
+        history);
     Summary main_run = run(a, options, a.restart, false);
     if (main_run.ok) {
       rc = 0;
@@ -411,8 +417,8 @@ int main(int argc, char** argv) {
         if (!ref.ok) {
           rc = 1;
         } else {
-          say("summary: null-transport run %.3f s, blocked %.3f s; overhead %.1f %% (%s)\n", ref.seconds,
-              ref.blocked_s, 100.0 * (main_run.seconds - ref.seconds) / ref.seconds,
+          say("summary: null-transport run %.3f s, blocked %.3f s; overhead %.1f %% (%s)\n", ref.seconds, ref.blocked_s,
+              100.0 * (main_run.seconds - ref.seconds) / ref.seconds,
               ref.state == main_run.state ? "same final state" : "DIFFERENT final state");
         }
       }

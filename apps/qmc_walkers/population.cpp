@@ -90,31 +90,35 @@ void Population::initialize(std::uint64_t global_count) {
   auto el = m_cur.el;
   auto pos = m_cur.pos;
   auto hist = m_cur.hist;
-  Kokkos::parallel_for("qmc::initialize", Range(0, m_count), KOKKOS_LAMBDA(const std::int64_t i) {
-    const std::uint64_t my_id = offset + static_cast<std::uint64_t>(i);
-    CounterRng rng(seed, my_id, 0, stream_init);
-    double r2 = 0.0;
-    for (int k = 0; k < dims; ++k) {
-      const double x = sigma * rng.normal();
-      pos(i, k) = x;
-      r2 += x * x;
-    }
-    for (int k = 0; k < history; ++k) hist(i, k) = pos(i, k % dims);
-    id(i) = my_id;
-    w(i) = 1.0;
-    el(i) = local_energy(alpha, dims, r2);
-  });
+  Kokkos::parallel_for(
+      "qmc::initialize", Range(0, m_count), KOKKOS_LAMBDA(const std::int64_t i) {
+        const std::uint64_t my_id = offset + static_cast<std::uint64_t>(i);
+        CounterRng rng(seed, my_id, 0, stream_init);
+        double r2 = 0.0;
+        for (int k = 0; k < dims; ++k) {
+          const double x = sigma * rng.normal();
+          pos(i, k) = x;
+          r2 += x * x;
+        }
+        for (int k = 0; k < history; ++k) hist(i, k) = pos(i, k % dims);
+        id(i) = my_id;
+        w(i) = 1.0;
+        el(i) = local_energy(alpha, dims, r2);
+      });
   Kokkos::fence();
 }
 
 StepSums Population::energy_sums() const {
   auto el = m_cur.el;
   StepSums local;
-  Kokkos::parallel_reduce("qmc::energy_sums", Range(0, m_count), KOKKOS_LAMBDA(const std::int64_t i, StepSums& s) {
-    s.weight += to_fixed(1.0);
-    s.weighted_energy += to_fixed(el(i));
-    s.walkers += 1;
-  }, Kokkos::Sum<StepSums>(local));
+  Kokkos::parallel_reduce(
+      "qmc::energy_sums", Range(0, m_count),
+      KOKKOS_LAMBDA(const std::int64_t i, StepSums& s) {
+        s.weight += to_fixed(1.0);
+        s.weighted_energy += to_fixed(el(i));
+        s.walkers += 1;
+      },
+      Kokkos::Sum<StepSums>(local));
   StepSums global;
   MPI_Allreduce(&local, &global, 4, MPI_INT64_T, MPI_SUM, m_comm);
   return global;
@@ -135,55 +139,58 @@ StepSums Population::advance(std::int64_t step, double trial_energy) {
   auto hist = m_cur.hist;
   auto mult = m_mult;
   StepSums local;
-  Kokkos::parallel_reduce("qmc::advance", Range(0, m_count), KOKKOS_LAMBDA(const std::int64_t i, StepSums& s) {
-    // Proposal x' = x + tau v(x) + sqrt(tau) chi with drift v = grad ln psi_T = -2 alpha x.
-    // First pass: the Metropolis ratio |psi(x')|^2 G(x'->x) / (|psi(x)|^2 G(x->x')), where
-    // G(x->x') = exp(-(x' - x - tau v(x))^2 / (2 tau)).
-    double r2_old = 0.0, r2_new = 0.0, log_ratio = 0.0;
-    {
-      CounterRng rng(seed, id(i), ustep, stream_move);
-      for (int k = 0; k < dims; ++k) {
-        const double x = pos(i, k);
-        const double chi = rng.normal();
-        const double xn = x + tau * (-2.0 * alpha * x) + sqrt_tau * chi;
-        const double back = x - xn - tau * (-2.0 * alpha * xn);
-        log_ratio += 0.5 * chi * chi - back * back / (2.0 * tau);
-        r2_old += x * x;
-        r2_new += xn * xn;
-      }
-      log_ratio += -2.0 * alpha * (r2_new - r2_old);
-    }
-    // Acceptance and branching draws come from their own stream so that the proposal can be
-    // regenerated below without them.
-    CounterRng decide(seed, id(i), ustep, stream_decide);
-    const bool accept = log_ratio >= 0.0 || decide.uniform() < std::exp(log_ratio);
-    const double e_old = el(i);
-    double e_new = e_old;
-    if (accept) {
-      // Second pass: the same draws again (the generator is counter-based), now applied.
-      CounterRng rng(seed, id(i), ustep, stream_move);
-      for (int k = 0; k < dims; ++k) {
-        const double x = pos(i, k);
-        pos(i, k) = x + tau * (-2.0 * alpha * x) + sqrt_tau * rng.normal();
-      }
-      e_new = local_energy(alpha, dims, r2_new);
-    }
-    for (int k = 0; k < dims && history > 0; ++k) hist(i, slot + k) = pos(i, k);
-    // DMC: the branching factor of the short-time Green's function, trapezoidal in E_L.
-    const double weight = dmc ? std::exp(-tau * (0.5 * (e_old + e_new) - trial_energy)) : 1.0;
-    w(i) = weight;
-    el(i) = e_new;
-    std::int64_t copies = 1;
-    if (dmc) {
-      copies = static_cast<std::int64_t>(weight + decide.uniform());
-      copies = copies < max_copies ? copies : max_copies;
-    }
-    mult(i) = copies;
-    s.weight += to_fixed(weight);
-    s.weighted_energy += to_fixed(weight * e_new);
-    s.accepted += accept ? 1 : 0;
-    s.walkers += 1;
-  }, Kokkos::Sum<StepSums>(local));
+  Kokkos::parallel_reduce(
+      "qmc::advance", Range(0, m_count),
+      KOKKOS_LAMBDA(const std::int64_t i, StepSums& s) {
+        // Proposal x' = x + tau v(x) + sqrt(tau) chi with drift v = grad ln psi_T = -2 alpha x.
+        // First pass: the Metropolis ratio |psi(x')|^2 G(x'->x) / (|psi(x)|^2 G(x->x')), where
+        // G(x->x') = exp(-(x' - x - tau v(x))^2 / (2 tau)).
+        double r2_old = 0.0, r2_new = 0.0, log_ratio = 0.0;
+        {
+          CounterRng rng(seed, id(i), ustep, stream_move);
+          for (int k = 0; k < dims; ++k) {
+            const double x = pos(i, k);
+            const double chi = rng.normal();
+            const double xn = x + tau * (-2.0 * alpha * x) + sqrt_tau * chi;
+            const double back = x - xn - tau * (-2.0 * alpha * xn);
+            log_ratio += 0.5 * chi * chi - back * back / (2.0 * tau);
+            r2_old += x * x;
+            r2_new += xn * xn;
+          }
+          log_ratio += -2.0 * alpha * (r2_new - r2_old);
+        }
+        // Acceptance and branching draws come from their own stream so that the proposal can be
+        // regenerated below without them.
+        CounterRng decide(seed, id(i), ustep, stream_decide);
+        const bool accept = log_ratio >= 0.0 || decide.uniform() < std::exp(log_ratio);
+        const double e_old = el(i);
+        double e_new = e_old;
+        if (accept) {
+          // Second pass: the same draws again (the generator is counter-based), now applied.
+          CounterRng rng(seed, id(i), ustep, stream_move);
+          for (int k = 0; k < dims; ++k) {
+            const double x = pos(i, k);
+            pos(i, k) = x + tau * (-2.0 * alpha * x) + sqrt_tau * rng.normal();
+          }
+          e_new = local_energy(alpha, dims, r2_new);
+        }
+        for (int k = 0; k < dims && history > 0; ++k) hist(i, slot + k) = pos(i, k);
+        // DMC: the branching factor of the short-time Green's function, trapezoidal in E_L.
+        const double weight = dmc ? std::exp(-tau * (0.5 * (e_old + e_new) - trial_energy)) : 1.0;
+        w(i) = weight;
+        el(i) = e_new;
+        std::int64_t copies = 1;
+        if (dmc) {
+          copies = static_cast<std::int64_t>(weight + decide.uniform());
+          copies = copies < max_copies ? copies : max_copies;
+        }
+        mult(i) = copies;
+        s.weight += to_fixed(weight);
+        s.weighted_energy += to_fixed(weight * e_new);
+        s.accepted += accept ? 1 : 0;
+        s.walkers += 1;
+      },
+      Kokkos::Sum<StepSums>(local));
   StepSums global;
   MPI_Allreduce(&local, &global, 4, MPI_INT64_T, MPI_SUM, m_comm);
   return global;
@@ -199,16 +206,17 @@ std::uint64_t Population::branch(std::int64_t /*step*/, std::uint64_t next_id) {
   auto dest = m_dest;
   auto extra = m_extra;
   // Exclusive scans: where the copies of walker i go, and how many new ids come before them here.
-  Kokkos::parallel_scan("qmc::branch_scan", Range(0, n + 1),
-                        KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& copies, const bool final) {
-    if (final) dest(i) = copies;
-    if (i < n) copies += mult(i);
-  });
-  Kokkos::parallel_scan("qmc::branch_extra_scan", Range(0, n + 1),
-                        KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& extras, const bool final) {
-    if (final) extra(i) = extras;
-    if (i < n) extras += mult(i) > 1 ? mult(i) - 1 : 0;
-  });
+  Kokkos::parallel_scan(
+      "qmc::branch_scan", Range(0, n + 1), KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& copies, const bool final) {
+        if (final) dest(i) = copies;
+        if (i < n) copies += mult(i);
+      });
+  Kokkos::parallel_scan(
+      "qmc::branch_extra_scan", Range(0, n + 1),
+      KOKKOS_LAMBDA(const std::int64_t i, std::int64_t& extras, const bool final) {
+        if (final) extra(i) = extras;
+        if (i < n) extras += mult(i) > 1 ? mult(i) - 1 : 0;
+      });
   std::int64_t new_count = 0, local_extras = 0;
   Kokkos::deep_copy(new_count, Kokkos::subview(dest, n));
   Kokkos::deep_copy(local_extras, Kokkos::subview(extra, n));
@@ -223,17 +231,18 @@ std::uint64_t Population::branch(std::int64_t /*step*/, std::uint64_t next_id) {
   const std::uint64_t id_base = next_id + static_cast<std::uint64_t>(extras_before);
   auto src = m_cur;
   auto dst = m_next;
-  Kokkos::parallel_for("qmc::branch_copy", Range(0, n), KOKKOS_LAMBDA(const std::int64_t i) {
-    for (std::int64_t j = 0; j < mult(i); ++j) {
-      const std::int64_t d = dest(i) + j;
-      // The first copy keeps the parent's id; the others get fresh ones.
-      dst.id(d) = j == 0 ? src.id(i) : id_base + static_cast<std::uint64_t>(extra(i) + j - 1);
-      dst.w(d) = 1.0;
-      dst.el(d) = src.el(i);
-      for (int k = 0; k < dims; ++k) dst.pos(d, k) = src.pos(i, k);
-      for (int k = 0; k < history; ++k) dst.hist(d, k) = src.hist(i, k);
-    }
-  });
+  Kokkos::parallel_for(
+      "qmc::branch_copy", Range(0, n), KOKKOS_LAMBDA(const std::int64_t i) {
+        for (std::int64_t j = 0; j < mult(i); ++j) {
+          const std::int64_t d = dest(i) + j;
+          // The first copy keeps the parent's id; the others get fresh ones.
+          dst.id(d) = j == 0 ? src.id(i) : id_base + static_cast<std::uint64_t>(extra(i) + j - 1);
+          dst.w(d) = 1.0;
+          dst.el(d) = src.el(i);
+          for (int k = 0; k < dims; ++k) dst.pos(d, k) = src.pos(i, k);
+          for (int k = 0; k < history; ++k) dst.hist(d, k) = src.hist(i, k);
+        }
+      });
   Kokkos::fence();
   std::swap(m_cur, m_next);
   m_count = static_cast<std::uint64_t>(new_count);
@@ -304,14 +313,17 @@ std::uint64_t Population::digest() const {
   std::uint64_t local = 0;
   // A wrapping sum of per-walker hashes salted with the global index: order-sensitive, and the
   // same for any split of the sequence over ranks.
-  Kokkos::parallel_reduce("qmc::digest", Range(0, m_count), KOKKOS_LAMBDA(const std::int64_t i, std::uint64_t& s) {
-    std::uint64_t h = mix(0x51ed270b27c1e3a5ull, id(i));
-    h = mix(h, bits_of(w(i)));
-    h = mix(h, bits_of(el(i)));
-    for (int k = 0; k < dims; ++k) h = mix(h, bits_of(pos(i, k)));
-    for (int k = 0; k < history; ++k) h = mix(h, bits_of(hist(i, k)));
-    s += mix(h, splitmix64(offset + static_cast<std::uint64_t>(i)));
-  }, local);
+  Kokkos::parallel_reduce(
+      "qmc::digest", Range(0, m_count),
+      KOKKOS_LAMBDA(const std::int64_t i, std::uint64_t& s) {
+        std::uint64_t h = mix(0x51ed270b27c1e3a5ull, id(i));
+        h = mix(h, bits_of(w(i)));
+        h = mix(h, bits_of(el(i)));
+        for (int k = 0; k < dims; ++k) h = mix(h, bits_of(pos(i, k)));
+        for (int k = 0; k < history; ++k) h = mix(h, bits_of(hist(i, k)));
+        s += mix(h, splitmix64(offset + static_cast<std::uint64_t>(i)));
+      },
+      local);
   std::uint64_t global = 0;
   MPI_Allreduce(&local, &global, 1, MPI_UINT64_T, MPI_SUM, m_comm);
   return global;

@@ -42,16 +42,24 @@ Args parse(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (k == "--cells") a.cells = std::stoull(next());
-    else if (k == "--steps") a.steps = std::stoll(next());
-    else if (k == "--every") a.every = std::stoll(next());
-    else if (k == "--dir") a.dir = next();
-    else if (k == "--transport") a.transport = next();
-    else if (k == "--restart") a.restart = true;
-    else if (k == "--compute-ms") a.compute_ms = std::stoi(next());
+    if (k == "--cells")
+      a.cells = std::stoull(next());
+    else if (k == "--steps")
+      a.steps = std::stoll(next());
+    else if (k == "--every")
+      a.every = std::stoll(next());
+    else if (k == "--dir")
+      a.dir = next();
+    else if (k == "--transport")
+      a.transport = next();
+    else if (k == "--restart")
+      a.restart = true;
+    else if (k == "--compute-ms")
+      a.compute_ms = std::stoi(next());
     else {
-      std::fprintf(stderr, "usage: heat_restart [--cells N] [--steps N] [--every K] [--dir PATH] [--transport NAME] "
-                           "[--compute-ms MS] [--restart]\n");
+      std::fprintf(stderr,
+                   "usage: heat_restart [--cells N] [--steps N] [--every K] [--dir PATH] [--transport NAME] "
+                   "[--compute-ms MS] [--restart]\n");
       std::exit(2);
     }
   }
@@ -101,7 +109,9 @@ std::string digest(const Rod& rod, MPI_Comm comm, int rank, int size) {
   for (int r = 1; r < size; ++r) displs[r] = displs[r - 1] + counts[r - 1];
   MPI_Gatherv(rod.u.data() + 1, n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0, comm);
   char hex[17] = {};
-  if (rank == 0) std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(XXH3_64bits(all.data(), all.size() * sizeof(double))));
+  if (rank == 0)
+    std::snprintf(hex, sizeof hex, "%016llx",
+                  static_cast<unsigned long long>(XXH3_64bits(all.data(), all.size() * sizeof(double))));
   return hex;
 }
 
@@ -166,7 +176,9 @@ int main(int argc, char** argv) {
         blocked += last.stats().blocked_s;
         ++taken;
         if (last.done() && !last.wait().ok()) {
-          if (rank == 0) std::fprintf(stderr, "checkpoint %lld: %s\n", static_cast<long long>(step), last.wait().to_string().c_str());
+          if (rank == 0)
+            std::fprintf(stderr, "checkpoint %lld: %s\n", static_cast<long long>(step),
+                         last.wait().to_string().c_str());
           rc = 1;
         }
       }

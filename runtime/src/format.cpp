@@ -23,14 +23,19 @@ class ByteWriter {
     m_out.insert(m_out.end(), b, b + n);
   }
   template <class T>
-  void put(T v) { raw(&v, sizeof v); }
+  void put(T v) {
+    raw(&v, sizeof v);
+  }
   void str(const std::string& s) {
     put<std::uint32_t>(static_cast<std::uint32_t>(s.size()));
     raw(s.data(), s.size());
   }
   void attrs(const Attributes& a) {
     put<std::uint32_t>(static_cast<std::uint32_t>(a.size()));
-    for (auto& kv : a) { str(kv.first); str(kv.second); }
+    for (auto& kv : a) {
+      str(kv.first);
+      str(kv.second);
+    }
   }
   std::vector<std::uint8_t>& bytes() { return m_out; }
 
@@ -49,7 +54,9 @@ class ByteReader {
     return true;
   }
   template <class T>
-  bool get(T& v) { return raw(&v, sizeof v); }
+  bool get(T& v) {
+    return raw(&v, sizeof v);
+  }
   bool str(std::string& s, std::uint32_t max_len = 1u << 20) {
     std::uint32_t len = 0;
     if (!get(len)) return false;
@@ -91,13 +98,10 @@ Status corrupt(const std::string& what) { return Status(Code::corrupt, what); }
 
 bool valid_dtype(std::uint8_t t) { return t >= 1 && t <= static_cast<std::uint8_t>(DType::bytes); }
 
-bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
-  return __builtin_mul_overflow(a, b, &out);
-}
+bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return __builtin_mul_overflow(a, b, &out); }
 
 bool valid_file_name(const std::string& s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
-         s.find('\0') == std::string::npos;
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\0') == std::string::npos;
 }
 
 }  // namespace
@@ -282,7 +286,8 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     if (!r.attrs(v.attrs)) return fail("bad attributes of '" + v.name + "'");
   }
   std::uint64_t nblocks = 0;
-  if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max())) return fail("bad block count");  // 56: a 0-d block
+  if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max()))
+    return fail("bad block count");  // 56: a 0-d block
   idx.blocks.resize(nblocks);
   for (std::uint64_t i = 0; i < nblocks; ++i) {
     auto& b = idx.blocks[i];
@@ -402,9 +407,18 @@ void MinMax::update(const void* p, std::size_t n) {
 double stat_to_double(DType t, std::uint64_t bits) {
   switch (t) {
     case DType::f32:
-    case DType::f64: { double d; std::memcpy(&d, &bits, 8); return d; }
-    case DType::i8: case DType::i16: case DType::i32: case DType::i64: {
-      std::int64_t i; std::memcpy(&i, &bits, 8); return static_cast<double>(i);
+    case DType::f64: {
+      double d;
+      std::memcpy(&d, &bits, 8);
+      return d;
+    }
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64: {
+      std::int64_t i;
+      std::memcpy(&i, &bits, 8);
+      return static_cast<double>(i);
     }
     default: return static_cast<double>(bits);
   }
@@ -418,8 +432,13 @@ std::string stat_to_string(DType t, std::uint64_t bits) {
       std::snprintf(buf, sizeof buf, "%.17g", stat_to_double(t, bits));
       return buf;
     }
-    case DType::i8: case DType::i16: case DType::i32: case DType::i64: {
-      std::int64_t i; std::memcpy(&i, &bits, 8); return std::to_string(i);
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64: {
+      std::int64_t i;
+      std::memcpy(&i, &bits, 8);
+      return std::to_string(i);
     }
     default: return std::to_string(bits);
   }

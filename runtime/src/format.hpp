@@ -15,7 +15,7 @@
 namespace ckpt::detail {
 
 constexpr std::uint32_t kFormatVersion = 1;
-constexpr std::size_t kDataHeaderBytes = 64;      ///< encoded size; the stream starts at `alignment`
+constexpr std::size_t kDataHeaderBytes = 64;  ///< encoded size; the stream starts at `alignment`
 constexpr std::size_t kIndexHeaderBytes = 16;
 constexpr std::size_t kIndexFooterBytes = 40;
 constexpr std::uint32_t kMaxDims = 16;
@@ -24,7 +24,7 @@ constexpr std::uint32_t kMaxAttrs = 4096;
 /// Header at the start of every data file.
 struct DataHeader {
   std::int64_t step = 0;
-  std::uint32_t writer = 0;    ///< rank that wrote the file
+  std::uint32_t writer = 0;  ///< rank that wrote the file
   std::uint32_t nranks = 0;
   std::uint64_t ckpt_id = 0;
   std::uint64_t data_offset = 0;  ///< where the first stream starts in this file
@@ -38,7 +38,7 @@ struct VarRecord {
   RegionKind kind = RegionKind::local;
   bool uniform = false;  ///< scalar/local: every rank stored the same bytes
   std::uint32_t ndim = 0;
-  Shape global;          ///< global kind: ndim extents; others: empty
+  Shape global;  ///< global kind: ndim extents; others: empty
   Attributes attrs;
 };
 
@@ -47,10 +47,10 @@ struct BlockRecord {
   std::uint32_t rank = 0;  ///< rank that captured it
   std::uint32_t file = 0;  ///< index into Index::files
   bool has_stats = false;
-  std::uint64_t offset = 0;  ///< byte offset in the file
-  std::uint64_t length = 0;  ///< payload bytes
-  Shape start;               ///< global kind: ndim; others: ndim zeros
-  Shape count;               ///< ndim extents
+  std::uint64_t offset = 0;                  ///< byte offset in the file
+  std::uint64_t length = 0;                  ///< payload bytes
+  Shape start;                               ///< global kind: ndim; others: ndim zeros
+  Shape count;                               ///< ndim extents
   std::uint64_t min_bits = 0, max_bits = 0;  ///< i64 / u64 / f64 bit patterns, by dtype class
   std::uint64_t checksum = 0;                ///< XXH3-64 of the payload
 };

@@ -68,8 +68,8 @@ Status check_name(const std::string& name) {
   if (name.size() > 255) return bad("longer than 255 bytes");
   if (name.front() == '/') return bad("starts with '/'");
   for (char c : name) {
-    bool okc = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-               c == '.' || c == '/' || c == '-';
+    bool okc = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+               c == '/' || c == '-';
     if (!okc) return bad("only letters, digits and _ . / - are allowed");
   }
   std::size_t pos = 0;

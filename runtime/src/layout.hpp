@@ -39,10 +39,10 @@ struct Region {
 
 /// One region's bytes in this rank's stream for one checkpoint.
 struct BlockPlan {
-  std::uint32_t var = 0;         ///< index into StreamPlan::vars
-  std::uint64_t offset = 0;      ///< stream offset
-  std::uint64_t length = 0;      ///< payload bytes
-  const void* src = nullptr;     ///< application memory
+  std::uint32_t var = 0;      ///< index into StreamPlan::vars
+  std::uint64_t offset = 0;   ///< stream offset
+  std::uint64_t length = 0;   ///< payload bytes
+  const void* src = nullptr;  ///< application memory
   MemoryKind mem = MemoryKind::host;
 };
 

@@ -44,51 +44,63 @@ Result<bool> parse_bool(const std::string& key, const std::string& v) {
 
 const std::vector<Field>& fields() {
   static const std::vector<Field> f = {
-      {"dir", [](Options& o, const std::string& v) -> Status {
+      {"dir",
+       [](Options& o, const std::string& v) -> Status {
          if (v.empty()) return bad_value("dir", v, "a non-empty path");
          o.dir = v;
          return Status();
        }},
-      {"transport", [](Options& o, const std::string& v) -> Status {
+      {"transport",
+       [](Options& o, const std::string& v) -> Status {
          if (v.empty()) return bad_value("transport", v, "posix, mpiio, rbio, hdf5, hdf5-sync, null");
          o.transport = v;  // checked against the registry when the Runtime is built
          return Status();
        }},
-      {"gpu_double_buffer", [](Options& o, const std::string& v) -> Status {
+      {"gpu_double_buffer",
+       [](Options& o, const std::string& v) -> Status {
          if (v != "off" && v != "on" && v != "auto") return bad_value("gpu_double_buffer", v, "off, on, auto");
          o.gpu_double_buffer = v;
          return Status();
        }},
-      {"gpu_spare_bytes", [](Options& o, const std::string& v) -> Status {
+      {"gpu_spare_bytes",
+       [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
          if (!b.ok()) return bad_value("gpu_spare_bytes", v, "a byte count like 4G");
          o.gpu_spare_bytes = b.value();
          return Status();
        }},
-      {"trace", [](Options& o, const std::string& v) -> Status {
+      {"trace",
+       [](Options& o, const std::string& v) -> Status {
          o.trace = v;
          return Status();
        }},
-      {"rbio_writers", [](Options& o, const std::string& v) -> Status {
+      {"rbio_writers",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("rbio_writers", v);
-         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24)) return bad_value("rbio_writers", v, "0 (one per node) or a positive count");
+         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24))
+           return bad_value("rbio_writers", v, "0 (one per node) or a positive count");
          o.rbio_writers = static_cast<int>(x.value());
          return Status();
        }},
-      {"rbio_files", [](Options& o, const std::string& v) -> Status {
+      {"rbio_files",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("rbio_files", v);
-         if (!x.ok() || (x.value() != 0 && x.value() != 1)) return bad_value("rbio_files", v, "0 (one per writer) or 1 (shared)");
+         if (!x.ok() || (x.value() != 0 && x.value() != 1))
+           return bad_value("rbio_files", v, "0 (one per writer) or 1 (shared)");
          o.rbio_files = static_cast<int>(x.value());
          return Status();
        }},
-      {"mpiio_files", [](Options& o, const std::string& v) -> Status {
+      {"mpiio_files",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("mpiio_files", v);
          if (!x.ok() || x.value() < 1 || x.value() > (1 << 24)) return bad_value("mpiio_files", v, "a positive count");
          o.mpiio_files = static_cast<int>(x.value());
          return Status();
        }},
-      {"mpiio_hints", [](Options& o, const std::string& v) -> Status {
-         static const char* known[] = {"cb_buffer_size", "cb_nodes", "romio_cb_write", "striping_factor", "striping_unit"};
+      {"mpiio_hints",
+       [](Options& o, const std::string& v) -> Status {
+         static const char* known[] = {"cb_buffer_size", "cb_nodes", "romio_cb_write", "striping_factor",
+                                       "striping_unit"};
          std::size_t p = 0;
          while (p < v.size()) {
            std::size_t e = v.find(',', p);
@@ -100,76 +112,92 @@ const std::vector<Field>& fields() {
            bool is_known = false;
            for (auto* n : known) is_known = is_known || k == n;
            if (!ok || !is_known)
-             return bad_value("mpiio_hints", v, "key=value,... with keys cb_buffer_size, cb_nodes, romio_cb_write, striping_factor, striping_unit");
+             return bad_value(
+                 "mpiio_hints", v,
+                 "key=value,... with keys cb_buffer_size, cb_nodes, romio_cb_write, striping_factor, striping_unit");
            p = e + 1;
          }
          o.mpiio_hints = v;
          return Status();
        }},
-      {"open_token", [](Options& o, const std::string& v) -> Status {
+      {"open_token",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("open_token", v);
-         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24)) return bad_value("open_token", v, "0 (off) or a positive count");
+         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24))
+           return bad_value("open_token", v, "0 (off) or a positive count");
          o.open_token = static_cast<int>(x.value());
          return Status();
        }},
-      {"pool_bytes", [](Options& o, const std::string& v) -> Status {
+      {"pool_bytes",
+       [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
          if (!b.ok()) return bad_value("pool_bytes", v, "0 (auto) or a byte count like 256M, 1G");
          o.pool_bytes = b.value();
          return Status();
        }},
-      {"pool_max_fraction", [](Options& o, const std::string& v) -> Status {
+      {"pool_max_fraction",
+       [](Options& o, const std::string& v) -> Status {
          char* end = nullptr;
          double x = std::strtod(v.c_str(), &end);
-         if (v.empty() || *end != '\0' || !(x > 0 && x <= 0.9)) return bad_value("pool_max_fraction", v, "a number in (0, 0.9]");
+         if (v.empty() || *end != '\0' || !(x > 0 && x <= 0.9))
+           return bad_value("pool_max_fraction", v, "a number in (0, 0.9]");
          o.pool_max_fraction = x;
          return Status();
        }},
-      {"chunk_bytes", [](Options& o, const std::string& v) -> Status {
+      {"chunk_bytes",
+       [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
          if (!b.ok() || b.value() < 4096 || b.value() > (1ull << 32) || b.value() % 4096 != 0)
            return bad_value("chunk_bytes", v, "a multiple of 4K from 4K to 4G, like 16M");
          o.chunk_bytes = b.value();
          return Status();
        }},
-      {"max_in_flight", [](Options& o, const std::string& v) -> Status {
+      {"max_in_flight",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("max_in_flight", v);
-         if (!x.ok() || x.value() < 1 || x.value() > 64) return bad_value("max_in_flight", v, "an integer from 1 to 64");
+         if (!x.ok() || x.value() < 1 || x.value() > 64)
+           return bad_value("max_in_flight", v, "an integer from 1 to 64");
          o.max_in_flight = static_cast<int>(x.value());
          return Status();
        }},
-      {"keep", [](Options& o, const std::string& v) -> Status {
+      {"keep",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("keep", v);
          if (!x.ok() || x.value() < 1 || x.value() > 1000000) return bad_value("keep", v, "an integer >= 1");
          o.keep = static_cast<int>(x.value());
          return Status();
        }},
-      {"fsync", [](Options& o, const std::string& v) -> Status {
+      {"fsync",
+       [](Options& o, const std::string& v) -> Status {
          auto b = parse_bool("fsync", v);
          if (!b.ok()) return b.status();
          o.fsync = b.value();
          return Status();
        }},
-      {"alignment", [](Options& o, const std::string& v) -> Status {
+      {"alignment",
+       [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
          if (!b.ok() || b.value() < 64 || (b.value() & (b.value() - 1)) != 0 || b.value() > (1ull << 30))
            return bad_value("alignment", v, "a power of two from 64 to 1G, like 4K");
          o.alignment = b.value();
          return Status();
        }},
-      {"stats", [](Options& o, const std::string& v) -> Status {
+      {"stats",
+       [](Options& o, const std::string& v) -> Status {
          auto b = parse_bool("stats", v);
          if (!b.ok()) return b.status();
          o.stats = b.value();
          return Status();
        }},
-      {"verbose", [](Options& o, const std::string& v) -> Status {
+      {"verbose",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("verbose", v);
          if (!x.ok() || x.value() < 0 || x.value() > 2) return bad_value("verbose", v, "0, 1 or 2");
          o.verbose = static_cast<int>(x.value());
          return Status();
        }},
-      {"flush_delay_ms", [](Options& o, const std::string& v) -> Status {
+      {"flush_delay_ms",
+       [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("flush_delay_ms", v);
          if (!x.ok() || x.value() < 0 || x.value() > 600000) return bad_value("flush_delay_ms", v, "0 to 600000");
          o.flush_delay_ms = static_cast<int>(x.value());
@@ -198,27 +226,32 @@ const Field* find_field(const std::string& key) {
 }
 
 Status parse_groups(Options& o, const YAML::Node& node) {
-  if (!node.IsSequence())
-    return Status(Code::invalid_argument, "'groups' must be a list of {name, match, transport}");
+  if (!node.IsSequence()) return Status(Code::invalid_argument, "'groups' must be a list of {name, match, transport}");
   for (const auto& g : node) {
-    if (!g.IsMap()) return Status(Code::invalid_argument, "each entry of 'groups' must be a map with name, match, transport");
+    if (!g.IsMap())
+      return Status(Code::invalid_argument, "each entry of 'groups' must be a map with name, match, transport");
     Options::Group grp;
     for (auto it = g.begin(); it != g.end(); ++it) {
       const std::string k = it->first.as<std::string>("");
-      if (k == "name" && it->second.IsScalar()) grp.name = it->second.Scalar();
-      else if (k == "transport" && it->second.IsScalar()) grp.transport = it->second.Scalar();
-      else if (k == "match" && it->second.IsScalar()) grp.match.push_back(it->second.Scalar());
+      if (k == "name" && it->second.IsScalar())
+        grp.name = it->second.Scalar();
+      else if (k == "transport" && it->second.IsScalar())
+        grp.transport = it->second.Scalar();
+      else if (k == "match" && it->second.IsScalar())
+        grp.match.push_back(it->second.Scalar());
       else if (k == "match" && it->second.IsSequence()) {
         const YAML::Node matches = it->second;  // a copy: `it->second` lives in a temporary proxy
         for (const auto& m : matches) grp.match.push_back(m.as<std::string>(""));
-      }
-      else
-        return Status(Code::invalid_argument, "groups: unknown or malformed key '" + k + "' (known: name, match, transport)");
+      } else
+        return Status(Code::invalid_argument,
+                      "groups: unknown or malformed key '" + k + "' (known: name, match, transport)");
     }
     if (grp.name.empty() || grp.transport.empty() || grp.match.empty())
-      return Status(Code::invalid_argument, "groups: every group needs a name, a transport and at least one match pattern");
+      return Status(Code::invalid_argument,
+                    "groups: every group needs a name, a transport and at least one match pattern");
     for (auto& other : o.groups)
-      if (other.name == grp.name) return Status(Code::invalid_argument, "groups: group '" + grp.name + "' is defined twice");
+      if (other.name == grp.name)
+        return Status(Code::invalid_argument, "groups: group '" + grp.name + "' is defined twice");
     o.groups.push_back(std::move(grp));
   }
   return Status();
@@ -239,13 +272,19 @@ Result<std::uint64_t> parse_bytes(const std::string& text) {
   std::string unit;
   for (; i < text.size(); ++i) unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
   int shift = -1;
-  if (unit.empty() || unit == "b") shift = 0;
-  else if (unit == "k" || unit == "kb" || unit == "kib") shift = 10;
-  else if (unit == "m" || unit == "mb" || unit == "mib") shift = 20;
-  else if (unit == "g" || unit == "gb" || unit == "gib") shift = 30;
-  else if (unit == "t" || unit == "tb" || unit == "tib") shift = 40;
+  if (unit.empty() || unit == "b")
+    shift = 0;
+  else if (unit == "k" || unit == "kb" || unit == "kib")
+    shift = 10;
+  else if (unit == "m" || unit == "mb" || unit == "mib")
+    shift = 20;
+  else if (unit == "g" || unit == "gb" || unit == "gib")
+    shift = 30;
+  else if (unit == "t" || unit == "tb" || unit == "tib")
+    shift = 40;
   if (shift < 0) return Status(Code::invalid_argument, "byte count '" + text + "': unknown unit (use K, M, G, T)");
-  if (shift > 0 && v > (UINT64_MAX >> shift)) return Status(Code::invalid_argument, "byte count '" + text + "' too large");
+  if (shift > 0 && v > (UINT64_MAX >> shift))
+    return Status(Code::invalid_argument, "byte count '" + text + "' too large");
   return v << shift;
 }
 
@@ -267,7 +306,8 @@ Status Options::apply_env() {
     for (auto& f : fields())
       if (env_name(f.key) == name) found = &f;
     if (found == nullptr)
-      return Status(Code::invalid_argument, "unknown environment variable " + name + " (known: " + known_keys(true) + ")");
+      return Status(Code::invalid_argument,
+                    "unknown environment variable " + name + " (known: " + known_keys(true) + ")");
     Status s = found->set(*this, value);
     if (!s.ok()) return s.with_context(name);
     if (name == "CKPT_TRANSPORT")  // "handy for benchmarks and tests": one transport for every group
@@ -302,7 +342,8 @@ Result<Options> Options::try_load(const std::string& path) {
     return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
   }
   if (root && !root.IsNull()) {
-    if (!root.IsMap()) return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
+    if (!root.IsMap())
+      return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
     for (auto it = root.begin(); it != root.end(); ++it) {
       const std::string key = it->first.as<std::string>("");
       if (key == "groups") {

@@ -52,8 +52,10 @@ void RuntimeImpl::digest_item(WorkItem& item) {
     if (!j.block_open) {
       j.hasher.reset();
       const DType dt = j.plan.vars[j.next_block].dtype;
-      if (m_opts.stats && dtype_has_stats(dt)) j.minmax.emplace(dt);
-      else j.minmax.reset();
+      if (m_opts.stats && dtype_has_stats(dt))
+        j.minmax.emplace(dt);
+      else
+        j.minmax.reset();
       j.block_open = true;
     }
     const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
@@ -106,8 +108,10 @@ void RuntimeImpl::close_segments(Job& j, std::uint64_t offset, bool all) {
         for (std::size_t b = 0; b < j.progress.size(); ++b)
           if (j.plan.segment_of_var(static_cast<std::uint32_t>(b)) == i) digests[b] = j.progress[b].digest;
         auto p = w->finish(digests);
-        if (p.ok()) j.placements[i] = p.value();
-        else j.error = p.status();
+        if (p.ok())
+          j.placements[i] = p.value();
+        else
+          j.error = p.status();
       } else {
         w->abort();
       }
@@ -173,9 +177,11 @@ void RuntimeImpl::commit_loop() {
     if (m_opts.verbose >= 1 && m_rank == 0) {
       const auto st = Ticket(job->ticket).stats();
       if (s.ok())
-        std::fprintf(stderr, "ckpt: step %lld committed: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
-                     static_cast<long long>(job->step), static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
-                     st.durable_s, st.committed_s);
+        std::fprintf(
+            stderr,
+            "ckpt: step %lld committed: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
+            static_cast<long long>(job->step), static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
+            st.durable_s, st.committed_s);
       else
         std::fprintf(stderr, "ckpt: step %lld failed: %s\n", static_cast<long long>(job->step), s.to_string().c_str());
     }
@@ -230,8 +236,8 @@ Status RuntimeImpl::commit(Job& job) {
       b.rank = static_cast<std::uint32_t>(m_rank);
       b.file = seg_file[g];
       const Placement& pl = job.placements[g];
-      b.offset = pl.block_offsets.empty() ? pl.base_offset + (bp.offset - job.plan.segments[g].begin)
-                                          : pl.block_offsets.at(i);
+      b.offset =
+          pl.block_offsets.empty() ? pl.base_offset + (bp.offset - job.plan.segments[g].begin) : pl.block_offsets.at(i);
       b.length = bp.length;
       b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
       b.count = r.count;
@@ -309,12 +315,14 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
         if (kv.first != "error") idx.attrs.push_back(kv);
     for (auto& kv : d->attrs)
       if (kv.first == "error") {
-        if (failures.size() < 2000) failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
+        if (failures.size() < 2000)
+          failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
         if (first_code == Code::ok) first_code = Code::io_error;
       }
     reps.push_back(std::move(d).value());
   }
-  if (!failures.empty()) return Status(first_code, "checkpoint " + std::to_string(job.step) + " not committed: " + failures);
+  if (!failures.empty())
+    return Status(first_code, "checkpoint " + std::to_string(job.step) + " not committed: " + failures);
 
   std::map<std::string, std::uint32_t> file_ix, var_ix;
   for (int r = 0; r < m_size; ++r) {
@@ -360,8 +368,10 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
     for (auto& b : idx.blocks) {
       if (b.var != v) continue;
       ++n;
-      if (first == nullptr) first = &b;
-      else if (b.checksum != first->checksum || b.count != first->count) same = false;
+      if (first == nullptr)
+        first = &b;
+      else if (b.checksum != first->checksum || b.count != first->count)
+        same = false;
     }
     idx.vars[v].uniform = same && n == m_size;
   }
@@ -386,7 +396,8 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
   if (moved_old) remove_tree(old);
   const std::string link_tmp = m_opts.dir + "/latest.tmp";
   ::unlink(link_tmp.c_str());
-  if (::symlink(("ckpt." + std::to_string(job.step)).c_str(), link_tmp.c_str()) != 0) return errno_status("symlink " + link_tmp);
+  if (::symlink(("ckpt." + std::to_string(job.step)).c_str(), link_tmp.c_str()) != 0)
+    return errno_status("symlink " + link_tmp);
   if (::rename(link_tmp.c_str(), (m_opts.dir + "/latest").c_str()) != 0) return errno_status("rename " + link_tmp);
   // No fsync for `latest`: it is a hint for people and tools; latest() scans the directories, and the
   // rename of the checkpoint itself is already durable. Retention runs after the outcome is sent.

@@ -5,8 +5,8 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "gpu/device.hpp"

@@ -49,10 +49,12 @@ Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
   Status s;
   if (m_rank == 0) {
     auto b = read_file(step_dir(step, false) + "/index", kMaxIndexBytes);
-    if (b.ok()) bytes = std::move(b).value();
-    else s = b.status().code() == Code::not_found
-                 ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir)
-                 : b.status();
+    if (b.ok())
+      bytes = std::move(b).value();
+    else
+      s = b.status().code() == Code::not_found
+              ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir)
+              : b.status();
   }
   s = agree(s);
   if (!s.ok()) return s;
@@ -66,7 +68,8 @@ Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
   }
   auto idx = decode_index(bytes.data(), bytes.size());
   if (!idx.ok()) return idx.status().with_context(step_dir(step, false) + "/index");
-  if (idx->step != step) return Status(Code::corrupt, step_dir(step, false) + "/index describes step " + std::to_string(idx->step));
+  if (idx->step != step)
+    return Status(Code::corrupt, step_dir(step, false) + "/index describes step " + std::to_string(idx->step));
   return idx;
 }
 
@@ -130,7 +133,8 @@ class RowWalker {
 Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r,
                                    Reader& reader, Chunk* bounce) {
   const long vi = look.var(r.name);
-  if (vi < 0) return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
+  if (vi < 0)
+    return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
   const VarRecord& v = idx.vars[static_cast<std::size_t>(vi)];
   auto mismatch = [&](const std::string& why) {
     return Status(Code::mismatch, "variable '" + r.name + "' of checkpoint " + std::to_string(idx.step) + ": " + why);
@@ -139,7 +143,8 @@ Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, co
     return mismatch(std::string("stored as ") + dtype_name(v.dtype) + ", registered as " + dtype_name(r.dtype));
   const bool want_global = r.kind == RegionKind::global;
   if ((v.kind == RegionKind::global) != want_global)
-    return mismatch(std::string("stored as a ") + region_kind_name(v.kind) + " region, registered as " + region_kind_name(r.kind));
+    return mismatch(std::string("stored as a ") + region_kind_name(v.kind) + " region, registered as " +
+                    region_kind_name(r.kind));
   if (want_global && v.global != r.global) return mismatch("global shape differs");
   if (!want_global && v.ndim != r.count.size()) return mismatch("number of dimensions differs");
 
@@ -203,8 +208,10 @@ Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, co
   if (copied_elems != want) {
     if (!want_global && copied_elems == 0) {
       if (idx.nranks != static_cast<std::uint32_t>(m_size))
-        return mismatch("it was written by " + std::to_string(idx.nranks) + " ranks and differs per rank, so it cannot "
-                        "be restored on " + std::to_string(m_size) + " ranks (declare it as a Block of a global array)");
+        return mismatch("it was written by " + std::to_string(idx.nranks) +
+                        " ranks and differs per rank, so it cannot "
+                        "be restored on " +
+                        std::to_string(m_size) + " ranks (declare it as a Block of a global array)");
       return mismatch("no block was stored for rank " + std::to_string(m_rank));
     }
     return mismatch("the checkpoint covers " + std::to_string(copied_elems) + " of the " + std::to_string(want) +

@@ -43,10 +43,17 @@ Status Status::with_context(const std::string& context) const {
 
 std::size_t dtype_size(DType t) noexcept {
   switch (t) {
-    case DType::u8: case DType::i8: case DType::bytes: return 1;
-    case DType::u16: case DType::i16: return 2;
-    case DType::u32: case DType::i32: case DType::f32: return 4;
-    case DType::u64: case DType::i64: case DType::f64: return 8;
+    case DType::u8:
+    case DType::i8:
+    case DType::bytes: return 1;
+    case DType::u16:
+    case DType::i16: return 2;
+    case DType::u32:
+    case DType::i32:
+    case DType::f32: return 4;
+    case DType::u64:
+    case DType::i64:
+    case DType::f64: return 8;
   }
   return 0;
 }
@@ -210,7 +217,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_status = Status(Code::unavailable,
                       std::string("ckpt runs its commit on a background thread and needs MPI_THREAD_MULTIPLE, but "
                                   "MPI was initialised with ") +
-                          thread_level_name(provided) + "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
+                          thread_level_name(provided) +
+                          "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
   // Transports are made on every rank, in the same order (they may split the communicator).
   m_status = agree(m_status);
@@ -236,8 +244,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (!m_status.ok()) return;
 
   std::uint64_t id = 0;
-  if (m_rank == 0) id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-                        static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+  if (m_rank == 0)
+    id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+         static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
   MPI_Bcast(&id, 1, MPI_UINT64_T, 0, m_app_comm);
   m_run_id = id;
 
@@ -333,16 +342,18 @@ Status check_extents(const std::string& name, RegionKind kind, const Shape& glob
   }
   std::uint64_t total = 1;
   for (auto c : count) {
-    if (c == 0) return bad("zero-size dimension (a zero-size region cannot be restored; use a Block for "
-                           "arrays whose local part may be empty)");
+    if (c == 0)
+      return bad(
+          "zero-size dimension (a zero-size region cannot be restored; use a Block for "
+          "arrays whose local part may be empty)");
     if (__builtin_mul_overflow(total, c, &total)) return bad("shape overflows");
   }
   return Status::OK();
 }
 }  // namespace
 
-Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global,
-                            Shape start, Shape count) {
+Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
+                            Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(check_name(name));
   if (find(name) != nullptr) return Status(Code::invalid_argument, "region '" + name + "' is already protected");
@@ -443,7 +454,8 @@ Status RuntimeImpl::ensure_pool(std::uint64_t stream_bytes) {
     want_chunks = std::min(std::max<std::uint64_t>(want_chunks, 2), cap);
     // A growing application (AMR refining, walkers multiplying) would otherwise pay an allocation at
     // every checkpoint that is a little larger: grow by half again, so growth costs O(log) allocations.
-    if (want_chunks > m_pool->chunks() && m_pool->chunks() > 0) want_chunks = std::min(want_chunks + want_chunks / 2, cap);
+    if (want_chunks > m_pool->chunks() && m_pool->chunks() > 0)
+      want_chunks = std::min(want_chunks + want_chunks / 2, cap);
   }
   if (want_chunks <= m_pool->chunks()) return Status::OK();
   // Growing while chunks are lent is safe: new chunks are added, none move.
@@ -461,7 +473,8 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
     return Ticket(ticket);
   };
   if (Status s = usable(); !s.ok()) return fail(s);
-  if (step < 0) return fail(Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step)));
+  if (step < 0)
+    return fail(Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step)));
 
   // Respect max_in_flight. Every rank waits for the same tickets, so what follows is the same everywhere.
   while (static_cast<int>(m_in_flight.size()) >= m_opts.max_in_flight) {
@@ -483,8 +496,8 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   job->ticket = ticket;
   job->step = step;
   job->t0 = t0;
-  job->plan = plan_stream(m_regions, m_opts.alignment, m_opts.chunk_bytes,
-                          static_cast<std::uint32_t>(m_transports.size()));
+  job->plan =
+      plan_stream(m_regions, m_opts.alignment, m_opts.chunk_bytes, static_cast<std::uint32_t>(m_transports.size()));
   job->tmp_dir = step_dir(step, true);
   job->final_dir = step_dir(step, false);
   job->progress.resize(job->plan.blocks.size());
@@ -505,8 +518,8 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
   // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
   // need no agreement: a failed rank just does not open.
-  const bool collective = std::any_of(m_transports.begin(), m_transports.end(),
-                                      [](const auto& t) { return t->collective_open(); });
+  const bool collective =
+      std::any_of(m_transports.begin(), m_transports.end(), [](const auto& t) { return t->collective_open(); });
   if (collective) s = agree(s);
   const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
   job->segment_done.assign(job->plan.segments.size(), false);
@@ -553,8 +566,10 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
     const bool batch = nchunks <= m_pool->free_chunks();
     std::vector<WorkItem> pending;
     auto hand_over = [&](WorkItem&& it) {
-      if (batch) pending.push_back(std::move(it));
-      else m_flush_q.push(std::move(it));
+      if (batch)
+        pending.push_back(std::move(it));
+      else
+        m_flush_q.push(std::move(it));
     };
     std::size_t first_block = 0;
     job->flush_start = Clock::now();  // refined below when the chunks are handed over in a batch

@@ -27,9 +27,7 @@
 namespace ckpt::detail {
 
 using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// Shared between a checkpoint's Ticket copies and the pipeline.
 struct TicketState {
@@ -48,8 +46,8 @@ struct TicketState {
 struct CheckpointRecord {
   CheckpointStats stats;
   bool ok = false;
-  int files = 0;       ///< rank 0: files in the committed checkpoint
-  Attributes attrs;    ///< rank 0: checkpoint attributes (hints in effect, writers)
+  int files = 0;     ///< rank 0: files in the committed checkpoint
+  Attributes attrs;  ///< rank 0: checkpoint attributes (hints in effect, writers)
 };
 
 /// Per-block running state of the digest thread.
@@ -73,11 +71,11 @@ struct Job {
   std::size_t next_block = 0;  ///< digest thread's cursor into plan.blocks
   // Blocks are digested in stream order, so one running state serves them all (a state per block
   // cost ~600 bytes each: 60 MB for 100 000 variables).
-  Hasher hasher;                ///< digest thread: the block at next_block
+  Hasher hasher;                 ///< digest thread: the block at next_block
   std::optional<MinMax> minmax;  ///< its min/max, when its dtype has statistics
   bool block_open = false;       ///< hasher/minmax hold a part of the block at next_block
-  Status error;                ///< first failure on this rank; written by the write thread only
-  bool handed_over = false;    ///< write thread: the job went to the commit queue
+  Status error;                  ///< first failure on this rank; written by the write thread only
+  bool handed_over = false;      ///< write thread: the job went to the commit queue
   Clock::time_point t0;
   Clock::time_point flush_start;  ///< set by the app thread before the first chunk is handed over
 };
@@ -202,7 +200,7 @@ class RuntimeImpl {
   std::unique_ptr<StagingPool> m_pool;
   std::vector<Region> m_regions;
   std::unordered_map<std::string, std::size_t> m_region_at;  ///< name -> position in m_regions
-  std::deque<std::shared_ptr<Job>> m_in_flight;  // app thread only
+  std::deque<std::shared_ptr<Job>> m_in_flight;              // app thread only
 
   BlockingQueue<WorkItem> m_flush_q;  // capture -> digest thread
   BlockingQueue<WorkItem> m_write_q;  // digest thread -> write thread

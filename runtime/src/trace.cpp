@@ -23,12 +23,14 @@ namespace {
 std::string json_string(const std::string& s) {
   std::string o = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
+    if (c == '"' || c == '\\')
+      o += '\\', o += c;
     else if (static_cast<unsigned char>(c) < 0x20) {
       char b[8];
       std::snprintf(b, sizeof b, "\\u%04x", c);
       o += b;
-    } else o += c;
+    } else
+      o += c;
   }
   return o + "\"";
 }
@@ -60,9 +62,10 @@ void RuntimeImpl::write_trace_and_summary() {
   std::ostringstream ev;
   bool first = true;
   for (const TraceEvent& e : m_tracer->take()) {
-    ev << (first ? "" : ",\n") << "{\"name\":" << json_string(e.name) << ",\"cat\":\"ckpt\",\"ph\":\"X\",\"pid\":" << m_rank
-       << ",\"tid\":" << static_cast<int>(e.thread) << ",\"ts\":" << e.ts_us << ",\"dur\":" << e.dur_us
-       << ",\"args\":{\"step\":" << e.step << ",\"bytes\":" << e.bytes << "}}";
+    ev << (first ? "" : ",\n") << "{\"name\":" << json_string(e.name)
+       << ",\"cat\":\"ckpt\",\"ph\":\"X\",\"pid\":" << m_rank << ",\"tid\":" << static_cast<int>(e.thread)
+       << ",\"ts\":" << e.ts_us << ",\"dur\":" << e.dur_us << ",\"args\":{\"step\":" << e.step
+       << ",\"bytes\":" << e.bytes << "}}";
     first = false;
   }
   auto parts = gather_strings(m_app_comm, ev.str(), m_rank, m_size);
@@ -93,7 +96,8 @@ void RuntimeImpl::write_trace_and_summary() {
              ",\"args\":{\"name\":\"rank " + std::to_string(r) + "\"}}";
     any = true;
     for (int t = 0; t < 4; ++t)
-      trace += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(r) + ",\"tid\":" + std::to_string(t) +
+      trace += ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(r) +
+               ",\"tid\":" + std::to_string(t) +
                ",\"args\":{\"name\":" + json_string(trace_thread_name(static_cast<TraceThread>(t))) + "}}";
     if (!parts[static_cast<std::size_t>(r)].empty()) trace += ",\n" + parts[static_cast<std::size_t>(r)];
   }
@@ -101,7 +105,8 @@ void RuntimeImpl::write_trace_and_summary() {
   if (s.ok()) s = write_file(m_opts.trace + "/trace.json", trace.data(), trace.size(), false);
 
   std::ostringstream js, table;
-  js << "{\n  \"ranks\": " << m_size << ",\n  \"transport\": " << json_string(transport_names()) << ",\n  \"checkpoints\": [";
+  js << "{\n  \"ranks\": " << m_size << ",\n  \"transport\": " << json_string(transport_names())
+     << ",\n  \"checkpoints\": [";
   char line[512];
   std::snprintf(line, sizeof line, "%8s %10s %12s %12s %11s %11s %12s %10s %6s %5s\n", "step", "MiB", "blocked max",
                 "blocked mean", "durable", "committed", "perceived", "raw", "slow", "files");
@@ -130,15 +135,17 @@ void RuntimeImpl::write_trace_and_summary() {
       js << (a ? ", " : "") << json_string(hist[i].attrs[a].first) << ": " << json_string(hist[i].attrs[a].second);
     js << "}}";
     std::snprintf(line, sizeof line, "%8lld %10.1f %12.4f %12.4f %11.4f %11.4f %12.3f %10.3f %6d %5d\n",
-                  static_cast<long long>(hist[i].stats.step), bytes / (1 << 20), bmax, bsum / m_size, dmax, cmax, perceived,
-                  raw, slow, hist[i].files);
-    if (i < 20 || i + 5 >= n) table << line;
-    else if (i == 20) table << "     ...\n";
+                  static_cast<long long>(hist[i].stats.step), bytes / (1 << 20), bmax, bsum / m_size, dmax, cmax,
+                  perceived, raw, slow, hist[i].files);
+    if (i < 20 || i + 5 >= n)
+      table << line;
+    else if (i == 20)
+      table << "     ...\n";
   }
-  js << "\n  ],\n  \"total_bytes\": " << static_cast<std::uint64_t>(sum_bytes) << ",\n  \"total_blocked_s\": " << sum_blocked
-     << "\n}\n";
-  table << "checkpoints: " << n << ", bytes: " << static_cast<std::uint64_t>(sum_bytes) << ", blocked (sum of max): " << sum_blocked
-        << " s; trace: " << m_opts.trace << "/trace.json\n";
+  js << "\n  ],\n  \"total_bytes\": " << static_cast<std::uint64_t>(sum_bytes)
+     << ",\n  \"total_blocked_s\": " << sum_blocked << "\n}\n";
+  table << "checkpoints: " << n << ", bytes: " << static_cast<std::uint64_t>(sum_bytes)
+        << ", blocked (sum of max): " << sum_blocked << " s; trace: " << m_opts.trace << "/trace.json\n";
   const std::string summary = js.str();
   if (s.ok()) s = write_file(m_opts.trace + "/summary.json", summary.data(), summary.size(), false);
   if (!s.ok()) std::fprintf(stderr, "ckpt: trace: %s\n", s.to_string().c_str());

@@ -37,10 +37,10 @@ std::string no_gpu_reason() {
   return "";
 }
 
-#define SKIP_WITHOUT_GPU()                                   \
-  do {                                                       \
-    const std::string why_ = no_gpu_reason();                \
-    if (!why_.empty()) GTEST_SKIP() << why_;                 \
+#define SKIP_WITHOUT_GPU()                    \
+  do {                                        \
+    const std::string why_ = no_gpu_reason(); \
+    if (!why_.empty()) GTEST_SKIP() << why_;  \
   } while (0)
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
@@ -84,9 +84,9 @@ TEST(CudaCheck, ErrorsBecomeStatusWithCallFileAndLine) {
 }
 
 TEST(CudaCheck, StickyErrorsAreClassified) {
-  for (cudaError_t e : {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorHardwareStackError,
-                        cudaErrorIllegalInstruction, cudaErrorMisalignedAddress, cudaErrorECCUncorrectable,
-                        cudaErrorAssert})
+  for (cudaError_t e :
+       {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorHardwareStackError, cudaErrorIllegalInstruction,
+        cudaErrorMisalignedAddress, cudaErrorECCUncorrectable, cudaErrorAssert})
     EXPECT_TRUE(detail::cuda_error_is_sticky(e)) << cudaGetErrorName(e);
   for (cudaError_t e : {cudaErrorMemoryAllocation, cudaErrorInvalidValue, cudaErrorNoDevice, cudaErrorNotReady})
     EXPECT_FALSE(detail::cuda_error_is_sticky(e)) << cudaGetErrorName(e);

@@ -33,10 +33,10 @@ double value(std::uint64_t i, std::uint64_t j) { return 1.0 / (1.0 + i) + 3.0 * 
 
 struct Data {
   std::uint64_t r0 = 0, nr = 0, p0 = 0, np = 0;
-  std::vector<double> field;       // [kRows, kCols] split by rows
-  std::vector<std::int64_t> ids;   // [kParticles] split unevenly
-  double time = 0;                 // same on every rank
-  std::int32_t rank_tag = 0;       // differs per rank
+  std::vector<double> field;      // [kRows, kCols] split by rows
+  std::vector<std::int64_t> ids;  // [kParticles] split unevenly
+  double time = 0;                // same on every rank
+  std::int32_t rank_tag = 0;      // differs per rank
   Data(int rank, int size) {
     split(kRows, rank, size, r0, nr);
     // Particles split the other way round, so boxes of 4 and 2 ranks straddle each other.

@@ -56,7 +56,8 @@ struct State {
     for (std::size_t i = 0; i < blob.size(); ++i) blob[i] = static_cast<unsigned char>(i * 7 + salt);
   }
   Status protect(Runtime& rt) {
-    CKPT_RETURN_IF_ERROR(rt.protect("grid/rho", grid.data(), DType::f64, Block{{rows_global, kCols}, {row0, 0}, {rows, kCols}}));
+    CKPT_RETURN_IF_ERROR(
+        rt.protect("grid/rho", grid.data(), DType::f64, Block{{rows_global, kCols}, {row0, 0}, {rows, kCols}}));
     CKPT_RETURN_IF_ERROR(rt.protect("ids", ids.data(), DType::i32, {ids.size()}));
     CKPT_RETURN_IF_ERROR(rt.protect_scalar("time", &time));
     CKPT_RETURN_IF_ERROR(rt.protect_scalar("seed", &seed));

@@ -70,12 +70,18 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (k == "--dir") dir = next();
-    else if (k == "--transport") transport = next();
-    else if (k == "--steps") steps = std::stoll(next());
-    else if (k == "--cells") cells = std::stoull(next());
-    else if (k == "--compute-ms") compute_ms = std::stoi(next());
-    else if (k == "--check") check = true;
+    if (k == "--dir")
+      dir = next();
+    else if (k == "--transport")
+      transport = next();
+    else if (k == "--steps")
+      steps = std::stoll(next());
+    else if (k == "--cells")
+      cells = std::stoull(next());
+    else if (k == "--compute-ms")
+      compute_ms = std::stoi(next());
+    else if (k == "--check")
+      check = true;
     else {
       if (rank == 0) std::fprintf(stderr, "crash_app: unknown argument %s\n", k.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -126,8 +132,9 @@ int main(int argc, char** argv) {
                         static_cast<long long>(r.value()));
           rc = 1;
         } else if (!all) {
-          if (rank == 0) std::printf("check: FAIL: step %lld restored, but the data differs from what was captured\n",
-                                     static_cast<long long>(r.value()));
+          if (rank == 0)
+            std::printf("check: FAIL: step %lld restored, but the data differs from what was captured\n",
+                        static_cast<long long>(r.value()));
           rc = 1;
         } else if (rank == 0) {
           std::printf("check: ok step %lld (%d ranks, restored data equals the capture bit for bit)\n",

@@ -148,15 +148,15 @@ static long long admit(int fd, int op, long long n) {
 
 static int open_flags_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
 /* The optional mode argument of open/open64/openat (a macro: va_start needs the caller's frame). */
-#define OPEN_MODE(flags, mode)          \
-  do {                                  \
-    (mode) = 0;                         \
-    if (open_flags_mode(flags)) {       \
-      va_list ap_;                      \
-      va_start(ap_, flags);             \
+#define OPEN_MODE(flags, mode)           \
+  do {                                   \
+    (mode) = 0;                          \
+    if (open_flags_mode(flags)) {        \
+      va_list ap_;                       \
+      va_start(ap_, flags);              \
       (mode) = (mode_t)va_arg(ap_, int); \
-      va_end(ap_);                      \
-    }                                   \
+      va_end(ap_);                       \
+    }                                    \
   } while (0)
 
 int open(const char* path, int flags, ...) {

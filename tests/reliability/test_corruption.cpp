@@ -90,7 +90,8 @@ struct State {
            std::memcmp(ref.ids.data(), ids.data(), ids.size() * 4) == 0 && step == s && time == ref.time;
   }
   Status protect(Runtime& rt) {
-    CKPT_RETURN_IF_ERROR(rt.protect("grid/rho", grid.data(), DType::f64, Block{{rows_global, kCols}, {row0, 0}, {rows, kCols}}));
+    CKPT_RETURN_IF_ERROR(
+        rt.protect("grid/rho", grid.data(), DType::f64, Block{{rows_global, kCols}, {row0, 0}, {rows, kCols}}));
     CKPT_RETURN_IF_ERROR(rt.protect("ids", ids.data(), DType::i32, {ids.size()}));
     CKPT_RETURN_IF_ERROR(rt.protect_scalar("step", &step));
     return rt.protect_scalar("time", &time);
@@ -169,7 +170,8 @@ void sweep(const std::string& transport) {
   auto idx = detail::decode_index(idx_bytes.data(), idx_bytes.size());
   ASSERT_TRUE(all_true(idx.ok())) << idx.status().to_string();
   std::map<std::string, std::vector<Region>> blocks;  // file -> block ranges
-  for (auto& b : idx->blocks) blocks[idx->files[b.file].name].push_back({b.offset, b.offset + b.length, idx->vars[b.var].name});
+  for (auto& b : idx->blocks)
+    blocks[idx->files[b.file].name].push_back({b.offset, b.offset + b.length, idx->vars[b.var].name});
   const std::uint64_t stride = std::max<std::uint64_t>(1, env_u64("RELTEST_STRIDE", 997));
   std::vector<Mutation> muts;
   std::vector<std::string> files{"index"};
@@ -191,14 +193,16 @@ void sweep(const std::string& transport) {
     for (std::uint64_t i = 64; i < std::min<std::uint64_t>(n, 4096 + 64); i += std::min<std::uint64_t>(stride, 257))
       flips.insert(i);  // header padding, sampled
     for (auto& r : blocks[f])
-      for (std::uint64_t x : {r.lo - 1, r.lo, r.lo + 1, r.hi - 1, r.hi}) if (x < n) flips.insert(x);
+      for (std::uint64_t x : {r.lo - 1, r.lo, r.lo + 1, r.hi - 1, r.hi})
+        if (x < n) flips.insert(x);
     for (std::uint64_t i = n > 64 ? n - 64 : 0; i < n; ++i) flips.insert(i);  // tail / footer
     for (std::uint64_t i = 0; i < n; i += (is_index ? 7 : stride * 8)) cuts.insert(i);
     for (std::uint64_t x : {0ull, 1ull, 8ull, 16ull, 56ull, 63ull, 64ull, 65ull, 4095ull, 4096ull, 4097ull})
       if (x < n) cuts.insert(x);
     if (n > 0) cuts.insert(n - 1);
     for (auto& r : blocks[f])
-      for (std::uint64_t x : {r.lo, r.lo + 1, r.hi - 1}) if (x < n) cuts.insert(x);
+      for (std::uint64_t x : {r.lo, r.lo + 1, r.hi - 1})
+        if (x < n) cuts.insert(x);
     for (auto x : flips) muts.push_back({f, false, x});
     for (auto x : cuts) muts.push_back({f, true, x});
   }
@@ -252,15 +256,20 @@ void sweep(const std::string& transport) {
         if (m.file == "index" && (!l || *l != 1)) fail(m, "latest() did not fall back to step 1");
         st.clobber();
         auto r = rt.restart();
-        if (!r.ok() || r.value() != 1 || !all_true(st.equals(1, rank))) fail(m, "restart() did not fall back to step 1 bit for bit");
-        else ++fig.fallbacks;
+        if (!r.ok() || r.value() != 1 || !all_true(st.equals(1, rank)))
+          fail(m, "restart() did not fall back to step 1 bit for bit");
+        else
+          ++fig.fallbacks;
       }
     } else {
-      if (!s.ok() || !all_true(st.equals(2, rank))) fail(m, "change outside the blocks broke restart: " + s.to_string());
+      if (!s.ok() || !all_true(st.equals(2, rank)))
+        fail(m, "change outside the blocks broke restart: " + s.to_string());
       if (rank == 0) {
         const int v = cli_verify(cdir);
-        if (v == 0) fail(m, "ckpt verify did not notice the change (header/padding/tail)");
-        else ++fig.detected_by_verify;
+        if (v == 0)
+          fail(m, "ckpt verify did not notice the change (header/padding/tail)");
+        else
+          ++fig.detected_by_verify;
       }
     }
     MPI_Barrier(MPI_COMM_WORLD);
@@ -281,11 +290,12 @@ void sweep(const std::string& transport) {
   EXPECT_TRUE(rt.restart(2).ok());
   EXPECT_TRUE(all_true(st.equals(2, rank)));
   if (rank == 0) {
-    std::printf("[corruption %s] files %zu, flips %ld, truncations %ld, detected by restart %ld (fallback ok %ld), "
-                "outside the blocks and detected by ckpt verify %ld, failures %zu, %.1f s\n",
-                transport.c_str(), files.size(), fig.flips, fig.truncations, fig.detected_by_restart, fig.fallbacks,
-                fig.detected_by_verify, failures.size(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::printf(
+        "[corruption %s] files %zu, flips %ld, truncations %ld, detected by restart %ld (fallback ok %ld), "
+        "outside the blocks and detected by ckpt verify %ld, failures %zu, %.1f s\n",
+        transport.c_str(), files.size(), fig.flips, fig.truncations, fig.detected_by_restart, fig.fallbacks,
+        fig.detected_by_verify, failures.size(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     for (auto& f : failures) ADD_FAILURE() << f;
   }
   EXPECT_TRUE(all_true(failures.empty()));

@@ -126,7 +126,8 @@ void run_faults(const std::string& transport) {
     const std::int64_t bad = good + 1;
     // Data faults hit the transport's data files only (not the index, which is written last).
     const std::string data_prefix = transport == "posix" ? "data." : transport == "mpiio" ? "coio." : "rbio.";
-    const std::string pattern = "/ckpt." + std::to_string(bad) + ".tmp/" + (*f.file ? std::string(f.file) : data_prefix);
+    const std::string pattern =
+        "/ckpt." + std::to_string(bad) + ".tmp/" + (*f.file ? std::string(f.file) : data_prefix);
     if (!f.rank0_only || rank == 0) shim.configure(pattern.c_str(), f.op, f.err, f.after, 0);
     st.fill(bad);
     Status s = rt.checkpoint(bad).wait();
@@ -140,11 +141,11 @@ void run_faults(const std::string& transport) {
     // operation must be named instead); and the file.
     const bool via_mpiio = transport == "mpiio" && !f.rank0_only;
     EXPECT_NE(s.message().find(via_mpiio ? "MPI" : f.errtext), std::string::npos) << "unclear error: " << s.to_string();
-    EXPECT_NE(s.message().find(f.rank0_only ? "index" : data_prefix), std::string::npos) << "error does not name the file: " << s.to_string();
+    EXPECT_NE(s.message().find(f.rank0_only ? "index" : data_prefix), std::string::npos)
+        << "error does not name the file: " << s.to_string();
     // Nothing partial left behind: no ckpt.<bad>.tmp, no ckpt.<bad>.
     if (rank == 0)
-      for (auto& e : entries(dir))
-        EXPECT_NE(e.rfind("ckpt." + std::to_string(bad), 0), 0u) << "left behind: " << e;
+      for (auto& e : entries(dir)) EXPECT_NE(e.rfind("ckpt." + std::to_string(bad), 0), 0u) << "left behind: " << e;
     // The previous checkpoint is still the newest and restores bit for bit.
     auto l = rt.latest();
     EXPECT_TRUE(l && *l == good);
@@ -163,7 +164,8 @@ void run_faults(const std::string& transport) {
     if (rank == 0) std::printf("[faults %s] %-40s -> %s\n", transport.c_str(), f.what, s.to_string().c_str());
     good = next;
   }
-  if (rank == 0) std::printf("[faults %s] %zu scenarios, %d faults injected\n", transport.c_str(), std::size(faults), injected);
+  if (rank == 0)
+    std::printf("[faults %s] %zu scenarios, %d faults injected\n", transport.c_str(), std::size(faults), injected);
   EXPECT_TRUE(rt.close().ok());
 }
 

@@ -61,7 +61,8 @@ TEST_P(Security, FilesFollowTheUmask) {
     Runtime rt(MPI_COMM_WORLD, opts(dir + "/run", GetParam()));
     ASSERT_TRUE(all_true(rt.status().ok())) << rt.status().to_string();
     std::vector<double> x(1000, world_rank());
-    ASSERT_TRUE(rt.protect("x", x.data(), DType::f64, Block{{1000ull * world_size()}, {1000ull * world_rank()}, {1000}}).ok());
+    ASSERT_TRUE(
+        rt.protect("x", x.data(), DType::f64, Block{{1000ull * world_size()}, {1000ull * world_rank()}, {1000}}).ok());
     ASSERT_TRUE(rt.checkpoint(1).wait().ok());
     EXPECT_TRUE(rt.close().ok());
   }
@@ -96,7 +97,8 @@ TEST_P(Security, PlantedLinksAreNotFollowed) {
   Runtime rt(MPI_COMM_WORLD, opts(run, GetParam()));
   ASSERT_TRUE(all_true(rt.status().ok())) << rt.status().to_string();
   std::vector<double> x(1000, 1.5 + world_rank());
-  ASSERT_TRUE(rt.protect("x", x.data(), DType::f64, Block{{1000ull * world_size()}, {1000ull * world_rank()}, {1000}}).ok());
+  ASSERT_TRUE(
+      rt.protect("x", x.data(), DType::f64, Block{{1000ull * world_size()}, {1000ull * world_rank()}, {1000}}).ok());
 
   ASSERT_TRUE(rt.checkpoint(1).wait().ok());
   // The next temporary directory is planted as a link to a directory outside.

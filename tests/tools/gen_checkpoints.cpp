@@ -70,8 +70,10 @@ int main(int argc, char** argv) {
     // grid/temp: columns split (rows for hdf5): this rank's box is [y0, y0 + yn) x [x0, x0 + xn).
     const std::uint64_t ny = 16, nx = 12;
     std::uint64_t x0 = 0, xn = nx, y0 = 0, yn = ny;
-    if (split_rows) split(ny, rank, np, y0, yn);
-    else split(nx, rank, np, x0, xn);
+    if (split_rows)
+      split(ny, rank, np, y0, yn);
+    else
+      split(nx, rank, np, x0, xn);
     std::vector<double> temp(yn * xn);
     // grid/dens: planes split unevenly.
     const std::uint64_t nz = 10, n1 = 4, n2 = 6;
@@ -104,14 +106,22 @@ int main(int argc, char** argv) {
             dens[(k * n1 + a) * n2 + b] =
                 static_cast<float>(1.0 + 0.25 * static_cast<double>(z0 + k) + 0.125 * static_cast<double>(a) +
                                    0.0625 * static_cast<double>(b) + 0.001 * t);
-      for (std::uint64_t i = 0; i < pn; ++i) ids[i] = static_cast<std::int64_t>(1000 * s) + static_cast<std::int64_t>(p0 + i) - 50;
+      for (std::uint64_t i = 0; i < pn; ++i)
+        ids[i] = static_cast<std::int64_t>(1000 * s) + static_cast<std::int64_t>(p0 + i) - 50;
       step = s;
       time = 0.5 * t;
     };
 
-    if (ok) ok = check(rt.protect("grid/temp", temp.data(), ckpt::DType::f64, ckpt::Block{{ny, nx}, {y0, x0}, {yn, xn}}), "protect grid/temp");
-    if (ok) ok = check(rt.protect("grid/dens", dens.data(), ckpt::DType::f32, ckpt::Block{{nz, n1, n2}, {z0, 0, 0}, {zn, n1, n2}}), "protect grid/dens");
-    if (ok) ok = check(rt.protect("particles/id", ids.data(), ckpt::DType::i64, ckpt::Block{{np_ids}, {p0}, {pn}}), "protect particles/id");
+    if (ok)
+      ok = check(rt.protect("grid/temp", temp.data(), ckpt::DType::f64, ckpt::Block{{ny, nx}, {y0, x0}, {yn, xn}}),
+                 "protect grid/temp");
+    if (ok)
+      ok = check(
+          rt.protect("grid/dens", dens.data(), ckpt::DType::f32, ckpt::Block{{nz, n1, n2}, {z0, 0, 0}, {zn, n1, n2}}),
+          "protect grid/dens");
+    if (ok)
+      ok = check(rt.protect("particles/id", ids.data(), ckpt::DType::i64, ckpt::Block{{np_ids}, {p0}, {pn}}),
+                 "protect particles/id");
     if (ok) ok = check(rt.protect_scalar("step", &step), "protect step");
     if (ok) ok = check(rt.protect_scalar("time", &time), "protect time");
     if (ok) ok = check(rt.protect("rank_info", rank_info, ckpt::DType::i32, ckpt::Shape{3}), "protect rank_info");

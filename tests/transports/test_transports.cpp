@@ -87,7 +87,8 @@ INSTANTIATE_TEST_SUITE_P(All, Transports,
                                            Config{"rbio_per_node", "rbio"}, Config{"rbio_ng2", "rbio", 2, 0},
                                            Config{"rbio_ng2_shared", "rbio", 2, 1}, Config{"rbio_ng3", "rbio", 3, 0}
 #if CKPT_HAVE_HDF5
-                                           , Config{"hdf5", "hdf5"}, Config{"hdf5_sync", "hdf5-sync"}
+                                           ,
+                                           Config{"hdf5", "hdf5"}, Config{"hdf5_sync", "hdf5-sync"}
 #endif
                                            ),
                          [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.label); });

@@ -33,12 +33,28 @@ Index sample() {
   t.uniform = true;
   idx.vars = {rho, t};
   BlockRecord b0;
-  b0.var = 0; b0.rank = 0; b0.file = 0; b0.offset = 4096; b0.length = 2 * 8 * 8;
-  b0.start = {0, 0}; b0.count = {2, 8}; b0.has_stats = true; b0.min_bits = 1; b0.max_bits = 2; b0.checksum = 77;
+  b0.var = 0;
+  b0.rank = 0;
+  b0.file = 0;
+  b0.offset = 4096;
+  b0.length = 2 * 8 * 8;
+  b0.start = {0, 0};
+  b0.count = {2, 8};
+  b0.has_stats = true;
+  b0.min_bits = 1;
+  b0.max_bits = 2;
+  b0.checksum = 77;
   BlockRecord b1 = b0;
-  b1.rank = 1; b1.file = 1; b1.start = {2, 0};
+  b1.rank = 1;
+  b1.file = 1;
+  b1.start = {2, 0};
   BlockRecord s0;
-  s0.var = 1; s0.rank = 0; s0.file = 0; s0.offset = 4096 + 128; s0.length = 8; s0.checksum = 5;
+  s0.var = 1;
+  s0.rank = 0;
+  s0.file = 0;
+  s0.offset = 4096 + 128;
+  s0.length = 8;
+  s0.checksum = 5;
   idx.blocks = {b0, b1, s0};
   idx.rank_file = {0, 1};
   return idx;
@@ -88,16 +104,57 @@ TEST(Format, InconsistentRecordsAreRejectedEvenWithAValidChecksum) {
     auto r = decode_index(bytes.data(), bytes.size());
     EXPECT_FALSE(r.ok()) << what;
   };
-  { Index i = sample(); i.blocks[0].var = 9; check(i, "block names a missing variable"); }
-  { Index i = sample(); i.blocks[0].file = 9; check(i, "block names a missing file"); }
-  { Index i = sample(); i.blocks[1].start = {3, 0}; check(i, "block outside the global shape"); }
-  { Index i = sample(); i.blocks[0].length = 1; check(i, "length disagrees with extents"); }
-  { Index i = sample(); i.files[0].name = "../etc/passwd"; check(i, "file name escapes the directory"); }
-  { Index i = sample(); i.vars[0].name = "/abs"; check(i, "absolute variable name"); }
-  { Index i = sample(); i.vars[0].name = "a/../b"; check(i, "variable name with .."); }
-  { Index i = sample(); i.rank_file = {0}; check(i, "writer map too short"); }
-  { Index i = sample(); i.blocks[0].offset = ~0ull; check(i, "offset overflow"); }
-  { Index i = sample(); i.vars[0].global = {~0ull, ~0ull}; i.blocks.clear(); check(i, "shape overflow"); }
+  {
+    Index i = sample();
+    i.blocks[0].var = 9;
+    check(i, "block names a missing variable");
+  }
+  {
+    Index i = sample();
+    i.blocks[0].file = 9;
+    check(i, "block names a missing file");
+  }
+  {
+    Index i = sample();
+    i.blocks[1].start = {3, 0};
+    check(i, "block outside the global shape");
+  }
+  {
+    Index i = sample();
+    i.blocks[0].length = 1;
+    check(i, "length disagrees with extents");
+  }
+  {
+    Index i = sample();
+    i.files[0].name = "../etc/passwd";
+    check(i, "file name escapes the directory");
+  }
+  {
+    Index i = sample();
+    i.vars[0].name = "/abs";
+    check(i, "absolute variable name");
+  }
+  {
+    Index i = sample();
+    i.vars[0].name = "a/../b";
+    check(i, "variable name with ..");
+  }
+  {
+    Index i = sample();
+    i.rank_file = {0};
+    check(i, "writer map too short");
+  }
+  {
+    Index i = sample();
+    i.blocks[0].offset = ~0ull;
+    check(i, "offset overflow");
+  }
+  {
+    Index i = sample();
+    i.vars[0].global = {~0ull, ~0ull};
+    i.blocks.clear();
+    check(i, "shape overflow");
+  }
 }
 
 TEST(Format, DataHeaderRoundTripAndDamage) {
@@ -124,7 +181,8 @@ TEST(Format, StreamingHashEqualsOneShot) {
   std::vector<std::uint8_t> data(100000);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 31 + 7);
   Hasher h;
-  for (std::size_t off = 0; off < data.size(); off += 4096) h.update(data.data() + off, std::min<std::size_t>(4096, data.size() - off));
+  for (std::size_t off = 0; off < data.size(); off += 4096)
+    h.update(data.data() + off, std::min<std::size_t>(4096, data.size() - off));
   EXPECT_EQ(h.digest(), hash64(data.data(), data.size()));
 }
 

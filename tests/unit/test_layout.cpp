@@ -21,9 +21,15 @@ TEST(Layout, Names) {
 
 TEST(Layout, SmallBlocksPackLargeBlocksAlign) {
   std::vector<Region> rs(3);
-  rs[0].name = "s"; rs[0].dtype = DType::i32; rs[0].kind = RegionKind::scalar;           // 4 bytes
-  rs[1].name = "big"; rs[1].dtype = DType::f64; rs[1].count = {10000};                   // 80000 bytes
-  rs[2].name = "t"; rs[2].dtype = DType::f64; rs[2].kind = RegionKind::scalar;           // 8 bytes
+  rs[0].name = "s";
+  rs[0].dtype = DType::i32;
+  rs[0].kind = RegionKind::scalar;  // 4 bytes
+  rs[1].name = "big";
+  rs[1].dtype = DType::f64;
+  rs[1].count = {10000};  // 80000 bytes
+  rs[2].name = "t";
+  rs[2].dtype = DType::f64;
+  rs[2].kind = RegionKind::scalar;  // 8 bytes
   auto p = plan_stream(rs, 4096);
   ASSERT_EQ(p.blocks.size(), 3u);
   EXPECT_EQ(p.blocks[0].offset, 0u);

@@ -110,8 +110,7 @@ class Ticket {
 class CommRef {
  public:
   template <class Comm, class = std::enable_if_t<std::is_trivially_copyable<Comm>::value &&
-                                                 !std::is_same<Comm, CommRef>::value &&
-                                                 sizeof(Comm) <= 16>>
+                                                 !std::is_same<Comm, CommRef>::value && sizeof(Comm) <= 16>>
   CommRef(Comm comm) : m_size(sizeof(Comm)) {  // NOLINT: implicit by design
     std::memcpy(m_bytes, &comm, sizeof(Comm));
   }

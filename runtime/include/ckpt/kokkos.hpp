@@ -80,17 +80,16 @@ Status check_memory_space(const std::string& name) {
 #if CKPT_HAVE_CUDA
     return Status::OK();
 #else
-    return Status(Code::unavailable, "region '" + name + "': the View lives in Kokkos::" +
-                                         std::string(MemorySpace::name()) +
+    return Status(Code::unavailable, "region '" + name +
+                                         "': the View lives in Kokkos::" + std::string(MemorySpace::name()) +
                                          " but ckpt was built without CUDA (CKPT_ENABLE_CUDA=OFF)");
 #endif
   } else
 #endif
-  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
+      if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
     return Status::OK();  // HostSpace, CudaHostPinnedSpace, HBWSpace, ...
   } else {
-    return Status(Code::invalid_argument, "region '" + name + "': memory space " +
-                                              std::string(MemorySpace::name()) +
+    return Status(Code::invalid_argument, "region '" + name + "': memory space " + std::string(MemorySpace::name()) +
                                               " is neither host-accessible nor a CUDA space ckpt supports");
   }
 }
@@ -130,8 +129,10 @@ Status row_major_shape(const std::string& name, const ViewType& v, Shape& dims, 
       if (dims[d] > 1 && static_cast<std::uint64_t>(v.stride(d)) != s) left = false;
       s *= dims[d];
     }
-    if (empty || right) order = Order::right;
-    else if (left) order = Order::left;
+    if (empty || right)
+      order = Order::right;
+    else if (left)
+      order = Order::left;
     else
       return Status(Code::invalid_argument, "region '" + name + "': the Kokkos::View '" + v.label() +
                                                 "' is contiguous but in neither row- nor column-major order");
@@ -147,12 +148,12 @@ template <class ViewType>
 Status row_major_block(const std::string& name, const ViewType& v, const Block& in, Order order, Block& out) {
   constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
   if (in.global.size() != rank || in.start.size() != rank || in.count.size() != rank)
-    return Status(Code::invalid_argument, "region '" + name + "': the Block must have " + std::to_string(rank) +
-                                              " dimensions like the View");
+    return Status(Code::invalid_argument,
+                  "region '" + name + "': the Block must have " + std::to_string(rank) + " dimensions like the View");
   for (std::size_t d = 0; d < rank; ++d)
     if (in.count[d] != static_cast<std::uint64_t>(v.extent(d)))
-      return Status(Code::invalid_argument, "region '" + name + "': Block count[" + std::to_string(d) + "] = " +
-                                                std::to_string(in.count[d]) + " but the View's extent(" +
+      return Status(Code::invalid_argument, "region '" + name + "': Block count[" + std::to_string(d) +
+                                                "] = " + std::to_string(in.count[d]) + " but the View's extent(" +
                                                 std::to_string(d) + ") = " + std::to_string(v.extent(d)));
   out = in;
   if (order == Order::left) {

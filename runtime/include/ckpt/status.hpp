@@ -13,14 +13,14 @@ namespace ckpt {
 /// What kind of failure a Status reports. Callers branch on the code, people read the message.
 enum class Code {
   ok = 0,
-  invalid_argument,  ///< bad input from the caller: a name, a shape, an option value
-  not_found,         ///< no such checkpoint, variable or file
-  mismatch,          ///< restart target differs from what is stored (dtype, shape, rank count)
-  corrupt,           ///< on-disk data failed validation (checksum, index, footer)
-  io_error,          ///< the operating system refused (ENOSPC, EIO, EACCES, ...)
-  unavailable,       ///< a feature not compiled in, or an MPI without the needed thread level
+  invalid_argument,     ///< bad input from the caller: a name, a shape, an option value
+  not_found,            ///< no such checkpoint, variable or file
+  mismatch,             ///< restart target differs from what is stored (dtype, shape, rank count)
+  corrupt,              ///< on-disk data failed validation (checksum, index, footer)
+  io_error,             ///< the operating system refused (ENOSPC, EIO, EACCES, ...)
+  unavailable,          ///< a feature not compiled in, or an MPI without the needed thread level
   failed_precondition,  ///< call made in the wrong state (e.g. after close())
-  internal,          ///< a bug in ckpt: please report it
+  internal,             ///< a bug in ckpt: please report it
 };
 
 /// Name of a code, e.g. "io_error".
@@ -52,7 +52,7 @@ class Status {
 template <class T>
 class Result {
  public:
-  Result(T value) : m_value(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : m_value(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : m_status(std::move(status)) {  // NOLINT: implicit by design
     if (m_status.ok()) m_status = Status(Code::internal, "Result built from an ok Status without value");
   }
@@ -73,9 +73,9 @@ class Result {
 }  // namespace ckpt
 
 /// Internal helper: return the Status of `expr` from the enclosing function if it is not ok.
-#define CKPT_RETURN_IF_ERROR(expr)              \
-  do {                                          \
-    ::ckpt::Status ckpt_impl_st_ = (expr);      \
+#define CKPT_RETURN_IF_ERROR(expr)                 \
+  do {                                             \
+    ::ckpt::Status ckpt_impl_st_ = (expr);         \
     if (!ckpt_impl_st_.ok()) return ckpt_impl_st_; \
   } while (0)
 
