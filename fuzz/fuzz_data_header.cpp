@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto h = ckpt::detail::decode_data_header(data, size);

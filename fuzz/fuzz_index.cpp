@@ -1,4 +1,4 @@
-// libFuzzer target: the index decoder (runtime/src/format.cpp decode_index), which reads untrusted
+// libFuzzer target: the index decoder (base/format.cpp decode_index), which reads untrusted
 // bytes from disk. The body is protected by an XXH3 in the footer, which random mutations almost
 // never satisfy; so half of the inputs are taken as a *body* and wrapped into a header and a footer
 // with the right checksum, which lets the fuzzer reach every field check of the body. A decoded
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
 
 namespace {
 void put32(std::vector<std::uint8_t>& v, std::uint32_t x) {

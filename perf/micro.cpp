@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "base/format.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/format.hpp"
 
 namespace {
 

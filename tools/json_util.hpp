@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
 
 namespace ckpt::tools {
 

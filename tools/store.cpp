@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "transports/posix_io.hpp"
+#include "base/posix_io.hpp"
 
 namespace ckpt::tools {
 namespace {
@@ -147,9 +147,7 @@ Result<Checkpoint> resolve_checkpoint(const std::string& path) {
 // ---- blocks -------------------------------------------------------------------------------------
 
 BlockReader::BlockReader(const Checkpoint& ckpt, std::size_t piece_bytes)
-    : m_ckpt(ckpt),
-      m_reader(detail::make_file_reader(ckpt.dir)),
-      m_piece_bytes(std::max<std::size_t>(16, piece_bytes / 16 * 16)) {}
+    : m_ckpt(ckpt), m_reader(ckpt.dir), m_piece_bytes(std::max<std::size_t>(16, piece_bytes / 16 * 16)) {}
 
 std::string BlockReader::where(const BlockRecord& b) const {
   return "variable '" + m_ckpt.index.vars[b.var].name + "', block of rank " + std::to_string(b.rank) + " (" +
@@ -163,7 +161,7 @@ Status BlockReader::stream(const BlockRecord& b, const PieceFn& fn) {
   if (m_piece.empty()) m_piece.resize(m_piece_bytes);  // allocated on first use: read() needs none
   for (std::uint64_t p0 = 0; p0 < b.length;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.length - p0, m_piece.size()));
-    Status s = m_reader->read(file, b.offset + p0, m_piece.data(), n);
+    Status s = m_reader.read(file, b.offset + p0, m_piece.data(), n);
     if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
     h.update(m_piece.data(), n);
     CKPT_RETURN_IF_ERROR(fn(m_piece.data(), n, p0));
@@ -176,7 +174,7 @@ Status BlockReader::stream(const BlockRecord& b, const PieceFn& fn) {
 Status BlockReader::read(const BlockRecord& b, std::vector<std::uint8_t>& out) {
   out.resize(static_cast<std::size_t>(b.length));
   const std::string& file = m_ckpt.index.files[b.file].name;
-  Status s = b.length == 0 ? Status::OK() : m_reader->read(file, b.offset, out.data(), out.size());
+  Status s = b.length == 0 ? Status::OK() : m_reader.read(file, b.offset, out.data(), out.size());
   if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
   if (detail::hash64(out.data(), out.size()) != b.checksum)
     return Status(Code::corrupt, "checksum mismatch in " + where(b));

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/format.hpp"
-#include "transports/transport.hpp"
 
 namespace ckpt::tools {
 
@@ -92,7 +92,7 @@ class BlockReader {
 
  private:
   const Checkpoint& m_ckpt;
-  std::unique_ptr<detail::Reader> m_reader;
+  detail::FileReader m_reader;
   std::size_t m_piece_bytes;
   std::vector<std::uint8_t> m_piece;
 };

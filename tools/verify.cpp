@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "base/posix_io.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
 #include "tools/store.hpp"
-#include "transports/posix_io.hpp"
 
 namespace ckpt::tools {
 namespace {
@@ -43,7 +43,7 @@ struct Report {
 /// blocks, alignment between streams, the tail - is written as zero (format.md) and read by nobody:
 /// a change there is invisible to restart, so verify reads those bytes and reports any that is not zero.
 template <class Bad>
-void check_padding(detail::Reader& reader, const std::string& name, const std::string& path, std::uint64_t size,
+void check_padding(detail::FileReader& reader, const std::string& name, const std::string& path, std::uint64_t size,
                    const Index& idx, std::uint32_t f, Report& rep, const Bad& bad) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> used{{0, detail::kDataHeaderBytes}};
   for (auto& b : idx.blocks)
@@ -115,10 +115,10 @@ void check_files(const Checkpoint& c, Report& rep) {
     if (size < fr.bytes)
       rep.notes.push_back("data file " + fr.name + " has " + std::to_string(size) + " bytes, the index records " +
                           std::to_string(fr.bytes) + " (all its blocks are present)");
-    auto reader = detail::make_file_reader(c.dir);
+    detail::FileReader reader(c.dir);
     std::vector<std::uint8_t> head(detail::kDataHeaderBytes);
     Status s = size < head.size() ? Status(Code::corrupt, "shorter than a data header")
-                                  : reader->read(fr.name, 0, head.data(), head.size());
+                                  : reader.read(fr.name, 0, head.data(), head.size());
     if (!s.ok()) {
       bad("data file " + path + ": " + s.message());
       continue;
@@ -138,7 +138,7 @@ void check_files(const Checkpoint& c, Report& rep) {
     else if (h->writer != fr.writer)
       rep.notes.push_back("data file " + fr.name + ": header names writer " + std::to_string(h->writer) +
                           ", the index " + std::to_string(fr.writer));
-    check_padding(*reader, fr.name, path, size, idx, static_cast<std::uint32_t>(f), rep, bad);
+    check_padding(reader, fr.name, path, size, idx, static_cast<std::uint32_t>(f), rep, bad);
   }
 }
 

@@ -26,9 +26,9 @@
 #include <mutex>
 #include <tuple>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "transports/mpi_util.hpp"
-#include "transports/posix_io.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -90,24 +90,14 @@ Result<std::vector<VarDesc>> gather_vars(MPI_Comm comm, const WriteContext& ctx)
     put(&nd, 4);
     put(shape.data(), nd * 8);
   }
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
-  MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, comm);
-  int total = 0;
-  for (int r = 0; r < size; ++r) {
-    displs[static_cast<std::size_t>(r)] = total;
-    total += counts[static_cast<std::size_t>(r)];
-  }
-  std::vector<std::uint8_t> all(static_cast<std::size_t>(total));
-  MPI_Allgatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, comm);
+  const auto parts = allgatherv_bytes(comm, mine);
+  const int size = static_cast<int>(parts.size());
   std::map<std::string, VarDesc> globals;
   std::vector<VarDesc> out;
   for (int r = 0; r < size; ++r) {
-    std::size_t p = static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]);
-    const std::size_t end = p + static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
-    while (p < end) {
+    const std::vector<std::uint8_t>& all = parts[static_cast<std::size_t>(r)];
+    std::size_t p = 0;
+    while (p < all.size()) {
       VarDesc d;
       std::uint32_t len = 0, nd = 0;
       std::memcpy(&len, &all[p], 4);
@@ -316,13 +306,6 @@ Status my_block_offsets(const H5Checkpoint& f, const WriteContext& ctx, int rank
   return Status::OK();
 }
 
-/// Agreement inside a transport: everybody learns whether somebody failed.
-bool all_ok(MPI_Comm comm, const Status& s) {
-  int bad = s.ok() ? 0 : 1;
-  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
-  return bad == 0;
-}
-
 // ---- hdf5 (asynchronous) --------------------------------------------------------------------------
 
 class Hdf5Writer final : public Writer {
@@ -351,9 +334,10 @@ class Hdf5Writer final : public Writer {
       m_fd = ::open(m_path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
       if (m_fd < 0) s = errno_status("open " + m_path);
     }
-    if (!all_ok(m_comm, s)) {
+    s = agree(m_comm, s);
+    if (!s.ok()) {
       m_failed = true;
-      return s.ok() ? Status(Code::io_error, "hdf5: creating " + m_path + " failed on another rank") : s;
+      return s.with_context("hdf5: creating " + m_path);
     }
     return Status::OK();
   }
@@ -392,7 +376,8 @@ class Hdf5Writer final : public Writer {
       ::close(m_fd);
       m_fd = -1;
     }
-    const bool ok = all_ok(m_comm, m_failed ? Status(Code::io_error, "") : s);
+    const Status agreed = agree(m_comm, m_failed ? Status(Code::io_error, "hdf5: start() failed") : s);
+    const bool ok = agreed.ok();
     if (ok && digests != nullptr) {
       std::vector<double> mins, maxs;
       std::vector<std::uint64_t> sums;
@@ -404,7 +389,7 @@ class Hdf5Writer final : public Writer {
       std::lock_guard<std::mutex> lk(h5_lock());
       (void)m_file.close();
     }
-    if (!ok) return s.ok() ? Status(Code::io_error, "hdf5: writing " + m_path + " failed on another rank") : s;
+    if (!ok) return agreed.with_context("hdf5: writing " + m_path);
     if (!s.ok()) return s;
     Placement p{m_name, 0, 0, 0};
     if (m_rank == 0) {
@@ -446,8 +431,7 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
   MPI_Comm_size(comm, &size);
   const std::string name = ctx.unique_file_name("ckpt", 0) + ".h5", path = ctx.dir + "/" + name;
   auto descs = gather_vars(comm, ctx);
-  if (!all_ok(comm, descs.status()))
-    return descs.ok() ? Status(Code::invalid_argument, "hdf5-sync: bad variables on another rank") : descs.status();
+  if (Status a = agree(comm, descs.status()); !a.ok()) return a.with_context("hdf5-sync: variables");
   // Digests of this rank's blocks, computed here from the application's memory (host only).
   std::vector<BlockDigest> digests(ctx.plan->vars.size());
   Status s;
@@ -464,14 +448,13 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
       digests[b.var] = {digests[b.var].checksum, mm.valid(), mm.min_bits(), mm.max_bits()};
     }
   }
-  if (!all_ok(comm, s)) return s.ok() ? Status(Code::invalid_argument, "hdf5-sync: device memory on another rank") : s;
+  CKPT_RETURN_IF_ERROR(agree(comm, s));
   std::lock_guard<std::mutex> lk(h5_lock());
   H5Checkpoint f;
   s = f.create(path, comm, alignment, descs.value());
   std::vector<std::uint64_t> offsets;
   if (s.ok()) s = my_block_offsets(f, ctx, rank, offsets);
-  if (!all_ok(comm, s))
-    return s.ok() ? Status(Code::io_error, "hdf5-sync: creating " + path + " failed on another rank") : s;
+  CKPT_RETURN_IF_ERROR(agree(comm, s).with_context("hdf5-sync: creating " + path));
   // One collective H5Dwrite per global dataset (a hyperslab per rank); per-rank datasets independently.
   hid_t coll = H5Pcreate(H5P_DATASET_XFER), indep = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(coll, H5FD_MPIO_COLLECTIVE);
@@ -517,7 +500,8 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
   }
   H5Pclose(coll);
   H5Pclose(indep);
-  const bool ok = all_ok(comm, s);
+  const Status agreed = agree(comm, s);
+  const bool ok = agreed.ok();
   if (ok) {
     std::vector<double> mins, maxs;
     std::vector<std::uint64_t> sums;
@@ -527,7 +511,7 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
   } else {
     (void)f.close();
   }
-  if (!ok) return s.ok() ? Status(Code::io_error, "hdf5-sync: writing " + path + " failed on another rank") : s;
+  if (!ok) return agreed.with_context("hdf5-sync: writing " + path);
   if (!s.ok()) return s;
   Placement p{name, 0, 0, 0};
   if (rank == 0) {

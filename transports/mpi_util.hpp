@@ -1,4 +1,5 @@
-// MPI helpers shared by the MPI-IO based transports (internal).
+// MPI-IO helpers shared by the transports that write with MPI-IO (internal); the generic MPI
+// helpers are in base/mpi.hpp.
 #ifndef CKPT_TRANSPORTS_MPI_UTIL_HPP
 #define CKPT_TRANSPORTS_MPI_UTIL_HPP
 
@@ -6,19 +7,11 @@
 
 #include <string>
 
+#include "base/layout.hpp"
+#include "base/mpi.hpp"
 #include "ckpt/status.hpp"
-#include "runtime/src/layout.hpp"
 
 namespace ckpt::detail {
-
-/// Status for an MPI error code: "<what>: <MPI error string>".
-inline Status mpi_status(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return Status::OK();
-  char msg[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  return Status(Code::io_error, what + ": " + std::string(msg, static_cast<std::size_t>(len)));
-}
 
 /// Status of an MPI-IO write of `want` bytes: the error code, and also the count in `st` - Open MPI's
 /// OMPIO returns MPI_SUCCESS from a (collective) write whose pwritev failed (ENOSPC, EIO) and only
@@ -72,16 +65,6 @@ inline Attributes hints_in_effect(MPI_File fh, const char* prefix) {
 }
 
 inline std::uint64_t round_up_to(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
-
-/// Largest single MPI transfer we issue (counts are int).
-constexpr std::uint64_t kMaxMpiPiece = 1ull << 30;
-
-inline void free_comm(MPI_Comm& c) {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (c != MPI_COMM_NULL && !finalized) MPI_Comm_free(&c);
-  c = MPI_COMM_NULL;
-}
 
 }  // namespace ckpt::detail
 

@@ -4,7 +4,7 @@
 // write_at_all calls as the rank with the most chunks (extra calls write nothing), also on errors.
 #include <algorithm>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
 #include "transports/mpi_util.hpp"
 #include "transports/transport.hpp"
 
@@ -29,16 +29,13 @@ class MpiioWriter final : public Writer {
 
   Status write(std::uint64_t offset, const void* data, std::size_t n) override {
     auto* p = static_cast<const char*>(data);
-    for (std::uint64_t done = 0; done < n;) {
-      const int part = static_cast<int>(std::min<std::uint64_t>(n - done, kMaxMpiPiece));
+    return for_each_piece(n, [&](std::uint64_t done, int part) {
       MPI_Status st;
       int rc =
           MPI_File_write_at_all(m_fh, static_cast<MPI_Offset>(m_base + offset + done), p + done, part, MPI_BYTE, &st);
       ++m_made;
-      CKPT_RETURN_IF_ERROR(mpi_write_status(rc, st, part, "MPI_File_write_at_all " + m_name));
-      done += static_cast<std::uint64_t>(part);
-    }
-    return Status::OK();
+      return mpi_write_status(rc, st, part, "MPI_File_write_at_all " + m_name);
+    });
   }
 
   Result<Placement> finish(const std::vector<BlockDigest>&) override {
@@ -120,12 +117,10 @@ class MpiioTransport final : public Transport {
     const std::string path = ctx.dir + "/" + file;
     MPI_File fh = MPI_FILE_NULL;
     int rc = MPI_File_open(m_comm, path.c_str(), MPI_MODE_CREATE | MPI_MODE_WRONLY, m_info, &fh);
-    Status s = mpi_status(rc, "MPI_File_open " + path);
-    int bad = s.ok() ? 0 : 1;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m_comm);
-    if (bad) {
+    Status s = agree(m_comm, mpi_status(rc, "MPI_File_open " + path));
+    if (!s.ok()) {
       if (fh != MPI_FILE_NULL) MPI_File_close(&fh);
-      return s.ok() ? Status(Code::io_error, "MPI_File_open " + path + " failed on another rank of the group") : s;
+      return s;
     }
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
     if (grank == 0) {
@@ -138,11 +133,10 @@ class MpiioTransport final : public Transport {
     hints.emplace_back("mpiio.files", std::to_string(m_nf));
     auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before,
                                            grank == 0 ? std::max(total, align) : 0, calls, ctx.fsync, std::move(hints));
-    bad = s.ok() ? 0 : 1;  // the header write is agreed too: a writer is used collectively or not at all
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m_comm);
-    if (bad) {
+    s = agree(m_comm, s);  // the header write is agreed too: a writer is used collectively or not at all
+    if (!s.ok()) {
       w->abort();
-      return s.ok() ? Status(Code::io_error, "writing the header of " + path + " failed on the group's first rank") : s;
+      return s;
     }
     return std::unique_ptr<Writer>(std::move(w));
   }

@@ -5,9 +5,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "transports/open_token.hpp"
-#include "transports/posix_io.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -84,29 +84,6 @@ class PosixTransport final : public Transport {
   MPI_Comm m_comm;  // app thread only (the token)
 };
 
-class FileReader final : public Reader {
- public:
-  explicit FileReader(std::string dir) : m_dir(std::move(dir)) {}
-  ~FileReader() override {
-    if (m_fd >= 0) ::close(m_fd);
-  }
-  Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n) override {
-    if (file != m_file) {
-      if (m_fd >= 0) ::close(m_fd);
-      m_file.clear();
-      const std::string path = m_dir + "/" + file;
-      m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-      if (m_fd < 0) return errno_status("open " + path);
-      m_file = file;
-    }
-    return pread_all(m_fd, dst, n, offset, m_dir + "/" + file);
-  }
-
- private:
-  std::string m_dir, m_file;
-  int m_fd = -1;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const TransportEnv& env) {
@@ -114,7 +91,5 @@ Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const 
   if (o.open_token > 0) MPI_Comm_dup(env.comm, &comm);
   return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(o.alignment, o.open_token, comm));
 }
-
-std::unique_ptr<Reader> make_file_reader(const std::string& dir) { return std::make_unique<FileReader>(dir); }
 
 }  // namespace ckpt::detail

@@ -15,9 +15,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "transports/mpi_util.hpp"
-#include "transports/posix_io.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -31,15 +31,11 @@ struct Sink {
   Status write(std::uint64_t off, const void* p, std::size_t n) {
     if (fd >= 0) return pwrite_all(fd, p, n, off, path);
     auto* c = static_cast<const char*>(p);
-    for (std::uint64_t done = 0; done < n;) {
-      const int part = static_cast<int>(std::min<std::uint64_t>(n - done, kMaxMpiPiece));
+    return for_each_piece(n, [&](std::uint64_t done, int part) {
       MPI_Status st;
-      CKPT_RETURN_IF_ERROR(
-          mpi_write_status(MPI_File_write_at(fh, static_cast<MPI_Offset>(off + done), c + done, part, MPI_BYTE, &st),
-                           st, part, "MPI_File_write_at " + path));
-      done += static_cast<std::uint64_t>(part);
-    }
-    return Status::OK();
+      return mpi_write_status(MPI_File_write_at(fh, static_cast<MPI_Offset>(off + done), c + done, part, MPI_BYTE, &st),
+                              st, part, "MPI_File_write_at " + path);
+    });
   }
 };
 
@@ -51,12 +47,9 @@ class RbioWorker final : public Writer {
   }
   Status write(std::uint64_t, const void* data, std::size_t n) override {
     auto* c = static_cast<const char*>(data);
-    for (std::uint64_t done = 0; done < n;) {
-      const int part = static_cast<int>(std::min<std::uint64_t>(n - done, kMaxMpiPiece));
-      CKPT_RETURN_IF_ERROR(mpi_status(MPI_Send(c + done, part, MPI_BYTE, 0, m_tag, m_data), "rbio send to writer"));
-      done += static_cast<std::uint64_t>(part);
-    }
-    return Status::OK();
+    return for_each_piece(n, [&](std::uint64_t done, int part) {
+      return mpi_status(MPI_Send(c + done, part, MPI_BYTE, 0, m_tag, m_data), "rbio send to writer");
+    });
   }
   Result<Placement> finish(const std::vector<BlockDigest>&) override {
     CKPT_RETURN_IF_ERROR(send_end());
@@ -252,12 +245,11 @@ class RbioTransport final : public Transport {
       }
     }
     // The writer's open must be agreed in its group: workers would otherwise send into nothing.
-    int bad = s.ok() ? 0 : 1;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m_group);
-    if (bad) {
+    s = agree(m_group, s);
+    if (!s.ok()) {
       if (sink.fd >= 0) ::close(sink.fd);
       if (sink.fh != MPI_FILE_NULL) MPI_File_close(&sink.fh);
-      return s.ok() ? Status(Code::io_error, "rbio: the writer of this group could not open " + path) : s;
+      return s.with_context("rbio: the writer of this group could not open " + path);
     }
     Placement where{file, m_writer_rank, my_base, 0};
     if (m_grank == 0) {

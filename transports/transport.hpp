@@ -1,5 +1,5 @@
 /// \file transport.hpp
-/// Where a rank's checkpoint stream goes and how blocks come back (internal). One Transport per I/O
+/// Where a rank's checkpoint stream goes (internal). One Transport per I/O
 /// method, made by name through the registry in registry.cpp. See docs/adding-a-transport.md.
 #ifndef CKPT_TRANSPORTS_TRANSPORT_HPP
 #define CKPT_TRANSPORTS_TRANSPORT_HPP
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/format.hpp"
+#include "base/layout.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/format.hpp"
-#include "runtime/src/layout.hpp"
 
 namespace ckpt::detail {
 
@@ -105,14 +105,6 @@ class Writer {
   virtual void abort() = 0;
 };
 
-/// Reads blocks back. Used by the application thread during restart and by tools.
-class Reader {
- public:
-  virtual ~Reader() = default;
-  /// Reads `n` bytes at `offset` of `file` (a name from the index) in checkpoint directory `dir`.
-  virtual Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n) = 0;
-};
-
 /// An I/O method.
 class Transport {
  public:
@@ -135,10 +127,6 @@ Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const
                                                   const TransportEnv& env);
 /// Names in the registry (built or not), for messages and --help.
 std::vector<std::string> transport_names();
-
-/// A reader of checkpoint directory `dir` (every persistent transport writes byte files named in the
-/// index, so one POSIX reader serves them).
-std::unique_ptr<Reader> make_file_reader(const std::string& dir);
 
 }  // namespace ckpt::detail
 

@@ -8,8 +8,8 @@
 #include <ctime>
 #include <map>
 
+#include "base/posix_io.hpp"
 #include "runtime/src/runtime_impl.hpp"
-#include "transports/posix_io.hpp"
 
 namespace ckpt::detail {
 
@@ -251,46 +251,15 @@ Status RuntimeImpl::commit(Job& job) {
   std::vector<std::uint8_t> mine = encode_index(rep);
 
   // Gather every report on rank 0: this is also the agreement that all ranks succeeded.
-  long long my_len = static_cast<long long>(mine.size());
-  std::vector<long long> lens(m_rank == 0 ? static_cast<std::size_t>(m_size) : 0);
-  MPI_Gather(&my_len, 1, MPI_LONG_LONG, lens.data(), 1, MPI_LONG_LONG, 0, m_commit_comm);
-  std::vector<int> counts, displs;
-  std::vector<std::uint8_t> all;
+  const auto reports = gatherv_bytes(m_commit_comm, mine, 0);
   Status outcome;
   if (m_rank == 0) {
-    long long total = 0;
-    for (auto l : lens) total += l;
-    if (total > (1ll << 31) - 1) outcome = Status(Code::internal, "commit reports exceed 2 GiB");
-    counts.resize(lens.size());
-    displs.resize(lens.size());
-    int off = 0;
-    for (std::size_t r = 0; r < lens.size(); ++r) {
-      counts[r] = static_cast<int>(lens[r]);
-      displs[r] = off;
-      off += counts[r];
-    }
-    all.resize(static_cast<std::size_t>(std::max(total, 0ll)));
-  }
-  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-              0, m_commit_comm);
-  if (m_rank == 0 && outcome.ok()) {
-    std::vector<std::vector<std::uint8_t>> reports(static_cast<std::size_t>(m_size));
-    for (int r = 0; r < m_size; ++r)
-      reports[static_cast<std::size_t>(r)].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
     outcome = commit_on_root(job, reports);
     if (!outcome.ok() && m_persistent) remove_tree(job.tmp_dir);
   }
-  // Everybody learns the outcome.
-  int code = static_cast<int>(outcome.code());
-  std::string msg = outcome.message();
-  int len = static_cast<int>(msg.size());
-  MPI_Bcast(&code, 1, MPI_INT, 0, m_commit_comm);
-  MPI_Bcast(&len, 1, MPI_INT, 0, m_commit_comm);
-  msg.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(msg.data(), len, MPI_CHAR, 0, m_commit_comm);
-  if (code == 0 && m_rank == 0 && m_persistent) apply_retention(job.step);  // off the other ranks' path
-  if (code == 0) return Status::OK();
-  return Status(static_cast<Code>(code), msg);
+  outcome = bcast_status(m_commit_comm, outcome, 0);                           // everybody learns the outcome
+  if (outcome.ok() && m_rank == 0 && m_persistent) apply_retention(job.step);  // off the other ranks' path
+  return outcome;
 }
 
 Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::uint8_t>>& reports) {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/posix_io.hpp"
 #include "runtime/src/runtime_impl.hpp"
-#include "transports/posix_io.hpp"
 
 namespace ckpt::detail {
 
@@ -56,16 +56,9 @@ Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
               ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir)
               : b.status();
   }
-  s = agree(s);
+  s = agree(m_app_comm, s);
   if (!s.ok()) return s;
-  long long n = static_cast<long long>(bytes.size());
-  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, m_app_comm);
-  bytes.resize(static_cast<std::size_t>(n));
-  for (long long off = 0; off < n;) {  // MPI counts are int
-    const int part = static_cast<int>(std::min<long long>(n - off, 1 << 30));
-    MPI_Bcast(bytes.data() + off, part, MPI_BYTE, 0, m_app_comm);
-    off += part;
-  }
+  bcast_bytes(m_app_comm, bytes, 0);
   auto idx = decode_index(bytes.data(), bytes.size());
   if (!idx.ok()) return idx.status().with_context(step_dir(step, false) + "/index");
   if (idx->step != step)
@@ -131,7 +124,7 @@ class RowWalker {
 }  // namespace
 
 Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r,
-                                   Reader& reader, Chunk* bounce) {
+                                   FileReader& reader, Chunk* bounce) {
   const long vi = look.var(r.name);
   if (vi < 0)
     return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
@@ -234,15 +227,15 @@ Status RuntimeImpl::restart(std::int64_t step) {
   local = ensure_pool(bytes);
   if (local.ok()) {
     Chunk* bounce = m_pool->acquire();
-    auto reader = make_file_reader(step_dir(step, false));
+    FileReader reader(step_dir(step, false));
     const IndexLookup look(idx.value());
     for (auto& r : m_regions) {
-      local = restore_region(idx.value(), look, step_dir(step, false), r, *reader, bounce);
+      local = restore_region(idx.value(), look, step_dir(step, false), r, reader, bounce);
       if (!local.ok()) break;
     }
     m_pool->release(bounce);
   }
-  Status s = agree(local);
+  Status s = agree(m_app_comm, local);
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: restart from step %lld: %s\n", static_cast<long long>(step), s.to_string().c_str());
   return s.with_context("restart from step " + std::to_string(step));

@@ -9,81 +9,11 @@
 #include <cstring>
 #include <random>
 
+#include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
 #include "runtime/src/runtime_impl.hpp"
-#include "transports/posix_io.hpp"
 
 namespace ckpt {
-
-// ---- small public helpers ----------------------------------------------------------------------
-
-const char* version() noexcept { return "0.1.0"; }
-
-const char* code_name(Code c) noexcept {
-  switch (c) {
-    case Code::ok: return "ok";
-    case Code::invalid_argument: return "invalid_argument";
-    case Code::not_found: return "not_found";
-    case Code::mismatch: return "mismatch";
-    case Code::corrupt: return "corrupt";
-    case Code::io_error: return "io_error";
-    case Code::unavailable: return "unavailable";
-    case Code::failed_precondition: return "failed_precondition";
-    case Code::internal: return "internal";
-  }
-  return "?";
-}
-
-std::string Status::to_string() const { return ok() ? "ok" : std::string(code_name(m_code)) + ": " + m_message; }
-
-Status Status::with_context(const std::string& context) const {
-  if (ok()) return *this;
-  return Status(m_code, context + ": " + m_message);
-}
-
-std::size_t dtype_size(DType t) noexcept {
-  switch (t) {
-    case DType::u8:
-    case DType::i8:
-    case DType::bytes: return 1;
-    case DType::u16:
-    case DType::i16: return 2;
-    case DType::u32:
-    case DType::i32:
-    case DType::f32: return 4;
-    case DType::u64:
-    case DType::i64:
-    case DType::f64: return 8;
-  }
-  return 0;
-}
-
-const char* dtype_name(DType t) noexcept {
-  switch (t) {
-    case DType::u8: return "u8";
-    case DType::i8: return "i8";
-    case DType::u16: return "u16";
-    case DType::i16: return "i16";
-    case DType::u32: return "u32";
-    case DType::i32: return "i32";
-    case DType::u64: return "u64";
-    case DType::i64: return "i64";
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bytes: return "bytes";
-  }
-  return "?";
-}
-
-const char* memory_kind_name(MemoryKind k) noexcept {
-  switch (k) {
-    case MemoryKind::host: return "host";
-    case MemoryKind::host_pinned: return "host_pinned";
-    case MemoryKind::device: return "device";
-    case MemoryKind::managed: return "managed";
-  }
-  return "?";
-}
 
 // ---- Ticket ----------------------------------------------------------------------------------------
 
@@ -221,7 +151,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                           "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
   // Transports are made on every rank, in the same order (they may split the communicator).
-  m_status = agree(m_status);
+  m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) {
     TransportEnv env{m_app_comm, m_rank, m_size};
     std::vector<std::string> names{m_opts.transport};
@@ -240,7 +170,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     if (m_status.ok()) remove_stale(m_opts.dir);
   }
-  m_status = agree(m_status);
+  m_status = agree(m_app_comm, m_status);
   if (!m_status.ok()) return;
 
   std::uint64_t id = 0;
@@ -292,27 +222,6 @@ Status RuntimeImpl::close() {
 Status RuntimeImpl::usable() const {
   if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
   return m_status;
-}
-
-Status RuntimeImpl::agree(const Status& local) {
-  if (m_app_comm == MPI_COMM_NULL) return local;
-  int bad = local.ok() ? 0 : 1;
-  int any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, m_app_comm);
-  if (!any) return Status::OK();
-  // Find the lowest failing rank and share its message.
-  int first = bad ? m_rank : m_size;
-  int lowest = 0;
-  MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, m_app_comm);
-  std::string msg = local.ok() ? std::string() : local.message();
-  int code = static_cast<int>(local.code());
-  int len = static_cast<int>(msg.size());
-  MPI_Bcast(&code, 1, MPI_INT, lowest, m_app_comm);
-  MPI_Bcast(&len, 1, MPI_INT, lowest, m_app_comm);
-  msg.resize(static_cast<std::size_t>(len));
-  MPI_Bcast(msg.data(), len, MPI_CHAR, lowest, m_app_comm);
-  if (!local.ok()) return local;
-  return Status(static_cast<Code>(code), "rank " + std::to_string(lowest) + ": " + msg);
 }
 
 // ---- registry ------------------------------------------------------------------------------------
@@ -520,7 +429,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   // need no agreement: a failed rank just does not open.
   const bool collective =
       std::any_of(m_transports.begin(), m_transports.end(), [](const auto& t) { return t->collective_open(); });
-  if (collective) s = agree(s);
+  if (collective) s = agree(m_app_comm, s);
   const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
   job->segment_done.assign(job->plan.segments.size(), false);
   job->placements.resize(job->plan.segments.size());

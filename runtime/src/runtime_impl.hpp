@@ -16,10 +16,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/format.hpp"
+#include "base/layout.hpp"
+#include "base/mpi.hpp"
+#include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
 #include "gpu/device.hpp"
-#include "runtime/src/format.hpp"
-#include "runtime/src/layout.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/trace.hpp"
 #include "transports/transport.hpp"
@@ -162,8 +164,6 @@ class RuntimeImpl {
   Region* find(const std::string& name);
   Status ensure_pool(std::uint64_t stream_bytes);
   std::string step_dir(std::int64_t step, bool tmp) const;
-  /// Collective on m_app_comm: every rank gets the first failure (prefixed with its rank) or ok.
-  Status agree(const Status& local);
 
   // pipeline (pipeline.cpp)
   void digest_loop();
@@ -177,8 +177,8 @@ class RuntimeImpl {
 
   // restart (restart.cpp)
   Result<Index> read_index_collective(std::int64_t step);
-  Status restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r, Reader& reader,
-                        Chunk* bounce);
+  Status restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r,
+                        FileReader& reader, Chunk* bounce);
 
   Options m_opts;
   Status m_status;

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "base/posix_io.hpp"
 #include "runtime/src/runtime_impl.hpp"
-#include "transports/posix_io.hpp"
 
 namespace ckpt::detail {
 
@@ -36,22 +36,10 @@ std::string json_string(const std::string& s) {
 }
 
 /// Gathers variable-length strings on rank 0 (in rank order).
-std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int rank, int size) {
-  int n = static_cast<int>(mine.size());
-  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
-  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm);
-  int total = 0;
-  for (int r = 0; r < size && rank == 0; ++r) {
-    displs[static_cast<std::size_t>(r)] = total;
-    total += counts[static_cast<std::size_t>(r)];
-  }
-  std::string all(static_cast<std::size_t>(total), '\0');
-  MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, 0, comm);
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine) {
   std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < size; ++r)
-      out.push_back(all.substr(static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]),
-                               static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
+  for (auto& part : gatherv_bytes(comm, std::vector<std::uint8_t>(mine.begin(), mine.end()), 0))
+    out.emplace_back(part.begin(), part.end());
   return out;
 }
 
@@ -68,7 +56,7 @@ void RuntimeImpl::write_trace_and_summary() {
        << ",\"bytes\":" << e.bytes << "}}";
     first = false;
   }
-  auto parts = gather_strings(m_app_comm, ev.str(), m_rank, m_size);
+  auto parts = gather_strings(m_app_comm, ev.str());
 
   // ---- summary: per checkpoint, figures over ranks ----
   std::vector<CheckpointRecord> hist;

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/format.hpp"
 #include "test_util.hpp"
-#include "transports/posix_io.hpp"
 
 using namespace ckpt;
 using ckpt::test::all_true;

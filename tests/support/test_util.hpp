@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "transports/posix_io.hpp"
+#include "base/posix_io.hpp"
 
 namespace ckpt::test {
 

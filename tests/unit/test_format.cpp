@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/src/format.hpp"
+#include "base/format.hpp"
 
 using namespace ckpt;
 using namespace ckpt::detail;

@@ -1,7 +1,7 @@
 // Region names and the stream layout.
 #include <gtest/gtest.h>
 
-#include "runtime/src/layout.hpp"
+#include "base/layout.hpp"
 
 using namespace ckpt;
 using namespace ckpt::detail;

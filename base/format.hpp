@@ -1,7 +1,7 @@
 // Format v1: data-file header and index encode/decode (internal). Byte layout in docs/format.md.
 // Every decode is bounds-checked: a checkpoint on disk is untrusted input.
-#ifndef CKPT_RUNTIME_FORMAT_HPP
-#define CKPT_RUNTIME_FORMAT_HPP
+#ifndef CKPT_BASE_FORMAT_HPP
+#define CKPT_BASE_FORMAT_HPP
 
 #include <cstddef>
 #include <cstdint>
@@ -9,8 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/hash.hpp"
+#include "base/layout.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/layout.hpp"
 
 namespace ckpt::detail {
 
@@ -98,44 +99,6 @@ std::vector<std::uint8_t> encode_index(const Index& idx);
 /// Validates magic, version, footer, body checksum and every field against the others.
 Result<Index> decode_index(const std::uint8_t* p, std::size_t n);
 
-/// XXH3-64 of a byte range, and a streaming variant.
-std::uint64_t hash64(const void* p, std::size_t n);
-class Hasher {
- public:
-  Hasher();
-  ~Hasher();
-  Hasher(const Hasher&) = delete;
-  Hasher& operator=(const Hasher&) = delete;
-  void reset();
-  void update(const void* p, std::size_t n);
-  std::uint64_t digest() const;
-
- private:
-  void* m_state;
-};
-
-/// Running min/max over elements of a numeric dtype; NaNs are ignored.
-class MinMax {
- public:
-  explicit MinMax(DType t) : m_type(t) {}
-  /// `n` must be whole elements (the caller carries a partial element across calls).
-  void update(const void* p, std::size_t n);
-  bool valid() const { return m_seen; }
-  std::uint64_t min_bits() const { return m_min; }
-  std::uint64_t max_bits() const { return m_max; }
-
- private:
-  DType m_type;
-  bool m_seen = false;
-  std::uint64_t m_min = 0, m_max = 0;
-};
-/// Whether a dtype gets min/max (all but `bytes`).
-bool dtype_has_stats(DType t) noexcept;
-/// Human form of a stored min/max bit pattern.
-std::string stat_to_string(DType t, std::uint64_t bits);
-/// Stored min/max as a double (for tools).
-double stat_to_double(DType t, std::uint64_t bits);
-
 }  // namespace ckpt::detail
 
-#endif  // CKPT_RUNTIME_FORMAT_HPP
+#endif  // CKPT_BASE_FORMAT_HPP

@@ -1,4 +1,5 @@
-#include "transports/posix_io.hpp"
+// Small POSIX helpers shared by every layer (internal).
+#include "base/posix_io.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -47,20 +48,38 @@ Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::s
   return Status::OK();
 }
 
-Result<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint64_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_status("open " + path);
+Result<int> open_regular(const std::string& path, std::uint64_t* size) {
+  // O_NONBLOCK: opening a FIFO planted under a checkpoint's file name must not wait for a writer;
+  // O_NOFOLLOW: a planted link must not send the read elsewhere. The fstat then refuses both.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP) return Status(Code::corrupt, path + " is a symbolic link; not followed");
+    return errno_status("open " + path);
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     Status s = errno_status("stat " + path);
     ::close(fd);
     return s;
   }
-  if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+  if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status(Code::corrupt, path + " is not a regular file of at most " + std::to_string(max_bytes) + " bytes");
+    return Status(Code::corrupt, path + " is not a regular file");
   }
-  std::vector<std::uint8_t> buf(static_cast<std::size_t>(st.st_size));
+  if (size != nullptr) *size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
+}
+
+Result<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint64_t max_bytes) {
+  std::uint64_t size = 0;
+  auto opened = open_regular(path, &size);
+  if (!opened.ok()) return opened.status();
+  const int fd = opened.value();
+  if (size > max_bytes) {
+    ::close(fd);
+    return Status(Code::corrupt, path + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  std::vector<std::uint8_t> buf(static_cast<std::size_t>(size));
   Status s = pread_all(fd, buf.data(), buf.size(), 0, path);
   ::close(fd);
   if (!s.ok()) return s;
@@ -130,6 +149,23 @@ Status remove_tree(const std::string& path) {
   }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_status("remove " + path);
   return Status::OK();
+}
+
+FileReader::~FileReader() {
+  if (m_fd >= 0) ::close(m_fd);
+}
+
+Status FileReader::read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n) {
+  if (file != m_file) {
+    if (m_fd >= 0) ::close(m_fd);
+    m_fd = -1;
+    m_file.clear();
+    auto fd = open_regular(m_dir + "/" + file, nullptr);
+    if (!fd.ok()) return fd.status();
+    m_fd = fd.value();
+    m_file = file;
+  }
+  return pread_all(m_fd, dst, n, offset, m_dir + "/" + file);
 }
 
 }  // namespace ckpt::detail

@@ -1,6 +1,6 @@
 // Regions and the per-checkpoint stream plan (internal).
-#ifndef CKPT_RUNTIME_LAYOUT_HPP
-#define CKPT_RUNTIME_LAYOUT_HPP
+#ifndef CKPT_BASE_LAYOUT_HPP
+#define CKPT_BASE_LAYOUT_HPP
 
 #include <cstdint>
 #include <string>
@@ -77,4 +77,4 @@ Status check_name(const std::string& name);
 
 }  // namespace ckpt::detail
 
-#endif  // CKPT_RUNTIME_LAYOUT_HPP
+#endif  // CKPT_BASE_LAYOUT_HPP

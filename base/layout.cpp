@@ -1,4 +1,4 @@
-#include "runtime/src/layout.hpp"
+#include "base/layout.hpp"
 
 namespace ckpt::detail {
 

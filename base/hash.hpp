@@ -1,0 +1,53 @@
+// XXH3-64 checksums and min/max statistics (internal).
+#ifndef CKPT_BASE_HASH_HPP
+#define CKPT_BASE_HASH_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ckpt/ckpt.hpp"
+
+namespace ckpt::detail {
+
+/// XXH3-64 of a byte range, and a streaming variant.
+std::uint64_t hash64(const void* p, std::size_t n);
+class Hasher {
+ public:
+  Hasher();
+  ~Hasher();
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  void reset();
+  void update(const void* p, std::size_t n);
+  std::uint64_t digest() const;
+
+ private:
+  void* m_state;
+};
+
+/// Running min/max over elements of a numeric dtype; NaNs are ignored.
+class MinMax {
+ public:
+  explicit MinMax(DType t) : m_type(t) {}
+  /// `n` must be whole elements (the caller carries a partial element across calls).
+  void update(const void* p, std::size_t n);
+  bool valid() const { return m_seen; }
+  std::uint64_t min_bits() const { return m_min; }
+  std::uint64_t max_bits() const { return m_max; }
+
+ private:
+  DType m_type;
+  bool m_seen = false;
+  std::uint64_t m_min = 0, m_max = 0;
+};
+/// Whether a dtype gets min/max (all but `bytes`).
+bool dtype_has_stats(DType t) noexcept;
+/// Human form of a stored min/max bit pattern.
+std::string stat_to_string(DType t, std::uint64_t bits);
+/// Stored min/max as a double (for tools).
+double stat_to_double(DType t, std::uint64_t bits);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_BASE_HASH_HPP

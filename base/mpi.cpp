@@ -1,0 +1,149 @@
+// MPI helpers (see mpi.hpp).
+#include "base/mpi.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+namespace ckpt::detail {
+namespace {
+
+constexpr int kGatherTag = 7201;
+
+}  // namespace
+
+Status mpi_status(int rc, const std::string& what) {
+  if (rc == MPI_SUCCESS) return Status::OK();
+  char msg[MPI_MAX_ERROR_STRING] = {};
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return Status(Code::io_error, what + ": " + std::string(msg, static_cast<std::size_t>(len)));
+}
+
+Status agree(MPI_Comm comm, const Status& local) {
+  if (comm == MPI_COMM_NULL) return local;
+  int bad = local.ok() ? 0 : 1;
+  int any = 0;
+  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (any == 0) return Status::OK();
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int mine = bad != 0 ? rank : size;
+  int lowest = 0;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm);
+  Status first = bcast_status(comm, local, lowest);
+  if (!local.ok()) return local;
+  return Status(first.code(), "rank " + std::to_string(lowest) + ": " + first.message());
+}
+
+Status bcast_status(MPI_Comm comm, const Status& s, int root) {
+  int code = static_cast<int>(s.code());
+  MPI_Bcast(&code, 1, MPI_INT, root, comm);
+  const std::string& msg = s.message();
+  std::vector<std::uint8_t> bytes(msg.begin(), msg.end());
+  bcast_bytes(comm, bytes, root);
+  if (code == 0) return Status::OK();
+  return Status(static_cast<Code>(code), std::string(bytes.begin(), bytes.end()));
+}
+
+void bcast_bytes(MPI_Comm comm, std::vector<std::uint8_t>& bytes, int root) {
+  std::uint64_t n = bytes.size();
+  MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);
+  bytes.resize(static_cast<std::size_t>(n));
+  (void)for_each_piece(n, [&](std::uint64_t off, int part) {
+    MPI_Bcast(bytes.data() + off, part, MPI_BYTE, root, comm);
+    return Status::OK();
+  });
+}
+
+std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const std::uint64_t my_len = mine.size();
+  std::vector<std::uint64_t> lens(rank == root ? static_cast<std::size_t>(size) : 0);
+  MPI_Gather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, root, comm);
+  // One MPI_Gatherv when the total fits an int count (the common case); otherwise point to point,
+  // in pieces. Every rank must take the same branch: the root decides and tells.
+  int small = 1;
+  if (rank == root) {
+    std::uint64_t total = 0;
+    for (auto l : lens) total += l;
+    small = total <= static_cast<std::uint64_t>(INT_MAX) ? 1 : 0;
+  }
+  MPI_Bcast(&small, 1, MPI_INT, root, comm);
+  std::vector<std::vector<std::uint8_t>> out(rank == root ? static_cast<std::size_t>(size) : 0);
+  if (small != 0) {
+    std::vector<int> counts(lens.size()), displs(lens.size());
+    int total = 0;
+    for (std::size_t r = 0; r < lens.size(); ++r) {
+      counts[r] = static_cast<int>(lens[r]);
+      displs[r] = total;
+      total += counts[r];
+    }
+    std::vector<std::uint8_t> all(static_cast<std::size_t>(total));
+    MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                root, comm);
+    for (std::size_t r = 0; r < out.size(); ++r)
+      out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+    return out;
+  }
+  if (rank != root) {
+    (void)for_each_piece(my_len, [&](std::uint64_t off, int part) {
+      MPI_Send(mine.data() + off, part, MPI_BYTE, root, kGatherTag, comm);
+      return Status::OK();
+    });
+    return out;
+  }
+  for (int r = 0; r < size; ++r) {
+    auto& v = out[static_cast<std::size_t>(r)];
+    if (r == root) {
+      v = mine;
+      continue;
+    }
+    v.resize(static_cast<std::size_t>(lens[static_cast<std::size_t>(r)]));
+    (void)for_each_piece(v.size(), [&](std::uint64_t off, int part) {
+      MPI_Recv(v.data() + off, part, MPI_BYTE, r, kGatherTag, comm, MPI_STATUS_IGNORE);
+      return Status::OK();
+    });
+  }
+  return out;
+}
+
+std::vector<std::vector<std::uint8_t>> allgatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  auto parts = gatherv_bytes(comm, mine, 0);
+  // Root packs [u64 length, bytes]* and everybody unpacks.
+  std::vector<std::uint8_t> packed;
+  if (rank == 0)
+    for (auto& p : parts) {
+      const std::uint64_t n = p.size();
+      const auto* np = reinterpret_cast<const std::uint8_t*>(&n);
+      packed.insert(packed.end(), np, np + sizeof n);
+      packed.insert(packed.end(), p.begin(), p.end());
+    }
+  bcast_bytes(comm, packed, 0);
+  if (rank == 0) return parts;
+  parts.assign(static_cast<std::size_t>(size), {});
+  std::size_t at = 0;
+  for (auto& p : parts) {
+    std::uint64_t n = 0;
+    std::memcpy(&n, packed.data() + at, sizeof n);
+    at += sizeof n;
+    p.assign(packed.begin() + static_cast<std::ptrdiff_t>(at), packed.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += static_cast<std::size_t>(n);
+  }
+  return parts;
+}
+
+void free_comm(MPI_Comm& c) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (c != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&c);
+  c = MPI_COMM_NULL;
+}
+
+}  // namespace ckpt::detail

@@ -1,0 +1,58 @@
+// MPI patterns every layer needs, written once (internal): agreement on failure, a Status or bytes
+// from one rank to all, variable-length gathers, and transfers cut into pieces that fit an int count.
+#ifndef CKPT_BASE_MPI_HPP
+#define CKPT_BASE_MPI_HPP
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ckpt/status.hpp"
+
+namespace ckpt::detail {
+
+/// Largest single MPI transfer we issue: counts are int, and 1 GiB keeps every count well inside.
+constexpr std::uint64_t kMaxMpiPiece = 1ull << 30;
+
+/// Calls `f(offset, count)` for [0, n) in pieces of at most kMaxMpiPiece bytes (count is an int, as
+/// MPI wants it), in order; stops at and returns the first non-ok Status.
+template <class F>
+Status for_each_piece(std::uint64_t n, F&& f) {
+  for (std::uint64_t off = 0; off < n;) {
+    const int part = static_cast<int>(n - off < kMaxMpiPiece ? n - off : kMaxMpiPiece);
+    CKPT_RETURN_IF_ERROR(f(off, part));
+    off += static_cast<std::uint64_t>(part);
+  }
+  return Status::OK();
+}
+
+/// Status for an MPI error code: ok for MPI_SUCCESS, else io_error "<what>: <MPI error string>".
+Status mpi_status(int rc, const std::string& what);
+
+/// "Did anyone fail?" Collective over `comm`. Every rank gets ok when every `local` is ok; otherwise
+/// a failing rank keeps its own Status and every other rank gets the Status of the lowest failing
+/// rank, prefixed "rank <r in comm>: ". Costs one allreduce when nobody failed.
+Status agree(MPI_Comm comm, const Status& local);
+
+/// The Status `s` of rank `root` on every rank (code and message). Collective over `comm`.
+Status bcast_status(MPI_Comm comm, const Status& s, int root);
+
+/// Rank `root`'s `bytes` on every rank (resized on the others); any length, sent in <= 1 GiB pieces.
+/// Collective over `comm`.
+void bcast_bytes(MPI_Comm comm, std::vector<std::uint8_t>& bytes, int root);
+
+/// Every rank's `mine` on rank `root`, in rank order (empty on the other ranks); any lengths, also
+/// when their sum exceeds what an int count can address. Collective over `comm`.
+std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root);
+
+/// gatherv_bytes() with the result on every rank. Collective over `comm`.
+std::vector<std::vector<std::uint8_t>> allgatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine);
+
+/// Frees a communicator made by ckpt (no-op for MPI_COMM_NULL or after MPI_Finalize); sets it null.
+void free_comm(MPI_Comm& c);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_BASE_MPI_HPP

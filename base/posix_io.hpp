@@ -1,0 +1,58 @@
+// Small POSIX helpers shared by every layer (internal).
+#ifndef CKPT_BASE_POSIX_IO_HPP
+#define CKPT_BASE_POSIX_IO_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/status.hpp"
+
+namespace ckpt::detail {
+
+/// Status for the current errno: "<what>: <strerror>" (io_error; not_found for ENOENT).
+Status errno_status(const std::string& what);
+/// pwrite until done; EINTR retried; short writes continued.
+Status pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path);
+/// pread exactly n bytes; a short file is `corrupt` ("truncated").
+Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::string& path);
+/// Opens `path` for reading, refusing anything but a regular file (no symbolic link as the last
+/// component, no FIFO, device or directory; the open never blocks). Returns the descriptor (the caller
+/// closes it) and, when `size` is given, the file's size.
+Result<int> open_regular(const std::string& path, std::uint64_t* size);
+/// Reads a whole small file (an index) with open_regular(), refusing more than `max_bytes`.
+Result<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint64_t max_bytes);
+/// Writes a whole file (O_NOFOLLOW, truncating), fsyncs it when `sync`.
+Status write_file(const std::string& path, const void* p, std::size_t n, bool sync);
+/// fsync of a directory.
+Status fsync_dir(const std::string& dir, bool sync);
+/// mkdir -p.
+Status make_dirs(const std::string& dir);
+/// make_dirs(), and the last component must be a real directory, not a symlink (a checkpoint's
+/// temporary directory: a planted link would send the data elsewhere).
+Status make_dirs_nofollow(const std::string& dir);
+/// rm -rf of a path (does not follow symbolic links).
+Status remove_tree(const std::string& path);
+
+/// Reads byte ranges of the files of one checkpoint directory (every persistent transport writes
+/// byte files named in the index, so one reader serves them all). Keeps the last file open. Files
+/// are opened with O_NOFOLLOW | O_NONBLOCK and must be regular files. Not thread-safe.
+class FileReader {
+ public:
+  explicit FileReader(std::string dir) : m_dir(std::move(dir)) {}
+  ~FileReader();
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+  /// Reads exactly `n` bytes at `offset` of `file` (a name from the index); short files are `corrupt`.
+  Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n);
+
+ private:
+  std::string m_dir, m_file;
+  int m_fd = -1;
+};
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_BASE_POSIX_IO_HPP
