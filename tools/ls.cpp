@@ -176,9 +176,10 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
 }
 
 int ls_root(const std::string& path, const LsArgs& a) {
-  auto steps = list_steps(path);
+  const auto store = detail::make_directory_store(path);
+  auto steps = store->list();
   if (!steps.ok()) return fail("ls", steps.status().message());
-  const auto latest = latest_link_step(path);
+  const auto latest = store->latest_link();
   if (a.json) {
     json j;
     j["path"] = path;

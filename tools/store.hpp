@@ -1,10 +1,11 @@
 /// \file store.hpp
-/// What the `ckpt` tool knows about checkpoints on disk: which paths are roots and which are
-/// checkpoints, the steps of a root, loading a validated index, and streaming a block's bytes while
-/// its XXH3 checksum is checked. Serial; no MPI call is made. Internal to tools/.
+/// What the `ckpt` tool adds to the checkpoint store (base/store.hpp): which paths are roots and which
+/// are checkpoints, one-line errors for a checkpoint given by path, a block reader with its own piece
+/// buffer, and small formatting helpers. Serial; no MPI call is made. Internal to tools/.
 #ifndef CKPT_TOOLS_STORE_HPP
 #define CKPT_TOOLS_STORE_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -15,6 +16,7 @@
 
 #include "base/format.hpp"
 #include "base/posix_io.hpp"
+#include "base/store.hpp"
 #include "ckpt/ckpt.hpp"
 
 namespace ckpt::tools {
@@ -38,19 +40,8 @@ struct Checkpoint {
   Index index;
 };
 
-/// One `ckpt.<step>[.tmp|.old]` entry of a checkpoint root, with the outcome of loading its index.
-struct StepEntry {
-  std::string name;  ///< directory name, e.g. "ckpt.20" or "ckpt.30.tmp"
-  std::string path;  ///< root + "/" + name
-  std::int64_t step = 0;
-  std::string suffix;          ///< "" for a committed name, "tmp" (never committed) or "old" (being replaced)
-  bool complete = false;       ///< committed name and an index that validates for this step
-  std::string reason;          ///< why not complete (empty when complete)
-  std::optional<Index> index;  ///< set when complete
-};
-
-/// Parses a directory name "ckpt.<step>", "ckpt.<step>.tmp" or "ckpt.<step>.old"; false otherwise.
-bool parse_step_name(const std::string& name, std::int64_t& step, std::string& suffix);
+using detail::EntryKind;
+using detail::StepEntry;
 
 /// Whether `path` is a checkpoint directory (holds an `index` file or is named ckpt.<step>[.suffix])
 /// rather than a root. `latest` (a link to ckpt.<step>) counts as a checkpoint directory.
@@ -59,12 +50,6 @@ bool is_checkpoint_dir(const std::string& path);
 /// Whether `path` exists and is a directory (following symbolic links); not_found/invalid_argument otherwise.
 Status check_directory(const std::string& path);
 
-/// Every ckpt.* entry of a root, newest step first (for equal steps: committed, then .old, then .tmp).
-Result<std::vector<StepEntry>> list_steps(const std::string& root);
-
-/// The step `<root>/latest` points at, if the link exists and names ckpt.<step>.
-std::optional<std::int64_t> latest_link_step(const std::string& root);
-
 /// Loads `dir/index` and validates it (magic, version, footer, checksum, every field, the step of the
 /// directory name). Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
 Result<Checkpoint> open_checkpoint(const std::string& dir);
@@ -72,27 +57,29 @@ Result<Checkpoint> open_checkpoint(const std::string& dir);
 /// A checkpoint directory as is, or the newest complete checkpoint of a root.
 Result<Checkpoint> resolve_checkpoint(const std::string& path);
 
-/// Reads blocks of one checkpoint in pieces of bounded size, verifying their checksums.
+/// The store's verified block reader (detail::BlockReader) with a piece buffer of its own.
 /// Not thread-safe (one open file at a time).
 class BlockReader {
  public:
   /// `piece_bytes`: most bytes held at once per stream() call; rounded down to a multiple of 16.
-  explicit BlockReader(const Checkpoint& ckpt, std::size_t piece_bytes = 8u << 20);
+  explicit BlockReader(const Checkpoint& ckpt, std::size_t piece_bytes = 8u << 20)
+      : m_reader(ckpt.dir, ckpt.index), m_piece_bytes(std::max<std::size_t>(16, piece_bytes / 16 * 16)) {}
 
-  /// Callback of stream(): `n` bytes at byte `offset` of the block's payload. A non-ok Status stops.
-  using PieceFn = std::function<Status(const std::uint8_t* p, std::size_t n, std::uint64_t offset)>;
+  using PieceFn = detail::BlockReader::PieceFn;
 
-  /// Streams the payload of `b` in order through `fn`, then compares the XXH3 of the payload with the
-  /// index: a mismatch is `corrupt` and names the block. Pieces hold whole elements of the block's dtype.
-  Status stream(const BlockRecord& b, const PieceFn& fn);
+  /// Streams the payload of `b` in order through `fn`, then verifies its checksum (see
+  /// detail::BlockReader::stream). Pieces hold whole elements of the block's dtype.
+  Status stream(const BlockRecord& b, const PieceFn& fn) {
+    if (m_piece.empty()) m_piece.resize(m_piece_bytes);  // allocated on first use: read() needs none
+    return m_reader.stream(b, m_piece.data(), m_piece.size(), fn);
+  }
   /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
-  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
-  /// "variable 'x', block of rank 3 (dir/file at offset N, L bytes)": how messages name a block.
-  std::string where(const BlockRecord& b) const;
+  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out) { return m_reader.read(b, out); }
+  /// How messages name a block (detail::BlockReader::where).
+  std::string where(const BlockRecord& b) const { return m_reader.where(b); }
 
  private:
-  const Checkpoint& m_ckpt;
-  detail::FileReader m_reader;
+  detail::BlockReader m_reader;
   std::size_t m_piece_bytes;
   std::vector<std::uint8_t> m_piece;
 };

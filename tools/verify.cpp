@@ -251,7 +251,7 @@ int run_verify(const VerifyArgs& a) {
     if (!r.fatal.empty()) return fail("verify", r.fatal);
     reports.push_back(std::move(r));
   } else {
-    auto steps = list_steps(a.path);
+    auto steps = detail::make_directory_store(a.path)->list();
     if (!steps.ok()) return fail("verify", steps.status().message());
     std::uint64_t total = 0;
     for (auto& e : steps.value())
@@ -259,7 +259,7 @@ int run_verify(const VerifyArgs& a) {
         for (auto& b : e.index->blocks) total += b.length;
     Progress bar("verify " + a.path, total);
     for (auto& e : steps.value()) {
-      if (e.suffix == "tmp") {
+      if (e.kind == EntryKind::tmp || e.kind == EntryKind::doomed) {
         skipped.push_back(e.name + ": " + e.reason);
         continue;
       }

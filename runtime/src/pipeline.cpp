@@ -1,8 +1,5 @@
 // The background half of the pipeline: the flush thread (hash, write, fdatasync) and the commit
 // thread (agreement, index, rename, `latest`, retention). See docs/design.md.
-#include <dirent.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -346,61 +343,16 @@ Status RuntimeImpl::commit_on_root(Job& job, const std::vector<std::vector<std::
   }
   if (!m_persistent) return Status::OK();
 
-  // Make it durable and visible: index, rename, directory fsync, `latest`, retention.
-  const bool sync = m_opts.fsync;
+  // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after the
+  // outcome is sent).
   m_root_last.files = static_cast<int>(idx.files.size());
   m_root_last.attrs = idx.attrs;
-  const auto bytes = encode_index(idx);
-  CKPT_RETURN_IF_ERROR(write_file(job.tmp_dir + "/index", bytes.data(), bytes.size(), sync));
-  CKPT_RETURN_IF_ERROR(fsync_dir(job.tmp_dir, sync));
-  const std::string old = job.final_dir + ".old";
-  bool moved_old = false;
-  if (::access(job.final_dir.c_str(), F_OK) == 0) {
-    remove_tree(old);
-    if (::rename(job.final_dir.c_str(), old.c_str()) != 0) return errno_status("rename " + job.final_dir);
-    moved_old = true;
-  }
-  if (::rename(job.tmp_dir.c_str(), job.final_dir.c_str()) != 0) return errno_status("rename " + job.tmp_dir);
-  CKPT_RETURN_IF_ERROR(fsync_dir(m_opts.dir, sync));
-  if (moved_old) remove_tree(old);
-  const std::string link_tmp = m_opts.dir + "/latest.tmp";
-  ::unlink(link_tmp.c_str());
-  if (::symlink(("ckpt." + std::to_string(job.step)).c_str(), link_tmp.c_str()) != 0)
-    return errno_status("symlink " + link_tmp);
-  if (::rename(link_tmp.c_str(), (m_opts.dir + "/latest").c_str()) != 0) return errno_status("rename " + link_tmp);
-  // No fsync for `latest`: it is a hint for people and tools; latest() scans the directories, and the
-  // rename of the checkpoint itself is already durable. Retention runs after the outcome is sent.
-  return Status::OK();
-}
-
-std::vector<std::int64_t> list_checkpoint_steps(const std::string& dir) {
-  std::vector<std::int64_t> steps;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return steps;
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    // At most 18 digits: a 19-digit name may not fit an i64 and std::stoll would throw.
-    if (n.rfind("ckpt.", 0) != 0 || n.size() <= 5 || n.size() > 5 + 18) continue;
-    const std::string num = n.substr(5);
-    if (num.find_first_not_of("0123456789") != std::string::npos) continue;
-    steps.push_back(std::stoll(num));
-  }
-  ::closedir(d);
-  std::sort(steps.rbegin(), steps.rend());
-  return steps;
+  return m_store->commit(job.step, encode_index(idx), m_opts.fsync);
 }
 
 void RuntimeImpl::apply_retention(std::int64_t just_committed) {
-  const auto steps = list_checkpoint_steps(m_opts.dir);  // newest first
-  int kept = 0;
-  for (auto s : steps) {
-    if (s == just_committed || kept < m_opts.keep) {
-      ++kept;
-      continue;
-    }
-    Status st = remove_tree(step_dir(s, false));
-    if (!st.ok() && m_opts.verbose >= 1) std::fprintf(stderr, "ckpt: retention: %s\n", st.to_string().c_str());
-  }
+  Status st = m_store->retain(m_opts.keep, just_committed);
+  if (!st.ok() && m_opts.verbose >= 1) std::fprintf(stderr, "ckpt: retention: %s\n", st.to_string().c_str());
 }
 
 }  // namespace ckpt::detail

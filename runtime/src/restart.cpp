@@ -9,34 +9,14 @@
 
 namespace ckpt::detail {
 
-std::vector<std::int64_t> list_checkpoint_steps(const std::string& dir);  // pipeline.cpp
-
-namespace {
-constexpr std::uint64_t kMaxIndexBytes = 1ull << 32;
-
-Result<Index> load_index(const std::string& ckpt_dir) {
-  auto bytes = read_file(ckpt_dir + "/index", kMaxIndexBytes);
-  if (!bytes.ok()) return bytes.status();
-  auto idx = decode_index(bytes->data(), bytes->size());
-  if (!idx.ok()) return idx.status().with_context(ckpt_dir + "/index");
-  return idx;
-}
-}  // namespace
-
 std::optional<std::int64_t> RuntimeImpl::latest() {
   if (!usable().ok()) return std::nullopt;
   long long found = -1;
   if (m_rank == 0 && m_persistent) {
-    for (auto s : list_checkpoint_steps(m_opts.dir)) {
-      auto idx = load_index(step_dir(s, false));
-      if (idx.ok() && idx->step == s && idx->nranks > 0) {
-        found = s;
-        break;
-      }
-      if (m_opts.verbose >= 1)
-        std::fprintf(stderr, "ckpt: latest(): skipping step %lld: %s\n", static_cast<long long>(s),
-                     idx.ok() ? "index names another step" : idx.status().to_string().c_str());
-    }
+    std::vector<std::string> skipped;
+    if (auto s = m_store->newest_complete(&skipped)) found = *s;
+    if (m_opts.verbose >= 1)
+      for (auto& why : skipped) std::fprintf(stderr, "ckpt: latest(): skipping %s\n", why.c_str());
   }
   MPI_Bcast(&found, 1, MPI_LONG_LONG, 0, m_app_comm);
   if (found < 0) return std::nullopt;
@@ -48,22 +28,19 @@ Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
   std::vector<std::uint8_t> bytes;
   Status s;
   if (m_rank == 0) {
-    auto b = read_file(step_dir(step, false) + "/index", kMaxIndexBytes);
+    auto b = m_store->read_index(step);
     if (b.ok())
       bytes = std::move(b).value();
     else
       s = b.status().code() == Code::not_found
-              ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir)
+              ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir + " (" +
+                                            b.status().message() + ")")
               : b.status();
   }
   s = agree(m_app_comm, s);
   if (!s.ok()) return s;
   bcast_bytes(m_app_comm, bytes, 0);
-  auto idx = decode_index(bytes.data(), bytes.size());
-  if (!idx.ok()) return idx.status().with_context(step_dir(step, false) + "/index");
-  if (idx->step != step)
-    return Status(Code::corrupt, step_dir(step, false) + "/index describes step " + std::to_string(idx->step));
-  return idx;
+  return decode_checkpoint_index(bytes, m_store->checkpoint_dir(step), step);
 }
 
 namespace {
@@ -123,8 +100,8 @@ class RowWalker {
 
 }  // namespace
 
-Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r,
-                                   FileReader& reader, Chunk* bounce) {
+Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, Region& r, BlockReader& reader,
+                                   Chunk* bounce) {
   const long vi = look.var(r.name);
   if (vi < 0)
     return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
@@ -164,37 +141,27 @@ Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, co
       lo = Shape(r.count.size(), 0);
       hi = r.count;
     }
-    const std::string& file = idx.files[b.file].name;
-    auto where = [&] {
-      return "variable '" + r.name + "', block of rank " + std::to_string(b.rank) + " (" + dir + "/" + file +
-             " at offset " + std::to_string(b.offset) + ")";
-    };
     RowWalker rows(lo, hi, b.start, b.count, mstart, r.count, esize);
     std::uint64_t elems = 1;
     for (std::size_t d = 0; d < lo.size(); ++d) elems *= hi[d] - lo[d];
     copied_elems += elems;
     // Stream the whole stored block (to verify it), copying the rows of the intersection as they pass.
-    Hasher h;
-    for (std::uint64_t p0 = 0; p0 < b.length;) {
-      const std::uint64_t p1 = std::min<std::uint64_t>(b.length, p0 + bounce->bytes);
-      CKPT_RETURN_IF_ERROR(reader.read(file, b.offset + p0, bounce->data, p1 - p0).with_context(where()));
-      h.update(bounce->data, p1 - p0);
-      while (!rows.done()) {
-        const std::uint64_t rb = rows.block_offset(), re = rb + rows.row_bytes();
-        if (rb >= p1) break;
-        const std::uint64_t c0 = std::max(rb, p0), c1 = std::min(re, p1);
-        if (c1 > c0) {
-          auto* dst = static_cast<std::uint8_t*>(r.ptr) + rows.region_offset() + (c0 - rb);
-          CKPT_RETURN_IF_ERROR(m_device->copy_to_device(dst, bounce->data + (c0 - p0), c1 - c0, r.mem));
-        }
-        if (re > p1) break;  // the row continues in the next piece
-        rows.next();
-      }
-      CKPT_RETURN_IF_ERROR(m_device->synchronize());  // the bounce chunk is reused next
-      p0 = p1;
-    }
-    if (h.digest() != b.checksum)
-      return Status(Code::corrupt, "checksum mismatch in " + where() + " of checkpoint " + std::to_string(idx.step));
+    CKPT_RETURN_IF_ERROR(reader.stream(
+        b, bounce->data, bounce->bytes, [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
+          const std::uint64_t p1 = p0 + n;
+          while (!rows.done()) {
+            const std::uint64_t rb = rows.block_offset(), re = rb + rows.row_bytes();
+            if (rb >= p1) break;
+            const std::uint64_t c0 = std::max(rb, p0), c1 = std::min(re, p1);
+            if (c1 > c0) {
+              auto* dst = static_cast<std::uint8_t*>(r.ptr) + rows.region_offset() + (c0 - rb);
+              CKPT_RETURN_IF_ERROR(m_device->copy_to_device(dst, piece + (c0 - p0), c1 - c0, r.mem));
+            }
+            if (re > p1) break;  // the row continues in the next piece
+            rows.next();
+          }
+          return m_device->synchronize();  // the bounce chunk is reused next
+        }));
     if (!want_global) break;
   }
   const std::uint64_t want = r.elements();
@@ -227,10 +194,10 @@ Status RuntimeImpl::restart(std::int64_t step) {
   local = ensure_pool(bytes);
   if (local.ok()) {
     Chunk* bounce = m_pool->acquire();
-    FileReader reader(step_dir(step, false));
+    BlockReader reader(m_store->checkpoint_dir(step), idx.value());
     const IndexLookup look(idx.value());
     for (auto& r : m_regions) {
-      local = restore_region(idx.value(), look, step_dir(step, false), r, reader, bounce);
+      local = restore_region(idx.value(), look, r, reader, bounce);
       if (!local.ok()) break;
     }
     m_pool->release(bounce);
@@ -246,7 +213,7 @@ Result<std::int64_t> RuntimeImpl::restart_newest() {
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
   if (m_rank == 0 && m_persistent)
-    for (auto s : list_checkpoint_steps(m_opts.dir)) steps.push_back(s);
+    for (auto s : m_store->committed_steps()) steps.push_back(s);
   int n = static_cast<int>(steps.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
   steps.resize(static_cast<std::size_t>(n));

@@ -100,23 +100,6 @@ const char* thread_level_name(int level) {
   return "unknown";
 }
 
-/// Removes ckpt.<n>.tmp and ckpt.<n>.old directories left by runs that died (rank 0, before any
-/// checkpoint of this run exists).
-void remove_stale(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> stale;
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    auto ends_with = [&](const char* s) {
-      std::size_t l = std::strlen(s);
-      return n.size() > l && n.compare(n.size() - l, l, s) == 0;
-    };
-    if (n.rfind("ckpt.", 0) == 0 && (ends_with(".tmp") || ends_with(".old"))) stale.push_back(n);
-  }
-  ::closedir(d);
-  for (auto& n : stale) remove_tree(dir + "/" + n);
-}
 }  // namespace
 
 RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options) {
@@ -150,6 +133,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                           thread_level_name(provided) +
                           "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
   }
+  m_store = make_directory_store(m_opts.dir);
   // Transports are made on every rank, in the same order (they may split the communicator).
   m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) {
@@ -168,7 +152,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
-    if (m_status.ok()) remove_stale(m_opts.dir);
+    // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
+    if (m_status.ok()) m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
   }
   m_status = agree(m_app_comm, m_status);
   if (!m_status.ok()) return;
@@ -340,10 +325,6 @@ Status RuntimeImpl::annotate(const std::string& name, const std::string& key, co
 
 // ---- capture (application thread) ----------------------------------------------------------------
 
-std::string RuntimeImpl::step_dir(std::int64_t step, bool tmp) const {
-  return m_opts.dir + "/ckpt." + std::to_string(step) + (tmp ? ".tmp" : "");
-}
-
 namespace {
 std::uint64_t physical_memory() {
   long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
@@ -407,8 +388,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   job->t0 = t0;
   job->plan =
       plan_stream(m_regions, m_opts.alignment, m_opts.chunk_bytes, static_cast<std::uint32_t>(m_transports.size()));
-  job->tmp_dir = step_dir(step, true);
-  job->final_dir = step_dir(step, false);
+  job->tmp_dir = m_store->staging_dir(step);
   job->progress.resize(job->plan.blocks.size());
   static const std::uint64_t empty_digest = Hasher().digest();
   for (std::size_t i = 0; i < job->plan.blocks.size(); ++i)

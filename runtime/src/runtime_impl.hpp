@@ -20,6 +20,7 @@
 #include "base/layout.hpp"
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
+#include "base/store.hpp"
 #include "ckpt/ckpt.hpp"
 #include "gpu/device.hpp"
 #include "runtime/src/pool.hpp"
@@ -68,7 +69,7 @@ struct Job {
   std::vector<bool> segment_done;                ///< write thread: finished or aborted
   std::size_t next_segment = 0;                  ///< write thread: next segment to finish
   std::size_t next_start = 0;                    ///< write thread: next segment to start
-  std::string tmp_dir, final_dir;
+  std::string tmp_dir;                           ///< the checkpoint's staging directory (Store::staging_dir)
   std::vector<BlockProgress> progress;
   std::size_t next_block = 0;  ///< digest thread's cursor into plan.blocks
   // Blocks are digested in stream order, so one running state serves them all (a state per block
@@ -163,7 +164,6 @@ class RuntimeImpl {
   Status usable() const;
   Region* find(const std::string& name);
   Status ensure_pool(std::uint64_t stream_bytes);
-  std::string step_dir(std::int64_t step, bool tmp) const;
 
   // pipeline (pipeline.cpp)
   void digest_loop();
@@ -177,8 +177,7 @@ class RuntimeImpl {
 
   // restart (restart.cpp)
   Result<Index> read_index_collective(std::int64_t step);
-  Status restore_region(const Index& idx, const IndexLookup& look, const std::string& dir, Region& r,
-                        FileReader& reader, Chunk* bounce);
+  Status restore_region(const Index& idx, const IndexLookup& look, Region& r, BlockReader& reader, Chunk* bounce);
 
   Options m_opts;
   Status m_status;
@@ -187,6 +186,7 @@ class RuntimeImpl {
   MPI_Comm m_app_comm = MPI_COMM_NULL;     // collectives of the application thread
   MPI_Comm m_commit_comm = MPI_COMM_NULL;  // collectives of the commit thread
   std::uint64_t m_run_id = 0;
+  std::unique_ptr<Store> m_store;  ///< paths on every rank; rank 0 alone lists, commits and retires
 
   std::unique_ptr<Device> m_device;
   std::vector<std::unique_ptr<Transport>> m_transports;  ///< [0] default, [g] = options.groups[g - 1]

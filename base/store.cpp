@@ -1,0 +1,349 @@
+// The checkpoint store: names, listing, index loading, verified block reads, atomic commit, retention.
+#include "base/store.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+
+namespace ckpt::detail {
+
+// ---- names ---------------------------------------------------------------------------------------
+
+const char* entry_suffix(EntryKind k) noexcept {
+  switch (k) {
+    case EntryKind::committed: return "";
+    case EntryKind::tmp: return "tmp";
+    case EntryKind::old: return "old";
+    case EntryKind::doomed: return "del";
+  }
+  return "?";
+}
+
+std::optional<StepName> parse_step_name(const std::string& name) {
+  constexpr std::size_t kPrefix = 5;  // "ckpt."
+  if (name.size() <= kPrefix || name.compare(0, kPrefix, "ckpt.") != 0) return std::nullopt;
+  const std::size_t dot = name.find('.', kPrefix);
+  const std::size_t digits_end = dot == std::string::npos ? name.size() : dot;
+  const std::size_t ndigits = digits_end - kPrefix;
+  if (ndigits == 0 || ndigits > 19) return std::nullopt;
+  if (ndigits > 1 && name[kPrefix] == '0') return std::nullopt;  // one name per step
+  std::uint64_t value = 0;  // 19 digits < 10^19 < 2^64: no overflow before the range check
+  for (std::size_t i = kPrefix; i < digits_end; ++i) {
+    const char c = name[i];
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (value > static_cast<std::uint64_t>(INT64_MAX)) return std::nullopt;
+  StepName out;
+  out.step = static_cast<std::int64_t>(value);
+  if (dot != std::string::npos) {
+    const std::string suffix = name.substr(dot + 1);
+    if (suffix == "tmp")
+      out.kind = EntryKind::tmp;
+    else if (suffix == "old")
+      out.kind = EntryKind::old;
+    else if (suffix == "del")
+      out.kind = EntryKind::doomed;
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
+std::string step_name(std::int64_t step, EntryKind kind) {
+  std::string n = "ckpt." + std::to_string(step);
+  if (kind != EntryKind::committed) n += std::string(".") + entry_suffix(kind);
+  return n;
+}
+
+// ---- one checkpoint directory --------------------------------------------------------------------
+
+namespace {
+
+bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool exists_nofollow(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir) {
+  auto bytes = read_file(dir + "/index", kMaxIndexBytes);
+  if (bytes.ok()) return bytes;
+  if (bytes.status().code() == Code::not_found) {
+    if (!is_directory(dir)) return Status(Code::not_found, "no checkpoint directory " + dir);
+    return Status(Code::not_found, "incomplete checkpoint " + dir + ": no index (the commit did not finish)");
+  }
+  return Status(bytes.status().code(), "cannot read the index of " + dir + ": " + bytes.status().message());
+}
+
+Result<Index> decode_checkpoint_index(const std::vector<std::uint8_t>& bytes, const std::string& dir,
+                                      std::optional<std::int64_t> step) {
+  auto idx = decode_index(bytes.data(), bytes.size());
+  if (!idx.ok()) return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + idx.status().message());
+  if (step && idx->step != *step)
+    return Status(Code::corrupt,
+                  "corrupt checkpoint " + dir + ": its index describes step " + std::to_string(idx->step));
+  return idx;
+}
+
+Result<Index> load_checkpoint_index(const std::string& dir, std::optional<std::int64_t> step) {
+  auto bytes = read_index_file(dir);
+  if (!bytes.ok()) return bytes.status();
+  return decode_checkpoint_index(bytes.value(), dir, step);
+}
+
+std::string BlockReader::where(const BlockRecord& b) const {
+  return "variable '" + m_idx.vars[b.var].name + "', block of rank " + std::to_string(b.rank) + " (" + m_dir + "/" +
+         m_idx.files[b.file].name + " at offset " + std::to_string(b.offset) + ", " + std::to_string(b.length) +
+         " bytes)";
+}
+
+Status BlockReader::stream(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn) {
+  if (buf_bytes == 0) return Status(Code::internal, "BlockReader::stream without a buffer");
+  Hasher h;
+  const std::string& file = m_idx.files[b.file].name;
+  for (std::uint64_t p0 = 0; p0 < b.length;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.length - p0, buf_bytes));
+    Status s = m_files.read(file, b.offset + p0, buf, n);
+    if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
+    h.update(buf, n);
+    CKPT_RETURN_IF_ERROR(fn(buf, n, p0));
+    p0 += n;
+  }
+  if (h.digest() != b.checksum) return Status(Code::corrupt, "checksum mismatch in " + where(b));
+  return Status::OK();
+}
+
+Status BlockReader::read(const BlockRecord& b, std::vector<std::uint8_t>& out) {
+  out.resize(static_cast<std::size_t>(b.length));
+  const std::string& file = m_idx.files[b.file].name;
+  Status s = b.length == 0 ? Status::OK() : m_files.read(file, b.offset, out.data(), out.size());
+  if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
+  if (hash64(out.data(), out.size()) != b.checksum) return Status(Code::corrupt, "checksum mismatch in " + where(b));
+  return Status::OK();
+}
+
+// ---- the directory layout ------------------------------------------------------------------------
+
+namespace {
+
+/// Order of kinds for equal steps in listings.
+int kind_rank(EntryKind k) {
+  switch (k) {
+    case EntryKind::committed: return 0;
+    case EntryKind::old: return 1;
+    case EntryKind::tmp: return 2;
+    case EntryKind::doomed: return 3;
+  }
+  return 4;
+}
+
+class DirectoryStore final : public Store {
+ public:
+  explicit DirectoryStore(std::string root) : m_root(std::move(root)) {}
+
+  const std::string& root() const override { return m_root; }
+  std::string checkpoint_dir(std::int64_t step) const override { return path_of(step, EntryKind::committed); }
+  std::string staging_dir(std::int64_t step) const override { return path_of(step, EntryKind::tmp); }
+
+  std::vector<std::int64_t> committed_steps() const override {
+    std::vector<std::int64_t> out;
+    for (auto& e : scan())
+      if (e.kind == EntryKind::committed) out.push_back(e.step);
+    return out;
+  }
+
+  Result<std::vector<StepEntry>> list() const override {
+    struct stat st {};
+    if (::stat(m_root.c_str(), &st) != 0) return errno_status(m_root);
+    if (!S_ISDIR(st.st_mode)) return Status(Code::invalid_argument, m_root + " is not a directory");
+    std::vector<StepEntry> out = scan();
+    std::set<std::int64_t> committed;
+    for (auto& e : out)
+      if (e.kind == EntryKind::committed) committed.insert(e.step);
+    for (auto& e : out) {
+      switch (e.kind) {
+        case EntryKind::tmp: e.reason = "never committed (" + e.name + ")"; continue;
+        case EntryKind::doomed: e.reason = "being removed by retention (" + e.name + ")"; continue;
+        case EntryKind::old:
+        case EntryKind::committed: break;
+      }
+      auto idx = load_checkpoint_index(e.path, e.step);
+      if (!idx.ok()) {
+        e.reason = idx.status().message();
+      } else if (e.kind == EntryKind::old) {
+        e.reason =
+            committed.count(e.step) != 0
+                ? "being replaced by a newer commit of the same step"
+                : "left by a commit that died between its renames; the next run puts it back as " + step_name(e.step);
+      } else {
+        e.complete = true;
+        e.index = std::move(idx).value();
+      }
+    }
+    return out;
+  }
+
+  Result<std::vector<std::uint8_t>> read_index(std::int64_t step) const override {
+    return read_index_file(checkpoint_dir(step));
+  }
+
+  Result<Index> load_index(std::int64_t step) const override {
+    return load_checkpoint_index(checkpoint_dir(step), step);
+  }
+
+  std::optional<std::int64_t> newest_complete(std::vector<std::string>* skipped) const override {
+    for (auto s : committed_steps()) {
+      auto idx = load_index(s);
+      if (idx.ok()) return s;
+      if (skipped != nullptr) skipped->push_back("step " + std::to_string(s) + ": " + idx.status().message());
+    }
+    return std::nullopt;
+  }
+
+  std::optional<std::int64_t> latest_link() const override {
+    char buf[4096];
+    const ssize_t n = ::readlink((m_root + "/latest").c_str(), buf, sizeof buf - 1);
+    if (n <= 0) return std::nullopt;
+    std::string target(buf, static_cast<std::size_t>(n));
+    while (target.size() > 1 && target.back() == '/') target.pop_back();
+    const auto slash = target.rfind('/');
+    auto name = parse_step_name(slash == std::string::npos ? target : target.substr(slash + 1));
+    if (!name || name->kind != EntryKind::committed) return std::nullopt;
+    return name->step;
+  }
+
+  Status recover() override {
+    const auto entries = scan();
+    std::set<std::int64_t> committed;
+    for (auto& e : entries)
+      if (e.kind == EntryKind::committed) committed.insert(e.step);
+    Status first;
+    auto note = [&](const Status& s) {
+      if (!s.ok() && first.ok()) first = s;
+    };
+    bool renamed = false;
+    for (auto& e : entries) {
+      switch (e.kind) {
+        case EntryKind::committed: break;
+        case EntryKind::tmp:
+        case EntryKind::doomed: note(remove_tree(e.path)); break;
+        case EntryKind::old:
+          if (committed.count(e.step) == 0) {
+            // The commit moved the checkpoint aside and died before the new one took its name.
+            const std::string to = checkpoint_dir(e.step);
+            if (::rename(e.path.c_str(), to.c_str()) != 0)
+              note(errno_status("restore " + e.path + " as " + to));
+            else
+              renamed = true;
+          } else if (load_index(e.step).ok()) {
+            note(remove_tree(e.path));  // the commit finished its renames: this is the replaced version
+          }
+          break;
+      }
+    }
+    if (renamed) note(fsync_dir(m_root, true));
+    return first;
+  }
+
+  Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) override {
+    const std::string tmp = staging_dir(step), fin = checkpoint_dir(step), old = path_of(step, EntryKind::old);
+    CKPT_RETURN_IF_ERROR(write_file(tmp + "/index", index.data(), index.size(), sync));
+    CKPT_RETURN_IF_ERROR(fsync_dir(tmp, sync));
+    bool moved = false;
+    if (exists_nofollow(fin)) {
+      CKPT_RETURN_IF_ERROR(remove_tree(old));  // stale: `fin` is the committed version
+      if (::rename(fin.c_str(), old.c_str()) != 0) return errno_status("rename " + fin);
+      moved = true;
+    }
+    if (::rename(tmp.c_str(), fin.c_str()) != 0) {
+      Status s = errno_status("rename " + tmp);
+      if (moved) (void)::rename(old.c_str(), fin.c_str());  // put the previous version back
+      return s;
+    }
+    CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
+    // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
+    (void)remove_tree(old);
+    // No fsync for `latest`: it is a hint for people and tools; readers scan the directories, and the
+    // rename of the checkpoint itself is already durable.
+    const std::string link_tmp = m_root + "/latest.tmp";
+    ::unlink(link_tmp.c_str());
+    if (::symlink(step_name(step).c_str(), link_tmp.c_str()) != 0) return errno_status("symlink " + link_tmp);
+    if (::rename(link_tmp.c_str(), (m_root + "/latest").c_str()) != 0) return errno_status("rename " + link_tmp);
+    return Status::OK();
+  }
+
+  Status retain(int keep, std::int64_t just_committed) override {
+    Status first;
+    auto note = [&](const Status& s) {
+      if (!s.ok() && first.ok()) first = s;
+    };
+    int kept = 0;
+    for (auto& e : scan()) {  // newest first
+      if (e.kind == EntryKind::doomed) {
+        note(remove_tree(e.path));  // left by a retention that died
+        continue;
+      }
+      if (e.kind != EntryKind::committed) continue;
+      if (e.step == just_committed) {
+        ++kept;
+        continue;
+      }
+      if (kept < keep) {
+        if (load_index(e.step).ok()) ++kept;  // an incomplete one is not counted, and not removed yet
+        continue;
+      }
+      const std::string doomed = path_of(e.step, EntryKind::doomed);
+      note(remove_tree(doomed));
+      if (::rename(e.path.c_str(), doomed.c_str()) != 0) {
+        note(errno_status("rename " + e.path + " to " + doomed));
+        continue;
+      }
+      note(remove_tree(doomed));
+    }
+    return first;
+  }
+
+ private:
+  std::string path_of(std::int64_t step, EntryKind kind) const { return m_root + "/" + step_name(step, kind); }
+
+  /// Every directory entry of the root with a checkpoint name, newest step first.
+  std::vector<StepEntry> scan() const {
+    std::vector<StepEntry> out;
+    DIR* d = ::opendir(m_root.c_str());
+    if (d == nullptr) return out;
+    while (dirent* e = ::readdir(d)) {
+      auto name = parse_step_name(e->d_name);
+      if (!name) continue;
+      StepEntry s;
+      s.name = e->d_name;
+      s.path = m_root + "/" + s.name;
+      s.step = name->step;
+      s.kind = name->kind;
+      if (is_directory(s.path)) out.push_back(std::move(s));
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end(), [](const StepEntry& a, const StepEntry& b) {
+      return a.step != b.step ? a.step > b.step : kind_rank(a.kind) < kind_rank(b.kind);
+    });
+    return out;
+  }
+
+  std::string m_root;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> make_directory_store(const std::string& root) { return std::make_unique<DirectoryStore>(root); }
+
+}  // namespace ckpt::detail

@@ -1,0 +1,150 @@
+// The checkpoint store (internal): how checkpoints are named, found, loaded, read back, committed and
+// retired under a checkpoint root. The runtime (latest, restart, commit, retention) and the tools use
+// it; nothing else parses a checkpoint directory name or loads an index. No MPI: the runtime calls it
+// on rank 0 (or on every rank for paths only) and shares the results itself.
+#ifndef CKPT_BASE_STORE_HPP
+#define CKPT_BASE_STORE_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
+#include "ckpt/status.hpp"
+
+namespace ckpt::detail {
+
+/// Largest index file anybody reads (an index of ~10^7 blocks).
+constexpr std::uint64_t kMaxIndexBytes = 1ull << 32;
+
+// ---- names ---------------------------------------------------------------------------------------
+
+/// What a `ckpt.<step>[.<suffix>]` entry of a root is.
+enum class EntryKind {
+  committed,  ///< ckpt.<step>: a checkpoint (complete when its index validates)
+  tmp,        ///< ckpt.<step>.tmp: being written, or left by a run that died before its commit
+  old,        ///< ckpt.<step>.old: the previous ckpt.<step> while a commit of the same step replaces it
+  doomed,     ///< ckpt.<step>.del: being removed by retention
+};
+/// "", "tmp", "old", "del".
+const char* entry_suffix(EntryKind k) noexcept;
+
+/// A parsed entry name.
+struct StepName {
+  std::int64_t step = 0;
+  EntryKind kind = EntryKind::committed;
+};
+
+/// Parses "ckpt.<step>" with an optional ".tmp", ".old" or ".del". <step> is the canonical decimal
+/// form of a step in [0, 2^63 - 1]: 1 to 19 digits, no sign, no leading zero (so "ckpt.020" and
+/// "ckpt.-1" are not checkpoints, and every step has exactly one name). Never throws.
+std::optional<StepName> parse_step_name(const std::string& name);
+/// The entry name of `step` of kind `kind`: "ckpt.<step>[.<suffix>]".
+std::string step_name(std::int64_t step, EntryKind kind = EntryKind::committed);
+
+// ---- one checkpoint directory --------------------------------------------------------------------
+
+/// Reads `dir`/index: a regular file (no link, no FIFO) of at most kMaxIndexBytes.
+/// not_found "incomplete checkpoint <dir>: no index ..." when the directory has none.
+Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir);
+/// Decodes and validates the index bytes of checkpoint `dir` (magic, version, footer, checksum, every
+/// field); when `step` is given, the index must describe that step. Errors: corrupt "corrupt
+/// checkpoint <dir>: ...".
+Result<Index> decode_checkpoint_index(const std::vector<std::uint8_t>& bytes, const std::string& dir,
+                                      std::optional<std::int64_t> step);
+/// read_index_file() then decode_checkpoint_index(); not_found when `dir` does not exist.
+Result<Index> load_checkpoint_index(const std::string& dir, std::optional<std::int64_t> step);
+
+/// Reads the blocks of one checkpoint directory and verifies each against the checksum in its index.
+/// Not thread-safe (one open file at a time). `idx` must outlive the reader.
+class BlockReader {
+ public:
+  BlockReader(std::string dir, const Index& idx) : m_dir(std::move(dir)), m_idx(idx), m_files(m_dir) {}
+
+  /// Callback of stream(): `n` bytes at byte `offset` of the block's payload. A non-ok Status stops.
+  using PieceFn = std::function<Status(const std::uint8_t* p, std::size_t n, std::uint64_t offset)>;
+
+  /// Streams the payload of `b` in order through `buf` (`buf_bytes` at a time) into `fn`, then compares
+  /// the XXH3 of the payload with the index: a mismatch is `corrupt` "checksum mismatch in <where>".
+  /// Read errors name the block too. Pieces hold whole elements when `buf_bytes` is a multiple of 16.
+  Status stream(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn);
+  /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
+  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
+  /// "variable 'x', block of rank 3 (<dir>/<file> at offset N, L bytes)": how messages name a block.
+  std::string where(const BlockRecord& b) const;
+  /// The checkpoint directory.
+  const std::string& dir() const { return m_dir; }
+
+ private:
+  std::string m_dir;
+  const Index& m_idx;
+  FileReader m_files;
+};
+
+// ---- a checkpoint root ---------------------------------------------------------------------------
+
+/// One entry of a root, with the outcome of loading its index.
+struct StepEntry {
+  std::string name;  ///< entry name, e.g. "ckpt.20" or "ckpt.30.tmp"
+  std::string path;  ///< root + "/" + name
+  std::int64_t step = 0;
+  EntryKind kind = EntryKind::committed;
+  bool complete = false;       ///< committed name and an index that validates for this step
+  std::string reason;          ///< why not complete (empty when complete)
+  std::optional<Index> index;  ///< set when complete
+};
+
+/// Where the checkpoints of a run live and how they get there. Serial: one process (rank 0, or a tool)
+/// calls the operations that change the root; path queries may be used anywhere. An interface because
+/// a second layout (a series of steps in shared files) implements the same operations.
+class Store {
+ public:
+  virtual ~Store() = default;
+  /// The root as given.
+  virtual const std::string& root() const = 0;
+  /// Directory of committed step `step`.
+  virtual std::string checkpoint_dir(std::int64_t step) const = 0;
+  /// Directory a checkpoint of `step` is written into before its commit.
+  virtual std::string staging_dir(std::int64_t step) const = 0;
+
+  /// Steps with a committed name, newest first (no index is read).
+  virtual std::vector<std::int64_t> committed_steps() const = 0;
+  /// Every entry of the root, newest step first (for equal steps: committed, old, tmp, del), each with
+  /// its completeness; not_found/invalid_argument when the root is not a directory.
+  virtual Result<std::vector<StepEntry>> list() const = 0;
+  /// The raw index of committed step `step` (read_index_file()).
+  virtual Result<std::vector<std::uint8_t>> read_index(std::int64_t step) const = 0;
+  /// The validated index of committed step `step`.
+  virtual Result<Index> load_index(std::int64_t step) const = 0;
+  /// The newest step whose index validates. `skipped` (optional) gets one line per newer step passed over.
+  virtual std::optional<std::int64_t> newest_complete(std::vector<std::string>* skipped = nullptr) const = 0;
+  /// The step the `latest` link names, if it exists and names a committed entry.
+  virtual std::optional<std::int64_t> latest_link() const = 0;
+
+  /// Start-up recovery, before the first commit of a run: removes .tmp and .del entries; an .old entry
+  /// whose committed twin is complete is removed, one whose twin is missing is renamed back (a commit
+  /// died between its two renames: the step is not lost); an .old beside an incomplete twin is kept.
+  virtual Status recover() = 0;
+  /// Publishes staging_dir(step) as step `step` with `index` (encoded): writes the index, fsyncs it and
+  /// the directory (when `sync`), moves a committed ckpt.<step> aside to .old, renames, fsyncs the root,
+  /// removes the .old and points `latest` at the step. A crash at any point leaves either the previous
+  /// checkpoint of `step` (recovered by recover()) or the new one.
+  virtual Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) = 0;
+  /// Retention: keeps `just_committed` and the newest complete checkpoints up to `keep` in all;
+  /// committed entries older than the last one kept are renamed to .del, then removed, so a crash never
+  /// leaves a half-removed directory under a committed name. Incomplete entries newer than that are
+  /// left alone and not counted. Leftover .del entries are removed. Returns the first failure.
+  virtual Status retain(int keep, std::int64_t just_committed) = 0;
+};
+
+/// The directory layout: checkpoint `s` is the directory `root`/ckpt.<s> (docs/format.md).
+std::unique_ptr<Store> make_directory_store(const std::string& root);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_BASE_STORE_HPP

@@ -1,0 +1,216 @@
+// The checkpoint store: entry names, listing, start-up recovery, commit, retention, index loading.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/store.hpp"
+#include "test_util.hpp"
+
+using namespace ckpt;
+using namespace ckpt::detail;
+
+namespace {
+
+constexpr std::int64_t kMax = INT64_MAX;
+
+/// A valid encoded index of `step` (one rank, one file, no variables).
+std::vector<std::uint8_t> index_of(std::int64_t step) {
+  Index idx;
+  idx.step = step;
+  idx.nranks = 1;
+  idx.transport = "posix";
+  idx.files.push_back({"data.0", 0, 0});
+  idx.rank_file = {0};
+  return encode_index(idx);
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/// `root`/`name` as a directory, with a valid index of `step` when `index` is set.
+void make_entry(const std::string& root, const std::string& name, std::int64_t step, bool index) {
+  ASSERT_TRUE(make_dirs(root + "/" + name).ok());
+  if (index) {
+    const auto b = index_of(step);
+    ASSERT_TRUE(write_file(root + "/" + name + "/index", b.data(), b.size(), false).ok());
+  }
+}
+
+/// A marker file, so that a test can tell which version of a step survived.
+void mark(const std::string& dir, const std::string& what) {
+  ASSERT_TRUE(write_file(dir + "/marker", what.data(), what.size(), false).ok());
+}
+std::string marker(const std::string& dir) {
+  auto b = read_file(dir + "/marker", 1024);
+  return b.ok() ? std::string(b->begin(), b->end()) : std::string("(none)");
+}
+
+}  // namespace
+
+TEST(StoreNames, Parse) {
+  auto n = parse_step_name("ckpt.20");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->step, 20);
+  EXPECT_EQ(n->kind, EntryKind::committed);
+  EXPECT_EQ(parse_step_name("ckpt.0")->step, 0);
+  EXPECT_EQ(parse_step_name("ckpt.7.tmp")->kind, EntryKind::tmp);
+  EXPECT_EQ(parse_step_name("ckpt.7.old")->kind, EntryKind::old);
+  EXPECT_EQ(parse_step_name("ckpt.7.del")->kind, EntryKind::doomed);
+  for (const char* bad : {"ckpt.", "ckpt", "ckpt.x", "ckpt.-1", "ckpt.+1", "ckpt.020", "ckpt.00", "ckpt.7.bak",
+                          "ckpt.7.", "ckpt.7.tmp.old", "ckpt.1e3", "ckpt. 1", "latest", "xckpt.1", "ckpt.7tmp"})
+    EXPECT_FALSE(parse_step_name(bad)) << bad;
+}
+
+TEST(StoreNames, WholeI64Range) {
+  // 19 digits: every step up to 2^63 - 1, and nothing above (no exception, no wrap).
+  EXPECT_EQ(parse_step_name("ckpt.1000000000000000000")->step, 1000000000000000000LL);
+  EXPECT_EQ(parse_step_name("ckpt.9223372036854775807")->step, kMax);
+  EXPECT_EQ(parse_step_name("ckpt.9223372036854775807.old")->step, kMax);
+  EXPECT_FALSE(parse_step_name("ckpt.9223372036854775808"));
+  EXPECT_FALSE(parse_step_name("ckpt.9999999999999999999"));
+  EXPECT_FALSE(parse_step_name("ckpt.18446744073709551616"));  // 2^64
+  EXPECT_FALSE(parse_step_name("ckpt.10000000000000000000"));  // 20 digits
+  for (std::int64_t s : {std::int64_t{0}, std::int64_t{1}, std::int64_t{20}, kMax}) {
+    for (auto k : {EntryKind::committed, EntryKind::tmp, EntryKind::old, EntryKind::doomed}) {
+      auto p = parse_step_name(step_name(s, k));
+      ASSERT_TRUE(p) << step_name(s, k);
+      EXPECT_EQ(p->step, s);
+      EXPECT_EQ(p->kind, k);
+    }
+  }
+}
+
+TEST(Store, ListingAndCompleteness) {
+  const std::string root = test::scratch_dir();
+  make_entry(root, "ckpt.10", 10, true);
+  make_entry(root, "ckpt.20", 20, false);  // committed name, no index
+  make_entry(root, "ckpt.30.tmp", 30, true);
+  make_entry(root, "ckpt.5", 6, true);     // index of another step
+  make_entry(root, "ckpt.020", 20, true);  // not a canonical name: not a checkpoint
+  make_entry(root, "ckpt.1000000000000000000", 1000000000000000000LL, true);
+  ASSERT_TRUE(write_file(root + "/ckpt.40", "x", 1, false).ok());  // a file, not a directory
+  auto store = make_directory_store(root);
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{1000000000000000000LL, 20, 10, 5}));
+  auto list = store->list();
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  ASSERT_EQ(list->size(), 5u);
+  EXPECT_EQ((*list)[0].step, 1000000000000000000LL);
+  EXPECT_TRUE((*list)[0].complete);
+  EXPECT_EQ((*list)[1].name, "ckpt.30.tmp");
+  EXPECT_FALSE((*list)[1].complete);
+  EXPECT_NE((*list)[1].reason.find("never committed"), std::string::npos);
+  EXPECT_EQ((*list)[2].name, "ckpt.20");
+  EXPECT_NE((*list)[2].reason.find("no index"), std::string::npos) << (*list)[2].reason;
+  EXPECT_TRUE((*list)[3].complete);
+  EXPECT_EQ((*list)[3].index->step, 10);
+  EXPECT_NE((*list)[4].reason.find("describes step 6"), std::string::npos) << (*list)[4].reason;
+  EXPECT_EQ(store->newest_complete(), 1000000000000000000LL);
+  EXPECT_EQ(store->load_index(20).status().code(), Code::not_found);
+  EXPECT_EQ(store->load_index(5).status().code(), Code::corrupt);
+  EXPECT_EQ(store->load_index(99).status().code(), Code::not_found);
+  EXPECT_FALSE(make_directory_store(root + "/ckpt.40")->list().ok());
+}
+
+TEST(Store, IndexMustBeARegularFile) {
+  const std::string root = test::scratch_dir();
+  make_entry(root, "ckpt.1", 1, false);
+  make_entry(root, "ckpt.2", 2, false);
+  make_entry(root, "ckpt.3", 3, true);
+  // A FIFO named index must not block the reader (nobody ever opens its write end).
+  ASSERT_EQ(::mkfifo((root + "/ckpt.1/index").c_str(), 0600), 0);
+  // A link named index must not be followed.
+  ASSERT_EQ(::symlink((root + "/ckpt.3/index").c_str(), (root + "/ckpt.2/index").c_str()), 0);
+  auto store = make_directory_store(root);
+  EXPECT_EQ(store->load_index(1).status().code(), Code::corrupt) << store->load_index(1).status().to_string();
+  EXPECT_EQ(store->load_index(2).status().code(), Code::corrupt) << store->load_index(2).status().to_string();
+  EXPECT_EQ(store->newest_complete(), 3);
+  // The same for data files read through the block reader.
+  FileReader files(root + "/ckpt.1");
+  char c = 0;
+  EXPECT_FALSE(files.read("index", 0, &c, 1).ok());
+}
+
+TEST(Store, CommitAndRecommit) {
+  const std::string root = test::scratch_dir();
+  auto store = make_directory_store(root);
+  ASSERT_TRUE(make_dirs(store->staging_dir(7)).ok());
+  mark(store->staging_dir(7), "first");
+  ASSERT_TRUE(store->commit(7, index_of(7), true).ok());
+  EXPECT_FALSE(is_dir(store->staging_dir(7)));
+  EXPECT_EQ(marker(store->checkpoint_dir(7)), "first");
+  EXPECT_EQ(store->latest_link(), 7);
+  // The same step again: the new version replaces the old, no .old is left.
+  ASSERT_TRUE(make_dirs(store->staging_dir(7)).ok());
+  mark(store->staging_dir(7), "second");
+  ASSERT_TRUE(store->commit(7, index_of(7), true).ok());
+  EXPECT_EQ(marker(store->checkpoint_dir(7)), "second");
+  EXPECT_FALSE(is_dir(root + "/ckpt.7.old"));
+  EXPECT_TRUE(store->load_index(7).ok());
+  // The largest step commits and is found.
+  ASSERT_TRUE(make_dirs(store->staging_dir(kMax)).ok());
+  ASSERT_TRUE(store->commit(kMax, index_of(kMax), false).ok());
+  EXPECT_EQ(store->newest_complete(), kMax);
+  EXPECT_EQ(store->latest_link(), kMax);
+}
+
+TEST(Store, RecoveryAfterACommitDiedBetweenItsRenames) {
+  const std::string root = test::scratch_dir();
+  // Step 7 was moved aside (ckpt.7 -> ckpt.7.old) and the run died before ckpt.7.tmp took its name.
+  make_entry(root, "ckpt.7.old", 7, true);
+  mark(root + "/ckpt.7.old", "committed");
+  make_entry(root, "ckpt.7.tmp", 7, true);
+  // Step 8 finished both renames but died before removing its .old.
+  make_entry(root, "ckpt.8", 8, true);
+  mark(root + "/ckpt.8", "new");
+  make_entry(root, "ckpt.8.old", 8, true);
+  // Step 9's committed name has no index (damaged): its .old is the only good copy and is kept.
+  make_entry(root, "ckpt.9", 9, false);
+  make_entry(root, "ckpt.9.old", 9, true);
+  // Leftovers of a retention and of a checkpoint that never committed.
+  make_entry(root, "ckpt.3.del", 3, true);
+  make_entry(root, "ckpt.12.tmp", 12, false);
+  auto store = make_directory_store(root);
+  ASSERT_TRUE(store->recover().ok());
+  EXPECT_EQ(marker(root + "/ckpt.7"), "committed");
+  EXPECT_FALSE(is_dir(root + "/ckpt.7.old"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.7.tmp"));
+  EXPECT_EQ(marker(root + "/ckpt.8"), "new");
+  EXPECT_FALSE(is_dir(root + "/ckpt.8.old"));
+  EXPECT_TRUE(is_dir(root + "/ckpt.9"));
+  EXPECT_TRUE(is_dir(root + "/ckpt.9.old"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.3.del"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.12.tmp"));
+  EXPECT_EQ(store->newest_complete(), 8);
+  // Nothing changes on a second recovery.
+  ASSERT_TRUE(store->recover().ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{9, 8, 7}));
+}
+
+TEST(Store, RetentionCountsCompleteCheckpointsOnly) {
+  const std::string root = test::scratch_dir();
+  for (std::int64_t s : {1, 2, 3, 4}) make_entry(root, "ckpt." + std::to_string(s), s, true);
+  make_entry(root, "ckpt.5", 5, false);     // incomplete, newest: neither counted nor removed
+  make_entry(root, "ckpt.0.del", 0, true);  // a retention that died
+  auto store = make_directory_store(root);
+  ASSERT_TRUE(store->retain(2, 4).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 3}));
+  EXPECT_FALSE(is_dir(root + "/ckpt.0.del"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.1.del"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.2.del"));
+  // An incomplete checkpoint older than the kept ones is removed.
+  make_entry(root, "ckpt.1", 1, false);
+  ASSERT_TRUE(store->retain(1, 4).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4}));
+  // The step just committed is kept even when newer ones exist.
+  make_entry(root, "ckpt.2", 2, true);
+  ASSERT_TRUE(store->retain(1, 2).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 2}));
+}
