@@ -198,10 +198,12 @@ class CudaDevice final : public Device {
     if (m_spare != nullptr && off + n <= m_spare_bytes) {
       // Double buffering: D2D now (the application waits only for this), D2H from the spare at fence().
       auto* spare = static_cast<std::uint8_t*>(m_spare) + off;
+      NvtxRange r("ckpt:d2d");  // host side: enqueueing; the copy itself shows on the named D2D stream
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(spare, src, n, cudaMemcpyDefault, m_d2d)));
       m_d2h.push_back({dst, spare, n});
       m_spare_used = off + n;
     } else {
+      NvtxRange r("ckpt:d2h");  // host side: enqueueing; the copy itself shows on the named copy stream
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, m_copy)));
       m_direct = true;
     }
@@ -325,6 +327,7 @@ class CudaDevice final : public Device {
   /// Enqueues the D2H copies out of the spare buffer staged since the last call, after their D2D copies.
   Status enqueue_spare_d2h() {
     if (m_d2h.empty()) return Status::OK();
+    NvtxRange r("ckpt:d2h");  // the D2H copies from the spare, enqueued after the D2D copies
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_d2d_done, m_d2d)));
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_copy, m_d2d_done, 0)));
     for (const SpareCopy& c : m_d2h)

@@ -1,8 +1,11 @@
 /// \file nvtx.hpp
-/// NVTX ranges for Nsight Systems (internal). With CUDA (CKPT_HAVE_CUDA) they use nvtx3 from the CUDA
-/// toolkit (header only, nothing to link; a few nanoseconds when no tool is attached); without CUDA they
-/// are empty and compile away. Every range lives in the NVTX domain "ckpt" and is named "ckpt:<phase>"
-/// (see docs/gpu.md for the list), so a timeline shows capture, copies, flush and commit side by side.
+/// NVTX ranges for Nsight Systems and other NVTX tools (internal). Built in whenever the nvtx3 headers
+/// were found at configure time (CKPT_HAVE_NVTX; header only, they ship with the CUDA toolkit): no GPU
+/// and no CUDA runtime call needed. Without the headers the types are empty and compile away.
+///
+/// Every range lives in the NVTX domain "ckpt", is named "ckpt:<phase>" with a registered string (see
+/// docs/gpu.md for the list) and carries the step as its int64 payload when known. With no tool
+/// attached NVTX hands out a null domain, and every call below is then one load and one branch.
 ///
 ///     { ckpt::detail::NvtxRange r("ckpt:capture", step); ...; }   // push/pop on this thread
 ///     ckpt::detail::NvtxSpan s("ckpt:checkpoint", step); ... s.end();  // may end on another thread
@@ -14,22 +17,36 @@
 
 #include "ckpt/config.hpp"
 
-#if CKPT_HAVE_CUDA
+#if CKPT_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <unordered_map>
 #endif
 
 namespace ckpt::detail {
 
-#if CKPT_HAVE_CUDA
+#if CKPT_HAVE_NVTX
 
-/// The "ckpt" NVTX domain (created once, thread-safe).
+/// The "ckpt" NVTX domain, created once (thread-safe). Null when no tool is attached: NVTX then
+/// returns null from every call, so a null domain means "nothing to do".
 inline nvtxDomainHandle_t nvtx_domain() noexcept {
   static const nvtxDomainHandle_t domain = nvtxDomainCreateA("ckpt");
   return domain;
 }
 
-/// Attributes of a range: the name, a colour derived from it (stable across runs, so a phase has
-/// the same colour everywhere) and, when >= 0, the step as an int64 payload.
+/// `name` registered in the "ckpt" domain (a tool then sees a handle, not a string to copy, per
+/// range). Cached per thread, so no lock on the path of a range; only called with a tool attached.
+inline nvtxStringHandle_t nvtx_string(const char* name) {
+  thread_local std::unordered_map<std::string, nvtxStringHandle_t> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.emplace(name, nvtxDomainRegisterStringA(nvtx_domain(), name)).first;
+  return it->second;
+}
+
+/// Attributes of a range: the registered name, a colour derived from it (stable across runs, so a
+/// phase has the same colour everywhere) and, when >= 0, the step as an int64 payload.
 inline nvtxEventAttributes_t nvtx_attributes(const char* name, std::int64_t step) noexcept {
   static constexpr std::uint32_t kPalette[] = {0xff1f77b4, 0xffff7f0e, 0xff2ca02c, 0xffd62728,
                                                0xff9467bd, 0xff8c564b, 0xffe377c2, 0xff17becf};
@@ -40,8 +57,13 @@ inline nvtxEventAttributes_t nvtx_attributes(const char* name, std::int64_t step
   a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
   a.colorType = NVTX_COLOR_ARGB;
   a.color = kPalette[h % (sizeof kPalette / sizeof kPalette[0])];
-  a.messageType = NVTX_MESSAGE_TYPE_ASCII;
-  a.message.ascii = name;
+  try {
+    a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+    a.message.registered = nvtx_string(name);
+  } catch (...) {  // out of memory in the cache: the plain string will do
+    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    a.message.ascii = name;
+  }
   if (step >= 0) {
     a.payloadType = NVTX_PAYLOAD_TYPE_INT64;
     a.payload.llValue = step;
@@ -49,17 +71,33 @@ inline nvtxEventAttributes_t nvtx_attributes(const char* name, std::int64_t step
   return a;
 }
 
-/// A range on the calling thread, from construction to destruction. `name` is copied by NVTX.
+/// Names the calling OS thread in the tool's timeline (e.g. "ckpt flush: write").
+inline void nvtx_name_thread(const char* name) noexcept {
+  if (nvtx_domain() == nullptr) return;
+  nvtxNameOsThreadA(static_cast<std::uint32_t>(::syscall(SYS_gettid)), name);
+}
+
+/// A range on the calling thread (push/pop, so ranges nest per thread), from construction to end() or
+/// destruction, whichever comes first; end() must run on the constructing thread.
 class NvtxRange {
  public:
   explicit NvtxRange(const char* name, std::int64_t step = -1) noexcept {
+    if (nvtx_domain() == nullptr) return;
     const nvtxEventAttributes_t a = nvtx_attributes(name, step);
     nvtxDomainRangePushEx(nvtx_domain(), &a);
+    m_open = true;
   }
   explicit NvtxRange(const std::string& name, std::int64_t step = -1) noexcept : NvtxRange(name.c_str(), step) {}
-  ~NvtxRange() { nvtxDomainRangePop(nvtx_domain()); }
+  ~NvtxRange() { end(); }
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
+  void end() noexcept {
+    if (m_open) nvtxDomainRangePop(nvtx_domain());
+    m_open = false;
+  }
+
+ private:
+  bool m_open = false;
 };
 
 /// A range that may start on one thread and end on another (a checkpoint from capture to commit).
@@ -68,6 +106,7 @@ class NvtxSpan {
  public:
   NvtxSpan() = default;
   explicit NvtxSpan(const char* name, std::int64_t step = -1) noexcept {
+    if (nvtx_domain() == nullptr) return;
     const nvtxEventAttributes_t a = nvtx_attributes(name, step);
     m_id = nvtxDomainRangeStartEx(nvtx_domain(), &a);
     m_open = true;
@@ -93,7 +132,9 @@ class NvtxSpan {
   bool m_open = false;
 };
 
-#else  // no CUDA: the same types, doing nothing
+#else  // no nvtx3 headers: the same types, doing nothing
+
+inline void nvtx_name_thread(const char*) noexcept {}
 
 class NvtxRange {
  public:
@@ -101,6 +142,7 @@ class NvtxRange {
   explicit NvtxRange(const std::string&, std::int64_t = -1) noexcept {}
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
+  void end() noexcept {}
 };
 
 class NvtxSpan {
@@ -110,7 +152,7 @@ class NvtxSpan {
   void end() noexcept {}
 };
 
-#endif  // CKPT_HAVE_CUDA
+#endif  // CKPT_HAVE_NVTX
 
 }  // namespace ckpt::detail
 

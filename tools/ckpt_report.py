@@ -1,19 +1,31 @@
 #!/usr/bin/env python3
-"""ckpt report RUN: plots from a run traced with CKPT_TRACE=RUN (trace.json + summary.json).
+"""ckpt report [RUN] [--nvtx CAPTURE]: plots from a run traced with CKPT_TRACE=RUN (trace.json +
+summary.json) and/or from an NVTX capture of a run (CAPTURE/nvtx.<rank>.tsv, written by the injection
+library tests/trace/nvtx_record.cpp loaded through NVTX_INJECTION64_PATH).
 
-  timeline.png              per rank, the application thread (checkpoint/wait calls; the gaps are
+  timeline.png              (RUN) per rank, the application thread (checkpoint/wait calls; the gaps are
                             compute) above the flush threads (digest, write, fsync) and the commit
                             thread: capture and flush overlapping the computation
-  bandwidth.png             per checkpoint: perceived bandwidth (bytes / slowest rank's blocked time)
-                            against raw bandwidth (bytes / time to commit) - seed 004's two figures
-  io_time_distribution.png  per rank: time blocked in checkpoint() and time its flush threads spent
-                            writing, summed over the run (as seed 004's Figs. 9-11)
-Writes the PNGs into RUN (or --out) and prints their paths.
+  nvtx_timeline.png         (CAPTURE) the same timeline drawn from the NVTX ranges of the "ckpt" domain,
+                            threads told apart by the names ckpt gives them (nvtxNameOsThreadA), plus the
+                            application's own NVTX ranges (other domains) in grey on its thread. With RUN
+                            too, both pictures share one time axis (trace.json records each rank's
+                            steady-clock origin), so one can be checked against the other
+  bandwidth.png             (RUN) per checkpoint: perceived bandwidth (bytes / slowest rank's blocked
+                            time) against raw bandwidth (bytes / time to commit) - seed 004's two figures
+  io_time_distribution.png  (RUN) per rank: time blocked in checkpoint() and time its flush threads
+                            spent writing, summed over the run (as seed 004's Figs. 9-11)
+  overlap.json              per source and rank: flush-thread time (digest, write, fsync, commit) and the
+                            part of it during which the application thread was not inside a ckpt call
+                            (i.e. computing), also printed as a table
+Writes into --out (default RUN, else CAPTURE) and prints the paths.
 """
 import argparse
 import collections
+import glob
 import json
 import os
+import re
 import sys
 
 import matplotlib
@@ -23,7 +35,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"ckpt:checkpoint": "#1f77b4", "ckpt:capture": "#aec7e8", "ckpt:wait": "#7f7f7f",
           "ckpt:digest": "#ff7f0e", "ckpt:write": "#2ca02c", "ckpt:fsync": "#98df8a",
-          "ckpt:commit": "#d62728", "ckpt:restart": "#9467bd"}
+          "ckpt:commit": "#d62728", "ckpt:restart": "#9467bd", "ckpt:wait_d2h": "#bcbd22",
+          "ckpt:d2h": "#17becf", "ckpt:d2d": "#9edae5", "ckpt:h2d_sync": "#c5b0d5", "app": "#c7c7c7"}
 THREADS = ["application", "flush: digest", "flush: write", "commit"]
 
 
@@ -38,26 +51,107 @@ def load(run):
     return trace, summary
 
 
-def timeline(events, nranks, out):
-    spans = [e for e in events if e.get("ph") == "X"]
-    t0 = min((e["ts"] for e in spans), default=0)
+# A timeline is a list of bars (rank, row in THREADS, name, start_ns, end_ns) on one steady-clock axis.
+APP_CALLS = ("ckpt:checkpoint", "ckpt:wait", "ckpt:restart")  # the application thread inside ckpt
+FLUSH = ("ckpt:digest", "ckpt:write", "ckpt:fsync", "ckpt:commit")
+NVTX_THREADS = {"ckpt flush: digest": 1, "ckpt flush: write": 2, "ckpt commit": 3}
+
+
+def trace_bars(events):
+    """Bars of a CKPT_TRACE trace.json: ts/dur are microseconds from each rank's steady-clock origin."""
+    origin = {e["pid"]: e["args"]["steady_origin_ns"] for e in events if e.get("name") == "ckpt_clock"}
+    return [(e["pid"], e["tid"], e["name"], origin.get(e["pid"], 0) + e["ts"] * 1e3,
+             origin.get(e["pid"], 0) + (e["ts"] + e["dur"]) * 1e3) for e in events if e.get("ph") == "X"]
+
+
+def load_nvtx(capture):
+    """Bars of an NVTX capture: ckpt-domain ranges on ckpt's named threads and on the application thread
+    (the one that calls checkpoint()); other domains' ranges on the application thread as "app" bars."""
+    files = sorted(glob.glob(os.path.join(capture, "nvtx.*.tsv")))
+    ranks = [m.group(1) for m in (re.match(r"nvtx\.(\d+)\.tsv$", os.path.basename(f)) for f in files) if m]
+    if not ranks:
+        sys.exit(f"ckpt report: {capture}: no nvtx.<rank>.tsv files (an NVTX capture made with "
+                 "NVTX_INJECTION64_PATH=libnvtx_record.so NVTXREC_DIR={capture})")
+    bars, problems = [], 0
+    for rank in sorted(int(r) for r in ranks):
+        threads, ranges = {}, []
+        with open(os.path.join(capture, f"nvtx.{rank}.tsv")) as f:
+            for line in f:
+                x = line.rstrip("\n").split("\t")
+                if x[0] == "thread" and len(x) == 3:
+                    threads[int(x[1])] = x[2]
+                elif x[0] == "range" and len(x) == 11:
+                    ranges.append((x[1], x[2], int(x[4]), int(x[6]), int(x[7])))
+                elif x[0] in ("open", "error"):
+                    problems += 1
+        app = {tid for dom, name, tid, _, _ in ranges if dom == "ckpt" and name in APP_CALLS}
+        for dom, name, tid, t0, t1 in ranges:
+            row = 0 if tid in app else NVTX_THREADS.get(threads.get(tid))
+            if row is None:
+                continue
+            bars.append((rank, row, name if dom == "ckpt" else "app", t0, t1))
+    if problems:
+        print(f"ckpt report: {capture}: {problems} ranges left open or misused (see the 'open'/'error' lines)")
+    return bars
+
+
+def timeline(bars, nranks, out, title, xlim_ns=None):
+    t0 = xlim_ns[0] if xlim_ns else min((b[3] for b in bars), default=0)
     fig, ax = plt.subplots(figsize=(12, 1.0 + 1.2 * nranks))
     rows = nranks * len(THREADS)
-    for e in sorted(spans, key=lambda e: -e["dur"]):  # long spans first, so nested ones stay visible
-        row = e["pid"] * len(THREADS) + e["tid"]
-        ax.broken_barh([((e["ts"] - t0) / 1e3, max(e["dur"] / 1e3, 0.05))], (rows - row - 0.9, 0.8),
-                       color=COLORS.get(e["name"], "black"))
+    # the application's own ranges first, then long spans before short ones, so nested ones stay visible
+    for rank, tid, name, s, e in sorted(bars, key=lambda b: (b[2] != "app", -(b[4] - b[3]))):
+        row = rank * len(THREADS) + tid
+        h, y = (0.8, rows - row - 0.9) if name != "app" else (0.3, rows - row - 0.35)
+        ax.broken_barh([((s - t0) / 1e6, max((e - s) / 1e6, 0.05))], (y, h), color=COLORS.get(name, "black"),
+                       edgecolor="white", linewidth=0.3)  # a thin edge tells adjacent chunks/iterations apart
     ax.set_yticks([rows - i - 0.5 for i in range(rows)])
     ax.set_yticklabels([f"rank {i // len(THREADS)}: {THREADS[i % len(THREADS)]}" for i in range(rows)], fontsize=7)
     ax.set_xlabel("time (ms)")
-    ax.set_title("ckpt timeline: gaps on the application row are compute; flush and commit run beside it",
-                 pad=22)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
-    ax.legend(handles, [n.replace("ckpt:", "") for n in COLORS], ncol=8, fontsize=7, loc="lower center",
-              bbox_to_anchor=(0.5, 1.0), frameon=False)
+    if xlim_ns:
+        ax.set_xlim(0, (xlim_ns[1] - t0) / 1e6)
+    ax.set_title(title, pad=22)
+    shown = [n for n in COLORS if any(b[2] == n for b in bars)]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[n]) for n in shown]
+    ax.legend(handles, [n.replace("ckpt:", "") if n != "app" else "app (own NVTX)" for n in shown], ncol=9,
+              fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def union(intervals):
+    out = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return out
+
+
+def overlap_figures(bars, nranks):
+    """Per rank: flush-thread busy time and the part of it while the application computed (its thread
+    not inside checkpoint()/wait()/restart()), within the application's first..last ckpt call."""
+    res = []
+    for r in range(nranks):
+        calls = [(b[3], b[4]) for b in bars if b[0] == r and b[2] in APP_CALLS]
+        if not calls:
+            continue
+        lo, hi = min(c[0] for c in calls), max(c[1] for c in calls)
+        blocked = union(calls)
+        busy = beside = 0.0
+        for b in bars:
+            if b[0] != r or b[2] not in FLUSH:
+                continue
+            s, e = max(b[3], lo), min(b[4], hi)
+            if e <= s:
+                continue
+            busy += e - s
+            beside += (e - s) - sum(max(0, min(e, ce) - max(s, cs)) for cs, ce in blocked)
+        res.append({"rank": r, "flush_ms": busy / 1e6, "beside_compute_ms": beside / 1e6,
+                    "beside_compute_pct": 100 * beside / busy if busy else 0.0})
+    return res
 
 
 def bandwidth(summary, out):
@@ -104,18 +198,48 @@ def io_distribution(events, nranks, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run", help="the CKPT_TRACE directory of a run")
-    ap.add_argument("--out", help="directory for the PNGs (default: RUN)")
+    ap.add_argument("run", nargs="?", help="the CKPT_TRACE directory of a run")
+    ap.add_argument("--nvtx", help="an NVTX capture of a run (nvtx.<rank>.tsv files)")
+    ap.add_argument("--out", help="directory for the PNGs (default: RUN, else the --nvtx directory)")
     a = ap.parse_args()
-    trace, summary = load(a.run)
-    events = trace.get("traceEvents", [])
-    nranks = int(summary.get("ranks", 1))
-    out = a.out or a.run
+    if not a.run and not a.nvtx:
+        ap.error("give RUN, --nvtx, or both")
+    out = a.out or a.run or a.nvtx
     os.makedirs(out, exist_ok=True)
-    paths = [os.path.join(out, n) for n in ("timeline.png", "bandwidth.png", "io_time_distribution.png")]
-    timeline(events, nranks, paths[0])
-    bandwidth(summary, paths[1])
-    io_distribution(events, nranks, paths[2])
+    sources, paths = {}, []
+    if a.run:
+        trace, summary = load(a.run)
+        events = trace.get("traceEvents", [])
+        nranks = int(summary.get("ranks", 1))
+        sources["trace"] = trace_bars(events)
+    if a.nvtx:
+        sources["nvtx"] = load_nvtx(a.nvtx)
+        if not a.run:
+            nranks = 1 + max(b[0] for b in sources["nvtx"])
+    every = [b for bars in sources.values() for b in bars]
+    xlim = (min(b[3] for b in every), max(b[4] for b in every)) if every and len(sources) > 1 else None
+    if a.run:
+        paths.append(os.path.join(out, "timeline.png"))
+        timeline(sources["trace"], nranks, paths[-1],
+                 "ckpt timeline (CKPT_TRACE): gaps on the application row are compute; flush and commit run beside it",
+                 xlim)
+        paths.append(os.path.join(out, "bandwidth.png"))
+        bandwidth(summary, paths[-1])
+        paths.append(os.path.join(out, "io_time_distribution.png"))
+        io_distribution(events, nranks, paths[-1])
+    if a.nvtx:
+        paths.append(os.path.join(out, "nvtx_timeline.png"))
+        timeline(sources["nvtx"], nranks, paths[-1],
+                 "ckpt timeline from NVTX ranges (domain \"ckpt\"; grey: the application's own ranges)", xlim)
+    figures = {src: overlap_figures(bars, nranks) for src, bars in sources.items()}
+    paths.append(os.path.join(out, "overlap.json"))
+    with open(paths[-1], "w") as f:
+        json.dump(figures, f, indent=1)
+    print("flush-thread time beside the application's compute, per rank (ms, %):")
+    for src, rows in figures.items():
+        for x in rows:
+            print(f"  {src:5s} rank {x['rank']}: flush {x['flush_ms']:9.1f}  beside compute "
+                  f"{x['beside_compute_ms']:9.1f}  {x['beside_compute_pct']:5.1f} %")
     for p in paths:
         print(p)
 

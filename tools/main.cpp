@@ -58,11 +58,14 @@ int main(int argc, char** argv) {
   c_convert->add_option("-o,--output", convert.output, "the HDF5 file to write")->required();
   c_convert->add_flag("-f,--force", convert.force, "overwrite the output file if it exists");
 
-  std::string report_run, report_out;
+  std::string report_run, report_out, report_nvtx;
   auto* c_report = app.add_subcommand(
-      "report", "PNG plots (timeline, bandwidth, per-rank I/O time) of a run traced with CKPT_TRACE");
-  c_report->add_option("RUN", report_run, "the CKPT_TRACE directory of the run")->required();
-  c_report->add_option("--out", report_out, "directory for the PNGs (default: RUN)");
+      "report",
+      "PNG plots (timeline, bandwidth, per-rank I/O time) of a run traced with CKPT_TRACE, and/or the same "
+      "timeline from an NVTX capture (tests/trace/nvtx_record.cpp)");
+  c_report->add_option("RUN", report_run, "the CKPT_TRACE directory of the run");
+  c_report->add_option("--nvtx", report_nvtx, "directory of nvtx.<rank>.tsv files of the same run");
+  c_report->add_option("--out", report_out, "directory for the PNGs (default: RUN, else the --nvtx directory)");
 
   try {
     app.parse(argc, argv);
@@ -76,10 +79,17 @@ int main(int argc, char** argv) {
   if (c_diff->parsed()) return run_diff(diff);
   if (c_convert->parsed()) return run_convert(convert);
   if (c_report->parsed()) {
+    if (report_run.empty() && report_nvtx.empty())
+      return fail("report", "give RUN (a CKPT_TRACE directory), --nvtx, or both");
     // The plots are matplotlib's: run the script installed beside the tool (or in the source tree).
     for (const char* script : {CKPT_REPORT_SCRIPT_INSTALLED, CKPT_REPORT_SCRIPT_SOURCE}) {
       if (::access(script, R_OK) != 0) continue;
-      std::vector<const char*> args{"python3", script, report_run.c_str()};
+      std::vector<const char*> args{"python3", script};
+      if (!report_run.empty()) args.push_back(report_run.c_str());
+      if (!report_nvtx.empty()) {
+        args.push_back("--nvtx");
+        args.push_back(report_nvtx.c_str());
+      }
       if (!report_out.empty()) {
         args.push_back("--out");
         args.push_back(report_out.c_str());

@@ -174,9 +174,18 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   dev.spare_bytes = static_cast<std::size_t>(m_opts.gpu_spare_bytes);
   m_device = make_default_device(dev);
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
-  m_digest_thread = std::thread([this] { digest_loop(); });
-  m_write_thread = std::thread([this] { write_loop(); });
-  m_commit_thread = std::thread([this] { commit_loop(); });
+  m_digest_thread = std::thread([this] {
+    nvtx_name_thread("ckpt flush: digest");
+    digest_loop();
+  });
+  m_write_thread = std::thread([this] {
+    nvtx_name_thread("ckpt flush: write");
+    write_loop();
+  });
+  m_commit_thread = std::thread([this] {
+    nvtx_name_thread("ckpt commit");
+    commit_loop();
+  });
 }
 
 RuntimeImpl::~RuntimeImpl() { close(); }

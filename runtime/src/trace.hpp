@@ -1,6 +1,7 @@
 // The runtime's own trace (option `trace`): spans per rank and thread, written at close() as Chrome
 // trace JSON (Perfetto, chrome://tracing) plus a per-run I/O summary. Every span is also an NVTX range
-// when CUDA is built in. Internal.
+// when the nvtx3 headers were found (gpu/nvtx.hpp), pushed before the event starts and popped after it
+// ends. Internal.
 #ifndef CKPT_RUNTIME_TRACE_HPP
 #define CKPT_RUNTIME_TRACE_HPP
 
@@ -32,6 +33,11 @@ class Tracer {
  public:
   explicit Tracer(bool enabled) : m_enabled(enabled), m_t0(std::chrono::steady_clock::now()) {}
   bool enabled() const { return m_enabled; }
+  /// The origin, in nanoseconds of std::chrono::steady_clock (CLOCK_MONOTONIC on Linux: the clock an
+  /// NVTX tool's timestamps can be compared with).
+  std::int64_t origin_steady_ns() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(m_t0.time_since_epoch()).count();
+  }
   /// Microseconds since the tracer's origin.
   double now_us() const {
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - m_t0).count();
@@ -67,11 +73,15 @@ class Span {
   ~Span() { end(); }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
+  /// Ends the trace event, then the NVTX range (so the range encloses the event). On the thread that
+  /// made the Span, with every Span made after it on this thread ended already.
   void end() {
-    if (!m_t) return;
-    m_e.dur_us = m_t->now_us() - m_e.ts_us;
-    m_t->record(m_e);
-    m_t = nullptr;
+    if (m_t) {
+      m_e.dur_us = m_t->now_us() - m_e.ts_us;
+      m_t->record(m_e);
+      m_t = nullptr;
+    }
+    m_nvtx.end();
   }
 
  private:
