@@ -97,14 +97,18 @@ def load_nvtx(capture):
 
 def timeline(bars, nranks, out, title, xlim_ns=None):
     t0 = xlim_ns[0] if xlim_ns else min((b[3] for b in bars), default=0)
+    t1 = xlim_ns[1] if xlim_ns else max((b[4] for b in bars), default=t0 + 1)
+    min_w = (t1 - t0) / 1e6 / 600  # ms: a bar is at least ~2 pixels wide, so short ranges stay visible
     fig, ax = plt.subplots(figsize=(12, 1.0 + 1.2 * nranks))
     rows = nranks * len(THREADS)
     # the application's own ranges first, then long spans before short ones, so nested ones stay visible
     for rank, tid, name, s, e in sorted(bars, key=lambda b: (b[2] != "app", -(b[4] - b[3]))):
         row = rank * len(THREADS) + tid
         h, y = (0.8, rows - row - 0.9) if name != "app" else (0.3, rows - row - 0.35)
-        ax.broken_barh([((s - t0) / 1e6, max((e - s) / 1e6, 0.05))], (y, h), color=COLORS.get(name, "black"),
-                       edgecolor="white", linewidth=0.3)  # a thin edge tells adjacent chunks/iterations apart
+        w = (e - s) / 1e6
+        # a thin white edge tells adjacent chunks/iterations apart; not on bars it would swallow
+        ax.broken_barh([((s - t0) / 1e6, max(w, min_w))], (y, h), color=COLORS.get(name, "black"),
+                       edgecolor="white" if w > 4 * min_w else "none", linewidth=0.3)
     ax.set_yticks([rows - i - 0.5 for i in range(rows)])
     ax.set_yticklabels([f"rank {i // len(THREADS)}: {THREADS[i % len(THREADS)]}" for i in range(rows)], fontsize=7)
     ax.set_xlabel("time (ms)")
