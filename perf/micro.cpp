@@ -7,6 +7,11 @@
 //  - BM_MinMax/<MiB>       min/max of f64 values, the statistics the digest thread keeps per block
 //  - BM_IndexEncode/<vars> and BM_IndexDecode/<vars>: the runtime's index codec (format v1) on an index
 //                          of one rank with one block per 1-D f64 variable; decode validates everything
+//  - BM_NvtxRange          one ckpt NVTX range (gpu/nvtx.hpp: push + pop, as each trace span makes) next to
+//                          BM_NvtxBaseline, the same loop without it. Without a tool attached the two
+//                          should be within a nanosecond or two; run once more with an NVTX tool, e.g.
+//                          NVTX_INJECTION64_PATH=build/tests/trace/libnvtx_record.so NVTXREC_DIR=/tmp,
+//                          for the cost with one (that library records every range under a mutex)
 // Times and rates are wall-clock (names end in /real_time; BM_Capture's in /manual_time), like
 // blocked_s. Sizes are in MiB; the 4 GiB cases need 8 GiB of memory and run only when a filter names
 // them: --benchmark_filter='BM_(Memcpy|Capture)/4096'. One rank (the Runtime needs MPI_THREAD_MULTIPLE):
@@ -27,6 +32,7 @@
 
 #include "base/format.hpp"
 #include "ckpt/ckpt.hpp"
+#include "gpu/nvtx.hpp"
 
 namespace {
 
@@ -163,12 +169,33 @@ void BM_IndexDecode(benchmark::State& state) {
 
 }  // namespace
 
+void BM_NvtxBaseline(benchmark::State& state) {
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(step);
+    ++step;
+    benchmark::ClobberMemory();
+  }
+}
+
+void BM_NvtxRange(benchmark::State& state) {
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    ckpt::detail::NvtxRange r("ckpt:write", step);
+    benchmark::DoNotOptimize(step);
+    ++step;
+    benchmark::ClobberMemory();
+  }
+}
+
 BENCHMARK(BM_Memcpy)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Capture)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Digest)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MinMax)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_IndexEncode)->Arg(1)->Arg(100)->Arg(10000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_IndexDecode)->Arg(1)->Arg(100)->Arg(10000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_NvtxBaseline)->UseRealTime()->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_NvtxRange)->UseRealTime()->Unit(benchmark::kNanosecond);
 
 int main(int argc, char** argv) {
   int provided = 0;

@@ -118,18 +118,33 @@ nvtxStringHandle_t register_string(nvtxDomainHandle_t d, const char* s) {
   return reinterpret_cast<nvtxStringHandle_t>(p.get());
 }
 
-int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+/// A range as it opens: now, on this thread (the timestamp first, before any lock).
+Range opened(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a, bool push) {
   Range x;
   x.start_ns = now_ns();
   x.tid = tid();
   x.name = message(a);
   x.step = step_of(a);
+  x.push = push;
+  x.parent = "-";
+  x.domain = dom(d)->name;  // set once at creation: no lock needed
+  return x;
+}
+
+/// Records `x` as closed at `t` on thread `me`. Called with the lock held.
+void closed(Recorder& r, Range x, std::int64_t t, std::uint32_t me) {
+  x.end_ns = t;
+  x.end_tid = me;
+  r.done.push_back(std::move(x));
+}
+
+int push(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  Range x = opened(d, a, true);
   Recorder& r = rec();
   std::lock_guard<std::mutex> lk(r.mu);
-  x.domain = dom(d)->name;
   auto& st = r.stacks[{x.tid, dom(d)}];
   x.depth = static_cast<int>(st.size());
-  x.parent = st.empty() ? "-" : st.back().name;
+  if (!st.empty()) x.parent = st.back().name;
   st.push_back(std::move(x));
   return static_cast<int>(st.size()) - 1;
 }
@@ -144,25 +159,15 @@ int pop(nvtxDomainHandle_t d) {
     r.errors.push_back("pop on an empty stack: thread " + std::to_string(me) + ", domain " + dom(d)->name);
     return -2;
   }
-  Range x = std::move(st.back());
+  closed(r, std::move(st.back()), t, me);
   st.pop_back();
-  x.end_ns = t;
-  x.end_tid = me;
-  r.done.push_back(std::move(x));
   return static_cast<int>(st.size());
 }
 
 nvtxRangeId_t start(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  Range x;
-  x.start_ns = now_ns();
-  x.tid = tid();
-  x.name = message(a);
-  x.step = step_of(a);
-  x.push = false;
-  x.parent = "-";
+  Range x = opened(d, a, false);
   Recorder& r = rec();
   std::lock_guard<std::mutex> lk(r.mu);
-  x.domain = dom(d)->name;
   const std::uint64_t id = r.next_id++;
   r.started.emplace(id, std::move(x));
   return id;
@@ -178,11 +183,8 @@ void end(nvtxDomainHandle_t, nvtxRangeId_t id) {
     r.errors.push_back("end of an unknown range id " + std::to_string(id) + " on thread " + std::to_string(me));
     return;
   }
-  Range x = std::move(it->second);
+  closed(r, std::move(it->second), t, me);
   r.started.erase(it);
-  x.end_ns = t;
-  x.end_tid = me;
-  r.done.push_back(std::move(x));
 }
 
 void name_os_thread(std::uint32_t id, const char* name) {
