@@ -1,5 +1,9 @@
 #include "runtime/src/pool.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 namespace ckpt::detail {
 
 StagingPool::StagingPool(Device& device, std::size_t chunk_bytes) : m_device(device), m_chunk_bytes(chunk_bytes) {}
@@ -76,6 +80,32 @@ bool StagingPool::locked() const {
   for (auto& b : m_blocks)
     if (!b.locked) return false;
   return true;
+}
+
+namespace {
+std::uint64_t physical_memory() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : (4ull << 30);
+}
+}  // namespace
+
+Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
+  const std::uint64_t chunk = opts.chunk_bytes;
+  std::uint64_t want_chunks;
+  if (opts.pool_bytes != 0) {
+    want_chunks = opts.pool_bytes / chunk;
+  } else {
+    const std::uint64_t cap = std::max<std::uint64_t>(
+        2, static_cast<std::uint64_t>(opts.pool_max_fraction * static_cast<double>(physical_memory())) / chunk);
+    want_chunks = (stream_bytes + chunk - 1) / chunk * static_cast<std::uint64_t>(opts.max_in_flight);
+    want_chunks = std::min(std::max<std::uint64_t>(want_chunks, 2), cap);
+    // A growing application (AMR refining, walkers multiplying) would otherwise pay an allocation at
+    // every checkpoint that is a little larger: grow by half again, so growth costs O(log) allocations.
+    if (want_chunks > pool.chunks() && pool.chunks() > 0) want_chunks = std::min(want_chunks + want_chunks / 2, cap);
+  }
+  if (want_chunks <= pool.chunks()) return Status::OK();
+  // Growing while chunks are lent is safe: new chunks are added, none move.
+  return pool.reserve(static_cast<std::size_t>(want_chunks));
 }
 
 }  // namespace ckpt::detail

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "ckpt/options.hpp"
 #include "gpu/device.hpp"
 
 namespace ckpt::detail {
@@ -58,6 +59,10 @@ class StagingPool {
   std::size_t m_lent = 0, m_high = 0;
   bool m_down = false;
 };
+
+/// Grows `pool` so that it can hold what a stream of `stream_bytes` needs under the options' budget
+/// (pool_bytes, or max_in_flight streams capped at pool_max_fraction of memory; growth by half again).
+Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes);
 
 }  // namespace ckpt::detail
 

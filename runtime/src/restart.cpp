@@ -1,20 +1,20 @@
 // latest() and restart: read the index, intersect boxes, stream stored blocks through a staging chunk,
 // verify checksums, fill the regions (host or device).
+#include "runtime/src/restart.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 
-#include "base/posix_io.hpp"
-#include "runtime/src/runtime_impl.hpp"
+#include "base/mpi.hpp"
 
 namespace ckpt::detail {
 
-std::optional<std::int64_t> RuntimeImpl::latest() {
-  if (!usable().ok()) return std::nullopt;
+std::optional<std::int64_t> Restorer::latest() {
   long long found = -1;
   if (m_rank == 0 && m_persistent) {
     std::vector<std::string> skipped;
-    if (auto s = m_store->newest_complete(&skipped)) found = *s;
+    if (auto s = m_store.newest_complete(&skipped)) found = *s;
     if (m_opts.verbose >= 1)
       for (auto& why : skipped) std::fprintf(stderr, "ckpt: latest(): skipping %s\n", why.c_str());
   }
@@ -23,12 +23,12 @@ std::optional<std::int64_t> RuntimeImpl::latest() {
   return static_cast<std::int64_t>(found);
 }
 
-Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
+Result<Index> Restorer::read_index_collective(std::int64_t step) {
   // Rank 0 reads and validates; everybody gets the bytes (one read of the file system, not np).
   std::vector<std::uint8_t> bytes;
   Status s;
   if (m_rank == 0) {
-    auto b = m_store->read_index(step);
+    auto b = m_store.read_index(step);
     if (b.ok())
       bytes = std::move(b).value();
     else
@@ -40,7 +40,7 @@ Result<Index> RuntimeImpl::read_index_collective(std::int64_t step) {
   s = agree(m_app_comm, s);
   if (!s.ok()) return s;
   bcast_bytes(m_app_comm, bytes, 0);
-  return decode_checkpoint_index(bytes, m_store->checkpoint_dir(step), step);
+  return decode_checkpoint_index(bytes, m_store.checkpoint_dir(step), step);
 }
 
 namespace {
@@ -100,8 +100,8 @@ class RowWalker {
 
 }  // namespace
 
-Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, Region& r, BlockReader& reader,
-                                   Chunk* bounce) {
+Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
+                                Chunk* bounce) {
   const long vi = look.var(r.name);
   if (vi < 0)
     return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
@@ -155,12 +155,12 @@ Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, Re
             const std::uint64_t c0 = std::max(rb, p0), c1 = std::min(re, p1);
             if (c1 > c0) {
               auto* dst = static_cast<std::uint8_t*>(r.ptr) + rows.region_offset() + (c0 - rb);
-              CKPT_RETURN_IF_ERROR(m_device->copy_to_device(dst, piece + (c0 - p0), c1 - c0, r.mem));
+              CKPT_RETURN_IF_ERROR(m_device.copy_to_device(dst, piece + (c0 - p0), c1 - c0, r.mem));
             }
             if (re > p1) break;  // the row continues in the next piece
             rows.next();
           }
-          return m_device->synchronize();  // the bounce chunk is reused next
+          return m_device.synchronize();  // the bounce chunk is reused next
         }));
     if (!want_global) break;
   }
@@ -180,27 +180,26 @@ Status RuntimeImpl::restore_region(const Index& idx, const IndexLookup& look, Re
   return Status::OK();
 }
 
-Status RuntimeImpl::restart(std::int64_t step) {
-  CKPT_RETURN_IF_ERROR(usable());
-  Span span(m_tracer.get(), "ckpt:restart", TraceThread::app, step);
-  Status pending = wait_all();  // a restart does not race with our own commits
+Status Restorer::restart(std::int64_t step, const std::vector<Region>& regions, Capture& capture) {
+  Span span(m_tracer, "ckpt:restart", TraceThread::app, step);
+  Status pending = capture.wait_all();  // a restart does not race with our own commits
   (void)pending;
   auto idx = read_index_collective(step);
   if (!idx.ok()) return idx.status().with_context("restart from step " + std::to_string(step));
 
   Status local;
   std::uint64_t bytes = 0;
-  for (auto& r : m_regions) bytes += r.bytes();
-  local = ensure_pool(bytes);
+  for (auto& r : regions) bytes += r.bytes();
+  local = reserve_for_stream(m_pool, m_opts, bytes);
   if (local.ok()) {
-    Chunk* bounce = m_pool->acquire();
-    BlockReader reader(m_store->checkpoint_dir(step), idx.value());
+    Chunk* bounce = m_pool.acquire();
+    BlockReader reader(m_store.checkpoint_dir(step), idx.value());
     const IndexLookup look(idx.value());
-    for (auto& r : m_regions) {
+    for (auto& r : regions) {
       local = restore_region(idx.value(), look, r, reader, bounce);
       if (!local.ok()) break;
     }
-    m_pool->release(bounce);
+    m_pool.release(bounce);
   }
   Status s = agree(m_app_comm, local);
   if (m_opts.verbose >= 1 && m_rank == 0)
@@ -208,19 +207,18 @@ Status RuntimeImpl::restart(std::int64_t step) {
   return s.with_context("restart from step " + std::to_string(step));
 }
 
-Result<std::int64_t> RuntimeImpl::restart_newest() {
-  CKPT_RETURN_IF_ERROR(usable());
+Result<std::int64_t> Restorer::restart_newest(const std::vector<Region>& regions, Capture& capture) {
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
   if (m_rank == 0 && m_persistent)
-    for (auto s : m_store->committed_steps()) steps.push_back(s);
+    for (auto s : m_store.committed_steps()) steps.push_back(s);
   int n = static_cast<int>(steps.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
   steps.resize(static_cast<std::size_t>(n));
   MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, m_app_comm);
   std::string why;
   for (auto s : steps) {
-    Status st = restart(static_cast<std::int64_t>(s));
+    Status st = restart(static_cast<std::int64_t>(s), regions, capture);
     if (st.ok()) return static_cast<std::int64_t>(s);
     why += (why.empty() ? "" : "; ") + st.message();
     if (m_opts.verbose >= 1 && m_rank == 0)

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "runtime/src/runtime_impl.hpp"
 
@@ -62,11 +63,7 @@ void RuntimeImpl::write_trace_and_summary() {
   auto parts = gather_strings(m_app_comm, ev.str());
 
   // ---- summary: per checkpoint, figures over ranks ----
-  std::vector<CheckpointRecord> hist;
-  {
-    std::lock_guard<std::mutex> lk(m_history_mu);
-    hist = m_history;
-  }
+  const std::vector<CheckpointRecord> hist = m_committer->history();
   const std::size_t n = hist.size();
   std::vector<double> mine(n * 4), all(m_rank == 0 ? n * 4 * static_cast<std::size_t>(m_size) : 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -96,12 +93,13 @@ void RuntimeImpl::write_trace_and_summary() {
   if (s.ok()) s = write_file(m_opts.trace + "/trace.json", trace.data(), trace.size(), false);
 
   std::ostringstream js, table;
-  js << "{\n  \"ranks\": " << m_size << ",\n  \"transport\": " << json_string(transport_names())
+  js << "{\n  \"ranks\": " << m_size << ",\n  \"transport\": " << json_string(m_committer->transport_names())
      << ",\n  \"checkpoints\": [";
   char line[512];
   std::snprintf(line, sizeof line, "%8s %10s %12s %12s %11s %11s %12s %10s %6s %5s\n", "step", "MiB", "blocked max",
                 "blocked mean", "durable", "committed", "perceived", "raw", "slow", "files");
-  table << "ckpt I/O summary (" << m_size << " ranks, " << transport_names() << "; seconds, GB/s)\n" << line;
+  table << "ckpt I/O summary (" << m_size << " ranks, " << m_committer->transport_names() << "; seconds, GB/s)\n"
+        << line;
   double sum_blocked = 0, sum_bytes = 0;
   for (std::size_t i = 0; i < n; ++i) {
     double bytes = 0, bmax = 0, bsum = 0, dmax = 0, cmax = 0;

@@ -1,0 +1,215 @@
+// checkpoint() on the application thread: in-flight window, plan, opens, copy, hand-over.
+#include "runtime/src/capture.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "base/mpi.hpp"
+#include "base/posix_io.hpp"
+
+namespace ckpt::detail {
+
+Ticket failed_ticket(std::int64_t step, Status s) {
+  auto ticket = std::make_shared<TicketState>();
+  ticket->step = step;
+  ticket->finish(std::move(s));
+  return Ticket(ticket);
+}
+
+Status Capture::make_room(std::int64_t step) {
+  // Every rank waits for the same tickets, so what follows is the same everywhere.
+  while (static_cast<int>(m_in_flight.size()) >= m_opts.max_in_flight) {
+    auto oldest = m_in_flight.front();
+    m_in_flight.pop_front();
+    TicketState& ts = *oldest->ticket;
+    std::unique_lock<std::mutex> lk(ts.mu);
+    const bool seen = ts.observed;
+    ts.cv.wait(lk, [&] { return ts.done; });
+    if (!ts.status.ok() && !seen) {
+      // An earlier failure nobody has looked at: report it instead of taking this step (see ckpt.hpp).
+      ts.observed = true;
+      return ts.status.with_context("checkpoint " + std::to_string(oldest->step) + " failed; step " +
+                                    std::to_string(step) + " was not taken");
+    }
+  }
+  return Status::OK();
+}
+
+std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Region>& regions,
+                                      std::shared_ptr<TicketState> ticket) const {
+  auto job = std::make_shared<Job>();
+  job->ticket = std::move(ticket);
+  job->step = step;
+  job->plan =
+      plan_stream(regions, m_opts.alignment, m_opts.chunk_bytes, static_cast<std::uint32_t>(m_env.transports->size()));
+  job->tmp_dir = m_env.store->staging_dir(step);
+  job->digest.progress.resize(job->plan.blocks.size());
+  static const std::uint64_t empty_digest = Hasher().digest();
+  for (std::size_t i = 0; i < job->plan.blocks.size(); ++i)
+    if (job->plan.blocks[i].length == 0) {  // never seen by the digest thread
+      job->digest.progress[i].digest.checksum = empty_digest;
+      job->digest.progress[i].finished = true;
+    }
+  job->write.segment_done.assign(job->plan.segments.size(), false);
+  job->write.placements.resize(job->plan.segments.size());
+  return job;
+}
+
+Status Capture::open_writers(Job& job) {
+  const auto& transports = *m_env.transports;
+  Status s;
+  if (m_env.persistent) s = make_dirs_nofollow(job.tmp_dir);
+  if (s.ok()) s = reserve_for_stream(*m_env.pool, m_opts, job.plan.bytes);
+  // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
+  // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
+  // need no agreement: a failed rank just does not open.
+  const bool collective =
+      std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->collective_open(); });
+  if (collective) s = agree(m_env.comm, s);
+  const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
+  for (const Segment& seg : job.plan.segments) {
+    if (!setup_ok) {  // the job still goes through the flush threads and fails at the commit
+      job.write.writers.push_back(nullptr);
+      continue;
+    }
+    WriteContext ctx;
+    ctx.dir = job.tmp_dir;
+    ctx.step = job.step;
+    ctx.rank = m_env.rank;
+    ctx.nranks = m_env.size;
+    ctx.ckpt_id = hash64(&m_env.run_id, sizeof m_env.run_id) ^ static_cast<std::uint64_t>(job.step);
+    ctx.fsync = m_opts.fsync;
+    ctx.plan = &job.plan;
+    ctx.group = seg.group;
+    ctx.segment_begin = seg.begin;
+    ctx.segment_end = seg.end;
+    auto w = transports[seg.group]->open(ctx);
+    if (w.ok()) {
+      job.write.writers.push_back(std::move(w).value());
+    } else {
+      job.write.writers.push_back(nullptr);
+      if (s.ok()) s = w.status();
+    }
+  }
+  return s;
+}
+
+Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s) {
+  Device& device = *m_env.device;
+  StagingPool& pool = *m_env.pool;
+  FlushPipeline& flush = *m_env.flush;
+  // Chunk windows: each segment (transport group) is cut into chunk-sized windows of its own.
+  const std::uint64_t chunk = m_opts.chunk_bytes;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
+  for (const Segment& seg : job->plan.segments)
+    for (std::uint64_t a = seg.begin; a < seg.end; a += chunk) windows.emplace_back(a, std::min(a + chunk, seg.end));
+  const std::uint64_t nchunks = windows.size();
+  // When the whole stream fits in free chunks (the common case with the auto pool), the chunks are
+  // handed over together at the end: the flush thread then does not compete with the copy for
+  // memory bandwidth while the application is blocked. Otherwise they stream one by one.
+  const bool batch = nchunks <= pool.free_chunks();
+  std::vector<WorkItem> pending;
+  Status s;
+  std::size_t first_block = 0;
+  job->flush_start = Clock::now();  // refined below when the chunks are handed over in a batch
+  for (std::uint64_t k = 0; k < nchunks && s.ok(); ++k) {
+    const std::uint64_t a = windows[k].first, b = windows[k].second;
+    const auto tw = Clock::now();
+    Chunk* c = pool.acquire();
+    wait_s += seconds_since(tw);
+    if (c == nullptr) {
+      s = Status(Code::failed_precondition, "staging pool shut down during capture");
+      break;
+    }
+    std::uint64_t filled = a;  // bytes of the window accounted for (copied or zeroed)
+    while (first_block < job->plan.blocks.size() &&
+           job->plan.blocks[first_block].offset + job->plan.blocks[first_block].length <= a)
+      ++first_block;
+    for (std::size_t i = first_block; i < job->plan.blocks.size() && s.ok(); ++i) {
+      const BlockPlan& bp = job->plan.blocks[i];
+      if (bp.offset >= b) break;
+      const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
+      if (hi <= lo) continue;
+      if (lo > filled) std::memset(c->data + (filled - a), 0, lo - filled);  // alignment padding
+      s = device.copy_to_host(c->data + (lo - a), static_cast<const std::uint8_t*>(bp.src) + (lo - bp.offset), hi - lo,
+                              bp.mem);
+      filled = hi;
+    }
+    if (filled < b) std::memset(c->data + (filled - a), 0, b - filled);
+    Result<Fence> f = s.ok() ? device.fence() : Result<Fence>(s);
+    if (!f.ok()) s = f.status();
+    WorkItem item;
+    item.job = job;
+    item.chunk = c;
+    item.offset = a;
+    item.length = static_cast<std::size_t>(b - a);
+    item.fence = f.ok() ? f.value() : 0;
+    item.last = (k + 1 == nchunks) || !s.ok();
+    item.error = s;  // the flush thread adopts it and drops the rest of the job
+    if (batch)
+      pending.push_back(std::move(item));
+    else
+      flush.push(std::move(item));
+  }
+  if (!pending.empty()) {
+    job->flush_start = Clock::now();
+    flush.push_all(std::move(pending));
+  }
+  Status e = device.capture_end(stream);
+  if (s.ok()) s = e;
+  if (nchunks == 0 || !e.ok()) flush.fail(job, s);  // no item was the last one
+  return s;
+}
+
+Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Region>& regions) {
+  const auto t0 = Clock::now();
+  auto ticket = std::make_shared<TicketState>();
+  ticket->step = step;
+  ticket->tracer = m_env.tracer;
+  Span call_span(m_env.tracer.get(), "ckpt:checkpoint", TraceThread::app, step);
+  auto fail = [&](Status s) {
+    ticket->finish(std::move(s));
+    return Ticket(ticket);
+  };
+  if (step < 0)
+    return fail(Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step)));
+  if (Status s = make_room(step); !s.ok()) return fail(s);
+
+  auto job = new_job(step, regions, ticket);
+  job->t0 = t0;
+  ticket->stats.step = step;
+  ticket->stats.bytes = job->plan.payload;
+  Status s = open_writers(*job);
+  double wait_s = 0;
+  Span capture_span(m_env.tracer.get(), "ckpt:capture", TraceThread::app, step, job->plan.payload);
+  if (s.ok()) s = m_env.device->capture_begin(stream);
+  if (s.ok()) {
+    (void)copy_chunks(job, stream, wait_s);  // a failure travels with the job
+  } else {
+    // Nothing is captured; the job still goes through the flush threads (so that the writers'
+    // collectives and the commit happen on every rank) and fails there.
+    job->flush_start = Clock::now();
+    m_env.flush->fail(job, s);
+  }
+  {
+    std::lock_guard<std::mutex> lk(ticket->mu);
+    ticket->stats.blocked_s = seconds_since(t0);
+    ticket->stats.capture_wait_s = wait_s;
+    ticket->stats.staging_bytes = m_env.pool->bytes();
+  }
+  m_in_flight.push_back(job);
+  return Ticket(ticket);
+}
+
+Status Capture::wait_all() {
+  Status first;
+  while (!m_in_flight.empty()) {
+    Status s = Ticket(m_in_flight.front()->ticket).wait();
+    if (!s.ok() && first.ok()) first = s.with_context("checkpoint " + std::to_string(m_in_flight.front()->step));
+    m_in_flight.pop_front();
+  }
+  return first;
+}
+
+}  // namespace ckpt::detail

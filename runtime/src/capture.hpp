@@ -1,0 +1,68 @@
+// The capture (internal): checkpoint() on the application thread - the in-flight window, the stream
+// plan, the writers' opens, the copy into staging chunks and their hand-over to the flush threads.
+#ifndef CKPT_RUNTIME_CAPTURE_HPP
+#define CKPT_RUNTIME_CAPTURE_HPP
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "base/store.hpp"
+#include "runtime/src/flush.hpp"
+#include "runtime/src/job.hpp"
+
+namespace ckpt::detail {
+
+/// A ticket that is done with `s` (a checkpoint refused before it started).
+Ticket failed_ticket(std::int64_t step, Status s);
+
+/// Everything checkpoint() uses; each referenced object must outlive the Capture.
+struct CaptureEnv {
+  MPI_Comm comm = MPI_COMM_NULL;  ///< the application thread's communicator
+  int rank = 0, size = 1;
+  const Options* options = nullptr;
+  Device* device = nullptr;
+  StagingPool* pool = nullptr;
+  const std::vector<std::unique_ptr<Transport>>* transports = nullptr;  ///< [g] = transport group g
+  bool persistent = false;                                              ///< some transport writes files
+  const Store* store = nullptr;
+  std::uint64_t run_id = 0;
+  std::shared_ptr<Tracer> tracer;
+  FlushPipeline* flush = nullptr;
+};
+
+/// Application thread only.
+class Capture {
+ public:
+  explicit Capture(CaptureEnv env) : m_env(std::move(env)), m_opts(*m_env.options) {}
+
+  /// Takes checkpoint `step` of `regions` (collective). See Runtime::checkpoint.
+  Ticket checkpoint(std::int64_t step, void* stream, const std::vector<Region>& regions);
+  /// Waits for every checkpoint in flight; the first failure.
+  Status wait_all();
+  /// Forgets the checkpoints in flight (after the pipeline has drained).
+  void clear() { m_in_flight.clear(); }
+
+ private:
+  /// Waits while max_in_flight checkpoints are in flight; an unobserved failure of one of them.
+  Status make_room(std::int64_t step);
+  /// The job of `step`: plan, staging directory, digests of empty blocks.
+  std::shared_ptr<Job> new_job(std::int64_t step, const std::vector<Region>& regions,
+                               std::shared_ptr<TicketState> ticket) const;
+  /// Creates the staging directory, sizes the pool and opens one writer per segment (collective for
+  /// MPI transports: every rank opens every group, in order, even after a failure).
+  Status open_writers(Job& job);
+  /// Copies the stream into chunks and hands them over; a failure is handed over with the job.
+  Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s);
+
+  CaptureEnv m_env;
+  const Options& m_opts;
+  std::deque<std::shared_ptr<Job>> m_in_flight;
+};
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_CAPTURE_HPP

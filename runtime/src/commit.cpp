@@ -1,0 +1,245 @@
+// The commit thread: agreement, index, the store's commit, retention. See docs/design.md.
+#include "runtime/src/commit.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+#include "base/mpi.hpp"
+
+namespace ckpt::detail {
+
+Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<std::unique_ptr<Transport>>& transports,
+                     Store& store, std::uint64_t run_id, Tracer* tracer)
+    : m_commit_comm(comm), m_cfg(cfg), m_store(store), m_run_id(run_id), m_tracer(tracer) {
+  MPI_Comm_rank(comm, &m_rank);
+  MPI_Comm_size(comm, &m_size);
+  for (auto& t : transports) {
+    if (m_transport_names.find(t->name()) == std::string::npos)
+      m_transport_names += (m_transport_names.empty() ? "" : "+") + std::string(t->name());
+    m_group_persistent.push_back(t->persistent());
+    m_persistent = m_persistent || t->persistent();
+  }
+  m_thread = std::thread([this] {
+    nvtx_name_thread("ckpt commit");
+    loop();
+  });
+}
+
+Committer::~Committer() { close(); }
+
+void Committer::close() {
+  m_queue.close();
+  if (m_thread.joinable()) m_thread.join();
+  free_comm(m_commit_comm);
+}
+
+std::vector<CheckpointRecord> Committer::history() const {
+  std::lock_guard<std::mutex> lk(m_history_mu);
+  return m_history;
+}
+
+void Committer::loop() {
+  std::shared_ptr<Job> job;
+  while (m_queue.pop(job)) {
+    Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
+    Status s = commit(*job);
+    span.end();
+    {
+      std::lock_guard<std::mutex> lk(job->ticket->mu);
+      job->ticket->stats.committed_s = seconds_since(job->t0);
+    }
+    if (m_cfg.verbose >= 1 && m_rank == 0) {
+      const auto st = Ticket(job->ticket).stats();
+      if (s.ok())
+        std::fprintf(
+            stderr,
+            "ckpt: step %lld committed: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
+            static_cast<long long>(job->step), static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
+            st.durable_s, st.committed_s);
+      else
+        std::fprintf(stderr, "ckpt: step %lld failed: %s\n", static_cast<long long>(job->step), s.to_string().c_str());
+    }
+    job->ticket->finish(s);
+    {
+      std::lock_guard<std::mutex> lk(m_history_mu);
+      CheckpointRecord rec = m_rank == 0 ? m_root_last : CheckpointRecord{};
+      rec.stats = Ticket(job->ticket).stats();
+      rec.ok = s.ok();
+      m_history.push_back(std::move(rec));
+      m_root_last = CheckpointRecord{};
+    }
+    job.reset();
+  }
+}
+
+Index Committer::report_of(const Job& job) const {
+  Index rep;
+  rep.step = job.step;
+  rep.nranks = static_cast<std::uint32_t>(m_size);
+  rep.transport = m_transport_names;
+  rep.rank_file.assign(static_cast<std::size_t>(m_size), 0);
+  if (!job.write.error.ok()) {
+    rep.attrs.emplace_back("error", job.write.error.to_string());
+    rep.files.push_back({"none", static_cast<std::uint32_t>(m_rank), 0});  // keeps the writer map valid
+  } else {
+    // One file record per segment; blocks of non-persistent groups (null) are not recorded.
+    std::vector<std::uint32_t> seg_file(job.plan.segments.size(), 0);
+    for (std::size_t g = 0; g < job.plan.segments.size(); ++g) {
+      const Placement& pl = job.write.placements[g];
+      seg_file[g] = static_cast<std::uint32_t>(rep.files.size());
+      rep.files.push_back({pl.file.empty() ? "none" : pl.file, static_cast<std::uint32_t>(pl.writer), pl.file_bytes});
+      for (auto& kv : pl.attrs) rep.attrs.push_back(kv);
+    }
+    for (std::uint32_t i = 0; i < job.plan.vars.size(); ++i) {
+      const Region& r = job.plan.vars[i];
+      const std::size_t g = job.plan.segment_of_var(i);
+      if (!m_group_persistent[job.plan.segments[g].group]) continue;
+      const BlockPlan& bp = job.plan.blocks[i];
+      const BlockProgress& pr = job.digest.progress[i];
+      VarRecord v;
+      v.name = r.name;
+      v.dtype = r.dtype;
+      v.kind = r.kind;
+      v.ndim = static_cast<std::uint32_t>(r.count.size());
+      if (r.kind == RegionKind::global) v.global = r.global;
+      v.attrs = r.attrs;
+      rep.vars.push_back(std::move(v));
+      BlockRecord b;
+      b.var = static_cast<std::uint32_t>(rep.vars.size() - 1);
+      b.rank = static_cast<std::uint32_t>(m_rank);
+      b.file = seg_file[g];
+      const Placement& pl = job.write.placements[g];
+      b.offset =
+          pl.block_offsets.empty() ? pl.base_offset + (bp.offset - job.plan.segments[g].begin) : pl.block_offsets.at(i);
+      b.length = bp.length;
+      b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
+      b.count = r.count;
+      b.checksum = pr.digest.checksum;
+      b.has_stats = pr.digest.has_stats;
+      b.min_bits = pr.digest.min_bits;
+      b.max_bits = pr.digest.max_bits;
+      rep.blocks.push_back(std::move(b));
+    }
+  }
+  return rep;
+}
+
+Status Committer::commit(Job& job) {
+  // Gather every rank's report (encoded with the index codec) on rank 0: this is also the agreement
+  // that all ranks succeeded.
+  const auto reports = gatherv_bytes(m_commit_comm, encode_index(report_of(job)), 0);
+  Status outcome;
+  if (m_rank == 0) {
+    outcome = commit_on_root(job, reports);
+    if (!outcome.ok() && m_persistent) remove_tree(job.tmp_dir);
+  }
+  outcome = bcast_status(m_commit_comm, outcome, 0);                           // everybody learns the outcome
+  if (outcome.ok() && m_rank == 0 && m_persistent) apply_retention(job.step);  // off the other ranks' path
+  return outcome;
+}
+
+Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) const {
+  Index idx;
+  idx.step = job.step;
+  idx.nranks = static_cast<std::uint32_t>(m_size);
+  idx.ckpt_id = hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(job.step);
+  idx.created_unix = static_cast<double>(std::time(nullptr));
+  idx.transport = m_transport_names;
+  idx.attrs.emplace_back("ckpt_version", version());
+  idx.rank_file.assign(static_cast<std::size_t>(m_size), 0);
+
+  std::string failures;
+  Code first_code = Code::ok;
+  std::vector<Index> reps;
+  reps.reserve(reports.size());
+  for (int r = 0; r < m_size; ++r) {
+    auto d = decode_index(reports[static_cast<std::size_t>(r)].data(), reports[static_cast<std::size_t>(r)].size());
+    if (!d.ok()) return Status(Code::internal, "report of rank " + std::to_string(r) + ": " + d.status().message());
+    if (r == 0)
+      for (auto& kv : d->attrs)
+        if (kv.first != "error") idx.attrs.push_back(kv);
+    for (auto& kv : d->attrs)
+      if (kv.first == "error") {
+        if (failures.size() < 2000)
+          failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
+        if (first_code == Code::ok) first_code = Code::io_error;
+      }
+    reps.push_back(std::move(d).value());
+  }
+  if (!failures.empty())
+    return Status(first_code, "checkpoint " + std::to_string(job.step) + " not committed: " + failures);
+
+  std::map<std::string, std::uint32_t> file_ix, var_ix;
+  for (int r = 0; r < m_size; ++r) {
+    Index& rep = reps[static_cast<std::size_t>(r)];
+    std::vector<std::uint32_t> fmap, vmap;
+    for (auto& f : rep.files) {
+      auto it = file_ix.find(f.name);
+      if (it == file_ix.end()) {
+        it = file_ix.emplace(f.name, static_cast<std::uint32_t>(idx.files.size())).first;
+        idx.files.push_back(f);
+      } else {
+        idx.files[it->second].bytes = std::max(idx.files[it->second].bytes, f.bytes);
+      }
+      fmap.push_back(it->second);
+    }
+    if (!fmap.empty()) idx.rank_file[static_cast<std::size_t>(r)] = fmap[0];  // the default group's file
+    for (auto& v : rep.vars) {
+      auto it = var_ix.find(v.name);
+      if (it == var_ix.end()) {
+        it = var_ix.emplace(v.name, static_cast<std::uint32_t>(idx.vars.size())).first;
+        idx.vars.push_back(v);
+      } else {
+        const VarRecord& have = idx.vars[it->second];
+        if (have.dtype != v.dtype || have.kind != v.kind || have.ndim != v.ndim || have.global != v.global)
+          return Status(Code::invalid_argument, "checkpoint " + std::to_string(job.step) + ": variable '" + v.name +
+                                                    "' is registered differently on rank " + std::to_string(r) +
+                                                    " (dtype, kind, rank or global shape)");
+      }
+      vmap.push_back(it->second);
+    }
+    for (auto b : rep.blocks) {
+      b.var = vmap.at(b.var);
+      b.file = fmap.at(b.file);
+      idx.blocks.push_back(std::move(b));
+    }
+  }
+  mark_uniform(idx);
+  return idx;
+}
+
+void Committer::mark_uniform(Index& idx) const {
+  // Scalars and local arrays equal on every rank are `uniform`: they restart on any rank count.
+  const IndexLookup look(idx);
+  for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
+    if (idx.vars[v].kind == RegionKind::global) continue;
+    const auto& blocks = look.blocks(v);
+    bool same = true;
+    for (const std::uint32_t bi : blocks) {
+      const BlockRecord& b = idx.blocks[bi];
+      const BlockRecord& first = idx.blocks[blocks.front()];
+      if (b.checksum != first.checksum || b.count != first.count) same = false;
+    }
+    idx.vars[v].uniform = same && static_cast<int>(blocks.size()) == m_size;
+  }
+}
+
+Status Committer::commit_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) {
+  auto idx = merge_reports(job, reports);
+  if (!idx.ok() || !m_persistent) return idx.status();
+
+  // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after the
+  // outcome is sent).
+  m_root_last.files = static_cast<int>(idx->files.size());
+  m_root_last.attrs = idx->attrs;
+  return m_store.commit(job.step, encode_index(idx.value()), m_cfg.fsync);
+}
+
+void Committer::apply_retention(std::int64_t just_committed) {
+  Status st = m_store.retain(m_cfg.keep, just_committed);
+  if (!st.ok() && m_cfg.verbose >= 1) std::fprintf(stderr, "ckpt: retention: %s\n", st.to_string().c_str());
+}
+
+}  // namespace ckpt::detail

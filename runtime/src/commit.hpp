@@ -1,0 +1,80 @@
+// The commit thread (internal): agreement of every rank on a checkpoint, the index, the store's atomic
+// commit and retention, and the ticket's outcome. See docs/design.md.
+#ifndef CKPT_RUNTIME_COMMIT_HPP
+#define CKPT_RUNTIME_COMMIT_HPP
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/store.hpp"
+#include "runtime/src/job.hpp"
+
+namespace ckpt::detail {
+
+/// What the commit needs of the options.
+struct CommitConfig {
+  bool fsync = true;
+  int keep = 2;
+  int verbose = 0;
+};
+
+/// Owns the commit thread and its communicator. submit() is called by the write thread; history() by
+/// any thread; close() by the application thread once no more jobs come.
+class Committer {
+ public:
+  /// `comm` is a communicator of its own (a dup), freed by close(). `transports` ([g] = group g) and
+  /// `store` must outlive the Committer. Starts the thread.
+  Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<std::unique_ptr<Transport>>& transports,
+            Store& store, std::uint64_t run_id, Tracer* tracer);
+  ~Committer();
+  Committer(const Committer&) = delete;
+  Committer& operator=(const Committer&) = delete;
+
+  /// Hands a job whose writers are finished (or failed) to the commit thread; commits run in order.
+  void submit(std::shared_ptr<Job> job) { m_queue.push(std::move(job)); }
+  /// Commits what was submitted, stops the thread and frees the communicator.
+  void close();
+  /// The transports' names as the index records them: "posix", or "posix+rbio" with groups.
+  const std::string& transport_names() const { return m_transport_names; }
+  /// One record per finished checkpoint on this rank, in order.
+  std::vector<CheckpointRecord> history() const;
+
+ private:
+  void loop();
+  /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
+  Status commit(Job& job);
+  /// This rank's report: its variables and block records (persistent groups only), or its error.
+  Index report_of(const Job& job) const;
+  /// Rank 0: the index from every rank's report, or the ranks' failures.
+  Result<Index> merge_reports(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) const;
+  /// Marks local variables and scalars stored with the same bytes by every rank as uniform.
+  void mark_uniform(Index& idx) const;
+  /// Rank 0: merge_reports(), then the store's commit.
+  Status commit_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
+  void apply_retention(std::int64_t just_committed);
+
+  MPI_Comm m_commit_comm;
+  int m_rank = 0, m_size = 1;
+  CommitConfig m_cfg;
+  std::string m_transport_names;         ///< for the index: "posix" or "posix+rbio"
+  std::vector<bool> m_group_persistent;  ///< per transport group: whether it writes files
+  bool m_persistent = false;             ///< some group writes files
+  Store& m_store;
+  std::uint64_t m_run_id;
+  Tracer* m_tracer;
+  BlockingQueue<std::shared_ptr<Job>> m_queue;
+  mutable std::mutex m_history_mu;
+  std::vector<CheckpointRecord> m_history;  // appended by the commit thread
+  CheckpointRecord m_root_last;             // commit thread, rank 0: files/attrs of the last commit
+  std::thread m_thread;
+};
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_COMMIT_HPP

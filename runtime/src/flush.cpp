@@ -1,0 +1,189 @@
+// The flush threads: digest (hash, min/max) and write (transports' writers). See docs/design.md.
+#include "runtime/src/flush.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+namespace ckpt::detail {
+
+FlushPipeline::FlushPipeline(const FlushConfig& cfg, Device& device, StagingPool& pool, Committer& committer,
+                             Tracer* tracer)
+    : m_cfg(cfg), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
+  m_digest_thread = std::thread([this] {
+    nvtx_name_thread("ckpt flush: digest");
+    digest_loop();
+  });
+  m_write_thread = std::thread([this] {
+    nvtx_name_thread("ckpt flush: write");
+    write_loop();
+  });
+}
+
+FlushPipeline::~FlushPipeline() { close(); }
+
+void FlushPipeline::close() {
+  m_flush_q.close();
+  if (m_digest_thread.joinable()) m_digest_thread.join();
+  m_write_q.close();
+  if (m_write_thread.joinable()) m_write_thread.join();
+}
+
+void FlushPipeline::fail(const std::shared_ptr<Job>& job, const Status& error) {
+  WorkItem item;
+  item.job = job;
+  item.last = true;
+  item.error = error;
+  m_flush_q.push(std::move(item));
+}
+
+// ---- flush: digest thread, then write thread ------------------------------------------------------
+// Two stages so that hashing chunk k+1 overlaps the write of chunk k. Both see a job's chunks in
+// stream order (FIFO queues), which the streaming checksums need.
+
+void FlushPipeline::digest_loop() {
+  WorkItem item;
+  while (m_flush_q.pop(item)) {
+    digest_item(item);
+    m_write_q.push(std::move(item));
+    item = WorkItem();
+  }
+}
+
+void FlushPipeline::write_loop() {
+  WorkItem item;
+  while (m_write_q.pop(item)) {
+    write_item(item);
+    item = WorkItem();  // drop the job reference now, not at the next pop
+  }
+}
+
+void FlushPipeline::digest_item(WorkItem& item) {
+  if (item.chunk == nullptr || !item.error.ok()) return;
+  Job& j = *item.job;
+  Span span(m_tracer, "ckpt:digest", TraceThread::digest, j.step, item.length);
+  Status s = m_device.wait(item.fence);
+  // Checksums and statistics of the blocks in this window, in stream order.
+  const std::uint64_t a = item.offset, b = item.offset + item.length;
+  while (s.ok() && j.digest.next_block < j.plan.blocks.size()) {
+    const BlockPlan& bp = j.plan.blocks[j.digest.next_block];
+    BlockProgress& pr = j.digest.progress[j.digest.next_block];
+    if (pr.finished) {
+      ++j.digest.next_block;
+      continue;
+    }
+    if (bp.offset >= b) break;
+    if (!j.digest.block_open) {
+      j.digest.hasher.reset();
+      const DType dt = j.plan.vars[j.digest.next_block].dtype;
+      if (m_cfg.stats && dtype_has_stats(dt))
+        j.digest.minmax.emplace(dt);
+      else
+        j.digest.minmax.reset();
+      j.digest.block_open = true;
+    }
+    const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
+    // Hash and min/max in one pass over 64 KiB pieces: the second reader finds the piece in cache,
+    // so the digest reads the chunk from memory once, not twice (the flush competes with the
+    // application for memory bandwidth). Pieces start at multiples of 64 KiB from `lo`, which is a
+    // whole number of elements into the block.
+    constexpr std::uint64_t kPiece = 64 * 1024;
+    for (std::uint64_t x = lo; x < hi; x += kPiece) {
+      const std::uint8_t* p = item.chunk->data + (x - a);
+      const std::size_t n = static_cast<std::size_t>(std::min(kPiece, hi - x));
+      j.digest.hasher.update(p, n);
+      if (j.digest.minmax) j.digest.minmax->update(p, n);
+    }
+    if (bp.offset + bp.length > b) break;  // continues in the next chunk
+    pr.digest.checksum = j.digest.hasher.digest();
+    if (j.digest.minmax && j.digest.minmax->valid()) {
+      pr.digest.has_stats = true;
+      pr.digest.min_bits = j.digest.minmax->min_bits();
+      pr.digest.max_bits = j.digest.minmax->max_bits();
+    }
+    pr.finished = true;
+    j.digest.block_open = false;
+    ++j.digest.next_block;
+  }
+  item.error = s;
+}
+
+void FlushPipeline::start_segments(Job& j, std::size_t upto) {
+  while (j.write.next_start <= upto && j.write.next_start < j.plan.segments.size()) {
+    if (auto& w = j.write.writers[j.write.next_start]) {
+      Status s = w->start();  // also after an error: starts may be collective
+      if (!s.ok() && j.write.error.ok()) j.write.error = s;
+    }
+    ++j.write.next_start;
+  }
+}
+
+void FlushPipeline::close_segments(Job& j, std::uint64_t offset, bool all) {
+  while (j.write.next_segment < j.plan.segments.size()) {
+    const std::size_t i = j.write.next_segment;
+    if (!all && j.plan.segments[i].end > offset) break;
+    start_segments(j, i);
+    Span span(m_tracer, "ckpt:fsync", TraceThread::write, j.step);
+    if (auto& w = j.write.writers[i]) {
+      if (j.write.error.ok()) {
+        // Only this segment's blocks: the digest thread may still be working on later segments'
+        // blocks (reading those was a data race, found by TSan in transports_4).
+        std::vector<BlockDigest> digests(j.digest.progress.size());
+        for (std::size_t b = 0; b < j.digest.progress.size(); ++b)
+          if (j.plan.segment_of_var(static_cast<std::uint32_t>(b)) == i) digests[b] = j.digest.progress[b].digest;
+        auto p = w->finish(digests);
+        if (p.ok())
+          j.write.placements[i] = p.value();
+        else
+          j.write.error = p.status();
+      } else {
+        w->abort();
+      }
+      w.reset();
+    } else if (j.write.error.ok()) {
+      j.write.error = Status(Code::internal, "segment without a writer");
+    }
+    j.write.segment_done[i] = true;
+    ++j.write.next_segment;
+  }
+}
+
+void FlushPipeline::write_item(WorkItem& item) {
+  Job& j = *item.job;
+  if (j.write.handed_over) {  // a late item of a job already finished (capture_end failed after the last chunk)
+    if (item.chunk != nullptr) m_pool.release(item.chunk);
+    return;
+  }
+  if (!item.error.ok() && j.write.error.ok()) j.write.error = item.error;
+  if (item.chunk != nullptr) {
+    // Segments wholly before this chunk are complete: finish them first, in order on every rank, so
+    // that collective writers (mpiio) and writer ranks (rbio) see the same sequence everywhere.
+    close_segments(j, item.offset, false);
+    const std::size_t si = j.plan.segment_of(item.offset);
+    start_segments(j, si);
+    if (j.write.error.ok()) {
+      Span span(m_tracer, "ckpt:write", TraceThread::write, j.step, item.length);
+      if (m_cfg.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_cfg.flush_delay_ms));
+      const Segment& seg = j.plan.segments[si];
+      Status s = j.write.writers[si]
+                     ? j.write.writers[si]->write(item.offset - seg.begin, item.chunk->data, item.length)
+                     : Status(Code::internal, "chunk for a segment without a writer");
+      if (!s.ok()) j.write.error = s;
+    }
+    m_pool.release(item.chunk);
+    close_segments(j, item.offset + item.length, false);
+  }
+  if (!item.last) return;
+  close_segments(j, 0, true);
+  std::uint64_t written = 0;
+  for (auto& p : j.write.placements) written += p.file_bytes;
+  {
+    std::lock_guard<std::mutex> lk(j.ticket->mu);
+    j.ticket->stats.flush_s = seconds_since(j.flush_start);
+    j.ticket->stats.durable_s = seconds_since(j.t0);
+    j.ticket->stats.bytes_written = written;
+  }
+  j.write.handed_over = true;
+  m_committer.submit(item.job);
+}
+
+}  // namespace ckpt::detail

@@ -1,0 +1,118 @@
+// The region registry: protect, update, unprotect, annotate.
+#include "runtime/src/registry.hpp"
+
+#include <fnmatch.h>
+
+#include "base/format.hpp"
+
+namespace ckpt::detail {
+
+Region* Registry::find(const std::string& name) {
+  auto it = m_region_at.find(name);
+  return it == m_region_at.end() ? nullptr : &m_regions[it->second];
+}
+
+namespace {
+Status check_extents(const std::string& name, RegionKind kind, const Shape& global, const Shape& start,
+                     const Shape& count) {
+  auto bad = [&](const std::string& why) { return Status(Code::invalid_argument, "region '" + name + "': " + why); };
+  if (count.size() > kMaxDims) return bad("more than 16 dimensions");
+  if (kind == RegionKind::global) {
+    if (global.empty()) return bad("a Block needs a global shape with at least one dimension");
+    if (global.size() != start.size() || global.size() != count.size())
+      return bad("Block global, start and count must have the same number of dimensions");
+    std::uint64_t total = 1;
+    for (std::size_t d = 0; d < global.size(); ++d) {
+      if (global[d] == 0) return bad("zero-size global dimension " + std::to_string(d));
+      if (start[d] > global[d] || count[d] > global[d] - start[d])
+        return bad("Block box exceeds the global shape in dimension " + std::to_string(d));
+      if (__builtin_mul_overflow(total, global[d], &total)) return bad("global shape overflows");
+    }
+    return Status::OK();
+  }
+  std::uint64_t total = 1;
+  for (auto c : count) {
+    if (c == 0)
+      return bad(
+          "zero-size dimension (a zero-size region cannot be restored; use a Block for "
+          "arrays whose local part may be empty)");
+    if (__builtin_mul_overflow(total, c, &total)) return bad("shape overflows");
+  }
+  return Status::OK();
+}
+}  // namespace
+
+Status Registry::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
+                         Shape count) {
+  CKPT_RETURN_IF_ERROR(check_name(name));
+  if (find(name) != nullptr) return Status(Code::invalid_argument, "region '" + name + "' is already protected");
+  if (dtype_size(dtype) == 0) return Status(Code::invalid_argument, "region '" + name + "': unknown dtype");
+  CKPT_RETURN_IF_ERROR(check_extents(name, kind, global, start, count));
+  Region r;
+  r.name = name;
+  r.ptr = ptr;
+  r.dtype = dtype;
+  r.kind = kind;
+  r.global = std::move(global);
+  r.start = std::move(start);
+  r.count = std::move(count);
+  if (r.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
+  r.mem = ptr != nullptr ? m_device.classify(ptr) : MemoryKind::host;
+  for (std::size_t g = 0; g < m_groups.size() && r.group == 0; ++g)
+    for (auto& pattern : m_groups[g].match)
+      if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0) {
+        r.group = static_cast<std::uint32_t>(g + 1);
+        break;
+      }
+  m_region_at.emplace(r.name, m_regions.size());
+  m_regions.push_back(std::move(r));
+  return Status::OK();
+}
+
+Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count) {
+  Region* r = find(name);
+  if (r == nullptr) return Status(Code::not_found, "update: region '" + name + "' is not protected");
+  if (is_block != (r->kind == RegionKind::global))
+    return Status(Code::invalid_argument, "update: region '" + name + "' was protected as " +
+                                              region_kind_name(r->kind) + "; its kind cannot change");
+  if (r->kind == RegionKind::scalar && !count.empty())
+    return Status(Code::invalid_argument, "update: scalar '" + name + "' cannot get dimensions");
+  if (r->kind == RegionKind::local && count.empty())
+    return Status(Code::invalid_argument, "update: array '" + name + "' needs dimensions");
+  CKPT_RETURN_IF_ERROR(check_extents(name, r->kind, global, start, count));
+  Region n = *r;
+  n.ptr = ptr;
+  n.global = std::move(global);
+  n.start = std::move(start);
+  n.count = std::move(count);
+  if (n.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
+  n.mem = ptr != nullptr ? m_device.classify(ptr) : MemoryKind::host;
+  *r = std::move(n);
+  return Status::OK();
+}
+
+Status Registry::unprotect(const std::string& name) {
+  auto at = m_region_at.find(name);
+  if (at == m_region_at.end()) return Status(Code::not_found, "unprotect: region '" + name + "' is not protected");
+  m_regions.erase(m_regions.begin() + static_cast<std::ptrdiff_t>(at->second));
+  m_region_at.clear();  // positions after it moved; unprotect is rare, so rebuild
+  for (std::size_t i = 0; i < m_regions.size(); ++i) m_region_at.emplace(m_regions[i].name, i);
+  return Status::OK();
+}
+
+Status Registry::annotate(const std::string& name, const std::string& key, const std::string& value) {
+  Region* r = find(name);
+  if (r == nullptr) return Status(Code::not_found, "annotate: region '" + name + "' is not protected");
+  if (key.empty() || key.size() > 255 || value.size() > 65536)
+    return Status(Code::invalid_argument, "annotate: key must be 1..255 bytes and value at most 64 KiB");
+  for (auto& kv : r->attrs)
+    if (kv.first == key) {
+      kv.second = value;
+      return Status::OK();
+    }
+  if (r->attrs.size() >= kMaxAttrs) return Status(Code::invalid_argument, "annotate: too many attributes");
+  r->attrs.emplace_back(key, value);
+  return Status::OK();
+}
+
+}  // namespace ckpt::detail
