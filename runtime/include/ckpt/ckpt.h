@@ -1,0 +1,176 @@
+/* ckpt/ckpt.h: the C API of ckpt (C99), a thin layer over the C++ API of ckpt/ckpt.hpp.
+ *
+ *     ckpt_runtime* rt = NULL;
+ *     if (ckpt_create(MPI_COMM_WORLD, NULL, &rt) != CKPT_OK) fprintf(stderr, "%s\n", ckpt_last_error());
+ *     uint64_t global[2] = {ny, nx}, start[2] = {y0, 0}, count[2] = {ly, nx};
+ *     ckpt_protect_block(rt, "rho", rho, CKPT_F64, 2, global, start, count);
+ *     ckpt_protect_scalar(rt, "time", &t, CKPT_F64);
+ *     ckpt_ticket* tk = NULL;
+ *     ckpt_checkpoint(rt, step, NULL, &tk);       returns once the data is captured
+ *     ...compute...; ckpt_ticket_wait(tk); ckpt_ticket_free(tk);
+ *     int64_t step; if (ckpt_restart(rt, &step) == CKPT_OK) ...
+ *     ckpt_close(rt); ckpt_free(rt);
+ *
+ * Errors are values: every function that can fail returns an int code, CKPT_OK (0) or one of the
+ * other CKPT_* codes (the values of ckpt::Code). Nothing is thrown or aborted. The message of the
+ * last failure on a runtime is ckpt_error_message(rt); the message of the last failure of the
+ * calling thread (any function, including those without a runtime: ckpt_create, ckpt_ticket_*) is
+ * ckpt_last_error().
+ *
+ * The communicator: this header does not include mpi.h. ckpt_create(comm, config, out) is a macro
+ * that passes the bytes of any MPI_Comm to ckpt_create_handle() (so mpi.h is needed only where
+ * ckpt_create is used, which is where the communicator is); ckpt_create_fortran() takes a Fortran
+ * handle (MPI_Fint, an int in Open MPI and MPICH; MPI_Comm%MPI_VAL of mpi_f08).
+ *
+ * Threading as in ckpt.hpp: MPI initialised with MPI_THREAD_MULTIPLE; a runtime is used by one
+ * application thread at a time; collective calls in the same order on every rank. Strings returned
+ * by this API stay valid until the next call on the same runtime (ckpt_error_message) or on the
+ * same thread (ckpt_last_error). */
+#ifndef CKPT_RUNTIME_CKPT_H
+#define CKPT_RUNTIME_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Return codes (ckpt::Code). */
+#define CKPT_OK 0
+#define CKPT_INVALID_ARGUMENT 1    /* bad input from the caller: a name, a shape, an option value */
+#define CKPT_NOT_FOUND 2           /* no such checkpoint, variable or file */
+#define CKPT_MISMATCH 3            /* restart target differs from what is stored */
+#define CKPT_CORRUPT 4             /* on-disk data failed validation */
+#define CKPT_IO_ERROR 5            /* the operating system refused */
+#define CKPT_UNAVAILABLE 6         /* feature not compiled in, MPI without the needed thread level */
+#define CKPT_FAILED_PRECONDITION 7 /* call made in the wrong state (e.g. after ckpt_close) */
+#define CKPT_INTERNAL 8            /* a bug in ckpt, or out of memory */
+
+/* Element types (ckpt::DType). */
+#define CKPT_U8 1
+#define CKPT_I8 2
+#define CKPT_U16 3
+#define CKPT_I16 4
+#define CKPT_U32 5
+#define CKPT_I32 6
+#define CKPT_U64 7
+#define CKPT_I64 8
+#define CKPT_F32 9
+#define CKPT_F64 10
+#define CKPT_BYTES 11
+
+/* Maximum number of dimensions accepted by this API. */
+#define CKPT_MAX_DIMS 32
+
+/** The runtime of one communicator (ckpt::Runtime). */
+typedef struct ckpt_runtime ckpt_runtime;
+/** One checkpoint in flight (ckpt::Ticket). */
+typedef struct ckpt_ticket ckpt_ticket;
+
+/** Figures of one checkpoint on this rank (ckpt::CheckpointStats). */
+typedef struct ckpt_checkpoint_stats {
+  int64_t step;
+  uint64_t bytes;         /* payload bytes of this rank's regions */
+  uint64_t bytes_written; /* bytes this rank wrote */
+  double blocked_s;       /* time spent inside ckpt_checkpoint */
+  double capture_wait_s;  /* part of blocked_s spent waiting for staging memory */
+  double flush_s;         /* first chunk handed to the flush threads -> data durable */
+  double durable_s;       /* entering ckpt_checkpoint -> this rank's data durable */
+  double committed_s;     /* entering ckpt_checkpoint -> commit visible */
+  uint64_t staging_bytes; /* size of the staging pool during this checkpoint */
+} ckpt_checkpoint_stats;
+
+/** Version of ckpt, e.g. "0.1.0". */
+CKPT_API const char* ckpt_version(void);
+/** Name of a code, e.g. "io_error"; "unknown" for a value that is not a code. */
+CKPT_API const char* ckpt_code_name(int code);
+/** "<code>: <message>" of the last failure of any ckpt call on this thread; "" if none yet. */
+CKPT_API const char* ckpt_last_error(void);
+
+/** Collective over the communicator whose handle is the `comm_size` bytes at `comm` (an MPI_Comm of
+ *  the MPI library ckpt was built with). `config`: path of a YAML options file, or NULL/"" for the
+ *  defaults; CKPT_* environment variables apply on top. On success *out is a new runtime; on failure
+ *  (agreed by every rank) *out is NULL and ckpt_last_error() says why. */
+CKPT_API int ckpt_create_handle(const void* comm, size_t comm_size, const char* config, ckpt_runtime** out);
+/** As ckpt_create_handle, from a Fortran communicator handle (MPI_Fint; MPI_Comm_f2c is applied). */
+CKPT_API int ckpt_create_fortran(int fortran_comm, const char* config, ckpt_runtime** out);
+
+#ifndef __cplusplus
+/** ckpt_create(MPI_Comm comm, const char* config, ckpt_runtime** out): ckpt_create_handle on `comm`.
+ *  A macro (C99 compound literal) so that this header needs no mpi.h; use it where MPI_Comm is known. */
+#define ckpt_create(comm, config, out) ckpt_create_handle(&(MPI_Comm){(comm)}, sizeof(MPI_Comm), (config), (out))
+#endif
+
+/** Collective: ckpt_close (if not called yet) and frees the handle. NULL is ignored. */
+CKPT_API void ckpt_free(ckpt_runtime* rt);
+/** Collective. Waits for checkpoints in flight, stops the background threads, frees staging
+ *  memory; returns the first failure. Idempotent; later calls other than ckpt_free fail. */
+CKPT_API int ckpt_close(ckpt_runtime* rt);
+/** "<code>: <message>" of the last failure of a call on `rt`, "" if none; rt == NULL: ckpt_last_error(). */
+CKPT_API const char* ckpt_error_message(const ckpt_runtime* rt);
+/** Records a failure found by a language binding (e.g. the argument checks of the Fortran module)
+ *  as the last error of `rt` (NULL: of this thread only); returns `code`. */
+CKPT_API int ckpt_report_error(ckpt_runtime* rt, int code, const char* message);
+/** This rank and the size of the runtime's communicator. */
+CKPT_API int ckpt_rank(const ckpt_runtime* rt, int* rank);
+CKPT_API int ckpt_size(const ckpt_runtime* rt, int* size);
+
+/** Registers a local array (this rank only) of `ndims` dimensions `dims` (C order, slowest first;
+ *  ndims = 0 is a scalar) of `dtype` at `ptr` (host or device memory). The caller keeps ownership
+ *  and keeps `ptr` valid until ckpt_unprotect or the end of the runtime. Names: [A-Za-z0-9_./-]. */
+CKPT_API int ckpt_protect(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims, const uint64_t* dims);
+/** Registers this rank's box [start, start + count) of a global C-order array of extents `global`;
+ *  restartable on another rank count. */
+CKPT_API int ckpt_protect_block(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims,
+                                const uint64_t* global, const uint64_t* start, const uint64_t* count);
+/** Registers a single value (same as ckpt_protect with ndims = 0). */
+CKPT_API int ckpt_protect_scalar(ckpt_runtime* rt, const char* name, void* ptr, int dtype);
+/** Changes the pointer and extents of a registered local array (dtype and kind stay). */
+CKPT_API int ckpt_update(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* dims);
+/** Changes the pointer and box of a registered global-array region. */
+CKPT_API int ckpt_update_block(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* global,
+                               const uint64_t* start, const uint64_t* count);
+/** Forgets a region. */
+CKPT_API int ckpt_unprotect(ckpt_runtime* rt, const char* name);
+/** Attaches a string attribute to a region, stored in the index of every later checkpoint. */
+CKPT_API int ckpt_annotate(ckpt_runtime* rt, const char* name, const char* key, const char* value);
+
+/** Collective. Captures every region for `step` (>= 0) and returns once the data is copied (host) or
+ *  its copies are ordered on `stream` (a cudaStream_t; NULL = default stream). Writing and committing
+ *  go on in the background. `ticket`: receives a new ticket to free with ckpt_ticket_free, or NULL
+ *  (then ckpt_wait_all reports the outcome). The return code is the capture's: a checkpoint that
+ *  failed to start returns its code here (and its ticket's wait returns it too). */
+CKPT_API int ckpt_checkpoint(ckpt_runtime* rt, int64_t step, void* stream, ckpt_ticket** ticket);
+/** Blocks until the checkpoint is committed or failed; returns the outcome (the same on every rank). */
+CKPT_API int ckpt_ticket_wait(const ckpt_ticket* ticket);
+/** *done = 1 once ckpt_ticket_wait would not block, else 0. */
+CKPT_API int ckpt_ticket_done(const ckpt_ticket* ticket, int* done);
+/** This rank's figures of the checkpoint (complete once done). */
+CKPT_API int ckpt_ticket_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats);
+/** Frees a ticket (the checkpoint itself goes on). NULL is ignored. */
+CKPT_API void ckpt_ticket_free(ckpt_ticket* ticket);
+/** Collective. Blocks until every checkpoint in flight is done; returns the first failure. */
+CKPT_API int ckpt_wait_all(ckpt_runtime* rt);
+
+/** Collective. *step = newest checkpoint whose index validates, or -1 if there is none. */
+CKPT_API int ckpt_latest(ckpt_runtime* rt, int64_t* step);
+/** Collective. Fills every region from checkpoint `step`, verifying checksums. */
+CKPT_API int ckpt_restart_step(ckpt_runtime* rt, int64_t step);
+/** Collective. Restarts from the newest checkpoint that loads and verifies (falling back to older
+ *  ones) and stores its step in *step; CKPT_NOT_FOUND (and *step = -1) when none exists. */
+CKPT_API int ckpt_restart(ckpt_runtime* rt, int64_t* step);
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+/** C++: ckpt_create from any MPI_Comm (a function template; C uses the macro above). */
+template <class Comm>
+inline int ckpt_create(Comm comm, const char* config, ckpt_runtime** out) {
+  return ckpt_create_handle(&comm, sizeof(Comm), config, out);
+}
+#endif
+
+#endif /* CKPT_RUNTIME_CKPT_H */

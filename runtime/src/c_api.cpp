@@ -1,0 +1,388 @@
+// The C API (ckpt/ckpt.h) over the public C++ API: opaque handles around ckpt::Runtime and
+// ckpt::Ticket, Status turned into int codes and kept messages. Nothing thrown escapes into C: every
+// entry point runs its body through guard(), which turns an exception into CKPT_INTERNAL.
+#include "ckpt/ckpt.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "ckpt/ckpt.hpp"
+
+struct ckpt_runtime {
+  std::unique_ptr<ckpt::Runtime> rt;
+  std::string error;  // "<code>: <message>" of the last failure on this runtime
+  bool closed = false;
+  /// Tickets of checkpoints taken without a ticket for the caller, oldest first: their failures are
+  /// reported by a later ckpt_checkpoint, ckpt_wait_all or ckpt_close.
+  std::deque<ckpt::Ticket> unclaimed;
+};
+
+struct ckpt_ticket {
+  ckpt::Ticket ticket;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+/// Records a non-ok status in the thread's and (when given) the runtime's last error; returns its code.
+int record(const ckpt::Status& s, ckpt_runtime* rt = nullptr) noexcept {
+  if (s.ok()) return CKPT_OK;
+  try {
+    t_last_error = s.to_string();
+    if (rt != nullptr) rt->error = t_last_error;
+  } catch (...) {  // out of memory while copying the message: the code still tells
+  }
+  return static_cast<int>(s.code());
+}
+
+int fail(ckpt::Code code, const char* message, ckpt_runtime* rt = nullptr) noexcept {
+  try {
+    return record(ckpt::Status(code, message), rt);
+  } catch (...) {
+    return static_cast<int>(code);
+  }
+}
+
+/// Runs `body` (returning a Status), turning exceptions into CKPT_INTERNAL.
+template <class F>
+int guard(ckpt_runtime* rt, F&& body) noexcept {
+  try {
+    return record(body(), rt);
+  } catch (const std::bad_alloc&) {
+    return fail(ckpt::Code::internal, "out of memory", rt);
+  } catch (const std::exception& e) {
+    return fail(ckpt::Code::internal, e.what(), rt);
+  } catch (...) {
+    return fail(ckpt::Code::internal, "unknown exception", rt);
+  }
+}
+
+ckpt::Status need_runtime(const ckpt_runtime* rt) {
+  if (rt == nullptr || !rt->rt) return ckpt::Status(ckpt::Code::invalid_argument, "the runtime handle is NULL");
+  return ckpt::Status::OK();
+}
+
+ckpt::Status need_name(const char* name) {
+  if (name == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "the region name is NULL");
+  return ckpt::Status::OK();
+}
+
+/// dims[0..ndims) as a Shape; checks ndims and the pointer.
+ckpt::Result<ckpt::Shape> shape_of(int ndims, const std::uint64_t* dims, const char* what) {
+  if (ndims < 0 || ndims > CKPT_MAX_DIMS)
+    return ckpt::Status(ckpt::Code::invalid_argument,
+                        "ndims must be 0.." + std::to_string(CKPT_MAX_DIMS) + ", got " + std::to_string(ndims));
+  if (ndims > 0 && dims == nullptr)
+    return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL with ndims > 0");
+  return ckpt::Shape(dims, dims + ndims);
+}
+
+ckpt::Result<ckpt::Block> block_of(int ndims, const std::uint64_t* global, const std::uint64_t* start,
+                                   const std::uint64_t* count) {
+  auto g = shape_of(ndims, global, "global");
+  if (!g.ok()) return g.status();
+  auto s = shape_of(ndims, start, "start");
+  if (!s.ok()) return s.status();
+  auto c = shape_of(ndims, count, "count");
+  if (!c.ok()) return c.status();
+  return ckpt::Block{*g, *s, *c};
+}
+
+ckpt::Result<ckpt::DType> dtype_of(int dtype) {
+  if (dtype < CKPT_U8 || dtype > CKPT_BYTES)
+    return ckpt::Status(ckpt::Code::invalid_argument, "unknown dtype " + std::to_string(dtype));
+  return static_cast<ckpt::DType>(dtype);
+}
+
+/// Waits for the unclaimed tickets of `rt`; the first failure.
+ckpt::Status wait_unclaimed(ckpt_runtime* rt) {
+  ckpt::Status first;
+  for (const ckpt::Ticket& t : rt->unclaimed) {
+    ckpt::Status s = t.wait();
+    if (!s.ok() && first.ok()) first = s.with_context("checkpoint " + std::to_string(t.step()));
+  }
+  rt->unclaimed.clear();
+  return first;
+}
+
+int create(MPI_Comm comm, const char* config, ckpt_runtime** out) noexcept {
+  return guard(nullptr, [&]() -> ckpt::Status {
+    if (out == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_create: out is NULL");
+    *out = nullptr;
+    ckpt::Options opts;
+    if (config != nullptr && config[0] != '\0') opts = ckpt::Options::load(config);
+    auto h = std::make_unique<ckpt_runtime>();
+    h->rt = std::make_unique<ckpt::Runtime>(comm, opts);
+    ckpt::Status st = h->rt->status();  // agreed by every rank
+    if (!st.ok()) return st;            // the handle's destructor closes the failed runtime on every rank
+    *out = h.release();
+    return st;
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ckpt_version(void) { return ckpt::version(); }
+
+const char* ckpt_code_name(int code) {
+  if (code < CKPT_OK || code > CKPT_INTERNAL) return "unknown";
+  return ckpt::code_name(static_cast<ckpt::Code>(code));
+}
+
+const char* ckpt_last_error(void) { return t_last_error.c_str(); }
+
+int ckpt_create_handle(const void* comm, size_t comm_size, const char* config, ckpt_runtime** out) {
+  if (out != nullptr) *out = nullptr;
+  if (comm == nullptr || comm_size != sizeof(MPI_Comm))
+    return fail(ckpt::Code::invalid_argument,
+                "ckpt_create: the communicator handle is not an MPI_Comm of the MPI library ckpt was built with");
+  MPI_Comm c;
+  std::memcpy(&c, comm, sizeof c);
+  return create(c, config, out);
+}
+
+int ckpt_create_fortran(int fortran_comm, const char* config, ckpt_runtime** out) {
+  if (out != nullptr) *out = nullptr;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return fail(ckpt::Code::failed_precondition, "ckpt_create: MPI is not initialised");
+  return create(MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm)), config, out);
+}
+
+void ckpt_free(ckpt_runtime* rt) {
+  if (rt == nullptr) return;
+  try {
+    if (rt->rt) rt->rt->close();
+  } catch (...) {
+  }
+  delete rt;
+}
+
+int ckpt_close(ckpt_runtime* rt) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (rt->closed) return ckpt::Status::OK();
+    ckpt::Status s = rt->rt->close();
+    rt->closed = true;
+    ckpt::Status u = wait_unclaimed(rt);
+    return s.ok() ? u : s;
+  });
+}
+
+const char* ckpt_error_message(const ckpt_runtime* rt) {
+  return rt == nullptr ? t_last_error.c_str() : rt->error.c_str();
+}
+
+int ckpt_report_error(ckpt_runtime* rt, int code, const char* message) {
+  if (code == CKPT_OK) return CKPT_OK;
+  if (code < CKPT_OK || code > CKPT_INTERNAL) code = CKPT_INTERNAL;
+  return fail(static_cast<ckpt::Code>(code), message != nullptr ? message : "", rt);
+}
+
+int ckpt_rank(const ckpt_runtime* rt, int* rank) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (rank == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_rank: rank is NULL");
+    *rank = rt->rt->rank();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_size(const ckpt_runtime* rt, int* size) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (size == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_size: size is NULL");
+    *size = rt->rt->size();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_protect(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims, const uint64_t* dims) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto t = dtype_of(dtype);
+    if (!t.ok()) return t.status();
+    auto d = shape_of(ndims, dims, "dims");
+    if (!d.ok()) return d.status();
+    return rt->rt->protect(name, ptr, *t, *d);
+  });
+}
+
+int ckpt_protect_block(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims, const uint64_t* global,
+                       const uint64_t* start, const uint64_t* count) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto t = dtype_of(dtype);
+    if (!t.ok()) return t.status();
+    auto b = block_of(ndims, global, start, count);
+    if (!b.ok()) return b.status();
+    return rt->rt->protect(name, ptr, *t, *b);
+  });
+}
+
+int ckpt_protect_scalar(ckpt_runtime* rt, const char* name, void* ptr, int dtype) {
+  return ckpt_protect(rt, name, ptr, dtype, 0, nullptr);
+}
+
+int ckpt_update(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* dims) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto d = shape_of(ndims, dims, "dims");
+    if (!d.ok()) return d.status();
+    return rt->rt->update(name, ptr, *d);
+  });
+}
+
+int ckpt_update_block(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* global,
+                      const uint64_t* start, const uint64_t* count) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto b = block_of(ndims, global, start, count);
+    if (!b.ok()) return b.status();
+    return rt->rt->update(name, ptr, *b);
+  });
+}
+
+int ckpt_unprotect(ckpt_runtime* rt, const char* name) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    return rt->rt->unprotect(name);
+  });
+}
+
+int ckpt_annotate(ckpt_runtime* rt, const char* name, const char* key, const char* value) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    if (key == nullptr || value == nullptr)
+      return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_annotate: key or value is NULL");
+    return rt->rt->annotate(name, key, value);
+  });
+}
+
+int ckpt_checkpoint(ckpt_runtime* rt, int64_t step, void* stream, ckpt_ticket** ticket) {
+  if (ticket != nullptr) *ticket = nullptr;
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    // The code returned here must be the same on every rank (SPMD callers branch on it), so it only
+    // reports what every rank knows: the arguments, the state, and the agreed outcome of earlier
+    // checkpoints that the C++ call would wait for anyway (max_in_flight). A failure of this
+    // checkpoint itself is reported by its ticket, or by a later call.
+    if (rt->closed) return ckpt::Status(ckpt::Code::failed_precondition, "the Runtime is closed");
+    CKPT_RETURN_IF_ERROR(rt->rt->status());
+    if (step < 0)
+      return ckpt::Status(ckpt::Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
+    const std::size_t max_in_flight = static_cast<std::size_t>(std::max(1, rt->rt->options().max_in_flight));
+    while (rt->unclaimed.size() >= max_in_flight) {
+      ckpt::Ticket old = rt->unclaimed.front();
+      rt->unclaimed.pop_front();
+      ckpt::Status s = old.wait();
+      if (!s.ok())
+        return s.with_context("checkpoint " + std::to_string(old.step()) + " failed; step " + std::to_string(step) +
+                              " was not taken");
+    }
+    // Allocated before the collective call: an allocation failure must not leave one rank out.
+    std::unique_ptr<ckpt_ticket> h = ticket != nullptr ? std::make_unique<ckpt_ticket>() : nullptr;
+    if (!h) rt->unclaimed.emplace_back();
+    ckpt::Ticket tk = rt->rt->checkpoint(step, stream);
+    if (h) {
+      h->ticket = std::move(tk);
+      *ticket = h.release();
+    } else {
+      rt->unclaimed.back() = std::move(tk);
+    }
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_ticket_wait(const ckpt_ticket* ticket) {
+  return guard(nullptr, [&] {
+    if (ticket == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_ticket_wait: ticket is NULL");
+    return ticket->ticket.wait();
+  });
+}
+
+int ckpt_ticket_done(const ckpt_ticket* ticket, int* done) {
+  return guard(nullptr, [&] {
+    if (ticket == nullptr || done == nullptr)
+      return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_ticket_done: ticket or done is NULL");
+    *done = ticket->ticket.done() ? 1 : 0;
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_ticket_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats) {
+  return guard(nullptr, [&] {
+    if (ticket == nullptr || stats == nullptr)
+      return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_ticket_stats: ticket or stats is NULL");
+    const ckpt::CheckpointStats s = ticket->ticket.stats();
+    stats->step = s.step;
+    stats->bytes = s.bytes;
+    stats->bytes_written = s.bytes_written;
+    stats->blocked_s = s.blocked_s;
+    stats->capture_wait_s = s.capture_wait_s;
+    stats->flush_s = s.flush_s;
+    stats->durable_s = s.durable_s;
+    stats->committed_s = s.committed_s;
+    stats->staging_bytes = s.staging_bytes;
+    return ckpt::Status::OK();
+  });
+}
+
+void ckpt_ticket_free(ckpt_ticket* ticket) { delete ticket; }
+
+int ckpt_wait_all(ckpt_runtime* rt) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    ckpt::Status s = rt->rt->wait_all();
+    ckpt::Status u = wait_unclaimed(rt);  // already done: wait_all waited for every checkpoint in flight
+    return s.ok() ? u : s;
+  });
+}
+
+int ckpt_latest(ckpt_runtime* rt, int64_t* step) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_latest: step is NULL");
+    CKPT_RETURN_IF_ERROR(rt->rt->status());
+    *step = rt->rt->latest().value_or(-1);
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_restart_step(ckpt_runtime* rt, int64_t step) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    return rt->rt->restart(step);
+  });
+}
+
+int ckpt_restart(ckpt_runtime* rt, int64_t* step) {
+  if (step != nullptr) *step = -1;
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_restart: step is NULL");
+    ckpt::Result<std::int64_t> r = rt->rt->restart();
+    if (!r.ok()) return r.status();
+    *step = *r;
+    return ckpt::Status::OK();
+  });
+}
+
+}  // extern "C"

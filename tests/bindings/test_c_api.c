@@ -1,0 +1,237 @@
+/* The C API (ckpt/ckpt.h) end to end at 4 ranks: create from a YAML file, protect a box of a global
+ * array, a local array and a scalar, checkpoint with and without a ticket, restart a given step and
+ * the newest, update, unprotect, and the error paths (codes and messages). C99, built with -Wall
+ * -Wextra -pedantic -Werror. Scratch directory: $CKPTTEST_TMP. Exit status 0 when every check held. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt/ckpt.h"
+
+static int g_rank = 0;
+static int g_failures = 0;
+
+#define CHECK(cond)                                                                             \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed\n", g_rank, __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                                             \
+    }                                                                                           \
+  } while (0)
+/* Code `got` equals `want`; prints the message of `rt` (or the thread's) when not. */
+#define CHECK_RC(got, want, rt)                                                                               \
+  do {                                                                                                        \
+    int rc_ = (got);                                                                                          \
+    if (rc_ != (want)) {                                                                                      \
+      fprintf(stderr, "rank %d: %s:%d: %s returned %s, expected %s (%s)\n", g_rank, __FILE__, __LINE__, #got, \
+              ckpt_code_name(rc_), ckpt_code_name(want), ckpt_error_message(rt));                             \
+      ++g_failures;                                                                                           \
+    }                                                                                                         \
+  } while (0)
+
+enum { ROWS_PER_RANK = 3, COLS = 5, LOCAL_N = 7 };
+
+/* Value of global element (r, c) at `step`. */
+static double field_value(int64_t step, uint64_t r, uint64_t c) {
+  return (double)step * 1000.0 + (double)(r * COLS + c);
+}
+
+static void fill(int64_t step, double* field, int32_t* local, double* t) {
+  for (uint64_t r = 0; r < ROWS_PER_RANK; ++r)
+    for (uint64_t c = 0; c < COLS; ++c)
+      field[r * COLS + c] = field_value(step, (uint64_t)g_rank * ROWS_PER_RANK + r, c);
+  for (int i = 0; i < LOCAL_N; ++i) local[i] = (int32_t)(step * 100 + g_rank * 10 + i);
+  *t = 0.5 * (double)step;
+}
+
+static int matches(int64_t step, const double* field, const int32_t* local, double t) {
+  double f[ROWS_PER_RANK * COLS];
+  int32_t l[LOCAL_N];
+  double tt;
+  fill(step, f, l, &tt);
+  return memcmp(f, field, sizeof f) == 0 && memcmp(l, local, sizeof l) == 0 && tt == t;
+}
+
+int main(int argc, char** argv) {
+  int provided = 0, size = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+
+  const char* tmp = getenv("CKPTTEST_TMP");
+  char dir[512], yaml[600], bad_yaml[600];
+  snprintf(dir, sizeof dir, "%s/c_api", tmp != NULL ? tmp : "/tmp/ckpt-c-api-test");
+  snprintf(yaml, sizeof yaml, "%s.yaml", dir);
+  snprintf(bad_yaml, sizeof bad_yaml, "%s.bad.yaml", dir);
+  if (g_rank == 0) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    CHECK(system(cmd) == 0);
+    FILE* f = fopen(yaml, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+      fprintf(f, "dir: %s\nkeep: 3\nfsync: false\n", dir);
+      fclose(f);
+    }
+    f = fopen(bad_yaml, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+      fprintf(f, "no_such_option: 1\n");
+      fclose(f);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* ---- create: error paths, then from a YAML file ---- */
+  CHECK(strlen(ckpt_version()) > 0);
+  CHECK(strcmp(ckpt_code_name(CKPT_MISMATCH), "mismatch") == 0);
+  CHECK(strcmp(ckpt_code_name(42), "unknown") == 0);
+  ckpt_runtime* rt = (ckpt_runtime*)&rt; /* must be reset to NULL on failure */
+  CHECK_RC(ckpt_create(MPI_COMM_WORLD, bad_yaml, &rt), CKPT_INVALID_ARGUMENT, NULL);
+  CHECK(rt == NULL);
+  CHECK(strstr(ckpt_last_error(), "no_such_option") != NULL);
+  CHECK(strstr(ckpt_error_message(NULL), "no_such_option") != NULL);
+  {
+    char missing[700];
+    snprintf(missing, sizeof missing, "%s/does-not-exist.yaml", dir);
+    CHECK(ckpt_create(MPI_COMM_WORLD, missing, &rt) != CKPT_OK);
+    CHECK(rt == NULL);
+    CHECK(strstr(ckpt_last_error(), "does-not-exist.yaml") != NULL);
+  }
+  {
+    int wrong = 0;
+    CHECK_RC(ckpt_create_handle(&wrong, sizeof wrong + 1, NULL, &rt), CKPT_INVALID_ARGUMENT, NULL);
+    CHECK(rt == NULL);
+    CHECK_RC(ckpt_create_handle(NULL, 0, NULL, NULL), CKPT_INVALID_ARGUMENT, NULL);
+  }
+  /* A Fortran handle works as well; closed and freed at once. */
+  CHECK_RC(ckpt_create_fortran((int)MPI_Comm_c2f(MPI_COMM_WORLD), yaml, &rt), CKPT_OK, NULL);
+  CHECK(rt != NULL);
+  ckpt_free(rt);
+  rt = NULL;
+
+  CHECK_RC(ckpt_create(MPI_COMM_WORLD, yaml, &rt), CKPT_OK, NULL);
+  if (rt == NULL) {
+    fprintf(stderr, "rank %d: no runtime: %s\n", g_rank, ckpt_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  int r = -1, n = -1;
+  CHECK_RC(ckpt_rank(rt, &r), CKPT_OK, rt);
+  CHECK_RC(ckpt_size(rt, &n), CKPT_OK, rt);
+  CHECK(r == g_rank && n == size);
+  CHECK(strcmp(ckpt_error_message(rt), "") == 0);
+
+  /* ---- protect ---- */
+  double field[ROWS_PER_RANK * COLS];
+  int32_t local[LOCAL_N];
+  double t = 0;
+  const uint64_t global[2] = {(uint64_t)size * ROWS_PER_RANK, COLS};
+  const uint64_t start[2] = {(uint64_t)g_rank * ROWS_PER_RANK, 0};
+  const uint64_t count[2] = {ROWS_PER_RANK, COLS};
+  const uint64_t ldims[1] = {LOCAL_N};
+  CHECK_RC(ckpt_protect_block(rt, "grid/field", field, CKPT_F64, 2, global, start, count), CKPT_OK, rt);
+  CHECK_RC(ckpt_protect(rt, "local", local, CKPT_I32, 1, ldims), CKPT_OK, rt);
+  CHECK_RC(ckpt_protect_scalar(rt, "time", &t, CKPT_F64), CKPT_OK, rt);
+  CHECK_RC(ckpt_annotate(rt, "grid/field", "units", "K"), CKPT_OK, rt);
+
+  /* protect: error paths, each with its code and a message on the runtime */
+  CHECK_RC(ckpt_protect_scalar(rt, "time", &t, CKPT_F64), CKPT_INVALID_ARGUMENT, rt);
+  CHECK(strstr(ckpt_error_message(rt), "time") != NULL);
+  CHECK(strstr(ckpt_last_error(), "time") != NULL);
+  CHECK_RC(ckpt_protect(rt, "bad_dtype", local, 0, 1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK(strstr(ckpt_error_message(rt), "dtype") != NULL);
+  CHECK_RC(ckpt_protect(rt, "bad_dtype", local, 99, 1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(rt, "bad_ndims", local, CKPT_I32, -1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(rt, "bad_ndims", local, CKPT_I32, CKPT_MAX_DIMS + 1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(rt, "null_dims", local, CKPT_I32, 1, NULL), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(rt, "null_ptr", NULL, CKPT_I32, 1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(rt, "../escape", local, CKPT_I32, 1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(rt, NULL, local, CKPT_I32, 1, ldims), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_protect(NULL, "x", local, CKPT_I32, 1, ldims), CKPT_INVALID_ARGUMENT, NULL);
+  CHECK(strstr(ckpt_last_error(), "NULL") != NULL);
+  CHECK_RC(ckpt_protect_block(rt, "box", field, CKPT_F64, 2, global, start, NULL), CKPT_INVALID_ARGUMENT, rt);
+  CHECK_RC(ckpt_annotate(rt, "no_such_region", "k", "v"), CKPT_NOT_FOUND, rt);
+  CHECK_RC(ckpt_unprotect(rt, "no_such_region"), CKPT_NOT_FOUND, rt);
+  CHECK_RC(ckpt_update(rt, "no_such_region", local, 1, ldims), CKPT_NOT_FOUND, rt);
+
+  /* ---- checkpoint 1 with a ticket, checkpoint 2 without ---- */
+  fill(1, field, local, &t);
+  ckpt_ticket* tk = NULL;
+  CHECK_RC(ckpt_checkpoint(rt, 1, NULL, &tk), CKPT_OK, rt);
+  CHECK(tk != NULL);
+  fill(99, field, local, &t); /* the data was captured: overwriting it is allowed at once */
+  CHECK_RC(ckpt_ticket_wait(tk), CKPT_OK, NULL);
+  int done = 0;
+  CHECK_RC(ckpt_ticket_done(tk, &done), CKPT_OK, NULL);
+  CHECK(done == 1);
+  ckpt_checkpoint_stats st;
+  memset(&st, 0, sizeof st);
+  CHECK_RC(ckpt_ticket_stats(tk, &st), CKPT_OK, NULL);
+  CHECK(st.step == 1);
+  CHECK(st.bytes == sizeof field + sizeof local + sizeof t);
+  CHECK(st.committed_s >= st.blocked_s && st.blocked_s >= 0);
+  ckpt_ticket_free(tk);
+  CHECK_RC(ckpt_ticket_wait(NULL), CKPT_INVALID_ARGUMENT, NULL);
+  CHECK_RC(ckpt_ticket_done(NULL, &done), CKPT_INVALID_ARGUMENT, NULL);
+  ckpt_ticket_free(NULL);
+
+  fill(2, field, local, &t);
+  CHECK_RC(ckpt_checkpoint(rt, 2, NULL, NULL), CKPT_OK, rt);
+  CHECK_RC(ckpt_wait_all(rt), CKPT_OK, rt);
+  CHECK_RC(ckpt_checkpoint(rt, -1, NULL, NULL), CKPT_INVALID_ARGUMENT, rt);
+  CHECK(strstr(ckpt_error_message(rt), "-1") != NULL);
+
+  int64_t step = -7;
+  CHECK_RC(ckpt_latest(rt, &step), CKPT_OK, rt);
+  CHECK(step == 2);
+
+  /* ---- restart a given step, then the newest ---- */
+  fill(0, field, local, &t);
+  CHECK_RC(ckpt_restart_step(rt, 1), CKPT_OK, rt);
+  CHECK(matches(1, field, local, t));
+  fill(0, field, local, &t);
+  step = -7;
+  CHECK_RC(ckpt_restart(rt, &step), CKPT_OK, rt);
+  CHECK(step == 2);
+  CHECK(matches(2, field, local, t));
+  CHECK_RC(ckpt_restart_step(rt, 99), CKPT_NOT_FOUND, rt);
+  CHECK(strlen(ckpt_error_message(rt)) > 0);
+
+  /* ---- update: the local array grows; checkpoint 3 holds the new extents ---- */
+  int32_t bigger[2 * LOCAL_N];
+  const uint64_t bdims[1] = {2 * LOCAL_N};
+  for (int i = 0; i < 2 * LOCAL_N; ++i) bigger[i] = g_rank * 1000 + i;
+  CHECK_RC(ckpt_update(rt, "local", bigger, 1, bdims), CKPT_OK, rt);
+  CHECK_RC(ckpt_checkpoint(rt, 3, NULL, NULL), CKPT_OK, rt);
+  CHECK_RC(ckpt_wait_all(rt), CKPT_OK, rt);
+  memset(bigger, 0, sizeof bigger);
+  CHECK_RC(ckpt_restart_step(rt, 3), CKPT_OK, rt);
+  CHECK(bigger[2 * LOCAL_N - 1] == g_rank * 1000 + 2 * LOCAL_N - 1);
+  /* step 2 stored 7 elements: restarting it into 14 is a mismatch, named in the message */
+  CHECK_RC(ckpt_restart_step(rt, 2), CKPT_MISMATCH, rt);
+  CHECK(strstr(ckpt_error_message(rt), "local") != NULL);
+
+  /* ---- unprotect: a restart fills only what is still protected ---- */
+  CHECK_RC(ckpt_unprotect(rt, "local"), CKPT_OK, rt);
+  fill(0, field, local, &t);
+  CHECK_RC(ckpt_restart_step(rt, 2), CKPT_OK, rt);
+  CHECK(field[COLS + 1] == field_value(2, (uint64_t)g_rank * ROWS_PER_RANK + 1, 1) && t == 1.0);
+
+  /* ---- close: later calls fail, close is idempotent, free is NULL-safe ---- */
+  CHECK_RC(ckpt_close(rt), CKPT_OK, rt);
+  CHECK_RC(ckpt_close(rt), CKPT_OK, rt);
+  CHECK_RC(ckpt_checkpoint(rt, 4, NULL, NULL), CKPT_FAILED_PRECONDITION, rt);
+  CHECK_RC(ckpt_restart_step(rt, 2), CKPT_FAILED_PRECONDITION, rt);
+  CHECK_RC(ckpt_report_error(rt, CKPT_IO_ERROR, "from a binding"), CKPT_IO_ERROR, rt);
+  CHECK(strstr(ckpt_error_message(rt), "io_error: from a binding") != NULL);
+  ckpt_free(rt);
+  ckpt_free(NULL);
+
+  int failures = 0;
+  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (g_rank == 0) printf("c_api: %s (%d failed checks over %d ranks)\n", failures ? "FAILED" : "ok", failures, size);
+  MPI_Finalize();
+  return failures ? 1 : 0;
+}
