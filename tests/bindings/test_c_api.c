@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   CHECK_RC(ckpt_ticket_stats(tk, &st), CKPT_OK, NULL);
   CHECK(st.step == 1);
   CHECK(st.bytes == sizeof field + sizeof local + sizeof t);
-  CHECK(st.committed_s >= st.blocked_s && st.blocked_s >= 0);
+  CHECK(st.committed_s > 0 && st.blocked_s >= 0 && st.bytes_written >= st.bytes);
   ckpt_ticket_free(tk);
   CHECK_RC(ckpt_ticket_wait(NULL), CKPT_INVALID_ARGUMENT, NULL);
   CHECK_RC(ckpt_ticket_done(NULL, &done), CKPT_INVALID_ARGUMENT, NULL);

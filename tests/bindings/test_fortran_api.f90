@@ -1,0 +1,183 @@
+!> The Fortran module ckpt at 4 ranks: every type (real32, real64, int32, int64) as a scalar and as
+!> local arrays of rank 1-4, a global box, checkpoint/restart of given and newest steps, unprotect, and
+!> the error paths (ierr /= CKPT_OK with a message, never a stop): bad config, use before init, a
+!> non-contiguous section, a box of the wrong rank, a missing step, use after finalize. Both ckpt_init
+!> forms (type(MPI_Comm) and an integer handle). Scratch directory: $CKPTTEST_TMP. Exit status 1 on a
+!> failed check.
+program test_fortran_api
+  use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64, error_unit
+  use mpi_f08
+  use ckpt
+  implicit none
+
+  type(ckpt_runtime) :: rt, unused
+  integer :: ierr, rank, nranks, provided, failures = 0, total, i, unit
+  character(len=1024) :: msg
+  character(len=512) :: tmp, dir, yaml, bad_yaml
+  integer(int64) :: step
+
+  real(real32), target :: s_r32, a_r32(5, 4, 3, 2)
+  real(real64), target :: s_r64, a_r64(7)
+  integer(int32), target :: s_i32, a_i32(3, 4)
+  integer(int64), target :: s_i64, a_i64(2, 3, 4)
+  real(real64), target :: box(4, 3, 2)  ! this rank's box of the global array [4, 3, 2 * nranks]
+  real(real64), target :: big(6, 6)
+
+  call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank)
+  call MPI_Comm_size(MPI_COMM_WORLD, nranks)
+  call get_environment_variable("CKPTTEST_TMP", tmp)
+  if (len_trim(tmp) == 0) tmp = "/tmp/ckpt-fortran-api-test"
+  dir = trim(tmp)//"/fortran_api"
+  yaml = trim(dir)//".yaml"
+  bad_yaml = trim(dir)//".bad.yaml"
+  if (rank == 0) then
+    call execute_command_line("rm -rf '"//trim(dir)//"' && mkdir -p '"//trim(dir)//"'")
+    open (newunit=unit, file=trim(yaml), status="replace", action="write")
+    write (unit, '(a)') "dir: "//trim(dir), "keep: 3", "fsync: false"
+    close (unit)
+    open (newunit=unit, file=trim(bad_yaml), status="replace", action="write")
+    write (unit, '(a)') "keep: zero"
+    close (unit)
+  end if
+  call MPI_Barrier(MPI_COMM_WORLD)
+
+  ! ---- errors before a runtime exists ----
+  call ckpt_checkpoint(unused, 1_int64, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "checkpoint before ckpt_init fails")
+  call ckpt_error_message(unused, msg)
+  call expect(index(msg, "NULL") > 0, "its message names the missing runtime: "//trim(msg))
+  call ckpt_finalize(unused, ierr)
+  call expect(ierr == CKPT_FAILED_PRECONDITION, "finalize before ckpt_init fails")
+  call ckpt_init(rt, MPI_COMM_WORLD, ierr, trim(bad_yaml))
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "ckpt_init with a bad YAML value fails")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "keep") > 0, "its message names the option: "//trim(msg))
+  call ckpt_init(rt, MPI_COMM_WORLD, ierr, trim(dir)//"/missing.yaml")
+  call expect(ierr /= CKPT_OK, "ckpt_init with a missing YAML file fails")
+
+  ! ---- the integer-handle form, then the runtime used below ----
+  call ckpt_init(rt, MPI_COMM_WORLD%MPI_VAL, ierr, trim(yaml))
+  call expect(ierr == CKPT_OK, "ckpt_init from an integer communicator")
+  call ckpt_init(rt, MPI_COMM_WORLD, ierr, trim(yaml))
+  call expect(ierr == CKPT_FAILED_PRECONDITION, "ckpt_init of an initialised runtime fails")
+  call ckpt_finalize(rt, ierr)
+  call expect(ierr == CKPT_OK, "ckpt_finalize")
+  call ckpt_init(rt, MPI_COMM_WORLD, ierr, trim(yaml))
+  call expect(ierr == CKPT_OK, "ckpt_init from type(MPI_Comm)")
+
+  ! ---- protect every type and rank ----
+  call ckpt_protect(rt, "s_r32", s_r32, ierr); call ok(ierr, "protect real32 scalar")
+  call ckpt_protect(rt, "s_r64", s_r64, ierr); call ok(ierr, "protect real64 scalar")
+  call ckpt_protect(rt, "s_i32", s_i32, ierr); call ok(ierr, "protect int32 scalar")
+  call ckpt_protect(rt, "s_i64", s_i64, ierr); call ok(ierr, "protect int64 scalar")
+  call ckpt_protect(rt, "a_r32", a_r32, ierr); call ok(ierr, "protect real32 rank 4")
+  call ckpt_protect(rt, "a_r64", a_r64, ierr); call ok(ierr, "protect real64 rank 1")
+  call ckpt_protect(rt, "a_i32", a_i32, ierr); call ok(ierr, "protect int32 rank 2")
+  call ckpt_protect(rt, "a_i64", a_i64, ierr); call ok(ierr, "protect int64 rank 3")
+  call ckpt_protect(rt, "box", box, [4_int64, 3_int64, 2_int64 * nranks], [0_int64, 0_int64, 2_int64 * rank], ierr)
+  call ok(ierr, "protect a box of a global array")
+
+  ! ---- error paths of protect ----
+  call ckpt_protect(rt, "section", big(1:3, :), ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a non-contiguous section is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "not contiguous") > 0 .and. index(msg, "section") > 0, "message: "//trim(msg))
+  call ckpt_protect(rt, "section", big(:, 2:3), ierr)
+  call ok(ierr, "a contiguous section is accepted")
+  call ckpt_unprotect(rt, "section", ierr); call ok(ierr, "unprotect")
+  call ckpt_protect(rt, "box2", box, [4_int64, 3_int64], [0_int64, 0_int64], ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a box with the wrong number of global extents is refused")
+  call ckpt_protect(rt, "box3", box, [4_int64, 3_int64, 1_int64], [0_int64, 0_int64, 0_int64], ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a box outside the global array is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(len_trim(msg) > 0, "message: "//trim(msg))
+  call ckpt_protect(rt, "s_r64", s_r64, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a name protected twice is refused")
+  call ckpt_protect(rt, "bad name!", s_r64, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a bad name is refused")
+  call ckpt_unprotect(rt, "nothing", ierr)
+  call expect(ierr == CKPT_NOT_FOUND, "unprotect of an unknown name")
+  call ckpt_annotate(rt, "a_r64", "units", "m/s", ierr); call ok(ierr, "annotate")
+
+  ! ---- checkpoint 1 and 2, restart each ----
+  call fill(1)
+  call ckpt_checkpoint(rt, 1_int64, ierr); call ok(ierr, "checkpoint 1")
+  call fill(2)
+  call ckpt_checkpoint(rt, 2, ierr); call ok(ierr, "checkpoint 2 (default-integer step)")
+  call ckpt_wait_all(rt, ierr); call ok(ierr, "wait_all")
+  call ckpt_latest(rt, step, ierr)
+  call expect(ierr == CKPT_OK .and. step == 2, "latest is 2")
+  call fill(0)
+  call ckpt_restart_step(rt, 1_int64, ierr); call ok(ierr, "restart step 1")
+  call expect(same(1), "step 1 restored bit for bit")
+  call fill(0)
+  call ckpt_restart(rt, step, ierr); call ok(ierr, "restart newest")
+  call expect(step == 2 .and. same(2), "the newest (step 2) restored bit for bit")
+  call ckpt_restart_step(rt, 77, ierr)
+  call expect(ierr == CKPT_NOT_FOUND, "restart of a missing step")
+  call ckpt_checkpoint(rt, -3_int64, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a negative step is refused")
+
+  ! ---- unprotect, then a restart fills only what is still protected ----
+  call ckpt_unprotect(rt, "a_r32", ierr); call ok(ierr, "unprotect a_r32")
+  call fill(0)
+  call ckpt_restart_step(rt, 1_int64, ierr); call ok(ierr, "restart step 1 without a_r32")
+  call expect(all(a_r32 == rank) .and. s_r64 == 1.5_real64, "a_r32 untouched (as filled for step 0), the others restored")
+
+  ! ---- finalize, then use after finalize ----
+  call ckpt_finalize(rt, ierr); call ok(ierr, "finalize")
+  call ckpt_checkpoint(rt, 3_int64, ierr)
+  call expect(ierr /= CKPT_OK, "checkpoint after finalize fails")
+  call ckpt_finalize(rt, ierr)
+  call expect(ierr /= CKPT_OK, "finalize twice fails")
+
+  call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
+  if (rank == 0) write (*, '(a,i0,a,i0,a)') "fortran_api: ", total, " failed checks over ", nranks, " ranks"
+  call MPI_Finalize()
+  if (total /= 0) error stop 1
+
+contains
+
+  subroutine fill(k)
+    integer, intent(in) :: k
+    s_r32 = 0.25 * k; s_r64 = 1.5_real64 * k; s_i32 = 3 * k + rank; s_i64 = -5_int64 * k
+    a_r32 = reshape([(real(i * k + rank, real32), i = 1, size(a_r32))], shape(a_r32))
+    a_r64 = [(real(i, real64) / 3 * k, i = 1, size(a_r64))]
+    a_i32 = reshape([(i * 11 * k - rank, i = 1, size(a_i32))], shape(a_i32))
+    a_i64 = reshape([(int(i, int64) * 2_int64**40 * k, i = 1, size(a_i64))], shape(a_i64))
+    box = reshape([(real(i + 100 * rank, real64) * k, i = 1, size(box))], shape(box))
+  end subroutine fill
+
+  logical function same(k)
+    integer, intent(in) :: k
+    real(real32) :: c_r32(5, 4, 3, 2), cs_r32
+    real(real64) :: c_r64(7), c_box(4, 3, 2), cs_r64
+    integer(int32) :: c_i32(3, 4), cs_i32
+    integer(int64) :: c_i64(2, 3, 4), cs_i64
+    cs_r32 = s_r32; cs_r64 = s_r64; cs_i32 = s_i32; cs_i64 = s_i64
+    c_r32 = a_r32; c_r64 = a_r64; c_i32 = a_i32; c_i64 = a_i64; c_box = box
+    call fill(k)
+    same = cs_r32 == s_r32 .and. cs_r64 == s_r64 .and. cs_i32 == s_i32 .and. cs_i64 == s_i64 .and. &
+           all(c_r32 == a_r32) .and. all(c_r64 == a_r64) .and. all(c_i32 == a_i32) .and. all(c_i64 == a_i64) .and. &
+           all(c_box == box)
+  end function same
+
+  subroutine ok(code, what)
+    integer, intent(in) :: code
+    character(len=*), intent(in) :: what
+    character(len=1024) :: m
+    if (code == CKPT_OK) return
+    call ckpt_error_message(rt, m)
+    call expect(.false., what//": "//trim(m))
+  end subroutine ok
+
+  subroutine expect(cond, what)
+    logical, intent(in) :: cond
+    character(len=*), intent(in) :: what
+    if (cond) return
+    failures = failures + 1
+    write (error_unit, '(a,i0,a,a)') "rank ", rank, ": FAILED: ", what
+  end subroutine expect
+
+end program test_fortran_api
