@@ -18,21 +18,13 @@ import re
 import shutil
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mpijob import check, kill_session, run, shm_names, wait_committed  # noqa: E402
 
 
 def mpi(a, n):
     return [a.mpiexec, "-n", str(n), "--oversubscribe", a.app]
-
-
-def run(cmd, what):
-    t = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-    print(f"[{time.time() - t:5.1f} s] {what}: {' '.join(cmd[4:])}")
-    if p.returncode != 0:
-        print(p.stdout)
-        sys.exit(f"FAIL: {what} exited with {p.returncode}")
-    return p.stdout
 
 
 def field(out, name):
@@ -54,11 +46,6 @@ def restored_state(out):
         print(out)
         sys.exit("FAIL: the run did not restore a checkpoint")
     return int(m.group(1)), m.group(2)
-
-
-def check(cond, msg):
-    print(("ok:   " if cond else "FAIL: ") + msg)
-    return cond
 
 
 def cmd_energy(a):
@@ -112,27 +99,16 @@ def cmd_kill(a):
               "--seed", str(a.seed)] + a.extra
     ref = run(mpi(a, 4) + common + ["--dir", f"{base}/ref"], "uninterrupted, 4 ranks")
     d = f"{base}/killed"
+    shm_before = shm_names()
     job = subprocess.Popen(mpi(a, 4) + common + ["--dir", d], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, start_new_session=True)
     # Wait until a few checkpoints are committed, then kill the whole session (mpiexec and ranks).
-    deadline, committed = time.time() + 120, []
-    while time.time() < deadline and job.poll() is None:
-        committed = [int(x.split(".")[1]) for x in os.listdir(d) if re.fullmatch(r"ckpt\.\d+", x)] \
-            if os.path.isdir(d) else []
-        if committed and max(committed) >= a.stop:
-            break
-        time.sleep(0.01)
-    if job.poll() is not None:
-        sys.exit("FAIL: the job ended before it could be killed; use more --steps")
-    # Open MPI puts every rank in a process group of its own: kill the session, not just a group.
-    subprocess.run(["pkill", "-KILL", "-s", str(job.pid)])
-    job.wait()
-    while subprocess.run(["pgrep", "-s", str(job.pid)], stdout=subprocess.DEVNULL).returncode == 0:
-        time.sleep(0.05)
-    print(f"killed with SIGKILL after checkpoint {max(committed)} was committed")
+    newest = wait_committed(job, d, a.stop)
+    kill_session(job, shm_before)
+    print(f"killed with SIGKILL after checkpoint {newest} was committed")
     cont = run(mpi(a, 4) + common + ["--dir", d, "--restart"], "--restart, 4 ranks")
     step, _ = restored_state(cont)
-    ok = check(step >= max(committed), f"restarted from step {step}")
+    ok = check(step >= newest, f"restarted from step {step}")
     ok &= check(field(cont, "energy") == field(ref, "energy"),
                 f"energy {field(cont, 'energy')} == uninterrupted {field(ref, 'energy')}")
     ok &= check(field(cont, "state") == field(ref, "state"),

@@ -19,9 +19,10 @@ import argparse
 import os
 import re
 import shutil
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mpijob import check, run  # noqa: E402
 
 XI0 = 1.00402  # cylindrical, gamma = 1.4 (apps/amr_sedov/sedov_constant.py)
 
@@ -30,28 +31,12 @@ def mpi(a, n):
     return [a.mpiexec, "-n", str(n), "--oversubscribe", a.app]
 
 
-def run(cmd, what, env=None):
-    t = time.time()
-    e = dict(os.environ, **(env or {}))
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=e)
-    print(f"[{time.time() - t:5.1f} s] {what}: {' '.join(cmd[4:])}")
-    if p.returncode != 0:
-        print(p.stdout)
-        sys.exit(f"FAIL: {what} exited with {p.returncode}")
-    return p.stdout
-
-
 def field(out, name):
     m = re.findall(rf"^{name}: (.*)$", out, re.M)
     if not m:
         print(out)
         sys.exit(f"FAIL: no '{name}:' line")
     return m[-1].strip()
-
-
-def check(cond, msg):
-    print(("ok:   " if cond else "FAIL: ") + msg)
-    return cond
 
 
 def shock_ok(out, tmax, what):

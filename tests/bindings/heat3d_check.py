@@ -18,7 +18,9 @@ import re
 import shutil
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mpijob import check, kill_session, run, shm_names, wait_committed  # noqa: E402
 
 N = ["40", "36", "32"]  # nx ny nz (Fortran order)
 STEPS, EVERY, STOP = "120", "10", "60"
@@ -26,22 +28,6 @@ STEPS, EVERY, STOP = "120", "10", "60"
 
 def mpi(a, n, prog=None):
     return [a.mpiexec, "-n", str(n), "--oversubscribe", prog or a.app]
-
-
-def run(cmd, what, env=None):
-    t = time.time()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
-                       env=dict(os.environ, **(env or {})))
-    print(f"[{time.time() - t:5.1f} s] {what}")
-    if p.returncode != 0:
-        print(p.stdout)
-        sys.exit(f"FAIL: {what} exited with {p.returncode}")
-    return p.stdout
-
-
-def check(cond, msg):
-    print(("ok:   " if cond else "FAIL: ") + msg)
-    return cond
 
 
 def heat(a, ranks, ckpt_dir, out, what, extra=()):
@@ -63,36 +49,16 @@ def restored_step(out):
 def cmd_kill(a, base):
     ref = reference(a, base)
     d = os.path.join(base, "killed")
-    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    shm_before = shm_names()
     cmd = mpi(a, 4) + ["--n", *N, "--steps", STEPS, "--every", EVERY, "--sleep-us", "20000"]
     job = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                            env=dict(os.environ, CKPT_DIR=d))
-    deadline, committed = time.time() + 120, []
-    while time.time() < deadline and job.poll() is None:
-        committed = [int(x.split(".")[1]) for x in os.listdir(d) if re.fullmatch(r"ckpt\.\d+", x)] \
-            if os.path.isdir(d) else []
-        if committed and max(committed) >= int(STOP):
-            break
-        time.sleep(0.01)
-    if job.poll() is not None:
-        sys.exit("FAIL: the job ended before it could be killed")
-    # Open MPI puts every rank in a process group of its own: kill the session, ranks included.
-    subprocess.run(["pkill", "-KILL", "-s", str(job.pid)])
-    job.wait()
-    while subprocess.run(["pgrep", "-s", str(job.pid)], stdout=subprocess.DEVNULL).returncode == 0:
-        time.sleep(0.05)
-    # The killed job's shared-memory segments stay behind: remove what appeared during it.
-    if os.path.isdir("/dev/shm"):
-        for name in set(os.listdir("/dev/shm")) - shm_before:
-            if name.startswith("vader_segment") or name.startswith("sm_segment"):
-                try:
-                    os.unlink(os.path.join("/dev/shm", name))
-                except OSError:
-                    pass
-    print(f"killed with SIGKILL after checkpoint {max(committed)} was committed")
+    newest = wait_committed(job, d, int(STOP))
+    kill_session(job, shm_before)
+    print(f"killed with SIGKILL after checkpoint {newest} was committed")
     out = os.path.join(base, "killed.bin")
     cont = heat(a, 4, d, out, "--restart, 4 ranks", ["--restart"])
-    ok = check(restored_step(cont) >= max(committed), f"restarted from step {restored_step(cont)}")
+    ok = check(restored_step(cont) >= newest, f"restarted from step {restored_step(cont)}")
     ok &= check(filecmp.cmp(out, ref, shallow=False), "final field equals the uninterrupted run's bit for bit")
     return ok
 

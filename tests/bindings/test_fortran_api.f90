@@ -75,7 +75,8 @@ program test_fortran_api
   call ckpt_protect(rt, "a_r64", a_r64, ierr); call ok(ierr, "protect real64 rank 1")
   call ckpt_protect(rt, "a_i32", a_i32, ierr); call ok(ierr, "protect int32 rank 2")
   call ckpt_protect(rt, "a_i64", a_i64, ierr); call ok(ierr, "protect int64 rank 3")
-  call ckpt_protect(rt, "box", box, [4_int64, 3_int64, 2_int64 * nranks], [0_int64, 0_int64, 2_int64 * rank], ierr)
+  call ckpt_protect(rt, "box", box, global=[4_int64, 3_int64, 2_int64 * nranks], start=[0_int64, 0_int64, 2_int64 * rank], &
+                    ierr=ierr)
   call ok(ierr, "protect a box of a global array")
 
   ! ---- error paths of protect ----

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs the build tree into a scratch prefix, builds tests/install/consumer against it with
-# find_package(ckpt), checks the pkg-config file, and runs the consumer on 2 ranks.
+# Installs the build tree into a scratch prefix, builds the downstream projects in tests/install against
+# it with find_package(ckpt) (C++ consumer/, C c_consumer/, and, when ckpt was built with Fortran,
+# the Fortran-only fortran_consumer/), checks the pkg-config file, and runs each consumer on 2 ranks.
+# Usage: run_install_test.sh BUILD SRC WORK [HAVE_FORTRAN]
 set -euo pipefail
-build=$1 src=$2 work=$3
+build=$1 src=$2 work=$3 fortran=${4:-0}
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src/consumer" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
-cmake --build "$work/build" >/dev/null
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:$work/prefix/lib/x86_64-linux-gnu/pkgconfig" pkg-config --cflags --libs ckpt
-LD_LIBRARY_PATH="$work/prefix/lib:$work/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}" \
-  mpiexec -n 2 --oversubscribe "$work/build/consumer" "$work/ckpt"
+export LD_LIBRARY_PATH="$work/prefix/lib:$work/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+consumers=(consumer c_consumer)
+[ "$fortran" = 1 ] && consumers+=(fortran_consumer)
+for c in "${consumers[@]}"; do
+  cmake -S "$src/$c" -B "$work/build-$c" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+  cmake --build "$work/build-$c" >/dev/null
+  CKPT_DIR="$work/ckpt-$c" mpiexec -n 2 --oversubscribe "$work/build-$c/$c" "$work/ckpt-$c"
+done

@@ -1,0 +1,65 @@
+"""Helpers of the Python test drivers that run MPI jobs as children (tests/apps, tests/bindings)."""
+import os
+import subprocess
+import sys
+import time
+
+
+def run(cmd, what, env=None, timeout=300):
+    """Runs `cmd` (stdout and stderr together, `env` added to the environment); exits with FAIL and the
+    output when it fails; returns the output."""
+    t = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                       env=dict(os.environ, **(env or {})))
+    print(f"[{time.time() - t:5.1f} s] {what}: {' '.join(cmd[4:])}")
+    if p.returncode != 0:
+        print(p.stdout)
+        sys.exit(f"FAIL: {what} exited with {p.returncode}")
+    return p.stdout
+
+
+def check(cond, msg):
+    print(("ok:   " if cond else "FAIL: ") + msg)
+    return cond
+
+
+def kill_session(job, shm_before=None):
+    """SIGKILLs the session of `job` (a Popen started with start_new_session=True): Open MPI puts every
+    rank in a process group of its own, so mpiexec and all ranks go. Waits until none is left; then
+    removes the Open MPI shared-memory segments that appeared in /dev/shm since `shm_before` (a set of
+    names taken before the job started)."""
+    subprocess.run(["pkill", "-KILL", "-s", str(job.pid)])
+    job.wait()
+    while subprocess.run(["pgrep", "-s", str(job.pid)], stdout=subprocess.DEVNULL).returncode == 0:
+        time.sleep(0.05)
+    if shm_before is not None and os.path.isdir("/dev/shm"):
+        for name in set(os.listdir("/dev/shm")) - shm_before:
+            if name.startswith(("vader_segment", "sm_segment")):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
+
+
+def shm_names():
+    """The names in /dev/shm now (for kill_session)."""
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def committed_steps(d):
+    """Steps of the committed checkpoints (ckpt.<step> directories) in `d`."""
+    if not os.path.isdir(d):
+        return []
+    return [int(x.split(".")[1]) for x in os.listdir(d) if x.startswith("ckpt.") and x[5:].isdigit()]
+
+
+def wait_committed(job, d, at_least, timeout=120):
+    """Polls `d` until a checkpoint of step >= at_least is committed; exits with FAIL when `job` ends
+    first. Returns the newest committed step."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and job.poll() is None:
+        steps = committed_steps(d)
+        if steps and max(steps) >= at_least:
+            return max(steps)
+        time.sleep(0.01)
+    sys.exit("FAIL: the job ended (or timed out) before it could be killed; use more steps")
