@@ -36,7 +36,16 @@ inline MPI_Info make_info(const std::string& hints) {
     if (e == std::string::npos) e = hints.size();
     const std::string kv = hints.substr(p, e - p);
     const std::size_t eq = kv.find('=');
-    if (eq != std::string::npos) MPI_Info_set(info, kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str());
+    if (eq != std::string::npos) {
+      // Options validated the values; byte counts may carry a unit ("16M"), which ROMIO would read as 16.
+      const std::string key = kv.substr(0, eq);
+      std::string value = kv.substr(eq + 1);
+      if (key == "cb_buffer_size" || key == "striping_unit") {
+        auto b = parse_bytes(value);
+        if (b.ok()) value = std::to_string(b.value());
+      }
+      MPI_Info_set(info, key.c_str(), value.c_str());
+    }
     p = e + 1;
   }
   return info;

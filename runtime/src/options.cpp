@@ -1,11 +1,15 @@
 // The one place where options are read: YAML files and CKPT_* variables, validated into Options.
 #include "ckpt/options.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -99,22 +103,34 @@ const std::vector<Field>& fields() {
        }},
       {"mpiio_hints",
        [](Options& o, const std::string& v) -> Status {
-         static const char* known[] = {"cb_buffer_size", "cb_nodes", "romio_cb_write", "striping_factor",
-                                       "striping_unit"};
+         // Values are checked here: ROMIO divides by cb_nodes (0 is SIGFPE) and indexes with it (-5 is
+         // SIGSEGV), so nothing unchecked may reach MPI_Info_set.
+         const std::string allowed =
+             "key=value,... with cb_buffer_size and striping_unit byte counts (like 16M), cb_nodes and "
+             "striping_factor from 1 to 16777216, romio_cb_write enable/disable/automatic";
          std::size_t p = 0;
+         std::vector<std::string> seen;
          while (p < v.size()) {
            std::size_t e = v.find(',', p);
            if (e == std::string::npos) e = v.size();
            const std::string kv = v.substr(p, e - p);
            const std::size_t eq = kv.find('=');
-           const std::string k = kv.substr(0, eq);
-           bool ok = eq != std::string::npos && eq + 1 < kv.size();
-           bool is_known = false;
-           for (auto* n : known) is_known = is_known || k == n;
-           if (!ok || !is_known)
-             return bad_value(
-                 "mpiio_hints", v,
-                 "key=value,... with keys cb_buffer_size, cb_nodes, romio_cb_write, striping_factor, striping_unit");
+           if (eq == std::string::npos || eq + 1 >= kv.size()) return bad_value("mpiio_hints", v, allowed);
+           const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
+           for (auto& s : seen)
+             if (s == k) return bad_value("mpiio_hints", v, "each key at most once; " + allowed);
+           seen.push_back(k);
+           bool good = false;
+           if (k == "cb_buffer_size" || k == "striping_unit") {
+             auto b = parse_bytes(val);
+             good = b.ok() && b.value() >= 1 && b.value() <= (1ull << 31) - 1;  // MPI_Info values are int
+           } else if (k == "cb_nodes" || k == "striping_factor") {
+             auto x = parse_int(k, val);
+             good = x.ok() && x.value() >= 1 && x.value() <= (1 << 24);
+           } else if (k == "romio_cb_write") {
+             good = val == "enable" || val == "disable" || val == "automatic";
+           }
+           if (!good) return bad_value("mpiio_hints", v, allowed + "; '" + kv + "' is not");
            p = e + 1;
          }
          o.mpiio_hints = v;
@@ -328,44 +344,96 @@ Status Options::validate() const {
   if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     return Status(Code::invalid_argument, "option 'alignment' must be a power of two");
+  if (!mpiio_hints.empty()) {  // also when set in code, not through a file or the environment
+    Options scratch = *this;
+    CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
+  }
+  if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
+  if (mpiio_files < 1 || rbio_writers < 0 || open_token < 0 || flush_delay_ms < 0 || verbose < 0)
+    return Status(
+        Code::invalid_argument,
+        "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
+  if (!(pool_max_fraction > 0 && pool_max_fraction <= 0.9))
+    return Status(Code::invalid_argument, "option 'pool_max_fraction' must be in (0, 0.9]");
   return Status();
 }
 
+namespace {
+/// The text of a config file: a regular file of at most 16 MiB (a directory, a FIFO or a device
+/// is refused with a clear error instead of an exception or a hang).
+Result<std::string> read_config(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    return Status(e == ENOENT ? Code::not_found : Code::io_error,
+                  "config file " + path + " cannot be opened: " + std::strerror(e));
+  }
+  struct stat st {};
+  std::string text;
+  Status s;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    s = Status(Code::invalid_argument, "config file " + path + " is not a regular file");
+  else if (st.st_size > (16 << 20))
+    s = Status(Code::invalid_argument, "config file " + path + " is larger than 16 MiB");
+  char buf[65536];
+  while (s.ok()) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) s = Status(Code::io_error, "config file " + path + ": read: " + std::strerror(errno));
+    if (n <= 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > (16u << 20)) s = Status(Code::invalid_argument, "config file " + path + " is larger than 16 MiB");
+  }
+  ::close(fd);
+  if (!s.ok()) return s;
+  return text;
+}
+
+Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
+  if (!root || root.IsNull()) return Status();
+  if (!root.IsMap())
+    return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("<not a string>");
+    if (key == "groups") {
+      CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context("config file " + path));
+      continue;
+    }
+    if (key == "mpiio_hints" && it->second.IsMap()) {  // also accepted as a map
+      std::string flat;
+      for (auto h = it->second.begin(); h != it->second.end(); ++h) {
+        if (!h->first.IsScalar() || !h->second.IsScalar())
+          return Status(Code::invalid_argument, "config file " + path + ": mpiio_hints entries must be key: value");
+        flat += (flat.empty() ? "" : ",") + h->first.Scalar() + "=" + h->second.Scalar();
+      }
+      CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(o, flat).with_context("config file " + path));
+      continue;
+    }
+    const Field* f = find_field(key);
+    if (f == nullptr)
+      return Status(Code::invalid_argument,
+                    "config file " + path + ": unknown key '" + key + "' (known: " + known_keys(false) + ")");
+    if (!it->second.IsScalar())
+      return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' needs a single value");
+    Status s = f->set(o, it->second.Scalar());
+    if (!s.ok()) return s.with_context("config file " + path);
+  }
+  return Status();
+}
+}  // namespace
+
 Result<Options> Options::try_load(const std::string& path) {
   Options o = defaults();
-  YAML::Node root;
+  auto text = read_config(path);
+  if (!text.ok()) return text.status();
+  // yaml-cpp reports malformed input (and some conversions) by throwing: nothing may escape.
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Status(Code::not_found, "config file " + path + " cannot be opened");
+    const YAML::Node root = YAML::Load(text.value());
+    CKPT_RETURN_IF_ERROR(apply_yaml(o, root, path));
   } catch (const YAML::Exception& e) {
     return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
-  }
-  if (root && !root.IsNull()) {
-    if (!root.IsMap())
-      return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
-    for (auto it = root.begin(); it != root.end(); ++it) {
-      const std::string key = it->first.as<std::string>("");
-      if (key == "groups") {
-        CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context("config file " + path));
-        continue;
-      }
-      if (key == "mpiio_hints" && it->second.IsMap()) {  // also accepted as a map
-        std::string flat;
-        for (auto h = it->second.begin(); h != it->second.end(); ++h)
-          flat += (flat.empty() ? "" : ",") + h->first.as<std::string>("") + "=" + h->second.as<std::string>("");
-        CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(o, flat).with_context("config file " + path));
-        continue;
-      }
-      const Field* f = find_field(key);
-      if (f == nullptr)
-        return Status(Code::invalid_argument,
-                      "config file " + path + ": unknown key '" + key + "' (known: " + known_keys(false) + ")");
-      if (!it->second.IsScalar())
-        return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' needs a single value");
-      Status s = f->set(o, it->second.Scalar());
-      if (!s.ok()) return s.with_context("config file " + path);
-    }
+  } catch (const std::exception& e) {
+    return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
   }
   CKPT_RETURN_IF_ERROR(o.validate().with_context("config file " + path));
   CKPT_RETURN_IF_ERROR(o.apply_env());
