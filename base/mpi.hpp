@@ -32,8 +32,8 @@ Status for_each_piece(std::uint64_t n, F&& f) {
 Status mpi_status(int rc, const std::string& what);
 
 /// "Did anyone fail?" Collective over `comm`. Every rank gets ok when every `local` is ok; otherwise
-/// a failing rank keeps its own Status and every other rank gets the Status of the lowest failing
-/// rank, prefixed "rank <r in comm>: ". Costs one allreduce when nobody failed.
+/// every rank, the failing ones included, gets the same Status: that of the lowest failing rank,
+/// prefixed "rank <r in comm>: ". Costs one allreduce when nobody failed.
 Status agree(MPI_Comm comm, const Status& local);
 
 /// The Status `s` of rank `root` on every rank (code and message). Collective over `comm`.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <set>
 
@@ -275,11 +276,21 @@ class DirectoryStore final : public Store {
     // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
     (void)remove_tree(old);
     // No fsync for `latest`: it is a hint for people and tools; readers scan the directories, and the
-    // rename of the checkpoint itself is already durable.
+    // rename of the checkpoint itself is already durable. For the same reason a `latest` that cannot
+    // be replaced (a directory planted there, say) must not turn a committed checkpoint into a failed
+    // one (issue 14): it is reported on stderr only.
     const std::string link_tmp = m_root + "/latest.tmp";
     ::unlink(link_tmp.c_str());
-    if (::symlink(step_name(step).c_str(), link_tmp.c_str()) != 0) return errno_status("symlink " + link_tmp);
-    if (::rename(link_tmp.c_str(), (m_root + "/latest").c_str()) != 0) return errno_status("rename " + link_tmp);
+    Status link;
+    if (::symlink(step_name(step).c_str(), link_tmp.c_str()) != 0)
+      link = errno_status("symlink " + link_tmp);
+    else if (::rename(link_tmp.c_str(), (m_root + "/latest").c_str()) != 0)
+      link = errno_status("rename " + link_tmp + " to latest");
+    if (!link.ok()) {
+      ::unlink(link_tmp.c_str());
+      std::fprintf(stderr, "ckpt: checkpoint %lld committed, but the 'latest' link was not updated: %s\n",
+                   static_cast<long long>(step), link.to_string().c_str());
+    }
     return Status::OK();
   }
 

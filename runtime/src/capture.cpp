@@ -18,8 +18,12 @@ Ticket failed_ticket(std::int64_t step, Status s) {
 }
 
 Status Capture::make_room(std::int64_t step) {
-  // Every rank waits for the same tickets, so what follows is the same everywhere.
-  while (static_cast<int>(m_in_flight.size()) >= m_opts.max_in_flight) {
+  // Respect max_in_flight, and wait for an earlier checkpoint of the same step (both would write
+  // ckpt.<step>.tmp). Every rank waits for the same tickets, so what follows is the same everywhere.
+  auto same_step_in_flight = [&] {
+    return std::any_of(m_in_flight.begin(), m_in_flight.end(), [&](const auto& j) { return j->step == step; });
+  };
+  while (static_cast<int>(m_in_flight.size()) >= m_opts.max_in_flight || same_step_in_flight()) {
     auto oldest = m_in_flight.front();
     m_in_flight.pop_front();
     TicketState& ts = *oldest->ticket;
@@ -172,8 +176,25 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
     ticket->finish(std::move(s));
     return Ticket(ticket);
   };
-  if (step < 0)
-    return fail(Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step)));
+  // The arguments are agreed before anything else: a rank that returned alone here would leave the
+  // others waiting in the commit forever, and ranks that pass different steps would commit one
+  // directory holding the data of several steps. One small allreduce: {error, step, -step}.
+  Status arg;
+  std::uint64_t total = 0;
+  for (const Region& r : regions)
+    if (__builtin_add_overflow(total, r.bytes(), &total))
+      arg = Status(Code::invalid_argument, "the protected regions together exceed 2^64 bytes");
+  if (step < 0) arg = Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
+  {
+    long long v[3] = {arg.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step)};
+    long long agreed[3] = {0, 0, 0};
+    MPI_Allreduce(v, agreed, 3, MPI_LONG_LONG, MPI_MAX, m_env.comm);
+    if (agreed[0] != 0) return fail(agree(m_env.comm, arg).with_context("checkpoint " + std::to_string(step)));
+    if (agreed[1] != -agreed[2])
+      return fail(Status(Code::invalid_argument, "checkpoint(): the ranks passed different steps (from " +
+                                                     std::to_string(-agreed[2]) + " to " + std::to_string(agreed[1]) +
+                                                     "); every rank must pass the same step. Nothing was written"));
+  }
   if (Status s = make_room(step); !s.ok()) return fail(s);
 
   auto job = new_job(step, regions, ticket);

@@ -1,5 +1,6 @@
 // The commit thread: agreement, index, the store's commit, retention. See docs/design.md.
 #include "runtime/src/commit.hpp"
+#include "runtime/src/overlap.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -228,7 +229,11 @@ void Committer::mark_uniform(Index& idx) const {
 
 Status Committer::commit_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) {
   auto idx = merge_reports(job, reports);
-  if (!idx.ok() || !m_persistent) return idx.status();
+  if (!idx.ok()) return idx.status();
+  // A global array whose stored blocks overlap (ghost cells) can never be restored: refuse it now.
+  CKPT_RETURN_IF_ERROR(
+      check_disjoint_blocks(idx.value()).with_context("checkpoint " + std::to_string(job.step) + " not committed"));
+  if (!m_persistent) return Status::OK();
 
   // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after the
   // outcome is sent).

@@ -82,12 +82,10 @@ bool StagingPool::locked() const {
   return true;
 }
 
-namespace {
 std::uint64_t physical_memory() {
   long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : (4ull << 30);
 }
-}  // namespace
 
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
   const std::uint64_t chunk = opts.chunk_bytes;

@@ -64,6 +64,9 @@ class StagingPool {
 /// (pool_bytes, or max_in_flight streams capped at pool_max_fraction of memory; growth by half again).
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes);
 
+/// Bytes of physical memory of this node (4 GiB when unknown).
+std::uint64_t physical_memory();
+
 }  // namespace ckpt::detail
 
 #endif  // CKPT_RUNTIME_POOL_HPP

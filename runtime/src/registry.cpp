@@ -13,7 +13,7 @@ Region* Registry::find(const std::string& name) {
 }
 
 namespace {
-Status check_extents(const std::string& name, RegionKind kind, const Shape& global, const Shape& start,
+Status check_extents(const std::string& name, DType dtype, RegionKind kind, const Shape& global, const Shape& start,
                      const Shape& count) {
   auto bad = [&](const std::string& why) { return Status(Code::invalid_argument, "region '" + name + "': " + why); };
   if (count.size() > kMaxDims) return bad("more than 16 dimensions");
@@ -28,6 +28,8 @@ Status check_extents(const std::string& name, RegionKind kind, const Shape& glob
         return bad("Block box exceeds the global shape in dimension " + std::to_string(d));
       if (__builtin_mul_overflow(total, global[d], &total)) return bad("global shape overflows");
     }
+    if (__builtin_mul_overflow(total, dtype_size(dtype), &total))
+      return bad("global shape overflows: its size in bytes exceeds 2^64");
     return Status::OK();
   }
   std::uint64_t total = 1;
@@ -38,6 +40,8 @@ Status check_extents(const std::string& name, RegionKind kind, const Shape& glob
           "arrays whose local part may be empty)");
     if (__builtin_mul_overflow(total, c, &total)) return bad("shape overflows");
   }
+  if (__builtin_mul_overflow(total, dtype_size(dtype), &total))
+    return bad("shape overflows: its size in bytes exceeds 2^64");
   return Status::OK();
 }
 }  // namespace
@@ -47,7 +51,7 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
   CKPT_RETURN_IF_ERROR(check_name(name));
   if (find(name) != nullptr) return Status(Code::invalid_argument, "region '" + name + "' is already protected");
   if (dtype_size(dtype) == 0) return Status(Code::invalid_argument, "region '" + name + "': unknown dtype");
-  CKPT_RETURN_IF_ERROR(check_extents(name, kind, global, start, count));
+  CKPT_RETURN_IF_ERROR(check_extents(name, dtype, kind, global, start, count));
   Region r;
   r.name = name;
   r.ptr = ptr;
@@ -79,7 +83,7 @@ Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape
     return Status(Code::invalid_argument, "update: scalar '" + name + "' cannot get dimensions");
   if (r->kind == RegionKind::local && count.empty())
     return Status(Code::invalid_argument, "update: array '" + name + "' needs dimensions");
-  CKPT_RETURN_IF_ERROR(check_extents(name, r->kind, global, start, count));
+  CKPT_RETURN_IF_ERROR(check_extents(name, r->dtype, r->kind, global, start, count));
   Region n = *r;
   n.ptr = ptr;
   n.global = std::move(global);

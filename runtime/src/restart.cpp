@@ -10,6 +10,15 @@
 
 namespace ckpt::detail {
 
+namespace {
+/// "[4, 3]": extents for messages.
+std::string shape_text(const Shape& s) {
+  std::string t = "[";
+  for (std::size_t d = 0; d < s.size(); ++d) t += (d ? ", " : "") + std::to_string(s[d]);
+  return t + "]";
+}
+}  // namespace
+
 std::optional<std::int64_t> Restorer::latest() {
   long long found = -1;
   if (m_rank == 0 && m_persistent) {
@@ -115,8 +124,11 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
   if ((v.kind == RegionKind::global) != want_global)
     return mismatch(std::string("stored as a ") + region_kind_name(v.kind) + " region, registered as " +
                     region_kind_name(r.kind));
-  if (want_global && v.global != r.global) return mismatch("global shape differs");
-  if (!want_global && v.ndim != r.count.size()) return mismatch("number of dimensions differs");
+  if (want_global && v.global != r.global)
+    return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
+  if (!want_global && v.ndim != r.count.size())
+    return mismatch("stored with " + std::to_string(v.ndim) + " dimensions, registered with " +
+                    std::to_string(r.count.size()) + " " + shape_text(r.count));
 
   const std::size_t esize = dtype_size(r.dtype);
   const Shape mstart = want_global ? r.start : Shape(r.count.size(), 0);
@@ -137,7 +149,9 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
       // The block of the same rank; a uniform value may come from any rank.
       const bool same_ranks = idx.nranks == static_cast<std::uint32_t>(m_size);
       if (same_ranks ? b.rank != static_cast<std::uint32_t>(m_rank) : !(v.uniform && b.rank == 0)) continue;
-      if (b.count != r.count) return mismatch("stored extents differ from the registered ones");
+      if (b.count != r.count)
+        return mismatch("stored extents " + shape_text(b.count) + " (rank " + std::to_string(b.rank) +
+                        "), registered " + shape_text(r.count) + " on rank " + std::to_string(m_rank));
       lo = Shape(r.count.size(), 0);
       hi = r.count;
     }
@@ -217,15 +231,26 @@ Result<std::int64_t> Restorer::restart_newest(const std::vector<Region>& regions
   steps.resize(static_cast<std::size_t>(n));
   MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, m_app_comm);
   std::string why;
+  Code code = Code::ok;  // of the newest candidate's failure that is not a plain not_found
   for (auto s : steps) {
     Status st = restart(static_cast<std::int64_t>(s), regions, capture);
-    if (st.ok()) return static_cast<std::int64_t>(s);
-    why += (why.empty() ? "" : "; ") + st.message();
+    if (st.ok()) {
+      if (why.empty()) return static_cast<std::int64_t>(s);
+      // The caller must learn that newer checkpoints were skipped (and why): it may want to stop.
+      return Result<std::int64_t>(static_cast<std::int64_t>(s), Status(code == Code::ok ? Code::not_found : code,
+                                                                       "restarted from step " + std::to_string(s) +
+                                                                           " after skipping newer ones: " + why));
+    }
+    if (why.size() < 4000) why += (why.empty() ? "" : "; ") + st.message();
+    if (code == Code::ok && st.code() != Code::not_found) code = st.code();
     if (m_opts.verbose >= 1 && m_rank == 0)
       std::fprintf(stderr, "ckpt: falling back from step %lld: %s\n", s, st.message().c_str());
   }
   if (steps.empty()) return Status(Code::not_found, "no checkpoint in " + m_opts.dir);
-  return Status(Code::not_found, "no checkpoint in " + m_opts.dir + " could be restored: " + why);
+  // Candidates exist but none restores: that is damage (corrupt) or a program that does not match
+  // what is stored (mismatch; a variable missing from every checkpoint is one too), not "nothing there".
+  return Status(code == Code::ok ? Code::mismatch : code,
+                "no checkpoint in " + m_opts.dir + " could be restored: " + why);
 }
 
 }  // namespace ckpt::detail

@@ -58,17 +58,28 @@ int Runtime::rank() const { return m_impl->rank(); }
 int Runtime::size() const { return m_impl->size(); }
 const Options& Runtime::options() const { return m_impl->options(); }
 
-Status Runtime::protect(const std::string& name, void* ptr, DType dtype, Shape dims) {
+namespace {
+Status check_signs(const char* call, const std::string& name, const Dims& a, const Dims& b = {}, const Dims& c = {}) {
+  if (!a.has_negative() && !b.has_negative() && !c.has_negative()) return Status::OK();
+  return Status(Code::invalid_argument, std::string(call) + ": region '" + name + "': negative extent or start");
+}
+}  // namespace
+
+Status Runtime::protect(const std::string& name, void* ptr, DType dtype, Dims dims) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect", name, dims));
   const auto kind = dims.empty() ? detail::RegionKind::scalar : detail::RegionKind::local;
   return m_impl->protect(name, ptr, dtype, kind, {}, {}, std::move(dims));
 }
 Status Runtime::protect(const std::string& name, void* ptr, DType dtype, const Block& b) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect", name, b.global, b.start, b.count));
   return m_impl->protect(name, ptr, dtype, detail::RegionKind::global, b.global, b.start, b.count);
 }
-Status Runtime::update(const std::string& name, void* ptr, Shape dims) {
+Status Runtime::update(const std::string& name, void* ptr, Dims dims) {
+  CKPT_RETURN_IF_ERROR(check_signs("update", name, dims));
   return m_impl->update(name, ptr, false, {}, {}, std::move(dims));
 }
 Status Runtime::update(const std::string& name, void* ptr, const Block& b) {
+  CKPT_RETURN_IF_ERROR(check_signs("update", name, b.global, b.start, b.count));
   return m_impl->update(name, ptr, true, b.global, b.start, b.count);
 }
 Status Runtime::unprotect(const std::string& name) { return m_impl->unprotect(name); }
@@ -109,6 +120,48 @@ const char* thread_level_name(int level) {
 
 }  // namespace
 
+// ---- MPI_Finalize before the Runtime's end ----------------------------------------------------------
+// A Runtime declared in main's scope outlives MPI_Finalize. An attribute on MPI_COMM_SELF is deleted
+// at the very start of MPI_Finalize, while MPI still works: its callback drains and closes every live
+// Runtime, so the checkpoints in flight commit and no thread calls MPI after the finalisation.
+namespace {
+std::mutex g_live_mu;
+std::vector<RuntimeImpl*> g_live;  // in construction order
+int g_finalize_key = MPI_KEYVAL_INVALID;
+
+int close_live_runtimes(MPI_Comm, int, void*, void*) {
+  std::vector<RuntimeImpl*> live;
+  {
+    std::lock_guard<std::mutex> lk(g_live_mu);
+    live = g_live;
+  }
+  for (auto it = live.rbegin(); it != live.rend(); ++it) (*it)->close_at_finalize();
+  return MPI_SUCCESS;
+}
+}  // namespace
+
+void RuntimeImpl::register_live(RuntimeImpl* r) {
+  std::lock_guard<std::mutex> lk(g_live_mu);
+  if (g_finalize_key == MPI_KEYVAL_INVALID) {
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, close_live_runtimes, &g_finalize_key, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_SELF, g_finalize_key, nullptr);
+  }
+  g_live.push_back(r);
+}
+
+void RuntimeImpl::unregister_live(RuntimeImpl* r) {
+  std::lock_guard<std::mutex> lk(g_live_mu);
+  g_live.erase(std::remove(g_live.begin(), g_live.end(), r), g_live.end());
+}
+
+void RuntimeImpl::close_at_finalize() {
+  Status s = close();
+  std::lock_guard<std::recursive_mutex> lk(m_close_mu);
+  m_closed_by_finalize = true;
+  if (!s.ok() && m_rank == 0)
+    std::fprintf(stderr, "ckpt: closing the Runtime at MPI_Finalize: %s\n", s.to_string().c_str());
+}
+
 RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options) {
   m_status = m_opts.error;
   if (m_status.ok()) m_status = m_opts.validate();
@@ -125,6 +178,19 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   MPI_Comm user;
   std::memcpy(&user, comm.bytes(), sizeof(MPI_Comm));
+  // MPI_COMM_NULL is what MPI_Comm_split gives a rank outside the new communicator: not an error of
+  // the job, so it must not reach MPI_Comm_dup (whose error handler aborts the job).
+  if (user == MPI_COMM_NULL) {
+    m_status = Status(Code::invalid_argument, "the communicator is MPI_COMM_NULL");
+    return;
+  }
+  int inter = 0;
+  MPI_Comm_test_inter(user, &inter);
+  if (inter) {
+    m_status =
+        Status(Code::invalid_argument, "the communicator is an intercommunicator; ckpt needs an intracommunicator");
+    return;
+  }
   // Collective from here on: every rank takes the same path, errors are agreed below.
   MPI_Comm_dup(user, &m_app_comm);
   MPI_Comm_dup(user, &m_commit_comm);
@@ -138,16 +204,28 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                                   "MPI was initialised with ") +
                           thread_level_name(provided) +
                           "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
+  // Touching a pool larger than the machine gets the job OOM-killed: a clear error instead.
+  if (m_status.ok() && m_opts.pool_bytes > physical_memory())
+    m_status = Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(m_opts.pool_bytes) +
+                                                  ") exceeds the physical memory of this node (" +
+                                                  std::to_string(physical_memory()) + " bytes)");
   m_store = make_directory_store(m_opts.dir);
   m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) m_status = make_transports();
   if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
+    // One job per directory: without the lock a second job's start-up recovery deletes the first
+    // one's checkpoint in flight, and its retention deletes the first one's checkpoints.
+    if (m_status.ok()) m_status = m_lock.acquire(m_opts.dir);
     // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
     if (m_status.ok()) m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
   }
   m_status = agree(m_app_comm, m_status);
-  if (!m_status.ok()) return;
+  if (!m_status.ok()) {
+    m_lock.release();
+    return;
+  }
+  register_live(this);
 
   if (m_rank == 0)
     m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
@@ -183,9 +261,14 @@ Status RuntimeImpl::make_transports() {
   return Status::OK();
 }
 
-RuntimeImpl::~RuntimeImpl() { close(); }
+RuntimeImpl::~RuntimeImpl() {
+  close();
+  unregister_live(this);
+}
 
 Status RuntimeImpl::close() {
+  if (m_closed) return Status::OK();
+  std::lock_guard<std::recursive_mutex> closing(m_close_mu);
   if (m_closed) return Status::OK();
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -199,10 +282,14 @@ Status RuntimeImpl::close() {
   m_pool.reset();
   free_comm(m_app_comm);
   free_comm(m_commit_comm);
+  m_lock.release();
   return first;
 }
 
 Status RuntimeImpl::usable() const {
+  if (m_closed_by_finalize)
+    return Status(Code::failed_precondition,
+                  "the Runtime was closed by MPI_Finalize (its checkpoints were drained first)");
   if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
   return m_status;
 }

@@ -16,6 +16,7 @@
 #include "runtime/src/capture.hpp"
 #include "runtime/src/commit.hpp"
 #include "runtime/src/flush.hpp"
+#include "runtime/src/dir_lock.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
 #include "runtime/src/restart.hpp"
@@ -54,6 +55,10 @@ class RuntimeImpl {
   Status restart(std::int64_t step);
   Result<std::int64_t> restart_newest();
   Status close();
+  /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.
+  void close_at_finalize();
+  static void register_live(RuntimeImpl* r);
+  static void unregister_live(RuntimeImpl* r);
 
  private:
   Status usable() const;
@@ -65,6 +70,9 @@ class RuntimeImpl {
   Options m_opts;
   Status m_status;
   bool m_closed = false;
+  bool m_closed_by_finalize = false;
+  std::recursive_mutex m_close_mu;  ///< close() from the application and from MPI_Finalize's callback
+  DirLock m_lock;                   ///< rank 0 of a persistent Runtime: the directory's lock
   int m_rank = 0, m_size = 1;
   MPI_Comm m_app_comm = MPI_COMM_NULL;     ///< collectives of the application thread
   MPI_Comm m_commit_comm = MPI_COMM_NULL;  ///< until the Committer takes it

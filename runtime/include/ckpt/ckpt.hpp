@@ -54,12 +54,46 @@ constexpr DType dtype_of() {
 /// Extents of an array, slowest dimension first (row-major / C order). {} is a single value.
 using Shape = std::vector<std::uint64_t>;
 
+/// Extents as an application passes them: a Shape built from values of any integral type, so that
+/// `{n, 3}` with an `int n` neither narrows nor warns. A negative value is remembered, and protect()
+/// and update() reject it with invalid_argument naming the region.
+class Dims : public Shape {
+ public:
+  Dims() = default;
+  Dims(const Shape& s) : Shape(s) {}        // NOLINT: implicit by design
+  Dims(Shape&& s) : Shape(std::move(s)) {}  // NOLINT: implicit by design
+  template <class I, class = std::enable_if_t<std::is_integral<I>::value>>
+  Dims(std::initializer_list<I> values) {  // NOLINT: implicit by design
+    for (I v : values) add(v);
+  }
+  template <class I, class = std::enable_if_t<std::is_integral<I>::value && !std::is_same<I, std::uint64_t>::value>>
+  Dims(const std::vector<I>& values) {  // NOLINT: implicit by design
+    for (I v : values) add(v);
+  }
+  /// Mixed integral types, e.g. {rows, std::size_t(3)}.
+  template <class... I, class = std::enable_if_t<(sizeof...(I) >= 2) && (std::is_integral<I>::value && ...)>>
+  Dims(I... values) {  // NOLINT: implicit by design
+    (add(values), ...);
+  }
+  /// True when one of the values given was negative (it is stored wrapped; never use such a Dims).
+  bool has_negative() const { return m_negative; }
+
+ private:
+  template <class I>
+  void add(I v) {
+    if constexpr (std::is_signed<I>::value)
+      if (v < 0) m_negative = true;
+    push_back(static_cast<std::uint64_t>(v));
+  }
+  bool m_negative = false;
+};
+
 /// This rank's part of a global row-major array: the box [start, start + count) of `global`.
 /// Regions declared this way can be restarted on a different number of ranks.
 struct Block {
-  Shape global;  ///< extents of the whole array, the same on every rank
-  Shape start;   ///< first index of this rank's box in each dimension
-  Shape count;   ///< extents of this rank's box (the local array); a zero count is allowed
+  Dims global;  ///< extents of the whole array, the same on every rank
+  Dims start;   ///< first index of this rank's box in each dimension
+  Dims count;   ///< extents of this rank's box (the local array); a zero count is allowed
 };
 
 /// Where a registered pointer lives, as detected by the device layer.
@@ -146,25 +180,28 @@ class Runtime {
   /// writes it in restart(); the application keeps ownership and must keep it valid until
   /// unprotect() or the Runtime's end. Names: [A-Za-z0-9_./-], no "..", no leading '/', no empty
   /// path component, at most 255 bytes; unique.
-  Status protect(const std::string& name, void* ptr, DType dtype, Shape dims);
+  Status protect(const std::string& name, void* ptr, DType dtype, Dims dims);
   /// Registers this rank's box of a global array (see Block); restartable on other rank counts.
   Status protect(const std::string& name, void* ptr, DType dtype, const Block& block);
   /// Registers a single value (step, time, dt, RNG seed). Values equal on every rank restart on any
   /// rank count.
   template <class T>
   Status protect_scalar(const std::string& name, T* value) {
-    return protect(name, static_cast<void*>(value), dtype_of<T>(), Shape{});
+    return protect(name, static_cast<void*>(value), dtype_of<T>(), Dims{});
   }
   /// Changes the pointer and extents of a registered region (e.g. a walker count that changes every
   /// step). The dtype and the kind (local or Block) stay.
-  Status update(const std::string& name, void* ptr, Shape dims);
+  Status update(const std::string& name, void* ptr, Dims dims);
   Status update(const std::string& name, void* ptr, const Block& block);
   /// Forgets a region.
   Status unprotect(const std::string& name);
   /// Attaches a string attribute to a region; stored in the index of every later checkpoint.
   Status annotate(const std::string& name, const std::string& key, const std::string& value);
 
-  /// Collective. Captures every registered region for `step` (>= 0) and returns once the data is
+  /// Collective. Every rank must pass the same `step`: a rank with a bad argument, or ranks that
+  /// disagree on the step, make every rank's ticket fail with the same invalid_argument (no rank is
+  /// left waiting). A step still in flight is waited for first, then written again.
+  /// Captures every registered region for `step` (>= 0) and returns once the data is
   /// copied (host) or its copies are ordered on `stream` (device; a cudaStream_t, nullptr = default
   /// stream). The host may overwrite its buffers at once. Writing and committing continue in the
   /// background. Waits first if max_in_flight checkpoints are still uncommitted. A failure of an
@@ -181,7 +218,9 @@ class Runtime {
   /// failure the regions' contents are unspecified and the Status names the variable and block.
   Status restart(std::int64_t step);
   /// Collective. Newest checkpoint that loads and verifies, falling back to older ones; returns the
-  /// step, or a Status listing why each candidate failed.
+  /// step, or a Status listing why each candidate failed (not_found only when there is no
+  /// candidate at all; otherwise the code of the newest candidate's failure, e.g. corrupt or
+  /// mismatch). When newer candidates were skipped, the Result's warning() says which and why.
   Result<std::int64_t> restart();
 
   /// Collective. Waits for checkpoints in flight, stops the background threads, frees staging memory.

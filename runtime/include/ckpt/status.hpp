@@ -56,8 +56,13 @@ class Result {
   Result(Status status) : m_status(std::move(status)) {  // NOLINT: implicit by design
     if (m_status.ok()) m_status = Status(Code::internal, "Result built from an ok Status without value");
   }
+  /// A value with a note: the operation succeeded, but something the caller should know happened
+  /// (e.g. restart() fell back past newer checkpoints); `note` is a non-ok Status saying what.
+  Result(T value, Status note) : m_value(std::move(value)), m_warning(std::move(note)) {}
   bool ok() const noexcept { return m_status.ok(); }
   const Status& status() const noexcept { return m_status; }
+  /// Ok, or what the caller should know about a successful result (see the constructor above).
+  const Status& warning() const noexcept { return m_warning; }
   /// The value; only valid when ok().
   const T& value() const& { return *m_value; }
   T& value() & { return *m_value; }
@@ -68,6 +73,7 @@ class Result {
  private:
   std::optional<T> m_value;
   Status m_status;
+  Status m_warning;
 };
 
 }  // namespace ckpt
