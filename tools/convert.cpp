@@ -14,6 +14,8 @@
 
 #if CKPT_HAVE_HDF5
 #include <hdf5.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #endif
@@ -302,18 +304,44 @@ class Converter {
 
 }  // namespace
 
+namespace {
+/// The output must not land inside a checkpoint (it would replace `index` or a data file, or add a
+/// file verify then reports) nor take a name of a checkpoint root's own (latest, .lock, ckpt.<step>).
+Status check_output_outside_checkpoints(const std::string& output) {
+  const std::size_t slash = output.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
+  const std::string name = slash == std::string::npos ? output : output.substr(slash + 1);
+  char real[PATH_MAX];
+  if (::realpath(parent.c_str(), real) == nullptr) return Status::OK();  // H5Fcreate reports it
+  const std::string dir = real;
+  const std::size_t dslash = dir.find_last_of('/');
+  const std::string dir_name = dslash == std::string::npos ? dir : dir.substr(dslash + 1);
+  if (::access((dir + "/index").c_str(), F_OK) == 0 || detail::parse_step_name(dir_name).has_value())
+    return Status(Code::invalid_argument, "refusing to write " + output + " inside checkpoint " + dir);
+  if (name == "latest" || name == ".lock" || name == "index" || detail::parse_step_name(name).has_value()) {
+    auto steps = detail::make_directory_store(dir)->list();
+    if (steps.ok() && !steps->empty())
+      return Status(Code::invalid_argument,
+                    "refusing to write " + output + ": '" + name + "' is a name of the checkpoint root " + dir);
+  }
+  return Status::OK();
+}
+}  // namespace
+
 int run_convert(const ConvertArgs& a) {
   auto c = resolve_checkpoint(a.path);
   if (!c.ok()) return fail("convert", c.status().message());
   struct stat st {};
-  if (!a.force && ::stat(a.output.c_str(), &st) == 0)
+  if (!a.force && ::lstat(a.output.c_str(), &st) == 0)
     return fail("convert", a.output + " exists (use --force to overwrite)");
+  if (Status where = check_output_outside_checkpoints(a.output); !where.ok()) return fail("convert", where.message());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become Status messages, not stack dumps
-  // Written under a temporary name and renamed, so a failed conversion leaves no half file behind.
-  const std::string tmp = a.output + ".tmp";
+  // Written under a temporary name of this process, created exclusively (O_EXCL: a link planted at
+  // that name is never followed), and renamed, so a failed conversion leaves no half file behind.
+  const std::string tmp = a.output + ".tmp." + std::to_string(::getpid());
   Status s;
   {
-    H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    H5Id file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.valid()) return fail("convert", h5_error("create " + tmp).message());
     s = Converter(c.value(), file.get()).run();
     if (s.ok() && H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) s = h5_error("flush " + tmp);

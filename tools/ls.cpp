@@ -179,7 +179,14 @@ int ls_root(const std::string& path, const LsArgs& a) {
   const auto store = detail::make_directory_store(path);
   auto steps = store->list();
   if (!steps.ok()) return fail("ls", steps.status().message());
-  const auto latest = store->latest_link();
+  // `latest` is the newest complete checkpoint, as latest() and restart() see it: the link is only a
+  // hint (it may name an incomplete directory, dangle, or point outside the root).
+  std::optional<std::int64_t> latest;
+  for (auto& s : steps.value())
+    if (s.complete) {
+      latest = s.step;
+      break;
+    }
   if (a.json) {
     json j;
     j["path"] = path;
