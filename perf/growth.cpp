@@ -2,6 +2,8 @@
 // rank - the two ways an application's state gets big.
 //   --vars 1,10,100,...   that many variables per rank, 16 f64 each (v/000123: a global 1-D array of
 //                         16 x ranks elements, split over the ranks)
+//   --locals 1,1000,...   that many local arrays per rank (v/000123: 16 f64 of this rank only, different
+//                         on every rank, so the commit's uniform check sees vars x ranks blocks)
 //   --bytes 16M,64M,...   one variable of that many bytes per rank
 // Per setting, every figure the maximum over the ranks:
 //   protect_s    all protect() calls of one rank
@@ -72,11 +74,11 @@ std::uint64_t file_size(const std::string& path) {
 
 /// One setting: `nvars` variables of `elems` f64 each on every rank.
 struct Setting {
-  std::string mode;  // "vars" or "bytes"
+  std::string mode;  // "vars", "locals" or "bytes"
   std::uint64_t nvars = 0, elems = 0;
   std::uint64_t bytes() const { return nvars * elems * sizeof(double); }
   std::string label() const {
-    return mode == "vars" ? "vars=" + std::to_string(nvars) : "bytes=" + std::to_string(bytes() >> 20) + "M";
+    return mode == "bytes" ? "bytes=" + std::to_string(bytes() >> 20) + "M" : mode + "=" + std::to_string(nvars);
   }
 };
 
@@ -124,8 +126,9 @@ double protect_all(ckpt::Runtime& rt, std::vector<double>& data, const Setting& 
   MPI_Barrier(MPI_COMM_WORLD);
   auto t = Clock::now();
   for (std::uint64_t v = 0; v < s.nvars; ++v) {
-    ckpt::Status st = rt.protect(names[v], data.data() + v * s.elems, ckpt::DType::f64,
-                                 ckpt::Block{{s.elems * size}, {s.elems * rank}, {s.elems}});
+    ckpt::Status st = s.mode == "locals" ? rt.protect(names[v], data.data() + v * s.elems, ckpt::DType::f64, {s.elems})
+                                         : rt.protect(names[v], data.data() + v * s.elems, ckpt::DType::f64,
+                                                      ckpt::Block{{s.elems * size}, {s.elems * rank}, {s.elems}});
     if (!st.ok()) die("protect", st);
   }
   return since(t);
@@ -266,6 +269,8 @@ int main(int argc, char** argv) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--vars") {
       for (auto& n : split_list(v)) settings.push_back({"vars", std::stoull(n), 16});
+    } else if (k == "--locals") {
+      for (auto& n : split_list(v)) settings.push_back({"locals", std::stoull(n), 16});
     } else if (k == "--bytes") {
       for (auto& b : split_list(v)) settings.push_back({"bytes", 1, ckpt::parse_bytes(b).value() / sizeof(double)});
     } else if (k == "--reps") {

@@ -42,7 +42,7 @@ def steps(b, out, scratch, size):
                          f"{scratch}/peers", "--csv", f"{out}/peers.csv"], {}),
     ] + [
         (f"growth_{n}", mpi + ["-n", str(n), f"{b}/perf/growth", "--vars", "1,10,100,1000,10000,100000",
-                               "--bytes", "16M,64M,256M", "--dir", f"{scratch}/growth", "--csv",
+                               "--locals", "1000,10000,40000", "--bytes", "16M,64M,256M", "--dir", f"{scratch}/growth", "--csv",
                                f"{out}/growth_{n}.csv"], {})
         for n in (1, 2, 4)
     ] + [

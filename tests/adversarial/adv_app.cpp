@@ -1,0 +1,215 @@
+// adv_app: the program adversarial.py runs, kills and restarts (issue 14).
+//   adv_app --dir D [--transport T] [--steps N] [--cells C] [--keep K] [--ack FILE] [--recommit]
+//           [--flush-delay MS] [--hold-ms MS] [--mode run|check|finalize-first|finalize-last]
+// run: checkpoint steps 1..N, waiting for each; rank 0 appends "<step>" to --ack after every commit
+//      that returned ok (what the application was promised). --recommit writes step N again at the end.
+// check: restart() the newest checkpoint and compare every byte with what step S captured; prints
+//      "check: ok step S" (exit 0), "check: none" (exit 3) or "check: FAIL ..." (exit 1).
+// finalize-first: the Runtime lives in main's scope; MPI_Finalize is called with a checkpoint in
+//      flight, before the Runtime's destructor. finalize-last: the usual order.
+// Every region's content is a pure function of (step, global index).
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct Args {
+  std::string dir, transport = "posix", ack, mode = "run";
+  std::int64_t steps = 3;
+  std::uint64_t cells = 4096;
+  int keep = 2, flush_delay = 0, hold_ms = 0;
+  bool recommit = false;
+  bool groups = false;  ///< "walkers/*" through mpiio (a transport group); rank 1 holds none of them
+};
+
+struct State {
+  std::uint64_t lo = 0, n = 0, global = 0;
+  std::vector<std::uint64_t> field;
+  std::vector<double> walkers;  ///< --groups: 8 per rank, none on rank 1 (a zero-length block)
+  std::uint64_t wlo = 0, wn = 0, wglobal = 0;
+  std::int64_t step = -1;
+  State(std::uint64_t cells, int rank, int size) : global(cells) {
+    n = cells / static_cast<std::uint64_t>(size);
+    lo = n * static_cast<std::uint64_t>(rank);
+    if (rank == size - 1) n = cells - lo;
+    field.resize(n);
+    wglobal = 8 * static_cast<std::uint64_t>(size - (size > 1 ? 1 : 0));
+    wn = rank == 1 ? 0 : 8;
+    wlo = 8 * static_cast<std::uint64_t>(rank > 1 ? rank - 1 : rank);
+    walkers.resize(wn);
+  }
+  void fill(std::int64_t s) {
+    for (std::uint64_t i = 0; i < n; ++i) field[i] = mix(static_cast<std::uint64_t>(s) << 32 ^ (lo + i));
+    for (std::uint64_t i = 0; i < wn; ++i) walkers[i] = static_cast<double>(s * 1000 + wlo + i);
+    step = s;
+  }
+  bool is(std::int64_t s, bool groups) const {
+    for (std::uint64_t i = 0; i < n; ++i)
+      if (field[i] != mix(static_cast<std::uint64_t>(s) << 32 ^ (lo + i))) return false;
+    for (std::uint64_t i = 0; i < (groups ? wn : 0); ++i)
+      if (walkers[i] != static_cast<double>(s * 1000 + wlo + i)) return false;
+    return step == s;
+  }
+};
+
+ckpt::Options options(const Args& a) {
+  ckpt::Options o;  // defaults, then CKPT_* variables (adversarial.py sets bad ones)
+  if (!o.error.ok()) return o;
+  o.dir = a.dir;
+  o.transport = a.transport;
+  o.keep = a.keep;
+  o.chunk_bytes = 64 << 10;
+  o.flush_delay_ms = a.flush_delay;
+  if (a.groups) o.groups.push_back({"walkers", {"walkers/*"}, "mpiio"});
+  return o;
+}
+
+void protect(ckpt::Runtime& rt, State& st, const Args& a) {
+  rt.protect("field", st.field.data(), ckpt::DType::u64, ckpt::Block{{st.global}, {st.lo}, {st.n}});
+  if (a.groups)
+    rt.protect("walkers/pos", st.walkers.data(), ckpt::DType::f64, ckpt::Block{{st.wglobal}, {st.wlo}, {st.wn}});
+  rt.protect_scalar("step", &st.step);
+}
+
+int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
+  auto take = [&](std::int64_t s) {
+    st.fill(s);
+    ckpt::Status r = rt.checkpoint(s).wait();
+    if (rank == 0) std::printf("checkpoint %lld: %s\n", static_cast<long long>(s), r.to_string().c_str());
+    std::fflush(stdout);
+    if (r.ok() && rank == 0 && !a.ack.empty()) {
+      FILE* f = std::fopen(a.ack.c_str(), "a");
+      if (f) {
+        std::fprintf(f, "%lld\n", static_cast<long long>(s));
+        std::fclose(f);
+      }
+    }
+    return r.ok();
+  };
+  bool ok = true;
+  for (std::int64_t s = 1; s <= a.steps; ++s) ok = take(s) && ok;
+  if (a.recommit) ok = take(a.steps) && ok;
+  if (a.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
+  return ok ? 0 : 1;
+}
+
+int check(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
+  auto r = rt.restart();
+  if (!r.ok()) {
+    if (rank == 0)
+      std::printf("%s\n", r.status().code() == ckpt::Code::not_found
+                              ? "check: none"
+                              : ("check: FAIL restart: " + r.status().to_string()).c_str());
+    return r.status().code() == ckpt::Code::not_found ? 3 : 1;
+  }
+  int same = st.is(r.value(), a.groups) ? 1 : 0, all = 0;
+  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (rank == 0) {
+    if (all)
+      std::printf("check: ok step %lld%s\n", static_cast<long long>(r.value()), r.warning().ok() ? "" : " (fell back)");
+    else
+      std::printf("check: FAIL step %lld restored but its data differs (torn)\n", static_cast<long long>(r.value()));
+  }
+  return all ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (k == "--dir")
+      a.dir = next();
+    else if (k == "--transport")
+      a.transport = next();
+    else if (k == "--steps")
+      a.steps = std::atoll(next().c_str());
+    else if (k == "--cells")
+      a.cells = std::strtoull(next().c_str(), nullptr, 10);
+    else if (k == "--keep")
+      a.keep = std::atoi(next().c_str());
+    else if (k == "--ack")
+      a.ack = next();
+    else if (k == "--recommit")
+      a.recommit = true;
+    else if (k == "--groups")
+      a.groups = true;
+    else if (k == "--flush-delay")
+      a.flush_delay = std::atoi(next().c_str());
+    else if (k == "--hold-ms")
+      a.hold_ms = std::atoi(next().c_str());
+    else if (k == "--mode")
+      a.mode = next();
+    else {
+      if (rank == 0) std::fprintf(stderr, "adv_app: unknown argument %s\n", k.c_str());
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  }
+  State st(a.cells, rank, size);
+  if (a.mode == "finalize-first") {
+    // The natural way: a Runtime in main's scope, destroyed after MPI_Finalize.
+    ckpt::Runtime rt(MPI_COMM_WORLD, options(a));
+    if (!rt.status().ok()) {
+      if (rank == 0) std::printf("runtime: %s\n", rt.status().to_string().c_str());
+      MPI_Finalize();
+      return 4;
+    }
+    protect(rt, st, a);
+    st.fill(1);
+    ckpt::Ticket tk = rt.checkpoint(1);  // still in flight (flush delay) when MPI_Finalize starts
+    MPI_Finalize();
+    ckpt::Status s = tk.wait();
+    ckpt::Status after = rt.checkpoint(2).wait();
+    if (rank == 0)
+      std::printf("finalize-first: in-flight %s; after finalize: %s\n", s.to_string().c_str(),
+                  after.to_string().c_str());
+    return s.ok() && after.code() == ckpt::Code::failed_precondition ? 0 : 1;
+  }
+  int rc = 0;
+  {
+    ckpt::Runtime rt(MPI_COMM_WORLD, options(a));
+    if (!rt.status().ok()) {
+      if (rank == 0) std::printf("runtime: %s\n", rt.status().to_string().c_str());
+      rc = 4;
+    } else {
+      protect(rt, st, a);
+      if (a.mode == "check")
+        rc = check(rt, st, a, rank);
+      else if (a.mode == "finalize-last") {
+        st.fill(1);
+        ckpt::Ticket tk = rt.checkpoint(1);
+        rc = rt.close().ok() && tk.wait().ok() ? 0 : 1;
+        if (rank == 0) std::printf("finalize-last: %s\n", tk.wait().to_string().c_str());
+      } else
+        rc = run(rt, st, a, rank);
+    }
+  }
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}

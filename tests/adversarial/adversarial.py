@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""The adversarial suite, process part (issue 14): cases that need separate processes.
+
+MPI_Finalize orders, two jobs on one directory, a killed lock holder, disk full on a real small
+filesystem (tmpfs), kills at every step of the commit protocol (killat.c, an LD_PRELOAD), and every
+`ckpt` subcommand on hostile directory contents. Every case states its promise (its docstring) and
+fails on a hang (every process runs under a timeout; the whole process session is killed, since Open
+MPI ranks have process groups of their own), a crash, a wrong outcome or an unclear error.
+
+  adversarial.py --mpiexec M --app adv_app --cli ckpt --killat libkillat.so --dir D [--only NAME]
+                 [--kill-trials N]   (every commit-protocol step N times; CI: 1)
+
+docs/reliability.md has the table of every case (tests/adversarial/test_api.cpp has the others).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+ARGS = None
+CASES = []
+
+
+def case(fn):
+    CASES.append(fn)
+    return fn
+
+
+STORE_CASES = set()
+
+
+def store_case(fn):
+    """A case fixed by the store module of issue 16: run with --store-cases until that lands."""
+    STORE_CASES.add(fn.__name__)
+    return case(fn)
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def kill_session(p):
+    """SIGKILL every process of p's session (mpiexec and every rank, whatever their process groups)."""
+    subprocess.run(["pkill", "-9", "-s", str(p.pid)], check=False)
+    try:
+        p.kill()
+    except ProcessLookupError:
+        pass
+
+
+def run(cmd, timeout=60, env=None, check_hang=True):
+    """Runs cmd in a session of its own; a timeout is a hang: the session is killed and the case fails."""
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(p)
+        out, _ = p.communicate()
+        if check_hang:
+            raise Fail("HANG (no exit within %d s): %s\n%s" % (timeout, " ".join(cmd), out[-2000:]))
+        return None, out
+    kill_session(p)  # leftovers of a rank that outlived mpiexec
+    return p.returncode, out
+
+
+def crashed(rc):
+    return rc is not None and (rc < 0 or rc in (134, 136, 139))
+
+
+def mpi(np, *args):
+    return [ARGS.mpiexec, "-n", str(np), "--oversubscribe", ARGS.app] + list(args)
+
+
+def cli(*args, timeout=30):
+    rc, out = run([ARGS.cli] + list(args), timeout=timeout)
+    check(not crashed(rc), "ckpt %s crashed (rc %s): %s" % (" ".join(args), rc, out[-1500:]))
+    return rc, out
+
+
+def fresh(name):
+    d = os.path.join(ARGS.dir, name)
+    if os.path.ismount(d):
+        subprocess.run(["umount", "-l", d], check=False)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def make_checkpoints(d, steps=2, np=2, extra=()):
+    rc, out = run(mpi(np, "--dir", d, "--steps", str(steps), "--keep", "5", *extra), timeout=60)
+    check(rc == 0, "adv_app run failed (rc %s): %s" % (rc, out[-1500:]))
+
+
+def app_check(d, np=2, timeout=60, extra=()):
+    rc, out = run(mpi(np, "--dir", d, "--mode", "check", *extra), timeout=timeout)
+    check(not crashed(rc), "check crashed: " + out[-1500:])
+    return rc, out
+
+
+def index_files(ckpt_dir):
+    """Data file names of a checkpoint, from `ckpt ls --json` of it."""
+    rc, out = cli("ls", "--json", ckpt_dir)
+    check(rc == 0, "ls --json %s: %s" % (ckpt_dir, out))
+    j = json.loads(out)
+    return sorted({b["file"] for v in j.get("variables", []) for b in v.get("blocks", [])} |
+                  {f["name"] for f in j.get("files", [])})
+
+
+# ---- MPI_Finalize orders -------------------------------------------------------------------------
+
+@case
+def finalize_before_runtime_destructor():
+    """MPI_Finalize with a checkpoint in flight, the Runtime destroyed after it (a Runtime in main's
+    scope): no crash, the checkpoint in flight commits and verifies, later calls fail cleanly."""
+    d = fresh("finalize_first")
+    rc, out = run(mpi(2, "--dir", d, "--mode", "finalize-first", "--flush-delay", "300"), timeout=60)
+    check(rc == 0, "rc %s: %s" % (rc, out[-1500:]))
+    check("in-flight ok" in out and "failed_precondition" in out, out[-1000:])
+    rc, out = cli("verify", d)
+    check(rc == 0, "verify after finalize-first: " + out[-800:])
+
+
+@case
+def finalize_after_runtime_destructor():
+    """The usual order (close/destructor, then MPI_Finalize) commits and exits 0."""
+    d = fresh("finalize_last")
+    rc, out = run(mpi(2, "--dir", d, "--mode", "finalize-last", "--flush-delay", "100"), timeout=60)
+    check(rc == 0 and "finalize-last: ok" in out, "rc %s: %s" % (rc, out[-1500:]))
+    rc, out = app_check(d)
+    check(rc == 0 and "check: ok step 1" in out, out[-800:])
+
+
+# ---- two jobs on one directory -------------------------------------------------------------------
+
+def wait_for_ack(ack, timeout=60):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if os.path.exists(ack) and open(ack).read().strip():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@case
+def two_jobs_one_directory():
+    """A second job on a directory a live job uses fails at once with a clear error (in use, the lock
+    file), deletes nothing of the first job, whose checkpoints all commit and restart."""
+    d = fresh("two_jobs")
+    ack = os.path.join(ARGS.dir, "two_jobs.ack")
+    if os.path.exists(ack):
+        os.unlink(ack)
+    a = subprocess.Popen(mpi(2, "--dir", d, "--steps", "2", "--ack", ack, "--hold-ms", "3000"),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        check(wait_for_ack(ack), "job A never committed")
+        rc, out = run(mpi(2, "--dir", d, "--steps", "1"), timeout=60)
+        check(rc == 4 and "in use" in out and ".lock" in out, "job B: rc %s: %s" % (rc, out[-1500:]))
+        out_a, _ = a.communicate(timeout=60)
+        check(a.returncode == 0, "job A failed: " + out_a[-1500:])
+    finally:
+        kill_session(a)
+    rc, out = app_check(d)
+    check(rc == 0 and "check: ok step 2" in out, out[-800:])
+
+
+@case
+def lock_of_a_killed_job_is_taken_over():
+    """The lock of a job killed with SIGKILL does not block the next job: it starts and restarts."""
+    d = fresh("stale_lock")
+    ack = os.path.join(ARGS.dir, "stale_lock.ack")
+    if os.path.exists(ack):
+        os.unlink(ack)
+    a = subprocess.Popen(mpi(2, "--dir", d, "--steps", "1", "--ack", ack, "--hold-ms", "60000"),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        check(wait_for_ack(ack), "job A never committed")
+    finally:
+        kill_session(a)
+        a.communicate()
+    check(os.path.exists(os.path.join(d, ".lock")), "no lock file left to take over")
+    rc, out = app_check(d)
+    check(rc == 0 and "check: ok step 1" in out, out[-800:])
+
+
+# ---- disk full on a real small file system ---------------------------------------------------------
+
+@case
+def disk_full_on_tmpfs():
+    """ENOSPC on a real 1 MiB tmpfs: the checkpoint that does not fit fails with io_error naming the
+    cause on every rank, leaves no temporary directory, the committed one stays and restarts, and
+    the next checkpoint that fits commits. (Skipped with the reason where mount is refused.)"""
+    d = fresh("disk_full")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "SKIP: cannot mount a tmpfs here (%s)" % (r.stderr.strip() or r.returncode)
+    try:
+        make_checkpoints(d, steps=1)  # 4096 cells: 32 KiB
+        rc, out = run(mpi(2, "--dir", d, "--steps", "2", "--cells", "400000", "--keep", "5"), timeout=60)
+        check(rc != 0 and "io_error" in out and "space" in out.lower(), "big checkpoint: rc %s: %s" % (rc, out[-1500:]))
+        left = [n for n in os.listdir(d) if n.endswith(".tmp")]
+        check(not left, "temporary directories left behind: %s" % left)
+        rc, out = app_check(d)
+        check(rc == 0 and "check: ok step 1" in out, out[-800:])
+        make_checkpoints(d, steps=3)
+        rc, out = app_check(d)
+        check(rc == 0 and "check: ok step 3" in out, out[-800:])
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
+
+
+# ---- kills at every step of the commit protocol --------------------------------------------------
+
+def commit_ops(d, extra, env):
+    """The file-system operations rank 0 makes in a run, in order (killat's log)."""
+    log = os.path.join(ARGS.dir, "killat.log")
+    if os.path.exists(log):
+        os.unlink(log)
+    e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N="0", KILLAT_LOG=log, KILLAT_UNDER=d)
+    rc, out = run(mpi(2, "--dir", d, *extra), timeout=60, env=e)
+    check(rc == 0, "enumeration run failed: " + out[-1500:])
+    return [l.split(" ", 2) for l in open(log).read().splitlines()]
+
+
+def kill_sweep(name, extra, ops, first_step=1, stride=1):
+    """Kills rank 0 at each of its operations `ops` from the first_step-th on; after every kill the
+    newest checkpoint whose commit returned ok (or a newer one) must restore bit for bit."""
+    d = fresh(name)
+    env = {"KILLAT_OPS": ops, "KILLAT_RANK": "0"}
+    steps = commit_ops(d, extra, env)
+    check(len(steps) >= first_step, "only %d operations" % len(steps))
+    failures = []
+    trials = 0
+    for _ in range(ARGS.kill_trials):
+        for k in range(first_step, len(steps) + 1, stride):
+            d = fresh(name)
+            ack = d + ".ack"
+            if os.path.exists(ack):
+                os.unlink(ack)
+            e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N=str(k), KILLAT_UNDER=d)
+            rc, out = run(mpi(2, "--dir", d, "--ack", ack, *extra), timeout=60, env=e)
+            acked = [int(x) for x in open(ack).read().split()] if os.path.exists(ack) else []
+            rc, out = app_check(d)
+            trials += 1
+            what = "kill at %s #%d (%s)" % (steps[k - 1][1], k, os.path.basename(steps[k - 1][2]))
+            if acked and not (rc == 0 and int(out.split("check: ok step ")[1].split()[0]) >= acked[-1]
+                              if "check: ok step " in out else False):
+                failures.append("%s: step %d was committed but %s" % (what, acked[-1], out.strip()[-300:]))
+            elif not acked and rc not in (0, 3):
+                failures.append("%s: %s" % (what, out.strip()[-300:]))
+    print("  %s: %d kills over %d operations, %d lost or torn" % (name, trials, len(steps) - first_step + 1,
+                                                                    len(failures)))
+    check(not failures, "\n".join(failures[:10]))
+
+
+@store_case
+def kill_at_every_step_of_a_recommit():
+    """SIGKILL of rank 0 at every rename/unlink/rmdir/symlink of a run that commits step 1, then
+    re-commits step 1 (keep=1): the committed step 1 is never lost (ckpt.N -> ckpt.N.old ->
+    ckpt.N.tmp -> ckpt.N must not leave only .old and .tmp for the next start-up to delete)."""
+    if kills_skipped():
+        return kills_skipped()
+    kill_sweep("kill_recommit", ["--steps", "1", "--recommit", "--keep", "1"], "rename,unlink,rmdir,symlink")
+
+
+def kills_skipped():
+    if os.environ.get("ADVTEST_SKIP_KILLS"):
+        return "SKIP: ADVTEST_SKIP_KILLS is set (sanitizer runs: the LD_PRELOAD shim conflicts with TSan)"
+    return None
+
+
+@case
+def kill_at_every_step_of_commit_and_retention():
+    """SIGKILL of rank 0 at every rename/unlink/rmdir/symlink/fsync of three commits with keep=1
+    (retention deletes the older ones): no acknowledged checkpoint lost, none torn, and `ckpt verify`
+    of the root never fails on a half-deleted checkpoint."""
+    if kills_skipped():
+        return kills_skipped()
+    kill_sweep("kill_retention", ["--steps", "3", "--keep", "1"], "rename,unlink,rmdir,symlink,fsync,fdatasync",
+               stride=ARGS.stride)
+
+
+# ---- every ckpt subcommand on hostile directory contents ---------------------------------------------
+
+@case
+def cli_missing_paths_and_files_where_dirs_belong():
+    """ls/verify/diff/convert on a missing path or a plain file: exit 2 and a message naming it."""
+    d = fresh("cli_missing")
+    f = os.path.join(d, "plain")
+    open(f, "w").write("x")
+    for sub in (["ls"], ["verify"], ["diff", d], ["convert", "-o", os.path.join(d, "o.h5")]):
+        if sub[0] == "convert" and ARGS.hdf5 != "ON":
+            continue
+        for p in (os.path.join(d, "missing"), f):
+            args = sub[:1] + ([p] if sub[0] != "diff" else [p, d]) + sub[1:] if sub[0] != "diff" else ["diff", p, d]
+            rc, out = cli(*args)
+            check(rc == 2 and p in out, "ckpt %s: rc %s: %s" % (" ".join(args), rc, out[-500:]))
+
+
+@store_case
+def cli_fifo_index_does_not_hang():
+    """A FIFO named `index` in a checkpoint: ls/verify/diff never block; ls calls it incomplete,
+    verify of it exits 2 (store, issue 16 (d))."""
+    d = fresh("cli_fifo_index")
+    make_checkpoints(d)
+    os.mkdir(os.path.join(d, "ckpt.9"))
+    os.mkfifo(os.path.join(d, "ckpt.9", "index"))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0, out[-500:])
+    j = json.loads(out)
+    nine = [s for s in j["steps"] if s["step"] == 9]
+    check(nine and not nine[0]["complete"], "ckpt.9 listed as %s" % nine)
+    rc, out = cli("verify", os.path.join(d, "ckpt.9"))
+    check(rc == 2, "verify of the FIFO index: rc %s: %s" % (rc, out[-500:]))
+    rc, out = cli("diff", os.path.join(d, "ckpt.9"), os.path.join(d, "ckpt.2"))
+    check(rc == 2, "diff with the FIFO index: rc %s: %s" % (rc, out[-500:]))
+    rc, out = app_check(d)
+    check(rc == 0 and "check: ok step 2" in out, out[-800:])
+
+
+@store_case
+def cli_fifo_data_file_does_not_hang():
+    """A FIFO where a data file belongs: verify reports it (exit 1 or 2) without blocking; restart
+    falls back to the older checkpoint (store, issue 16 (d))."""
+    d = fresh("cli_fifo_data")
+    make_checkpoints(d)
+    c2 = os.path.join(d, "ckpt.2")
+    data = [n for n in os.listdir(c2) if n != "index"]
+    check(data, "no data file in ckpt.2")
+    for n in data:
+        os.unlink(os.path.join(c2, n))
+        os.mkfifo(os.path.join(c2, n))
+    rc, out = cli("verify", c2)
+    check(rc in (1, 2), "verify: rc %s: %s" % (rc, out[-500:]))
+    rc, out = cli("diff", c2, os.path.join(d, "ckpt.1"))
+    check(rc in (1, 2), "diff: rc %s: %s" % (rc, out[-500:]))
+    rc, out = app_check(d)
+    check(rc == 0 and "check: ok step 1" in out, out[-800:])
+
+
+@case
+def cli_directory_where_index_belongs():
+    """A directory named `index`: ls says incomplete, verify exits 2 with a message, nothing crashes."""
+    d = fresh("cli_dir_index")
+    make_checkpoints(d, steps=1)
+    os.makedirs(os.path.join(d, "ckpt.5", "index"))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and not [s for s in json.loads(out)["steps"] if s["step"] == 5 and s["complete"]], out[-500:])
+    rc, out = cli("verify", os.path.join(d, "ckpt.5"))
+    check(rc == 2 and "ckpt.5" in out, out[-500:])
+
+
+@case
+def cli_ls_latest_is_a_complete_checkpoint():
+    """`ckpt ls --json` reports as `latest` the newest complete checkpoint, not whatever the link
+    points to (here an incomplete newer directory, then a dangling link)."""
+    d = fresh("cli_latest")
+    make_checkpoints(d)
+    os.mkdir(os.path.join(d, "ckpt.8"))
+    os.unlink(os.path.join(d, "latest"))
+    os.symlink("ckpt.8", os.path.join(d, "latest"))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and json.loads(out)["latest"] == 2, "latest: %s" % out[-500:])
+    os.unlink(os.path.join(d, "latest"))
+    os.symlink("/nonexistent/ckpt.77", os.path.join(d, "latest"))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and json.loads(out)["latest"] == 2, "dangling latest: %s" % out[-500:])
+
+
+@case
+def cli_latest_link_to_outside_is_not_followed():
+    """A `latest` link pointing outside the root (to another job's checkpoint) is not used by ls,
+    verify or the runtime's restart: nothing escapes the checkpoint directory."""
+    d = fresh("cli_latest_out")
+    other = fresh("cli_latest_other")
+    make_checkpoints(other, steps=5)
+    make_checkpoints(d, steps=1)
+    os.unlink(os.path.join(d, "latest"))
+    os.symlink(os.path.join(other, "ckpt.5"), os.path.join(d, "latest"))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and json.loads(out)["latest"] == 1, out[-500:])
+    rc, out = cli("verify", d)
+    check(rc == 0 and "ckpt.5" not in out, out[-500:])
+    rc, out = app_check(d)
+    check(rc == 0 and "check: ok step 1" in out, out[-800:])
+
+
+@case
+def cli_junk_entries():
+    """Junk names (ckpt., ckpt.abc, ckpt.-3, a file named ckpt.4, a 25-digit step, a symlink named
+    ckpt.6 to /) are ignored or reported, never crash ls/verify, and verify of the root passes."""
+    d = fresh("cli_junk")
+    make_checkpoints(d, steps=1)
+    for n in ("ckpt.", "ckpt.abc", "ckpt.-3", "ckpt.9999999999999999999999999"):
+        os.mkdir(os.path.join(d, n))
+    open(os.path.join(d, "ckpt.4"), "w").write("junk")
+    os.symlink("/", os.path.join(d, "ckpt.6"))
+    rc, out = cli("ls", d)
+    check(rc == 0, out[-500:])
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and json.loads(out)["latest"] == 1, out[-500:])
+    rc, out = cli("verify", os.path.join(d, "ckpt.1"))
+    check(rc == 0, out[-500:])
+
+
+@store_case
+def cli_nineteen_digit_step():
+    """A checkpoint of step 10^18 + 1 (19 digits) is listed by ls and verified (store, issue 16 (b))."""
+    d = fresh("cli_19")
+    make_checkpoints(d, steps=1)
+    big = 10**18 + 1
+    shutil.copytree(os.path.join(d, "ckpt.1"), os.path.join(d, "ckpt.%d" % big))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and any(s["step"] == big for s in json.loads(out)["steps"]), out[-800:])
+
+
+@case
+def cli_convert_refuses_to_overwrite_a_checkpoint_file():
+    """`ckpt convert -o <a file inside a checkpoint> --force` is refused; the checkpoint still verifies."""
+    if ARGS.hdf5 != "ON":
+        return "SKIP: built without HDF5 (no convert)"
+    d = fresh("cli_convert_in")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    for target in (os.path.join(c1, "index"), os.path.join(c1, "new.h5"), os.path.join(d, "latest")):
+        rc, out = cli("convert", c1, "-o", target, "--force")
+        check(rc == 2 and "checkpoint" in out, "convert -o %s: rc %s: %s" % (target, rc, out[-500:]))
+    rc, out = cli("verify", c1)
+    check(rc == 0, out[-500:])
+
+
+@case
+def cli_convert_does_not_follow_a_planted_tmp_link():
+    """A symbolic link planted at `<out>.tmp` is not followed: its target is untouched."""
+    if ARGS.hdf5 != "ON":
+        return "SKIP: built without HDF5 (no convert)"
+    d = fresh("cli_convert_tmp")
+    make_checkpoints(d, steps=1)
+    victim = os.path.join(ARGS.dir, "cli_convert_victim")
+    open(victim, "w").write("precious")
+    out_file = os.path.join(ARGS.dir, "cli_convert_out.h5")
+    for p in (out_file, out_file + ".tmp"):
+        if os.path.lexists(p):
+            os.unlink(p)
+    os.symlink(victim, out_file + ".tmp")
+    rc, out = cli("convert", os.path.join(d, "ckpt.1"), "-o", out_file)
+    check(open(victim).read() == "precious", "the link's target was overwritten (rc %s: %s)" % (rc, out[-300:]))
+
+
+@case
+def cli_verify_transport_group_checkpoint():
+    """`ckpt verify` accepts what restart reads fine: a checkpoint written with transport groups
+    (posix + mpiio shared file) where some ranks have zero-length blocks."""
+    d = fresh("cli_groups")
+    rc, out = run(mpi(3, "--dir", d, "--steps", "1", "--groups"), timeout=60)
+    check(rc == 0, "groups run: " + out[-1500:])
+    rc, out = app_check(d, np=3, extra=["--groups"])
+    check(rc == 0, "restart: " + out[-500:])
+    rc, out = cli("verify", d)
+    check(rc == 0, "verify: rc %s: %s" % (rc, out[-1500:]))
+
+
+@case
+def cli_report_on_hostile_input():
+    """`ckpt report` on a missing directory or a checkpoint root (no trace) exits non-zero with a
+    message, without a traceback."""
+    d = fresh("cli_report")
+    for p in (os.path.join(d, "missing"), d):
+        rc, out = cli("report", p)
+        check(rc != 0 and "Traceback" not in out, "report %s: rc %s: %s" % (p, rc, out[-500:]))
+
+
+# ---- options from the environment ------------------------------------------------------------------
+
+@case
+def env_mpiio_hint_that_crashes_mpi_is_refused():
+    """CKPT_MPIIO_HINTS=cb_nodes=0 (SIGFPE inside ROMIO) or cb_nodes=-5 (SIGSEGV) with the mpiio
+    transport: the job exits with a clear invalid_argument naming the variable, no signal."""
+    d = fresh("env_hints")
+    for bad in ("cb_nodes=0", "cb_nodes=-5", "striping_unit=0"):
+        rc, out = run(mpi(2, "--dir", d, "--transport", "mpiio"), timeout=60, env={"CKPT_MPIIO_HINTS": bad})
+        check(not crashed(rc) and rc == 4 and "invalid_argument" in out and "CKPT_MPIIO_HINTS" in out,
+              "%s: rc %s: %s" % (bad, rc, out[-800:]))
+
+
+@case
+def env_unknown_or_bad_variables_are_named():
+    """An unknown CKPT_* variable or a bad value stops the job with invalid_argument naming it."""
+    d = fresh("env_bad")
+    for var, val in (("CKPT_KEPE", "2"), ("CKPT_KEEP", "0"), ("CKPT_CHUNK_BYTES", "1x"), ("CKPT_FSYNC", "maybe")):
+        rc, out = run(mpi(2, "--dir", d), timeout=60, env={var: val})
+        check(rc == 4 and "invalid_argument" in out and var in out, "%s=%s: rc %s: %s" % (var, val, rc, out[-800:]))
+
+
+@case
+def disk_full_on_tmpfs_mpiio():
+    """ENOSPC through the mpiio transport (one shared file, collective writes) on a 1 MiB tmpfs: a
+    clear io_error on every rank, no hang, the committed checkpoint restarts."""
+    d = fresh("disk_full_mpiio")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "SKIP: cannot mount a tmpfs here (%s)" % (r.stderr.strip() or r.returncode)
+    try:
+        make_checkpoints(d, steps=1, extra=("--transport", "mpiio"))
+        rc, out = run(mpi(2, "--dir", d, "--transport", "mpiio", "--steps", "2", "--cells", "400000"), timeout=90)
+        check(rc != 0 and "io_error" in out, "big checkpoint: rc %s: %s" % (rc, out[-1500:]))
+        rc, out = app_check(d)
+        check(rc == 0 and "check: ok step 1" in out, out[-800:])
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
+
+
+@case
+def cli_root_with_only_unfinished_checkpoints():
+    """A root holding only ckpt.N.tmp / ckpt.N.old leftovers: ls exits 0 with no complete checkpoint
+    and latest null; verify of the root does not pass (exit 1 or 2) and names the leftover."""
+    d = fresh("cli_only_tmp")
+    os.makedirs(os.path.join(d, "ckpt.5.tmp"))
+    os.makedirs(os.path.join(d, "ckpt.4.old"))
+    rc, out = cli("ls", "--json", d)
+    check(rc == 0 and json.loads(out)["latest"] is None, out[-500:])
+    rc, out = cli("verify", d)
+    check(rc in (1, 2) and "ckpt.5.tmp" in out, "verify: rc %s: %s" % (rc, out[-500:]))
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpiexec", required=True)
+    ap.add_argument("--app", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--killat", required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--hdf5", default="OFF")
+    ap.add_argument("--only", default="")
+    ap.add_argument("--kill-trials", type=int, default=1)
+    ap.add_argument("--stride", type=int, default=4, help="kill_retention: every stride-th operation (1: all)")
+    ap.add_argument("--store-cases", action="store_true", help="also the cases of the store module (issue 16)")
+    ARGS = ap.parse_args()
+    os.makedirs(ARGS.dir, exist_ok=True)
+    failed = ran = 0
+    for fn in CASES:
+        if (ARGS.only and ARGS.only not in fn.__name__) or (fn.__name__ in STORE_CASES and not ARGS.store_cases):
+            continue
+        t0 = time.time()
+        ran += 1
+        try:
+            note = fn()
+            state = note if note else "ok"
+        except Fail as e:
+            state = "FAIL: %s" % e
+            failed += 1
+        except Exception as e:  # a bug of the case itself is a failure too
+            state = "FAIL (%s): %s" % (type(e).__name__, e)
+            failed += 1
+        print("%-52s %5.1fs  %s" % (fn.__name__, time.time() - t0, state))
+        print("    promise: " + " ".join(fn.__doc__.split()))
+        sys.stdout.flush()
+    print("%d cases run, %d failed" % (ran, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+// The adversarial suite, store part (issue 14 cases fixed in the store module of issue 16): a FIFO
+// in a checkpoint, 19-digit steps, retention that counts only complete checkpoints. Run at 4 ranks;
+// see test_api.cpp for the conventions and docs/reliability.md for the table.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "adv_util.hpp"
+
+namespace ckpt::adv {
+namespace {
+
+// Promise (store, issue 16 (d)): a FIFO named `index` or `data.N` in a checkpoint never blocks
+// latest() or restart(): they skip or fall back past it.
+TEST_F(Adversarial, FifoIndexOrDataFileDoesNotHang) {
+  const std::string dir = scratch_dir();
+  Options o = opts(dir);
+  o.keep = 5;
+  Runtime rt(MPI_COMM_WORLD, o);
+  double x = 1;
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  x = 2;
+  ASSERT_TRUE(rt.checkpoint(2).wait().ok());
+  if (world_rank() == 0) {
+    ::mkdir((dir + "/ckpt.5").c_str(), 0755);
+    ::mkfifo((dir + "/ckpt.5/index").c_str(), 0644);
+    // ckpt.2 keeps its index, its data files become FIFOs.
+    auto bytes = detail::read_file(dir + "/ckpt.2/index", 1u << 30);
+    ASSERT_TRUE(bytes.ok());
+    auto idx = detail::decode_index(bytes->data(), bytes->size());
+    ASSERT_TRUE(idx.ok());
+    for (auto& f : idx->files) {
+      ::unlink((dir + "/ckpt.2/" + f.name).c_str());
+      ::mkfifo((dir + "/ckpt.2/" + f.name).c_str(), 0644);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_NE(rt.latest().value_or(-1), 5);
+  x = 0;
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 1);
+  EXPECT_EQ(x, 1);
+}
+
+// Promise (store, issue 16 (b)): a step of 19 digits (>= 10^18) is either refused at checkpoint() or
+// seen by latest() and restart() - never committed "ok" and then invisible.
+TEST_F(Adversarial, NineteenDigitStepIsVisible) {
+  const std::string dir = scratch_dir();
+  Runtime rt(MPI_COMM_WORLD, opts(dir));
+  double x = 1;
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  ASSERT_TRUE(rt.checkpoint(7).wait().ok());
+  for (std::int64_t step : {std::int64_t{1000000000000000001}, std::numeric_limits<std::int64_t>::max()}) {
+    x = static_cast<double>(step % 1000);
+    Status s = rt.checkpoint(step).wait();
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+      continue;
+    }
+    EXPECT_EQ(rt.latest().value_or(-1), step);
+    x = -1;
+    auto r = rt.restart();
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r.value(), step);
+    EXPECT_EQ(x, static_cast<double>(step % 1000));
+  }
+}
+
+// Promise (store, issue 16 (c)): retention counts only complete checkpoints: an incomplete ckpt.100
+// (no index) does not push committed ones out, and keep=2 leaves the two newest complete ones.
+TEST_F(Adversarial, RetentionCountsOnlyCompleteCheckpoints) {
+  const std::string dir = scratch_dir();
+  if (world_rank() == 0) ::mkdir((dir + "/ckpt.100").c_str(), 0755);
+  MPI_Barrier(MPI_COMM_WORLD);
+  Options o = opts(dir);
+  o.keep = 2;
+  Runtime rt(MPI_COMM_WORLD, o);
+  double x = 0;
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  for (int s = 1; s <= 3; ++s) {
+    x = s;
+    ASSERT_TRUE(rt.checkpoint(s).wait().ok());
+  }
+  if (world_rank() == 0) {
+    EXPECT_TRUE(exists(dir + "/ckpt.3/index"));
+    EXPECT_TRUE(exists(dir + "/ckpt.2/index"));
+    EXPECT_FALSE(exists(dir + "/ckpt.1"));
+  }
+  EXPECT_EQ(rt.latest().value_or(-1), 3);
+}
+
+// Promise (store, issue 16 (a)): a run that died between ckpt.N -> ckpt.N.old and ckpt.N.tmp ->
+// ckpt.N (re-commit of step N) left only ckpt.N.old and ckpt.N.tmp: the next start-up recovers step
+// N from ckpt.N.old instead of deleting it as stale.
+TEST_F(Adversarial, StartUpRecoversAnOldLeftByADeadRecommit) {
+  const std::string dir = scratch_dir();
+  {
+    Options o = opts(dir);
+    o.keep = 1;
+    Runtime rt(MPI_COMM_WORLD, o);
+    double x = 3;
+    ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+    ASSERT_TRUE(rt.checkpoint(3).wait().ok());
+  }
+  if (world_rank() == 0) {
+    ASSERT_EQ(::rename((dir + "/ckpt.3").c_str(), (dir + "/ckpt.3.old").c_str()), 0);
+    ::mkdir((dir + "/ckpt.3.tmp").c_str(), 0755);  // the re-commit's, never finished
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Options o = opts(dir);
+  o.keep = 1;
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  double x = 0;
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  EXPECT_EQ(rt.latest().value_or(-1), 3);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(x, 3);
+}
+
+}  // namespace
+}  // namespace ckpt::adv
