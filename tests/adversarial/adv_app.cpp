@@ -20,15 +20,11 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "splitmix.hpp"
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using ckpt::test::mix;
 
 struct Args {
   std::string dir, transport = "posix", ack, mode = "run";
@@ -36,7 +32,8 @@ struct Args {
   std::uint64_t cells = 4096;
   int keep = 2, flush_delay = 0, hold_ms = 0;
   bool recommit = false;
-  bool groups = false;  ///< "walkers/*" through mpiio (a transport group); rank 1 holds none of them
+  bool groups = false;   ///< "walkers/*" through mpiio (a transport group); rank 1 holds none of them
+  bool collide = false;  ///< also "field/x": a name that is a group in an HDF5 export of "field"
 };
 
 struct State {
@@ -86,6 +83,7 @@ void protect(ckpt::Runtime& rt, State& st, const Args& a) {
   if (a.groups)
     rt.protect("walkers/pos", st.walkers.data(), ckpt::DType::f64, ckpt::Block{{st.wglobal}, {st.wlo}, {st.wn}});
   rt.protect_scalar("step", &st.step);
+  if (a.collide) rt.protect_scalar("field/x", &st.step);
 }
 
 int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
@@ -158,6 +156,8 @@ int main(int argc, char** argv) {
       a.recommit = true;
     else if (k == "--groups")
       a.groups = true;
+    else if (k == "--collide")
+      a.collide = true;
     else if (k == "--flush-delay")
       a.flush_delay = std::atoi(next().c_str());
     else if (k == "--hold-ms")

@@ -13,13 +13,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/format.hpp"
 #include "test_util.hpp"
 
 namespace ckpt::adv {
@@ -102,6 +104,16 @@ inline bool exists(const std::string& p) {
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f << text;
+}
+
+/// Protects the scalar "x" and commits each of `steps` with x = step (use in ASSERT_NO_FATAL_FAILURE).
+inline void commit_steps(Runtime& rt, double& x, std::initializer_list<std::int64_t> steps) {
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  for (std::int64_t s : steps) {
+    x = static_cast<double>(s);
+    Status st = rt.checkpoint(s).wait();
+    ASSERT_TRUE(st.ok()) << "checkpoint " << s << ": " << st.to_string();
+  }
 }
 
 /// Flips one byte in the middle of the first non-empty block of `ckpt_dir` (rank 0 only).

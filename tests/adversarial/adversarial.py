@@ -154,18 +154,26 @@ def wait_for_ack(ack, timeout=60):
     return False
 
 
+def start_holder(d, steps, hold_ms):
+    """Job A: commits `steps` steps on d, then holds the directory for hold_ms; returns once it committed."""
+    ack = d + ".ack"
+    if os.path.exists(ack):
+        os.unlink(ack)
+    a = subprocess.Popen(mpi(2, "--dir", d, "--steps", str(steps), "--ack", ack, "--hold-ms", str(hold_ms)),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    if not wait_for_ack(ack):
+        kill_session(a)
+        raise Fail("job A never committed: " + a.communicate()[0][-1500:])
+    return a
+
+
 @case
 def two_jobs_one_directory():
     """A second job on a directory a live job uses fails at once with a clear error (in use, the lock
     file), deletes nothing of the first job, whose checkpoints all commit and restart."""
     d = fresh("two_jobs")
-    ack = os.path.join(ARGS.dir, "two_jobs.ack")
-    if os.path.exists(ack):
-        os.unlink(ack)
-    a = subprocess.Popen(mpi(2, "--dir", d, "--steps", "2", "--ack", ack, "--hold-ms", "3000"),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    a = start_holder(d, steps=2, hold_ms=3000)
     try:
-        check(wait_for_ack(ack), "job A never committed")
         rc, out = run(mpi(2, "--dir", d, "--steps", "1"), timeout=60)
         check(rc == 4 and "in use" in out and ".lock" in out, "job B: rc %s: %s" % (rc, out[-1500:]))
         out_a, _ = a.communicate(timeout=60)
@@ -180,16 +188,9 @@ def two_jobs_one_directory():
 def lock_of_a_killed_job_is_taken_over():
     """The lock of a job killed with SIGKILL does not block the next job: it starts and restarts."""
     d = fresh("stale_lock")
-    ack = os.path.join(ARGS.dir, "stale_lock.ack")
-    if os.path.exists(ack):
-        os.unlink(ack)
-    a = subprocess.Popen(mpi(2, "--dir", d, "--steps", "1", "--ack", ack, "--hold-ms", "60000"),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        check(wait_for_ack(ack), "job A never committed")
-    finally:
-        kill_session(a)
-        a.communicate()
+    a = start_holder(d, steps=1, hold_ms=60000)
+    kill_session(a)
+    a.communicate()
     check(os.path.exists(os.path.join(d, ".lock")), "no lock file left to take over")
     rc, out = app_check(d)
     check(rc == 0 and "check: ok step 1" in out, out[-800:])
@@ -197,15 +198,21 @@ def lock_of_a_killed_job_is_taken_over():
 
 # ---- disk full on a real small file system ---------------------------------------------------------
 
+def mount_tmpfs(d):
+    """Mounts a 1 MiB tmpfs on d; returns None, or the SKIP line saying why mount was refused."""
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d], capture_output=True, text=True)
+    return None if r.returncode == 0 else "SKIP: cannot mount a tmpfs here (%s)" % (r.stderr.strip() or r.returncode)
+
+
 @case
 def disk_full_on_tmpfs():
     """ENOSPC on a real 1 MiB tmpfs: the checkpoint that does not fit fails with io_error naming the
     cause on every rank, leaves no temporary directory, the committed one stays and restarts, and
     the next checkpoint that fits commits. (Skipped with the reason where mount is refused.)"""
     d = fresh("disk_full")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d], capture_output=True, text=True)
-    if r.returncode != 0:
-        return "SKIP: cannot mount a tmpfs here (%s)" % (r.stderr.strip() or r.returncode)
+    refused = mount_tmpfs(d)
+    if refused:
+        return refused
     try:
         make_checkpoints(d, steps=1)  # 4096 cells: 32 KiB
         rc, out = run(mpi(2, "--dir", d, "--steps", "2", "--cells", "400000", "--keep", "5"), timeout=60)
@@ -482,6 +489,22 @@ def cli_report_on_hostile_input():
         check(rc != 0 and "Traceback" not in out, "report %s: rc %s: %s" % (p, rc, out[-500:]))
 
 
+@case
+def cli_convert_names_that_collide_in_hdf5():
+    """Variables `field` and `field/x` (a dataset and a group of the same name in HDF5): convert exits
+    2 naming the variable, leaves no output or temporary file, does not crash."""
+    if ARGS.hdf5 != "ON":
+        return "SKIP: built without HDF5 (no convert)"
+    d = fresh("cli_convert_collide")
+    make_checkpoints(d, steps=1, extra=("--collide",))
+    out_file = os.path.join(d + ".h5")
+    if os.path.exists(out_file):
+        os.unlink(out_file)
+    rc, out = cli("convert", os.path.join(d, "ckpt.1"), "-o", out_file)
+    left = [n for n in os.listdir(os.path.dirname(out_file)) if n.startswith(os.path.basename(out_file))]
+    check(rc == 2 and "field" in out and not left, "rc %s, left %s: %s" % (rc, left, out[-800:]))
+
+
 # ---- options from the environment ------------------------------------------------------------------
 
 @case
@@ -509,9 +532,9 @@ def disk_full_on_tmpfs_mpiio():
     """ENOSPC through the mpiio transport (one shared file, collective writes) on a 1 MiB tmpfs: a
     clear io_error on every rank, no hang, the committed checkpoint restarts."""
     d = fresh("disk_full_mpiio")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", d], capture_output=True, text=True)
-    if r.returncode != 0:
-        return "SKIP: cannot mount a tmpfs here (%s)" % (r.stderr.strip() or r.returncode)
+    refused = mount_tmpfs(d)
+    if refused:
+        return refused
     try:
         make_checkpoints(d, steps=1, extra=("--transport", "mpiio"))
         rc, out = run(mpi(2, "--dir", d, "--transport", "mpiio", "--steps", "2", "--cells", "400000"), timeout=90)

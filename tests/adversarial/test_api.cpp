@@ -352,9 +352,8 @@ TEST_F(Adversarial, JunkEntriesAreIgnoredAndLeftAlone) {
 TEST_F(Adversarial, DirectoryWhereTheIndexBelongs) {
   const std::string dir = scratch_dir();
   Runtime rt(MPI_COMM_WORLD, opts(dir));
-  double x = 1;
-  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  double x = 0;
+  ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {1}));
   if (world_rank() == 0) {
     ::mkdir((dir + "/ckpt.9").c_str(), 0755);
     ::mkdir((dir + "/ckpt.9/index").c_str(), 0755);
@@ -398,9 +397,8 @@ TEST_F(Adversarial, EmptyRegistryCheckpointsAndRestarts) {
 // Promise: restart(step) of a step that does not exist is not_found naming the step, on every rank.
 TEST_F(Adversarial, RestartOfAMissingStepIsNotFound) {
   Runtime rt(MPI_COMM_WORLD, opts(scratch_dir()));
-  double x = 1;
-  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  double x = 0;
+  ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {1}));
   for (std::int64_t step : {std::int64_t{42}, std::int64_t{-1}}) {
     Status s = rt.restart(step);
     EXPECT_EQ(s.code(), Code::not_found) << s.to_string();
@@ -485,9 +483,8 @@ TEST_F(Adversarial, FailedRuntimeReturnsItsErrorEverywhere) {
 TEST_F(Adversarial, IndexOfAnotherStepIsSkipped) {
   const std::string dir = scratch_dir();
   Runtime rt(MPI_COMM_WORLD, opts(dir));
-  double x = 1;
-  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  double x = 0;
+  ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {1}));
   if (world_rank() == 0) {
     ::mkdir((dir + "/ckpt.9").c_str(), 0755);
     for (const char* f : {"index", "data.0", "data.1", "data.2", "data.3"}) {
@@ -509,11 +506,8 @@ TEST_F(Adversarial, TruncatedIndexIsSkipped) {
   Options o = opts(dir);
   o.keep = 3;
   Runtime rt(MPI_COMM_WORLD, o);
-  double x = 1;
-  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
-  x = 2;
-  ASSERT_TRUE(rt.checkpoint(2).wait().ok());
+  double x = 0;
+  ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {1, 2}));
   if (world_rank() == 0) ASSERT_EQ(::truncate((dir + "/ckpt.2/index").c_str(), 10), 0);
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(rt.latest().value_or(-1), 1);

@@ -20,11 +20,8 @@ TEST_F(Adversarial, FifoIndexOrDataFileDoesNotHang) {
   Options o = opts(dir);
   o.keep = 5;
   Runtime rt(MPI_COMM_WORLD, o);
-  double x = 1;
-  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
-  x = 2;
-  ASSERT_TRUE(rt.checkpoint(2).wait().ok());
+  double x = 0;
+  ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {1, 2}));
   if (world_rank() == 0) {
     ::mkdir((dir + "/ckpt.5").c_str(), 0755);
     ::mkfifo((dir + "/ckpt.5/index").c_str(), 0644);
@@ -81,11 +78,7 @@ TEST_F(Adversarial, RetentionCountsOnlyCompleteCheckpoints) {
   o.keep = 2;
   Runtime rt(MPI_COMM_WORLD, o);
   double x = 0;
-  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
-  for (int s = 1; s <= 3; ++s) {
-    x = s;
-    ASSERT_TRUE(rt.checkpoint(s).wait().ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {1, 2, 3}));
   if (world_rank() == 0) {
     EXPECT_TRUE(exists(dir + "/ckpt.3/index"));
     EXPECT_TRUE(exists(dir + "/ckpt.2/index"));

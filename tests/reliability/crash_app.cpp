@@ -17,15 +17,11 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "splitmix.hpp"
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using ckpt::test::mix;
 
 struct State {
   std::uint64_t global = 0, lo = 0, n = 0;
