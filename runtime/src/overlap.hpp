@@ -2,8 +2,8 @@
 #ifndef CKPT_RUNTIME_OVERLAP_HPP
 #define CKPT_RUNTIME_OVERLAP_HPP
 
-#include "ckpt/status.hpp"
 #include "base/format.hpp"
+#include "ckpt/status.hpp"
 
 namespace ckpt::detail {
 
