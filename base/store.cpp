@@ -110,11 +110,19 @@ std::string BlockReader::where(const BlockRecord& b) const {
 }
 
 Status BlockReader::stream(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn) {
+  return stream(
+      b, buf_bytes, [buf]() -> Result<std::uint8_t*> { return buf; }, fn);
+}
+
+Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const BufferFn& next, const PieceFn& fn) {
   if (buf_bytes == 0) return Status(Code::internal, "BlockReader::stream without a buffer");
   Hasher h;
   const std::string& file = m_idx.files[b.file].name;
   for (std::uint64_t p0 = 0; p0 < b.length;) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.length - p0, buf_bytes));
+    auto buf_or = next();
+    if (!buf_or.ok()) return buf_or.status();
+    std::uint8_t* buf = buf_or.value();
     Status s = m_files.read(file, b.offset + p0, buf, n);
     if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
     h.update(buf, n);

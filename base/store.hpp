@@ -73,6 +73,11 @@ class BlockReader {
   /// the XXH3 of the payload with the index: a mismatch is `corrupt` "checksum mismatch in <where>".
   /// Read errors name the block too. Pieces hold whole elements when `buf_bytes` is a multiple of 16.
   Status stream(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn);
+  /// Where the next piece is read into (`buf_bytes` bytes); may block until a buffer is free again.
+  using BufferFn = std::function<Result<std::uint8_t*>()>;
+  /// As above, reading each piece into the buffer `next` hands out (the restart alternates two bounce
+  /// buffers so that reading a piece overlaps the device copies of the previous one).
+  Status stream(const BlockRecord& b, std::size_t buf_bytes, const BufferFn& next, const PieceFn& fn);
   /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
   Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
   /// "variable 'x', block of rank 3 (<dir>/<file> at offset N, L bytes)": how messages name a block.

@@ -6,7 +6,12 @@
 ///     process with the call, file and line -- no later CUDA call can succeed, and carrying on would
 ///     write garbage into a checkpoint;
 ///   - any other error becomes a ckpt::Status naming the call, file and line (Code::unavailable when
-///     there is no usable device or driver, Code::io_error otherwise), which the caller returns.
+///     there is no GPU to use at all -- no driver, a stub driver, no device -- and Code::io_error
+///     otherwise, so that a GPU that is there but fails is never mistaken for "no GPU"), which the
+///     caller returns.
+/// The application's pending error (cudaGetLastError) is left alone: an error of ckpt's own call is
+/// cleared from the thread's last-error slot only when nothing was pending before the call.
+/// Vendor calls stay behind this one macro (and cuda_device.cu), so a HIP build can map them.
 #ifndef CKPT_GPU_CUDA_CHECK_HPP
 #define CKPT_GPU_CUDA_CHECK_HPP
 
@@ -34,7 +39,8 @@ inline bool cuda_error_is_sticky(cudaError_t e) noexcept {
     case cudaErrorAssert:
     case cudaErrorECCUncorrectable:
     case cudaErrorExternalDevice:
-#if CUDART_VERSION >= 12080  // added during CUDA 12
+    case cudaErrorMpsClientTerminated:  // the MPS server ended this client: the context is gone
+#if CUDART_VERSION >= 12080             // added during CUDA 12
     case cudaErrorContained:
     case cudaErrorTensorMemoryLeak:
 #endif
@@ -43,23 +49,20 @@ inline bool cuda_error_is_sticky(cudaError_t e) noexcept {
   }
 }
 
-/// Errors that mean "there is no usable GPU here" rather than "this operation failed".
+/// Errors that mean "there is no GPU to use here" (not "the GPU failed"): the only ones under which
+/// ckpt may fall back to the host device.
 inline bool cuda_error_is_unavailable(cudaError_t e) noexcept {
   switch (e) {
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorInitializationError:
-    case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-    case cudaErrorNotSupported:
-    case cudaErrorInvalidDevice: return true;
+    case cudaErrorStubLibrary: return true;
     default: return false;
   }
 }
 
-/// Target of CKPT_IMPL_CUDA_CHECK; see the file comment.
-inline Status cuda_check(cudaError_t e, const char* call, const char* file, int line) {
+/// Target of CKPT_IMPL_CUDA_CHECK; see the file comment. `pending` is the thread's last error before
+/// the call.
+inline Status cuda_check(cudaError_t e, cudaError_t pending, const char* call, const char* file, int line) {
   if (e == cudaSuccess) return Status::OK();
   const std::string what = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
                            cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
@@ -68,13 +71,20 @@ inline Status cuda_check(cudaError_t e, const char* call, const char* file, int 
     std::fflush(stderr);
     std::abort();
   }
-  (void)cudaGetLastError();  // a non-sticky error must not resurface from an unrelated later call
+  // Ours, not the application's: it must not surface in the application's next cudaGetLastError().
+  if (pending == cudaSuccess) (void)cudaGetLastError();
   return Status(cuda_error_is_unavailable(e) ? Code::unavailable : Code::io_error, what);
 }
 
 }  // namespace ckpt::detail
 
 /// Evaluates the CUDA runtime call `call` once and yields a ckpt::Status (aborts on a sticky error).
-#define CKPT_IMPL_CUDA_CHECK(call) ::ckpt::detail::cuda_check((call), #call, __FILE__, __LINE__)
+/// The lambda fixes the order: the pending error is read before the call.
+#define CKPT_IMPL_CUDA_CHECK(call)                                                        \
+  ([&]() -> ::ckpt::Status {                                                              \
+    const cudaError_t ckpt_pending_ = cudaPeekAtLastError();                              \
+    const cudaError_t ckpt_e_ = (call);                                                   \
+    return ::ckpt::detail::cuda_check(ckpt_e_, ckpt_pending_, #call, __FILE__, __LINE__); \
+  }())
 
 #endif  // CKPT_GPU_CUDA_CHECK_HPP

@@ -1,16 +1,27 @@
 // The CUDA device: stream-ordered capture of device memory into pinned staging chunks, restart into
-// device memory, optional device-side double buffering. The only file of ckpt that includes
-// cuda_runtime.h. How the streams and events fit together is in docs/gpu.md.
+// device memory, optional device-side double buffering. With cuda_check.hpp the only file of ckpt that
+// includes cuda_runtime.h. How the streams and events fit together is in docs/gpu.md; the decisions
+// that need no GPU (stream checks, spare placement and sizing, row batching) are in plan.hpp.
 //
 // Streams and events owned by one CudaDevice (all on device m_dev):
 //   m_copy     non-blocking stream for every D2H (capture) and H2D (restart) copy
-//   m_d2d      non-blocking stream for the D2D copies into the spare buffer (double buffering only)
-//   m_start    recorded on the application's stream at capture_begin; m_copy (and m_d2d) wait on it
-//   fences     one pooled event per staged chunk, recorded on m_copy; the flush thread waits on them
+//   m_d2d      non-blocking stream for the D2D copies into the spare buffer and the D2H copies of what
+//              did not fit it (double buffering only): the application waits for this stream only
+//   m_start    recorded on the application's stream at the first device copy of a capture; m_copy
+//              (and m_d2d) wait on it
+//   fences     one pooled event per staged chunk (blocking sync: the waiting thread sleeps), recorded
+//              on m_copy; the flush thread waits on them
 //   m_captured recorded at capture_end after the copies that read application memory; the
 //              application's stream waits on it, so later kernels cannot overwrite data being copied
-//   m_spare_free  recorded on m_copy after the D2H copies out of the spare; the next capture's D2D
-//              copies wait on it before reusing the spare
+//   m_spare_free  recorded on m_copy after the D2H copies out of the spare; the next capture's first
+//              D2D copy into the spare waits on it
+//   m_restore_after / m_restored  restart: recorded on the application's stream / on m_copy after the
+//              H2D copies
+//
+// Threads: the application thread makes the device (its current device is m_dev) and calls everything
+// but wait(); capture_begin/restore_begin check that its current device is still m_dev. ckpt's own
+// threads call bind_thread() once (cudaSetDevice(m_dev), never undone) before wait(): nothing here ever
+// "restores" a device on a thread that had none, which would create a context on GPU 0.
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
 #include <sys/mman.h>
@@ -31,28 +42,26 @@
 namespace ckpt::detail {
 namespace {
 
-constexpr std::size_t kSpareAlign = 256;  // cudaMalloc alignment: keeps D2D copies on fast paths
-
-std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+/// Fence events: no timing (cheaper), blocking sync (cudaEventSynchronize sleeps instead of spinning a
+/// core per rank for the whole D2H).
+constexpr unsigned kFenceEventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
 
 bool is_host_kind(MemoryKind k) { return k == MemoryKind::host || k == MemoryKind::host_pinned; }
 
-/// Makes `dev` the calling thread's current device for a scope and restores the caller's afterwards,
-/// so ckpt never changes the application's current device (and a flush thread that never touched CUDA
-/// gets the right one).
-class CurrentDevice {
+/// The application thread's current device, switched to `dev` for a scope and switched back. Only for
+/// calls that may come at any time on an application thread (allocation, teardown); that thread has a
+/// current device of its own, so switching back creates nothing.
+class AppThreadDevice {
  public:
-  explicit CurrentDevice(int dev) : m_dev(dev) {
+  explicit AppThreadDevice(int dev) : m_dev(dev) {
     m_status = CKPT_IMPL_CUDA_CHECK(cudaGetDevice(&m_prev));
     if (m_status.ok() && m_prev != m_dev) m_status = CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_dev));
   }
-  ~CurrentDevice() {
-    // Restoring can only fail if the application's device vanished; nobody to tell, the next CUDA
-    // call of the application reports it.
+  ~AppThreadDevice() {
     if (m_status.ok() && m_prev != m_dev) (void)CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_prev));
   }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
+  AppThreadDevice(const AppThreadDevice&) = delete;
+  AppThreadDevice& operator=(const AppThreadDevice&) = delete;
   const Status& status() const { return m_status; }
 
  private:
@@ -61,29 +70,67 @@ class CurrentDevice {
   Status m_status;
 };
 
+/// check_app_stream's questions, answered by the CUDA runtime.
+class CudaStreamProbe final : public StreamProbe {
+ public:
+  Result<int> current_device() override {
+    int d = -1;
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaGetDevice(&d)));
+    return d;
+  }
+  bool is_default_stream(void* stream) const override {
+    auto s = static_cast<cudaStream_t>(stream);
+    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+  }
+  Result<int> stream_device(void* stream) override {
+    int d = -1;
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &d)));
+    return d;
+  }
+  Result<bool> is_capturing(void* stream) override {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    const cudaError_t pending = cudaPeekAtLastError();
+    const cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &st);
+    // The legacy stream while a blocking stream captures: using it would join that capture.
+    if (e == cudaErrorStreamCaptureImplicit) {
+      if (pending == cudaSuccess) (void)cudaGetLastError();
+      return true;
+    }
+    CKPT_RETURN_IF_ERROR(cuda_check(e, pending, "cudaStreamIsCapturing", __FILE__, __LINE__));
+    return st != cudaStreamCaptureStatusNone;
+  }
+};
+
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int dev, const CudaDeviceConfig& config) : m_dev(dev), m_config(config) {}
+  CudaDevice(int dev, const CudaDeviceConfig& config) : m_dev(dev), m_config(config), m_sizer(config.spare_bytes) {}
 
+  /// On the thread that makes the device, whose current device is m_dev.
   Status init() {
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_copy, cudaStreamNonBlocking)));
     nvtxNameCudaStreamA(m_copy, "ckpt copy (D2H/H2D)");
-    for (cudaEvent_t* e : {&m_start, &m_captured, &m_captured_direct, &m_spare_free, &m_d2d_done, &m_restore_after})
+    for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after, &m_restored})
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming)));
     using DB = CudaDeviceConfig::DoubleBuffer;
+    if (m_config.double_buffer == DB::on && m_config.spare_bytes == 0)
+      return Status(Code::invalid_argument, "double buffering 'on' needs a spare buffer size (gpu_spare_bytes > 0)");
     if (m_config.double_buffer == DB::automatic) {
       int pools = 0;
       CKPT_RETURN_IF_ERROR(
           CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, m_dev)));
-      if (pools == 0) m_config.double_buffer = DB::off;  // growing needs cudaMallocAsync; stay direct
+      if (pools == 0) {
+        m_config.double_buffer = DB::off;  // resizing needs cudaMallocAsync; stay direct (docs/gpu.md)
+      } else if (m_config.spare_bytes == 0) {
+        std::size_t free_b = 0, total_b = 0;  // only the total is used: it does not change
+        CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b)));
+        m_sizer = SpareSizer(total_b / 16);
+      }
     }
     if (m_config.double_buffer != DB::off) {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_d2d, cudaStreamNonBlocking)));
       nvtxNameCudaStreamA(m_d2d, "ckpt D2D (double buffer)");
     }
-    if (m_config.double_buffer == DB::on && m_config.spare_bytes > 0) {
+    if (m_config.double_buffer == DB::on) {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMalloc(&m_spare, m_config.spare_bytes))
                                .with_context("spare device buffer for double buffering"));
       m_spare_bytes = m_config.spare_bytes;
@@ -92,15 +139,17 @@ class CudaDevice final : public Device {
   }
 
   ~CudaDevice() override {
-    CurrentDevice cur(m_dev);
+    AppThreadDevice cur(m_dev);
     if (!cur.status().ok()) return;
-    // Copies may still be in flight after an abandoned capture: let them land before freeing.
+    // Copies may still be in flight after an abandoned capture: both streams drain before anything
+    // they use is freed.
+    if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_d2d));
+    if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
     free_spare(m_copy);
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
-    if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_d2d));
     for (auto& p : m_pending) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(p.second));
     for (cudaEvent_t e : m_free_events) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(e));
-    for (cudaEvent_t e : {m_start, m_captured, m_captured_direct, m_spare_free, m_d2d_done, m_restore_after})
+    for (cudaEvent_t e : {m_start, m_captured, m_spare_free, m_d2d_done, m_restore_after, m_restored})
       if (e != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(e));
     if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_d2d));
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_copy));
@@ -108,76 +157,81 @@ class CudaDevice final : public Device {
 
   const char* name() const override { return "cuda"; }
 
-  MemoryKind classify(const void* ptr) const override {
-    CurrentDevice cur(m_dev);
+  Result<MemoryKind> classify(const void* ptr) const override {
     cudaPointerAttributes a{};
-    // CUDA >= 11 answers cudaMemoryTypeUnregistered for plain host memory; an error (e.g. a pointer
-    // CUDA has never seen on an old driver) also means pageable host memory.
-    if (!cur.status().ok() || !CKPT_IMPL_CUDA_CHECK(cudaPointerGetAttributes(&a, ptr)).ok()) return MemoryKind::host;
+    const cudaError_t pending = cudaPeekAtLastError();
+    const cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+    if (e == cudaErrorInvalidValue) {  // a pointer CUDA has never seen (older drivers): pageable host
+      if (pending == cudaSuccess) (void)cudaGetLastError();
+      return MemoryKind::host;
+    }
+    CKPT_RETURN_IF_ERROR(cuda_check(e, pending, "cudaPointerGetAttributes", __FILE__, __LINE__));
     switch (a.type) {
-      case cudaMemoryTypeDevice: return MemoryKind::device;
-      case cudaMemoryTypeManaged: return MemoryKind::managed;
+      case cudaMemoryTypeDevice:
+        if (a.device != m_dev)
+          return Status(Code::failed_precondition, "memory of CUDA device " + std::to_string(a.device) +
+                                                       "; the Runtime copies on device " + std::to_string(m_dev) +
+                                                       " (make one Runtime per device, on that device)");
+        return MemoryKind::device;
+      case cudaMemoryTypeManaged: return MemoryKind::managed;  // migrates to whichever device reads it
       case cudaMemoryTypeHost: return MemoryKind::host_pinned;
       default: return MemoryKind::host;
     }
   }
 
   Result<StagingBlock> alloc_staging(std::size_t bytes) override {
-    CurrentDevice cur(m_dev);
+    AppThreadDevice cur(m_dev);
     CKPT_RETURN_IF_ERROR(cur.status());
+    NvtxRange r("ckpt:pool_grow");
     void* p = nullptr;
-    Status s = CKPT_IMPL_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
-    bool pinned = s.ok();
-    if (!pinned) {
-      // Pinned memory is limited (and cudaHostAlloc of many GiB can fail where mmap succeeds): fall
-      // back to the host device's page-locked-if-possible memory. Copies stay correct, only D2H from
-      // pageable memory is staged by the driver and slower; docs/gpu.md says how to spot it.
-      p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED)
-        return Status(Code::io_error, "pinned staging (" + s.message() + ") and mmap of " + std::to_string(bytes) +
-                                          " bytes both failed: " + std::strerror(errno));
-    }
+    // cudaHostAlloc'ed pages are pinned and resident already: no memset (it would only re-touch them).
+    Status s = m_config.pin_staging ? CKPT_IMPL_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocPortable))
+                                    : Status(Code::unavailable, "pinned staging disabled");
+    if (s.ok()) return remember(StagingBlock{p, bytes, true, true}, Staging::host_alloc);
+    // Pinned allocations of this size failed (limits, fragmentation): pin ordinary pages instead, and
+    // if even that fails, keep them pageable -- correct, but the driver then stages every D2H
+    // synchronously; the pool's pinned_bytes() and CheckpointStats::staging_pinned_bytes tell.
+    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      return Status(Code::io_error, "pinned staging (" + s.message() + ") and mmap of " + std::to_string(bytes) +
+                                        " bytes both failed: " + std::strerror(errno));
     std::memset(p, 0, bytes);  // touch every page now, not during a capture
-    StagingBlock b{p, bytes, pinned || ::mlock(p, bytes) == 0};
-    std::lock_guard<std::mutex> lk(m_staging_mu);
-    m_staging_pinned[p] = pinned;
-    return b;
+    if (m_config.pin_staging && CKPT_IMPL_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable)).ok())
+      return remember(StagingBlock{p, bytes, true, true}, Staging::registered);
+    return remember(StagingBlock{p, bytes, ::mlock(p, bytes) == 0, false}, Staging::pageable);
   }
 
   void free_staging(const StagingBlock& b) override {
     if (b.ptr == nullptr) return;
-    bool pinned = false;
+    Staging how;
     {
       std::lock_guard<std::mutex> lk(m_staging_mu);
-      auto it = m_staging_pinned.find(b.ptr);
-      if (it == m_staging_pinned.end()) return;  // not ours
-      pinned = it->second;
-      m_staging_pinned.erase(it);
+      auto it = m_staging.find(b.ptr);
+      if (it == m_staging.end()) return;  // not ours
+      how = it->second;
+      m_staging.erase(it);
     }
-    if (pinned) {
-      CurrentDevice cur(m_dev);
-      (void)CKPT_IMPL_CUDA_CHECK(cudaFreeHost(b.ptr));  // only at pool teardown; nobody left to tell
+    // Only at pool teardown, after every copy landed; failures have nobody left to tell.
+    AppThreadDevice cur(m_dev);
+    if (how == Staging::host_alloc) {
+      (void)CKPT_IMPL_CUDA_CHECK(cudaFreeHost(b.ptr));
       return;
     }
-    if (b.locked) ::munlock(b.ptr, b.bytes);
+    if (how == Staging::registered) (void)CKPT_IMPL_CUDA_CHECK(cudaHostUnregister(b.ptr));
+    if (how == Staging::pageable && b.locked) ::munlock(b.ptr, b.bytes);
     ::munmap(b.ptr, b.bytes);
   }
 
+  Status bind_thread() override { return CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_dev)); }
+
   Status capture_begin(void* stream) override {
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
+    CudaStreamProbe probe;
+    CKPT_RETURN_IF_ERROR(check_app_stream(m_dev, stream, probe, "checkpoint"));
     m_app = static_cast<cudaStream_t>(stream);  // nullptr: the legacy default stream
-    m_spare_used = 0;
-    m_capture_device_bytes = 0;
-    m_direct = false;
+    m_plan.begin(m_spare != nullptr ? m_spare_bytes : 0);
+    m_started = false;
+    m_d2d_waits_spare = false;
     m_d2h.clear();
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_start, m_app)));
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_copy, m_start, 0)));
-    if (m_d2d != nullptr) {
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_d2d, m_start, 0)));
-      // The spare may still be read by the previous capture's D2H copies (a no-op before the first).
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_d2d, m_spare_free, 0)));
-    }
     m_capturing = true;
     return Status::OK();
   }
@@ -191,34 +245,40 @@ class CudaDevice final : public Device {
       std::memcpy(dst, src, n);
       return Status::OK();
     }
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
-    m_capture_device_bytes += align_up(n, kSpareAlign);
-    const std::size_t off = align_up(m_spare_used, kSpareAlign);
-    if (m_spare != nullptr && off + n <= m_spare_bytes) {
-      // Double buffering: D2D now (the application waits only for this), D2H from the spare at fence().
-      auto* spare = static_cast<std::uint8_t*>(m_spare) + off;
-      NvtxRange r("ckpt:d2d");  // host side: enqueueing; the copy itself shows on the named D2D stream
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(spare, src, n, cudaMemcpyDefault, m_d2d)));
-      m_d2h.push_back({dst, spare, n});
-      m_spare_used = off + n;
-    } else {
+    if (!m_capturing) return Status(Code::internal, "CUDA device: copy_to_host outside a capture");
+    CKPT_RETURN_IF_ERROR(start_device_copies());
+    const SparePlace at = m_plan.place(n);
+    if (m_d2d == nullptr) {
       NvtxRange r("ckpt:d2h");  // host side: enqueueing; the copy itself shows on the named copy stream
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, m_copy)));
-      m_direct = true;
+      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, m_copy)));
+      m_unfenced = true;
+      return Status::OK();
     }
-    m_unfenced = true;
+    if (at.spare) {
+      // Double buffering: D2D now (the application waits only for this), D2H from the spare at fence().
+      if (!m_d2d_waits_spare) {  // the previous capture's D2H copies may still read the spare
+        CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_d2d, m_spare_free, 0)));
+        m_d2d_waits_spare = true;
+      }
+      auto* spare = static_cast<std::uint8_t*>(m_spare) + at.offset;
+      NvtxRange r("ckpt:d2d");  // host side: enqueueing; the copy itself shows on the named D2D stream
+      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(spare, src, n, cudaMemcpyDeviceToDevice, m_d2d)));
+      m_d2h.push_back({dst, spare, n});
+    } else {
+      // Did not fit: straight D2H, on the D2D stream, so the application waits for these bytes only.
+      NvtxRange r("ckpt:d2h");
+      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, m_d2d)));
+    }
+    m_d2d_unfenced = true;
     return Status::OK();
   }
 
   Result<Fence> fence() override {
-    if (!m_unfenced) {  // nothing enqueued since the last fence: that one still marks this point
+    if (!m_unfenced && !m_d2d_unfenced) {  // nothing enqueued since the last fence: it still marks this point
       std::lock_guard<std::mutex> lk(m_mu);
       return Fence{m_next};
     }
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
-    CKPT_RETURN_IF_ERROR(enqueue_spare_d2h());
+    CKPT_RETURN_IF_ERROR(join_d2d());
     cudaEvent_t e = nullptr;
     {
       std::lock_guard<std::mutex> lk(m_mu);
@@ -228,7 +288,7 @@ class CudaDevice final : public Device {
         m_free_events.pop_back();
       }
     }
-    if (e == nullptr) CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
+    if (e == nullptr) CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(&e, kFenceEventFlags)));
     Status s = CKPT_IMPL_CUDA_CHECK(cudaEventRecord(e, m_copy));
     std::lock_guard<std::mutex> lk(m_mu);
     if (!s.ok()) {
@@ -253,9 +313,8 @@ class CudaDevice final : public Device {
       ++m_waiters;  // no event is recycled while someone may be synchronising on it
     }
     NvtxRange r("ckpt:wait_d2h");
-    CurrentDevice cur(m_dev);  // the flush thread: set the device before any CUDA call
-    Status s = cur.status();
-    if (s.ok()) s = CKPT_IMPL_CUDA_CHECK(cudaEventSynchronize(e));
+    // No device switch: the caller is a bound ckpt thread or the application thread (checked current).
+    Status s = CKPT_IMPL_CUDA_CHECK(cudaEventSynchronize(e));
     std::lock_guard<std::mutex> lk(m_mu);
     --m_waiters;
     if (s.ok()) m_done = std::max(m_done, f);
@@ -264,22 +323,17 @@ class CudaDevice final : public Device {
   }
 
   Status capture_end(void* stream) override {
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
     if (!m_capturing) return Status(Code::internal, "CUDA device: capture_end without capture_begin");
     m_capturing = false;
+    if (!m_started) return Status::OK();  // no device data: the application's stream is not touched
     auto app = static_cast<cudaStream_t>(stream);
-    CKPT_RETURN_IF_ERROR(enqueue_spare_d2h());  // normally done by the last fence()
+    CKPT_RETURN_IF_ERROR(join_d2d());  // normally done by the last fence()
     if (m_d2d != nullptr) {
-      // The application waits for the D2D copies only (and for direct D2H copies of what did not fit).
+      // The application waits for the D2D copies and the D2H copies of what did not fit, only.
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_captured, m_d2d)));
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_captured, 0)));
-      if (m_direct) {
-        CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_captured_direct, m_copy)));
-        CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_captured_direct, 0)));
-      }
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_spare_free, m_copy)));
-      if (m_config.double_buffer == CudaDeviceConfig::DoubleBuffer::automatic) CKPT_RETURN_IF_ERROR(grow_spare());
+      if (m_plan.used_spare()) CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_spare_free, m_copy)));
+      if (m_config.double_buffer == CudaDeviceConfig::DoubleBuffer::automatic) CKPT_RETURN_IF_ERROR(resize_spare());
     } else {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_captured, m_copy)));
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_captured, 0)));
@@ -287,67 +341,99 @@ class CudaDevice final : public Device {
     return Status::OK();
   }
 
-  Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind dst_kind) override {
-    if (n == 0) return Status::OK();
-    if (is_host_kind(dst_kind)) {
-      std::memcpy(dst, src, n);
-      return Status::OK();
-    }
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
-    if (!m_restoring) {
-      // Order the restart after work already queued on the legacy default stream (and so on every
-      // blocking stream), e.g. an initialisation kernel that writes the same buffer. Work on the
-      // application's non-blocking streams is not covered: restart() has no stream argument (yet).
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_restore_after, cudaStreamLegacy)));
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_copy, m_restore_after, 0)));
-      m_restoring = true;
-    }
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, m_copy)));
-    m_unfenced = true;  // a fence() now also covers these copies (for a pipelined restart)
+  Status synchronize() override {
+    NvtxRange r("ckpt:drain");
+    if (m_d2d != nullptr) CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_d2d)));
+    return CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
+  }
+
+  Status restore_begin(void* stream) override {
+    CudaStreamProbe probe;
+    CKPT_RETURN_IF_ERROR(check_app_stream(m_dev, stream, probe, "restart"));
+    auto app = static_cast<cudaStream_t>(stream);
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_restore_after, app)));
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_copy, m_restore_after, 0)));
     return Status::OK();
   }
 
-  Status synchronize() override {
-    if (!m_restoring) return Status::OK();
-    CurrentDevice cur(m_dev);
-    CKPT_RETURN_IF_ERROR(cur.status());
+  Status copy_to_device(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind dst_kind) override {
+    if (c.width == 0 || c.height == 0) return Status::OK();
+    if (is_host_kind(dst_kind)) {
+      copy_rows(dst_base, src_base, c);
+      return Status::OK();
+    }
+    auto* dst = static_cast<std::uint8_t*>(dst_base) + c.dst;
+    const auto* src = static_cast<const std::uint8_t*>(src_base) + c.src;
+    if (c.height == 1)
+      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, c.width, cudaMemcpyHostToDevice, m_copy)));
+    else
+      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(
+          cudaMemcpy2DAsync(dst, c.dpitch, src, c.spitch, c.width, c.height, cudaMemcpyHostToDevice, m_copy)));
+    m_unfenced = true;  // the next fence() covers these copies (the restart's bounce chunks)
+    return Status::OK();
+  }
+
+  Status restore_end(void* stream) override {
     NvtxRange r("ckpt:h2d_sync");
-    m_restoring = false;
+    auto app = static_cast<cudaStream_t>(stream);
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_restored, m_copy)));
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_restored, 0)));
     return CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
   }
 
  private:
+  enum class Staging : std::uint8_t { host_alloc, registered, pageable };
   struct SpareCopy {
     void* dst;
     const void* src;
     std::size_t n;
   };
 
-  /// Enqueues the D2H copies out of the spare buffer staged since the last call, after their D2D copies.
-  Status enqueue_spare_d2h() {
-    if (m_d2h.empty()) return Status::OK();
+  Result<StagingBlock> remember(const StagingBlock& b, Staging how) {
+    std::lock_guard<std::mutex> lk(m_staging_mu);
+    m_staging[b.ptr] = how;
+    return b;
+  }
+
+  /// At the first device copy of a capture: the copies wait for the work enqueued on the application's
+  /// stream so far.
+  Status start_device_copies() {
+    if (m_started) return Status::OK();
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_start, m_app)));
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_copy, m_start, 0)));
+    if (m_d2d != nullptr) CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_d2d, m_start, 0)));
+    m_started = true;
+    return Status::OK();
+  }
+
+  /// Orders m_copy after the work on m_d2d so far and enqueues the D2H copies out of the spare staged
+  /// since the last call.
+  Status join_d2d() {
+    if (!m_d2d_unfenced) return Status::OK();
     NvtxRange r("ckpt:d2h");  // the D2H copies from the spare, enqueued after the D2D copies
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_d2d_done, m_d2d)));
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(m_copy, m_d2d_done, 0)));
     for (const SpareCopy& c : m_d2h)
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.n, cudaMemcpyDefault, m_copy)));
+      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.n, cudaMemcpyDeviceToHost, m_copy)));
     m_d2h.clear();
+    m_d2d_unfenced = false;
+    m_unfenced = true;
     return Status::OK();
   }
 
-  /// Automatic double buffering: after a capture whose device data did not fit the spare, grow the
-  /// spare (stream-ordered, no host synchronisation) if the device keeps `headroom_bytes` free.
-  Status grow_spare() {
-    const std::size_t want = m_capture_device_bytes;
-    if (want <= m_spare_bytes) return Status::OK();
-    std::size_t free_b = 0, total_b = 0;
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b)));
-    if (free_b + m_spare_bytes < want + m_config.headroom_bytes) return Status::OK();  // stay direct
+  /// Automatic double buffering: after a capture, resize the spare to what SpareSizer wants
+  /// (stream-ordered, no host synchronisation). A failed allocation leaves no spare (direct D2H).
+  Status resize_spare() {
+    const std::size_t want = m_sizer.observe(m_plan.device_bytes(), m_spare_bytes);
+    if (want == m_spare_bytes) return Status::OK();
     free_spare(m_copy);  // after the D2H copies that read it
+    if (want == 0) return Status::OK();
     void* p = nullptr;
     // On m_d2d: the next capture's D2D copies are ordered after the allocation.
-    if (!CKPT_IMPL_CUDA_CHECK(cudaMallocAsync(&p, want, m_d2d)).ok()) return Status::OK();  // stay direct
+    if (!CKPT_IMPL_CUDA_CHECK(cudaMallocAsync(&p, want, m_d2d)).ok()) {
+      m_sizer.failed(want);
+      return Status::OK();  // stay direct until captures fit the lowered cap
+    }
     m_spare = p;
     m_spare_bytes = want;
     m_spare_async = true;
@@ -380,19 +466,20 @@ class CudaDevice final : public Device {
   cudaStream_t m_copy = nullptr;
   cudaStream_t m_d2d = nullptr;
   cudaStream_t m_app = nullptr;
-  cudaEvent_t m_start = nullptr, m_captured = nullptr, m_captured_direct = nullptr, m_spare_free = nullptr,
-              m_d2d_done = nullptr, m_restore_after = nullptr;
+  cudaEvent_t m_start = nullptr, m_captured = nullptr, m_spare_free = nullptr, m_d2d_done = nullptr,
+              m_restore_after = nullptr, m_restored = nullptr;
 
   // Application thread only (capture and restart).
   bool m_capturing = false;
-  bool m_unfenced = false;
-  bool m_direct = false;
-  bool m_restoring = false;
+  bool m_started = false;          ///< this capture enqueued device copies (m_start recorded)
+  bool m_unfenced = false;         ///< copies on m_copy since the last fence
+  bool m_d2d_unfenced = false;     ///< copies on m_d2d not yet joined into m_copy
+  bool m_d2d_waits_spare = false;  ///< this capture's m_d2d waits on the previous spare_free
   void* m_spare = nullptr;
   std::size_t m_spare_bytes = 0;
   bool m_spare_async = false;
-  std::size_t m_spare_used = 0;
-  std::size_t m_capture_device_bytes = 0;
+  DoubleBufferPlan m_plan;
+  SpareSizer m_sizer;
   std::vector<SpareCopy> m_d2h;
 
   // Fences: shared by the application thread (fence) and the flush thread (wait).
@@ -404,7 +491,7 @@ class CudaDevice final : public Device {
   int m_waiters = 0;
 
   std::mutex m_staging_mu;
-  std::unordered_map<void*, bool> m_staging_pinned;  // staging block -> came from cudaHostAlloc
+  std::unordered_map<void*, Staging> m_staging;  // staging block -> how it was allocated
 };
 
 }  // namespace
@@ -412,12 +499,18 @@ class CudaDevice final : public Device {
 Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config) {
   int count = 0;
   Status s = CKPT_IMPL_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (!s.ok()) return Status(Code::unavailable, "no usable CUDA device: " + s.message());
+  if (!s.ok()) {
+    if (s.code() == Code::unavailable) return Status(Code::unavailable, "no usable CUDA device: " + s.message());
+    return s.with_context("CUDA is installed but failed to start");
+  }
   if (count == 0) return Status(Code::unavailable, "no CUDA device is present");
   int dev = 0;
   CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaGetDevice(&dev)));
   auto d = std::make_unique<CudaDevice>(dev, config);
-  CKPT_RETURN_IF_ERROR(d->init().with_context("CUDA device " + std::to_string(dev)));
+  s = d->init();
+  // A GPU is there: whatever failed is an error, never "no GPU" (the host device must not get it).
+  if (!s.ok() && s.code() == Code::unavailable) s = Status(Code::io_error, s.message());
+  CKPT_RETURN_IF_ERROR(s.with_context("CUDA device " + std::to_string(dev)));
   return std::unique_ptr<Device>(std::move(d));
 }
 

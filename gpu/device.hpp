@@ -6,10 +6,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "ckpt/ckpt.hpp"
+#include "gpu/plan.hpp"
 
 namespace ckpt::detail {
 
@@ -20,63 +22,98 @@ using Fence = std::uint64_t;
 struct StagingBlock {
   void* ptr = nullptr;
   std::size_t bytes = 0;
-  bool locked = false;  ///< page-locked (pinned or mlock'ed)
+  bool locked = false;  ///< page-locked: the pages stay resident (pinned, registered or mlock'ed)
+  bool pinned = false;  ///< the GPU can DMA to it (cudaHostAlloc or cudaHostRegister): asynchronous copies
 };
 
 /// Copies between application memory and host staging chunks.
-/// Thread-safety: capture_* / copy_to_host / fence are called by the application thread; wait() by the
-/// flush thread; copy_to_device / synchronize by the application thread during restart.
+/// Thread-safety: capture_* / copy_to_host / fence / restore_* / copy_to_device are called by the
+/// application thread; wait() by the flush thread, and by the application thread during restart;
+/// bind_thread() once by each of ckpt's own threads before anything else.
 class Device {
  public:
   virtual ~Device() = default;
   virtual const char* name() const = 0;
-  /// Where `ptr` lives.
-  virtual MemoryKind classify(const void* ptr) const = 0;
-  /// Allocates and touches `bytes` of host staging memory (pinned when the device can).
+  /// Where `ptr` lives. Device memory of another GPU is an error (the copies would run on the wrong
+  /// device); host memory is never an error.
+  virtual Result<MemoryKind> classify(const void* ptr) const = 0;
+  /// Allocates `bytes` of host staging memory (pinned when the device can; see StagingBlock), with
+  /// every page resident. Called outside checkpoint() (see the staging pool).
   virtual Result<StagingBlock> alloc_staging(std::size_t bytes) = 0;
   virtual void free_staging(const StagingBlock& block) = 0;
 
+  /// Binds the calling thread, one of ckpt's own (flush, write, commit), to this device, once, before
+  /// its first device call. Never undone: the thread is ckpt's. Application threads are never bound;
+  /// calls on them check that the application's current device is this one instead.
+  virtual Status bind_thread() = 0;
+
   /// Starts a capture ordered after the work enqueued so far on `stream` (nullptr = default stream).
+  /// Fails with failed_precondition when the calling thread's current device or the stream's device is
+  /// not this device, or the stream is being captured into a graph (see check_app_stream).
   virtual Status capture_begin(void* stream) = 0;
   /// Enqueues a copy of `n` bytes of application memory into host staging memory.
   virtual Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind src_kind) = 0;
-  /// A fence after the copies enqueued so far.
+  /// A fence after the copies enqueued so far (capture and restart).
   virtual Result<Fence> fence() = 0;
-  /// Blocks until `f` is reached (flush thread).
+  /// Blocks until `f` is reached.
   virtual Status wait(Fence f) = 0;
-  /// Ends the capture: work enqueued on `stream` afterwards runs after the copies.
+  /// Ends the capture: work enqueued on `stream` afterwards runs after the copies that read device
+  /// memory (a capture without device data does not touch the stream).
   virtual Status capture_end(void* stream) = 0;
-
-  /// Copies `n` bytes of host memory into application memory (restart); complete at synchronize().
-  virtual Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind dst_kind) = 0;
+  /// Blocks until every copy enqueued so far has landed (capture or restart). For error paths whose
+  /// fence could not be taken: a staging chunk is never released while a copy into it is in flight.
   virtual Status synchronize() = 0;
+
+  /// Starts a restart whose copies are ordered after the work enqueued so far on `stream`; checks the
+  /// stream like capture_begin.
+  virtual Status restore_begin(void* stream) = 0;
+  /// Enqueues `c` (offsets relative to dst_base / src_base) from host memory into application memory of
+  /// kind `dst_kind`. Host memory is written at once; device memory when a later fence() is reached.
+  virtual Status copy_to_device(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind dst_kind) = 0;
+  /// A plain copy of `n` bytes (copy_to_device of one row).
+  Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind dst_kind) {
+    return copy_to_device(dst, src, Copy2D{0, 0, n, 1, n, n}, dst_kind);
+  }
+  /// Ends the restart: blocks until every restart copy has landed and orders later work on `stream`
+  /// after them.
+  virtual Status restore_end(void* stream) = 0;
 };
 
-/// Settings of the CUDA device that are not Options (yet); the defaults are what the runtime uses.
+/// Settings of the CUDA device; the Runtime fills them from Options.
 struct CudaDeviceConfig {
   /// Device-side double buffering: device regions are first copied device-to-device into a spare
   /// device buffer, the application's stream is released after that copy, and the D2H copies into the
   /// staging chunks run from the spare buffer. See docs/gpu.md.
   enum class DoubleBuffer : std::uint8_t {
     off,        ///< D2H straight from the application's memory (default)
-    on,         ///< a spare of `spare_bytes`, allocated when the device is made
-    automatic,  ///< the spare grows (stream-ordered) to the largest capture seen while the device keeps
-                ///< `headroom_bytes` free; a capture that does not fit goes straight D2H
+    on,         ///< a spare of `spare_bytes` (> 0), allocated when the device is made
+    automatic,  ///< the spare follows the captures' device bytes (SpareSizer), at most `spare_bytes`
+                ///< (0: 1/16 of the device's memory); what does not fit goes straight D2H
   };
   DoubleBuffer double_buffer = DoubleBuffer::off;
-  std::size_t spare_bytes = 0;              ///< `on`: size of the spare buffer in bytes
-  std::size_t headroom_bytes = 1ull << 30;  ///< `automatic`: device memory the spare must leave free
+  std::size_t spare_bytes = 0;  ///< `on`: size of the spare; `automatic`: its cap (0: device memory / 16)
+  bool pin_staging = true;      ///< false: pageable staging memory (tests the fall-back; copies synchronous)
 };
+
+/// Performs `c` with memcpy (host memory on both sides).
+void copy_rows(void* dst_base, const void* src_base, const Copy2D& c);
 
 /// The host device: copies on the calling thread, staging memory mmap'ed, touched and mlock'ed.
 std::unique_ptr<Device> make_host_device();
-/// The CUDA device on the calling thread's current CUDA device, or an `unavailable` Status when built
-/// without CUDA or no GPU is present.
+/// The CUDA device on the calling thread's current CUDA device. `unavailable` only when there is no GPU
+/// to use (built without CUDA, no driver, no device); any other failure to start it has another code.
 Result<std::unique_ptr<Device>> make_cuda_device();
 Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config);
-/// The CUDA device when CUDA is built in and a GPU is present, otherwise the host device.
-std::unique_ptr<Device> make_default_device();
-std::unique_ptr<Device> make_default_device(const CudaDeviceConfig& config);
+/// The CUDA device when CUDA is built in and a GPU is present, the host device when there is no GPU
+/// (make_cuda_device said `unavailable`), and the error when a GPU is there but its device failed to
+/// start: device pointers must never reach the host device's memcpy.
+Result<std::unique_ptr<Device>> make_default_device(const CudaDeviceConfig& config = CudaDeviceConfig{});
+
+/// How the Runtime makes its device: make_default_device unless a test installed a factory.
+using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(const CudaDeviceConfig&)>;
+/// Test seam (not thread-safe; set before making a Runtime): an empty factory restores the default.
+void set_device_factory(DeviceFactory factory);
+Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config);
 
 }  // namespace ckpt::detail
 

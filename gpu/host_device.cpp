@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "gpu/device.hpp"
@@ -13,7 +14,7 @@ namespace {
 class HostDevice final : public Device {
  public:
   const char* name() const override { return "host"; }
-  MemoryKind classify(const void*) const override { return MemoryKind::host; }
+  Result<MemoryKind> classify(const void*) const override { return MemoryKind::host; }
 
   Result<StagingBlock> alloc_staging(std::size_t bytes) override {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -22,7 +23,7 @@ class HostDevice final : public Device {
                     "mmap of " + std::to_string(bytes) + " staging bytes failed: " + std::strerror(errno));
     }
     std::memset(p, 0, bytes);  // touch every page now, not during a capture
-    StagingBlock b{p, bytes, ::mlock(p, bytes) == 0};
+    StagingBlock b{p, bytes, ::mlock(p, bytes) == 0, false};
     return b;
   }
   void free_staging(const StagingBlock& b) override {
@@ -31,6 +32,7 @@ class HostDevice final : public Device {
     ::munmap(b.ptr, b.bytes);
   }
 
+  Status bind_thread() override { return Status::OK(); }
   Status capture_begin(void*) override { return Status::OK(); }
   Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind) override {
     std::memcpy(dst, src, n);
@@ -39,11 +41,13 @@ class HostDevice final : public Device {
   Result<Fence> fence() override { return Fence{++m_fence}; }
   Status wait(Fence) override { return Status::OK(); }  // copies are synchronous
   Status capture_end(void*) override { return Status::OK(); }
-  Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind) override {
-    std::memcpy(dst, src, n);
+  Status synchronize() override { return Status::OK(); }
+  Status restore_begin(void*) override { return Status::OK(); }
+  Status copy_to_device(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind) override {
+    copy_rows(dst_base, src_base, c);
     return Status::OK();
   }
-  Status synchronize() override { return Status::OK(); }
+  Status restore_end(void*) override { return Status::OK(); }
 
  private:
   Fence m_fence = 0;
@@ -53,12 +57,31 @@ class HostDevice final : public Device {
 
 std::unique_ptr<Device> make_host_device() { return std::make_unique<HostDevice>(); }
 
-std::unique_ptr<Device> make_default_device(const CudaDeviceConfig& config) {
-  auto cuda = make_cuda_device(config);
-  if (cuda.ok()) return std::move(cuda).value();
-  return make_host_device();
+void copy_rows(void* dst_base, const void* src_base, const Copy2D& c) {
+  auto* d = static_cast<std::uint8_t*>(dst_base) + c.dst;
+  const auto* s = static_cast<const std::uint8_t*>(src_base) + c.src;
+  for (std::uint64_t r = 0; r < c.height; ++r) std::memcpy(d + r * c.dpitch, s + r * c.spitch, c.width);
 }
 
-std::unique_ptr<Device> make_default_device() { return make_default_device(CudaDeviceConfig{}); }
+Result<std::unique_ptr<Device>> make_default_device(const CudaDeviceConfig& config) {
+  auto cuda = make_cuda_device(config);
+  if (cuda.ok()) return cuda;
+  if (cuda.status().code() == Code::unavailable) return make_host_device();  // no GPU here
+  return cuda.status().with_context("the CUDA device failed to start");
+}
+
+namespace {
+DeviceFactory& factory() {
+  static DeviceFactory f;
+  return f;
+}
+}  // namespace
+
+void set_device_factory(DeviceFactory f) { factory() = std::move(f); }
+
+Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config) {
+  if (factory()) return factory()(config);
+  return make_default_device(config);
+}
 
 }  // namespace ckpt::detail

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "base/mpi.hpp"
@@ -116,6 +117,7 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
   std::vector<WorkItem> pending;
   Status s;
   std::size_t first_block = 0;
+  std::optional<WorkItem> held;     // the last chunk, handed over after capture_end
   job->flush_start = Clock::now();  // refined below when the chunks are handed over in a batch
   for (std::uint64_t k = 0; k < nchunks && s.ok(); ++k) {
     const std::uint64_t a = windows[k].first, b = windows[k].second;
@@ -141,16 +143,28 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
       filled = hi;
     }
     if (filled < b) std::memset(c->data + (filled - a), 0, b - filled);
-    Result<Fence> f = s.ok() ? device.fence() : Result<Fence>(s);
-    if (!f.ok()) s = f.status();
     WorkItem item;
     item.job = job;
     item.chunk = c;
     item.offset = a;
     item.length = static_cast<std::size_t>(b - a);
-    item.fence = f.ok() ? f.value() : 0;
+    // A fence also after a failed copy: the copies enqueued before it may still be in flight, and the
+    // chunk must not go back to the pool (LIFO: the next checkpoint gets it first) until they land.
+    Result<Fence> f = device.fence();
+    if (f.ok()) {
+      item.fence = f.value();
+    } else {
+      if (s.ok()) s = f.status();
+      // No fence: drain every copy now; if even that fails, the chunk is never reused.
+      item.keep_chunk = !device.synchronize().ok();
+    }
     item.last = (k + 1 == nchunks) || !s.ok();
     item.error = s;  // the flush thread adopts it and drops the rest of the job
+    if (item.last) {
+      // Held until capture_end returned: its failure must reach the job before the job can finish.
+      held = std::move(item);
+      break;
+    }
     if (batch)
       pending.push_back(std::move(item));
     else
@@ -161,8 +175,13 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
     flush.push_all(std::move(pending));
   }
   Status e = device.capture_end(stream);
-  if (s.ok()) s = e;
-  if (nchunks == 0 || !e.ok()) flush.fail(job, s);  // no item was the last one
+  if (s.ok()) s = e.with_context("capture_end");
+  if (!held) {  // no chunk (an empty stream, or the pool shut down): the job still finishes
+    flush.fail(job, s);
+    return s;
+  }
+  if (held->error.ok()) held->error = s;
+  flush.push(std::move(*held));
   return s;
 }
 
@@ -218,6 +237,7 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
     ticket->stats.blocked_s = seconds_since(t0);
     ticket->stats.capture_wait_s = wait_s;
     ticket->stats.staging_bytes = m_env.pool->bytes();
+    ticket->stats.staging_pinned_bytes = m_env.pool->pinned_bytes();
   }
   m_in_flight.push_back(job);
   return Ticket(ticket);

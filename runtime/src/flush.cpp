@@ -41,8 +41,11 @@ void FlushPipeline::fail(const std::shared_ptr<Job>& job, const Status& error) {
 // stream order (FIFO queues), which the streaming checksums need.
 
 void FlushPipeline::digest_loop() {
+  // Bound once, never restored: a thread without a device of its own would otherwise get GPU 0's.
+  const Status bound = m_device.bind_thread();
   WorkItem item;
   while (m_flush_q.pop(item)) {
+    if (!bound.ok() && item.error.ok()) item.error = bound.with_context("binding the flush thread to the device");
     digest_item(item);
     m_write_q.push(std::move(item));
     item = WorkItem();
@@ -58,10 +61,14 @@ void FlushPipeline::write_loop() {
 }
 
 void FlushPipeline::digest_item(WorkItem& item) {
-  if (item.chunk == nullptr || !item.error.ok()) return;
+  if (item.chunk == nullptr) return;
+  // Always, also after an error: the chunk goes back to the pool after this, and a copy still in
+  // flight would land in the next checkpoint's data.
+  Status s = m_device.wait(item.fence);
+  if (!s.ok()) item.keep_chunk = true;
+  if (!item.error.ok()) return;
   Job& j = *item.job;
   Span span(m_tracer, "ckpt:digest", TraceThread::digest, j.step, item.length);
-  Status s = m_device.wait(item.fence);
   // Checksums and statistics of the blocks in this window, in stream order.
   const std::uint64_t a = item.offset, b = item.offset + item.length;
   while (s.ok() && j.digest.next_block < j.plan.blocks.size()) {
@@ -149,8 +156,14 @@ void FlushPipeline::close_segments(Job& j, std::uint64_t offset, bool all) {
 
 void FlushPipeline::write_item(WorkItem& item) {
   Job& j = *item.job;
-  if (j.write.handed_over) {  // a late item of a job already finished (capture_end failed after the last chunk)
-    if (item.chunk != nullptr) m_pool.release(item.chunk);
+  auto give_back = [&] {
+    if (item.keep_chunk)
+      m_pool.retire(item.chunk);
+    else
+      m_pool.release(item.chunk);
+  };
+  if (j.write.handed_over) {  // cannot happen: the last item is handed over after capture_end (kept as a guard)
+    if (item.chunk != nullptr) give_back();
     return;
   }
   if (!item.error.ok() && j.write.error.ok()) j.write.error = item.error;
@@ -169,7 +182,7 @@ void FlushPipeline::write_item(WorkItem& item) {
                      : Status(Code::internal, "chunk for a segment without a writer");
       if (!s.ok()) j.write.error = s;
     }
-    m_pool.release(item.chunk);
+    give_back();
     close_segments(j, item.offset + item.length, false);
   }
   if (!item.last) return;

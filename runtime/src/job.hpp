@@ -100,7 +100,8 @@ struct WorkItem {
   std::size_t length = 0;
   Fence fence = 0;
   bool last = false;
-  Status error;  ///< a capture or digest failure; the write thread makes it the job's error
+  bool keep_chunk = false;  ///< the copy into the chunk could not be confirmed landed: retire, never reuse
+  Status error;             ///< a capture or digest failure; the write thread makes it the job's error
 };
 
 /// A queue with blocking pop; close() releases the consumer.

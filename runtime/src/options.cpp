@@ -355,6 +355,10 @@ Status Options::validate() const {
         "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
   if (!(pool_max_fraction > 0 && pool_max_fraction <= 0.9))
     return Status(Code::invalid_argument, "option 'pool_max_fraction' must be in (0, 0.9]");
+  if (gpu_double_buffer == "on" && gpu_spare_bytes == 0)
+    return Status(Code::invalid_argument,
+                  "option 'gpu_double_buffer' is 'on' but 'gpu_spare_bytes' is 0: give the spare buffer's size "
+                  "(e.g. 4G), or use 'auto' or 'off'");
   return Status();
 }
 

@@ -6,6 +6,26 @@
 
 namespace ckpt::detail {
 
+std::vector<std::size_t> staging_pieces(std::size_t chunks, std::size_t chunk_bytes, std::size_t max_piece) {
+  const std::size_t per = std::max<std::size_t>(1, chunk_bytes == 0 ? 1 : max_piece / chunk_bytes);
+  std::vector<std::size_t> pieces;
+  for (std::size_t left = chunks; left > 0; left -= std::min(left, per)) pieces.push_back(std::min(left, per));
+  return pieces;
+}
+
+std::uint64_t auto_pool_chunks(std::uint64_t stream_bytes, std::uint64_t chunk_bytes, int max_in_flight,
+                               std::uint64_t have, std::uint64_t node_memory, double fraction, int ranks_on_node) {
+  const std::uint64_t share =
+      static_cast<std::uint64_t>(fraction * static_cast<double>(node_memory)) / std::max(1, ranks_on_node);
+  const std::uint64_t cap = std::max<std::uint64_t>(2, share / chunk_bytes);
+  std::uint64_t want = (stream_bytes + chunk_bytes - 1) / chunk_bytes * static_cast<std::uint64_t>(max_in_flight);
+  want = std::min(std::max<std::uint64_t>(want, 2), cap);
+  // A growing application (AMR refining, walkers multiplying) would otherwise pay an allocation at
+  // every checkpoint that is a little larger: grow by half again, so growth costs O(log) allocations.
+  if (want > have && have > 0) want = std::min(want + want / 2, cap);
+  return want;
+}
+
 StagingPool::StagingPool(Device& device, std::size_t chunk_bytes) : m_device(device), m_chunk_bytes(chunk_bytes) {}
 
 StagingPool::~StagingPool() {
@@ -15,19 +35,29 @@ StagingPool::~StagingPool() {
 Status StagingPool::reserve(std::size_t chunks) {
   std::unique_lock<std::mutex> lk(m_mu);
 
-  const std::size_t have = m_free.size() + m_lent;
+  const std::size_t have = m_free.size() + m_lent;  // retired chunks are replaced
   if (chunks <= have) return Status::OK();
   const std::size_t add = chunks - have;
   lk.unlock();  // allocation and touching can take a while; chunks are added atomically below
-  auto block = m_device.alloc_staging(add * m_chunk_bytes);
-  if (!block.ok()) return block.status().with_context("staging pool");
+  std::vector<StagingBlock> blocks;
+  for (std::size_t n : staging_pieces(add, m_chunk_bytes)) {
+    auto block = m_device.alloc_staging(n * m_chunk_bytes);
+    if (!block.ok()) {
+      for (auto& b : blocks) m_device.free_staging(b);
+      return block.status().with_context("staging pool");
+    }
+    blocks.push_back(block.value());
+  }
   lk.lock();
-  m_blocks.push_back(block.value());
   auto chunks_arr = std::make_unique<Chunk[]>(add);
-  auto* base = static_cast<std::uint8_t*>(block.value().ptr);
-  for (std::size_t i = 0; i < add; ++i) {
-    chunks_arr[i] = Chunk{base + i * m_chunk_bytes, m_chunk_bytes};
-    m_free.push_back(&chunks_arr[i]);
+  std::size_t i = 0;
+  for (const StagingBlock& b : blocks) {
+    m_blocks.push_back(b);
+    auto* base = static_cast<std::uint8_t*>(b.ptr);
+    for (std::size_t k = 0; k < b.bytes / m_chunk_bytes; ++k, ++i) {
+      chunks_arr[i] = Chunk{base + k * m_chunk_bytes, m_chunk_bytes};
+      m_free.push_back(&chunks_arr[i]);
+    }
   }
   m_storage.push_back(std::move(chunks_arr));
   lk.unlock();
@@ -55,6 +85,12 @@ void StagingPool::release(Chunk* c) {
   m_cv.notify_one();
 }
 
+void StagingPool::retire(Chunk*) {
+  std::lock_guard<std::mutex> lk(m_mu);
+  --m_lent;
+  ++m_retired;
+}
+
 void StagingPool::shutdown() {
   {
     std::lock_guard<std::mutex> lk(m_mu);
@@ -75,6 +111,13 @@ std::size_t StagingPool::high_water() const {
   std::lock_guard<std::mutex> lk(m_mu);
   return m_high;
 }
+std::size_t StagingPool::pinned_bytes() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  std::size_t n = 0;
+  for (auto& b : m_blocks)
+    if (b.pinned) n += b.bytes;
+  return n;
+}
 bool StagingPool::locked() const {
   std::lock_guard<std::mutex> lk(m_mu);
   for (auto& b : m_blocks)
@@ -88,19 +131,10 @@ std::uint64_t physical_memory() {
 }
 
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
-  const std::uint64_t chunk = opts.chunk_bytes;
-  std::uint64_t want_chunks;
-  if (opts.pool_bytes != 0) {
-    want_chunks = opts.pool_bytes / chunk;
-  } else {
-    const std::uint64_t cap = std::max<std::uint64_t>(
-        2, static_cast<std::uint64_t>(opts.pool_max_fraction * static_cast<double>(physical_memory())) / chunk);
-    want_chunks = (stream_bytes + chunk - 1) / chunk * static_cast<std::uint64_t>(opts.max_in_flight);
-    want_chunks = std::min(std::max<std::uint64_t>(want_chunks, 2), cap);
-    // A growing application (AMR refining, walkers multiplying) would otherwise pay an allocation at
-    // every checkpoint that is a little larger: grow by half again, so growth costs O(log) allocations.
-    if (want_chunks > pool.chunks() && pool.chunks() > 0) want_chunks = std::min(want_chunks + want_chunks / 2, cap);
-  }
+  const std::uint64_t want_chunks =
+      opts.pool_bytes != 0 ? opts.pool_bytes / opts.chunk_bytes
+                           : auto_pool_chunks(stream_bytes, opts.chunk_bytes, opts.max_in_flight, pool.chunks(),
+                                              physical_memory(), opts.pool_max_fraction, pool.ranks_on_node());
   if (want_chunks <= pool.chunks()) return Status::OK();
   // Growing while chunks are lent is safe: new chunks are added, none move.
   return pool.reserve(static_cast<std::size_t>(want_chunks));

@@ -20,6 +20,21 @@ struct Chunk {
   std::size_t bytes = 0;
 };
 
+/// Largest staging allocation: pinning many GiB in one call fails where pieces succeed, and takes the
+/// driver's lock for seconds.
+constexpr std::size_t kMaxStagingPiece = std::size_t{1} << 30;
+
+/// How `chunks` chunks of `chunk_bytes` are allocated: chunks per piece, each piece at most
+/// `max_piece` bytes (at least one chunk), so that no chunk straddles two allocations.
+std::vector<std::size_t> staging_pieces(std::size_t chunks, std::size_t chunk_bytes,
+                                        std::size_t max_piece = kMaxStagingPiece);
+
+/// Chunks the auto pool wants for a stream of `stream_bytes`: one stream per checkpoint in flight, at
+/// least 2, grown by half again over `have` (so a growing application pays O(log) allocations),
+/// capped at `fraction` of the node's `node_memory` shared by the `ranks_on_node` ranks there.
+std::uint64_t auto_pool_chunks(std::uint64_t stream_bytes, std::uint64_t chunk_bytes, int max_in_flight,
+                               std::uint64_t have, std::uint64_t node_memory, double fraction, int ranks_on_node);
+
 /// Thread-safety: all methods are safe to call from any thread.
 class StagingPool {
  public:
@@ -35,6 +50,9 @@ class StagingPool {
   Chunk* acquire();
   /// Gives a chunk back and wakes one waiter.
   void release(Chunk* c);
+  /// Takes a lent chunk out of service for good: a copy into it may still be in flight (its fence
+  /// could not be waited on), so it must never be handed out again. Its memory is freed with the pool.
+  void retire(Chunk* c);
   /// Wakes every waiter; later acquire() calls return nullptr.
   void shutdown();
 
@@ -46,6 +64,12 @@ class StagingPool {
   std::size_t high_water() const;
   /// Whether every chunk is page-locked.
   bool locked() const;
+  /// Bytes of the pool the GPU can DMA to (StagingBlock::pinned); < bytes() means the device fell
+  /// back to pageable memory for some chunks and their copies are synchronous.
+  std::size_t pinned_bytes() const;
+  /// Ranks sharing this node's memory (the auto pool's cap is their share); set once, before use.
+  void set_ranks_on_node(int n) { m_ranks_on_node = n < 1 ? 1 : n; }
+  int ranks_on_node() const { return m_ranks_on_node; }
 
  private:
   Device& m_device;
@@ -56,12 +80,14 @@ class StagingPool {
 
   std::vector<Chunk*> m_free;
   std::vector<std::unique_ptr<Chunk[]>> m_storage;
-  std::size_t m_lent = 0, m_high = 0;
+  std::size_t m_lent = 0, m_high = 0, m_retired = 0;
+  int m_ranks_on_node = 1;
   bool m_down = false;
 };
 
 /// Grows `pool` so that it can hold what a stream of `stream_bytes` needs under the options' budget
-/// (pool_bytes, or max_in_flight streams capped at pool_max_fraction of memory; growth by half again).
+/// (pool_bytes, or max_in_flight streams capped at this rank's share of pool_max_fraction of the
+/// node's memory; growth by half again; see auto_pool_chunks).
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes);
 
 /// Bytes of physical memory of this node (4 GiB when unknown).

@@ -46,6 +46,11 @@ Status check_extents(const std::string& name, DType dtype, RegionKind kind, cons
 }
 }  // namespace
 
+std::uint64_t Registry::bound(const Region& r) const {
+  // As plan_stream pads: blocks of >= 64 KiB to `alignment`, smaller ones to 8 bytes.
+  return r.bytes() + (r.bytes() >= 64 * 1024 ? m_alignment : 8);
+}
+
 Status Registry::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                          Shape count) {
   CKPT_RETURN_IF_ERROR(check_name(name));
@@ -61,7 +66,11 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
   r.start = std::move(start);
   r.count = std::move(count);
   if (r.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
-  r.mem = ptr != nullptr ? m_device.classify(ptr) : MemoryKind::host;
+  if (ptr != nullptr) {
+    auto mem = m_device.classify(ptr);
+    if (!mem.ok()) return mem.status().with_context("region '" + name + "'");
+    r.mem = mem.value();
+  }
   for (std::size_t g = 0; g < m_groups.size() && r.group == 0; ++g)
     for (auto& pattern : m_groups[g].match)
       if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0) {
@@ -69,6 +78,7 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
         break;
       }
   m_region_at.emplace(r.name, m_regions.size());
+  m_stream_bound += bound(r);
   m_regions.push_back(std::move(r));
   return Status::OK();
 }
@@ -90,7 +100,13 @@ Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape
   n.start = std::move(start);
   n.count = std::move(count);
   if (n.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
-  n.mem = ptr != nullptr ? m_device.classify(ptr) : MemoryKind::host;
+  n.mem = MemoryKind::host;
+  if (ptr != nullptr) {
+    auto mem = m_device.classify(ptr);
+    if (!mem.ok()) return mem.status().with_context("update: region '" + name + "'");
+    n.mem = mem.value();
+  }
+  m_stream_bound = m_stream_bound - bound(*r) + bound(n);
   *r = std::move(n);
   return Status::OK();
 }
@@ -98,6 +114,7 @@ Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape
 Status Registry::unprotect(const std::string& name) {
   auto at = m_region_at.find(name);
   if (at == m_region_at.end()) return Status(Code::not_found, "unprotect: region '" + name + "' is not protected");
+  m_stream_bound -= bound(m_regions[at->second]);
   m_regions.erase(m_regions.begin() + static_cast<std::ptrdiff_t>(at->second));
   m_region_at.clear();  // positions after it moved; unprotect is rare, so rebuild
   for (std::size_t i = 0; i < m_regions.size(); ++i) m_region_at.emplace(m_regions[i].name, i);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/mpi.hpp"
+#include "gpu/plan.hpp"
 
 namespace ckpt::detail {
 
@@ -110,7 +111,7 @@ class RowWalker {
 }  // namespace
 
 Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
-                                Chunk* bounce) {
+                                Bounces& bounces) {
   const long vi = look.var(r.name);
   if (vi < 0)
     return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
@@ -160,21 +161,34 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
     for (std::size_t d = 0; d < lo.size(); ++d) elems *= hi[d] - lo[d];
     copied_elems += elems;
     // Stream the whole stored block (to verify it), copying the rows of the intersection as they pass.
+    // Pieces alternate between the two bounce chunks: reading piece k overlaps the copies of piece k-1.
+    int cur = 0;  // the bounce chunk of the piece being read
+    auto next_bounce = [&]() -> Result<std::uint8_t*> {
+      cur = bounces.next;
+      bounces.next ^= 1;
+      CKPT_RETURN_IF_ERROR(m_device.wait(bounces.fence[cur]));  // its last piece's copies have landed
+      return bounces.chunk[cur]->data;
+    };
     CKPT_RETURN_IF_ERROR(reader.stream(
-        b, bounce->data, bounce->bytes, [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
+        b, bounces.chunk[0]->bytes, next_bounce,
+        [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
           const std::uint64_t p1 = p0 + n;
+          // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync, not one
+          // copy per row).
+          RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); });
           while (!rows.done()) {
             const std::uint64_t rb = rows.block_offset(), re = rb + rows.row_bytes();
             if (rb >= p1) break;
             const std::uint64_t c0 = std::max(rb, p0), c1 = std::min(re, p1);
-            if (c1 > c0) {
-              auto* dst = static_cast<std::uint8_t*>(r.ptr) + rows.region_offset() + (c0 - rb);
-              CKPT_RETURN_IF_ERROR(m_device.copy_to_device(dst, piece + (c0 - p0), c1 - c0, r.mem));
-            }
+            if (c1 > c0) CKPT_RETURN_IF_ERROR(batch.add(rows.region_offset() + (c0 - rb), c0 - p0, c1 - c0));
             if (re > p1) break;  // the row continues in the next piece
             rows.next();
           }
-          return m_device.synchronize();  // the bounce chunk is reused next
+          CKPT_RETURN_IF_ERROR(batch.flush());
+          auto f = m_device.fence();  // the bounce chunk is read into again after this fence
+          CKPT_RETURN_IF_ERROR(f.status());
+          bounces.fence[cur] = f.value();
+          return Status::OK();
         }));
     if (!want_global) break;
   }
@@ -194,7 +208,7 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
   return Status::OK();
 }
 
-Status Restorer::restart(std::int64_t step, const std::vector<Region>& regions, Capture& capture) {
+Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Region>& regions, Capture& capture) {
   Span span(m_tracer, "ckpt:restart", TraceThread::app, step);
   Status pending = capture.wait_all();  // a restart does not race with our own commits
   (void)pending;
@@ -205,15 +219,26 @@ Status Restorer::restart(std::int64_t step, const std::vector<Region>& regions, 
   std::uint64_t bytes = 0;
   for (auto& r : regions) bytes += r.bytes();
   local = reserve_for_stream(m_pool, m_opts, bytes);
+  if (local.ok()) local = m_device.restore_begin(stream);
   if (local.ok()) {
-    Chunk* bounce = m_pool.acquire();
+    Bounces bounces;
+    bounces.chunk[0] = m_pool.acquire();
+    bounces.chunk[1] = m_pool.acquire();
     BlockReader reader(m_store.checkpoint_dir(step), idx.value());
     const IndexLookup look(idx.value());
     for (auto& r : regions) {
-      local = restore_region(idx.value(), look, r, reader, bounce);
+      local = restore_region(idx.value(), look, r, reader, bounces);
       if (!local.ok()) break;
     }
-    m_pool.release(bounce);
+    // Also after a failure: the bounce chunks go back to the pool only once their copies landed.
+    Status e = m_device.restore_end(stream);
+    if (local.ok()) local = e;
+    for (Chunk* c : bounces.chunk) {
+      if (e.ok())
+        m_pool.release(c);
+      else
+        m_pool.retire(c);
+    }
   }
   Status s = agree(m_app_comm, local);
   if (m_opts.verbose >= 1 && m_rank == 0)
@@ -221,7 +246,7 @@ Status Restorer::restart(std::int64_t step, const std::vector<Region>& regions, 
   return s.with_context("restart from step " + std::to_string(step));
 }
 
-Result<std::int64_t> Restorer::restart_newest(const std::vector<Region>& regions, Capture& capture) {
+Result<std::int64_t> Restorer::restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture) {
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
   if (m_rank == 0 && m_persistent)
@@ -233,7 +258,7 @@ Result<std::int64_t> Restorer::restart_newest(const std::vector<Region>& regions
   std::string why;
   Code code = Code::ok;  // of the newest candidate's failure that is not a plain not_found
   for (auto s : steps) {
-    Status st = restart(static_cast<std::int64_t>(s), regions, capture);
+    Status st = restart(static_cast<std::int64_t>(s), stream, regions, capture);
     if (st.ok()) {
       if (why.empty()) return static_cast<std::int64_t>(s);
       // The caller must learn that newer checkpoints were skipped (and why): it may want to stop.

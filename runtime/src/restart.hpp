@@ -14,6 +14,14 @@
 
 namespace ckpt::detail {
 
+/// The restart's two bounce chunks: piece k is read into chunk[k % 2] while the copies of piece k-1
+/// run; before a chunk is read into again, the fence taken after its copies is waited on.
+struct Bounces {
+  Chunk* chunk[2] = {nullptr, nullptr};
+  Fence fence[2] = {0, 0};
+  int next = 0;
+};
+
 /// Application thread only. The referenced objects must outlive the Restorer.
 class Restorer {
  public:
@@ -33,13 +41,15 @@ class Restorer {
   /// The newest complete step (rank 0 decides, every rank gets it).
   std::optional<std::int64_t> latest();
   /// Restores `regions` from step `step`, after the checkpoints `capture` has in flight are done.
-  Status restart(std::int64_t step, const std::vector<Region>& regions, Capture& capture);
+  /// Device copies are ordered after the work on `stream` (nullptr: the default stream).
+  Status restart(std::int64_t step, void* stream, const std::vector<Region>& regions, Capture& capture);
   /// restart() of the newest step that restores, falling back to older ones.
-  Result<std::int64_t> restart_newest(const std::vector<Region>& regions, Capture& capture);
+  Result<std::int64_t> restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture);
 
  private:
   Result<Index> read_index_collective(std::int64_t step);
-  Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader, Chunk* bounce);
+  Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
+                        Bounces& bounces);
 
   MPI_Comm m_app_comm;
   int m_rank = 0, m_size = 1;

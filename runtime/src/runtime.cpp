@@ -89,8 +89,10 @@ Status Runtime::annotate(const std::string& name, const std::string& key, const 
 Ticket Runtime::checkpoint(std::int64_t step, void* stream) { return m_impl->checkpoint(step, stream); }
 Status Runtime::wait_all() { return m_impl->wait_all(); }
 std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
-Status Runtime::restart(std::int64_t step) { return m_impl->restart(step); }
-Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(); }
+Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
+Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
+Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(nullptr); }
+Result<std::int64_t> Runtime::restart_newest(void* stream) { return m_impl->restart_newest(stream); }
 Status Runtime::close() { return m_impl->close(); }
 
 // ---- RuntimeImpl: construction -------------------------------------------------------------------
@@ -233,9 +235,27 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   MPI_Bcast(&m_run_id, 1, MPI_UINT64_T, 0, m_app_comm);
   MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
   m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
-  m_device = make_default_device(device_config(m_opts));
+  auto device = make_runtime_device(device_config(m_opts));
+  // A GPU that is there but whose device failed to start is an error: the host device would memcpy
+  // device pointers. Agreed, so that every rank stops here together.
+  m_status = agree(m_app_comm, device.ok() ? Status::OK() : device.status());
+  if (!m_status.ok()) return;
+  m_device = std::move(device).value();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
-  m_registry = std::make_unique<Registry>(*m_device, m_opts.groups);
+  {
+    // The auto pool's cap is a share of the node's memory: ranks on one node split it.
+    MPI_Comm node = MPI_COMM_NULL;
+    int on_node = 1;
+    MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
+    if (node != MPI_COMM_NULL) {
+      MPI_Comm_size(node, &on_node);
+      MPI_Comm_free(&node);
+    }
+    m_pool->set_ranks_on_node(on_node);
+  }
+  // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
+  if (m_opts.pool_bytes != 0) (void)reserve_for_stream(*m_pool, m_opts, 0);
+  m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment);
   m_committer = std::make_unique<Committer>(m_commit_comm, CommitConfig{m_opts.fsync, m_opts.keep, m_opts.verbose},
                                             m_transports, *m_store, m_run_id, m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
@@ -297,11 +317,23 @@ Status RuntimeImpl::usable() const {
 Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                             Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
-  return m_registry->protect(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count));
+  CKPT_RETURN_IF_ERROR(
+      m_registry->protect(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
+  reserve_for_regions();
+  return Status::OK();
 }
 Status RuntimeImpl::update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
-  return m_registry->update(name, ptr, is_block, std::move(global), std::move(start), std::move(count));
+  CKPT_RETURN_IF_ERROR(m_registry->update(name, ptr, is_block, std::move(global), std::move(start), std::move(count)));
+  reserve_for_regions();
+  return Status::OK();
+}
+
+void RuntimeImpl::reserve_for_regions() {
+  // Outside checkpoint(): pinned allocations take seconds at 16 GiB and synchronise the device. One
+  // chunk per transport group on top (segments start at chunk boundaries). A failure is reported by
+  // the next checkpoint(), which tries again.
+  (void)reserve_for_stream(*m_pool, m_opts, m_registry->stream_bound() + m_transports.size() * m_opts.chunk_bytes);
 }
 Status RuntimeImpl::unprotect(const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());
@@ -324,13 +356,13 @@ std::optional<std::int64_t> RuntimeImpl::latest() {
   if (!usable().ok()) return std::nullopt;
   return m_restorer->latest();
 }
-Status RuntimeImpl::restart(std::int64_t step) {
+Status RuntimeImpl::restart(std::int64_t step, void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
-  return m_restorer->restart(step, m_registry->regions(), *m_capture);
+  return m_restorer->restart(step, stream, m_registry->regions(), *m_capture);
 }
-Result<std::int64_t> RuntimeImpl::restart_newest() {
+Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
-  return m_restorer->restart_newest(m_registry->regions(), *m_capture);
+  return m_restorer->restart_newest(stream, m_registry->regions(), *m_capture);
 }
 
 }  // namespace detail

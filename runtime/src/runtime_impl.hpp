@@ -52,8 +52,8 @@ class RuntimeImpl {
   Ticket checkpoint(std::int64_t step, void* stream);
   Status wait_all();
   std::optional<std::int64_t> latest();
-  Status restart(std::int64_t step);
-  Result<std::int64_t> restart_newest();
+  Status restart(std::int64_t step, void* stream);
+  Result<std::int64_t> restart_newest(void* stream);
   Status close();
   /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.
   void close_at_finalize();
@@ -64,6 +64,8 @@ class RuntimeImpl {
   Status usable() const;
   /// Makes the default transport and one per group, in order, on every rank (collective).
   Status make_transports();
+  /// Grows the staging pool for what is registered now (see Registry::stream_bound).
+  void reserve_for_regions();
   /// Chrome trace and I/O summary (trace.cpp), collective, at close().
   void write_trace_and_summary();
 

@@ -86,3 +86,16 @@ TEST(Options, EnvironmentErrors) {
   EXPECT_FALSE(u.error.ok());
   EXPECT_NE(u.error.message().find("CKPT_NOT_AN_OPTION"), std::string::npos);
 }
+
+TEST(Options, DoubleBufferOnNeedsASpareSize) {
+  Options o = Options::defaults();
+  o.gpu_double_buffer = "on";  // with gpu_spare_bytes = 0 this used to mean "off", silently
+  Status s = o.validate();
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_NE(s.message().find("gpu_spare_bytes"), std::string::npos) << s.message();
+  o.gpu_spare_bytes = 1 << 30;
+  EXPECT_TRUE(o.validate().ok());
+  o.gpu_double_buffer = "auto";  // auto's cap may be 0: 1/16 of the device
+  o.gpu_spare_bytes = 0;
+  EXPECT_TRUE(o.validate().ok());
+}

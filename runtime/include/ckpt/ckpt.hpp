@@ -111,6 +111,9 @@ struct CheckpointStats {
   double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
   double committed_s = 0;           ///< from entering checkpoint() to the commit being visible
   std::uint64_t staging_bytes = 0;  ///< size of the staging pool during this checkpoint
+  /// Part of staging_bytes the GPU can DMA to (pinned). Less than staging_bytes: pinning failed for some
+  /// chunks, and device data copied into them is copied synchronously (slower). 0 on the host device.
+  std::uint64_t staging_pinned_bytes = 0;
 };
 
 namespace detail {
@@ -216,12 +219,22 @@ class Runtime {
 
   /// Collective. Fills every protected region from checkpoint `step`, verifying checksums. On a
   /// failure the regions' contents are unspecified and the Status names the variable and block.
+  /// Copies into device memory are ordered after the work enqueued so far on the default stream; the
+  /// data is in place when it returns.
   Status restart(std::int64_t step);
+  /// Collective. As restart(step), with the copies into device memory ordered after the work enqueued
+  /// so far on `stream` (a cudaStream_t; nullptr = default stream), and work enqueued on `stream`
+  /// afterwards ordered after them. The stream must belong to the Runtime's device and not be under
+  /// graph capture (failed_precondition). The data is in place when it returns.
+  Status restart(std::int64_t step, void* stream);
   /// Collective. Newest checkpoint that loads and verifies, falling back to older ones; returns the
   /// step, or a Status listing why each candidate failed (not_found only when there is no
   /// candidate at all; otherwise the code of the newest candidate's failure, e.g. corrupt or
   /// mismatch). When newer candidates were skipped, the Result's warning() says which and why.
   Result<std::int64_t> restart();
+  /// Collective. As restart(), ordered on `stream` like restart(step, stream). (Not an overload of
+  /// restart(): restart(0) would be ambiguous between a step and a null stream.)
+  Result<std::int64_t> restart_newest(void* stream);
 
   /// Collective. Waits for checkpoints in flight, stops the background threads, frees staging memory.
   /// Idempotent; later calls other than status() fail with failed_precondition.

@@ -25,9 +25,12 @@
 ///     checkpoint of a shape that is equal under reversal (e.g. n x n) would load transposed; the
 ///     layout attribute is there so that tools (and you) can tell.
 ///
-/// Stream semantics are those of Runtime::checkpoint: pass the execution space's stream, e.g.
-/// `rt.checkpoint(step, Kokkos::DefaultExecutionSpace().cuda_stream())`, or nothing for the default
-/// stream (Kokkos' default CUDA instance uses the legacy default stream unless configured otherwise).
+/// Stream semantics are those of Runtime::checkpoint and Runtime::restart(step, stream): pass the
+/// stream of the execution space instance whose kernels write the Views, e.g.
+/// `rt.checkpoint(step, Kokkos::DefaultExecutionSpace().cuda_stream())` and
+/// `rt.restart(step, exec.cuda_stream())`. Always pass it: Kokkos 4's default Cuda instance runs on a
+/// stream of its own, not on the legacy default stream, so checkpoint(step) without a stream is NOT
+/// ordered after its kernels (Kokkos 3 used the legacy default stream; do not rely on it).
 #ifndef CKPT_RUNTIME_KOKKOS_HPP
 #define CKPT_RUNTIME_KOKKOS_HPP
 

@@ -41,10 +41,13 @@ struct Options {
   std::string dir = "ckpt";
   /// Transport name: posix, null (mpiio, rbio, hdf5, hdf5-sync when built). [CKPT_TRANSPORT]
   std::string transport = "posix";
-  /// Staging pool budget in bytes; 0 = auto (one whole checkpoint x max_in_flight, capped at
-  /// pool_max_fraction of physical memory). [CKPT_POOL_BYTES, accepts 64M, 1G, 512KiB]
+  /// Staging pool budget in bytes; 0 = auto (one whole checkpoint x max_in_flight, capped at this
+  /// rank's share of pool_max_fraction of the node's memory). Reserved when the Runtime is made (a
+  /// fixed budget) or as regions are protected (auto), not inside checkpoint().
+  /// [CKPT_POOL_BYTES, accepts 64M, 1G, 512KiB]
   std::uint64_t pool_bytes = 0;
-  /// Cap of the auto pool as a fraction of physical memory, in (0, 0.9]. [CKPT_POOL_MAX_FRACTION]
+  /// Cap of the auto pools of all ranks of a node together, as a fraction of the node's physical memory,
+  /// in (0, 0.9]; each rank gets 1/(ranks on the node) of it. [CKPT_POOL_MAX_FRACTION]
   double pool_max_fraction = 0.25;
   /// Size of one staging chunk and of one write, bytes. [CKPT_CHUNK_BYTES]
   std::uint64_t chunk_bytes = 16ull << 20;
@@ -62,10 +65,13 @@ struct Options {
   /// Messages on stderr: 0 quiet, 1 one line per commit/restart on rank 0, 2 more. [CKPT_VERBOSE]
   int verbose = 0;
   /// CUDA: device-side double buffering (copy D2D into a spare device buffer, release the application's
-  /// stream, then D2H from the spare): "off", "on" (spare of gpu_spare_bytes) or "auto" (spare grows
-  /// while free device memory allows). Off by default until verified on a GPU. [CKPT_GPU_DOUBLE_BUFFER]
+  /// stream, then D2H from the spare): "off", "on" (spare of gpu_spare_bytes, which must be > 0) or
+  /// "auto" (the spare follows the device bytes of the last captures, at most gpu_spare_bytes, or 1/16
+  /// of the device's memory when that is 0). Data that does not fit the spare goes straight D2H. Off by
+  /// default until verified on a GPU. [CKPT_GPU_DOUBLE_BUFFER]
   std::string gpu_double_buffer = "off";
-  /// CUDA: spare buffer size for gpu_double_buffer = on. [CKPT_GPU_SPARE_BYTES]
+  /// CUDA: spare buffer size for gpu_double_buffer = on; the cap of the spare for auto (0: device
+  /// memory / 16). [CKPT_GPU_SPARE_BYTES]
   std::uint64_t gpu_spare_bytes = 0;
   /// Directory for the runtime's trace: at close(), rank 0 writes trace.json (Chrome trace of every
   /// rank's threads), summary.json (per-checkpoint I/O summary) and prints the summary table on
