@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Everything of issue 13's GPU run in ONE command on the GPU machine (nvcc 13, cmake, ninja,
+# compute-sanitizer; no MPI, HDF5, Kokkos, no network): the build dependencies come from .gpucarry/
+# (made on the build machine by perf/gpu/carry.sh and carried by the device tool).
+#
+#   device run, carry [".gpucarry"]:  bash perf/gpu/run.sh
+#
+# Steps, each logged to $OUT/run.log (OUT: the device tool's folder; else perf/gpu/out):
+#   1. checks: nvidia-smi, compute-sanitizer, an MPI hello with 4 ranks from the carried Open MPI
+#   2. the CUDA build (build-gpu/, sm_90): libckpt, the gpu tests, gpu_bench
+#   3. GPU steps -- only with a GPU; without one the script stops here with exit code 3 and says why:
+#      ctest -L gpu; compute-sanitizer memcheck --leak-check full and initcheck on gpu_cuda_device
+#      (0 errors wanted); gpu_bench with 1 rank, then 2 and 4 ranks on the GPU (nvidia-smi lists the
+#      compute processes meanwhile: one context per rank); CSV + markdown table with the device name.
+# The whole run keeps within RUN_BUDGET seconds (default 570, under the tool's 600): a step that would
+# not fit is skipped and logged as such. Exit code: 0 all ran and passed, 1 a step failed, 3 no GPU.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+out=${OUT:-$root/perf/gpu/out}
+mkdir -p "$out"
+log=$out/run.log
+: >"$log"
+budget=${RUN_BUDGET:-570}
+SECONDS=0
+failed=0
+say() { echo "== [$SECONDS s] $*" | tee -a "$log"; }
+left() { echo $((budget - SECONDS)); }
+# run NAME MIN_SECONDS MAX_SECONDS CMD...: runs CMD (output appended to the log) if MIN_SECONDS remain.
+run() {
+  local name=$1 need=$2 max=$3
+  shift 3
+  if [ "$(left)" -lt "$need" ]; then
+    say "$name: SKIPPED ($(left) s left, needs $need s)"
+    failed=1
+    return 1
+  fi
+  local lim=$max
+  [ "$(left)" -lt "$lim" ] && lim=$(left)
+  say "$name (limit $lim s)"
+  timeout --signal=TERM --kill-after=10 "$lim" "$@" >>"$log" 2>&1
+  local rc=$?
+  if [ $rc -eq 0 ]; then say "$name: ok"; else say "$name: FAILED (rc $rc)"; failed=1; fi
+  return $rc
+}
+
+# ---- 1. checks ----------------------------------------------------------------------------------
+gpu=yes
+if nvidia-smi >"$out/nvidia-smi.txt" 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.max,pcie.link.width.max \
+    --format=csv >>"$out/nvidia-smi.txt" 2>&1
+  say "nvidia-smi: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1)"
+else
+  gpu=no
+  say "nvidia-smi: not usable here ($(head -c 200 "$out/nvidia-smi.txt" | tr '\n' ' '))"
+fi
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$sanitizer" ]; then say "compute-sanitizer: $sanitizer"; else say "compute-sanitizer: NOT FOUND"; fi
+export PATH="$PATH:/usr/local/cuda/bin"
+say "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+if [ ! -f .gpucarry/env.sh ]; then
+  say "no .gpucarry/: run perf/gpu/carry.sh on the build machine and carry .gpucarry"
+  exit 1
+fi
+# shellcheck source=/dev/null
+source .gpucarry/env.sh
+hello=/tmp/ckpt_mpi_hello
+run "mpi hello (4 ranks)" 5 60 bash -c "mpicc perf/gpu/mpi_hello.c -o $hello && mpiexec -n 4 $hello" ||
+  { say "MPI does not work: stopping"; exit 1; }
+
+# ---- 2. build -----------------------------------------------------------------------------------
+bdir=$root/build-gpu
+run "configure" 20 120 cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_ENABLE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCKPT_ENABLE_HDF5=OFF -DCKPT_ENABLE_KOKKOS=OFF -DCKPT_BUILD_APPS=OFF \
+  -DCKPT_BUILD_PERF=ON || { say "configure failed: stopping"; exit 1; }
+run "build" 60 330 cmake --build "$bdir" -j "$(nproc)" --target gpu_cuda_device gpu_cuda_ranks_4 gpu_bench \
+  unit_gpu_plan device_pipeline || { say "build failed: stopping"; exit 1; }
+
+# ---- 3. GPU steps -------------------------------------------------------------------------------
+if [ "$gpu" != yes ]; then
+  say "no GPU on this machine: checks and the CUDA build ran; stopping before the first GPU step (ctest -L gpu)"
+  exit 3
+fi
+run "ctest -L gpu + the CPU-side device tests" 30 150 ctest --test-dir "$bdir" --output-on-failure --timeout 120 \
+  -R "gpu_cuda|unit_gpu_plan|device_pipeline"
+gtest=$bdir/tests/gpu/gpu_cuda_device
+if [ -n "$sanitizer" ]; then
+  run "compute-sanitizer memcheck --leak-check full" 30 150 "$sanitizer" --tool memcheck --leak-check full \
+    --error-exitcode 1 --log-file "$out/memcheck.log" "$gtest" --gtest_brief=1 || true
+  run "compute-sanitizer initcheck" 30 120 "$sanitizer" --tool initcheck --error-exitcode 1 \
+    --log-file "$out/initcheck.log" "$gtest" --gtest_brief=1 --gtest_filter='-CudaRuntime.OneGiB*' || true
+  grep -h "ERROR SUMMARY\|LEAK SUMMARY" "$out"/memcheck.log "$out"/initcheck.log 2>/dev/null | tee -a "$log"
+fi
+csv=$out/gpu_bench.csv
+: >"$csv"
+bench=$bdir/perf/gpu/gpu_bench
+mkdir -p /tmp/ckpt-gpu-bench
+run "gpu_bench, 1 rank" 60 200 mpiexec -n 1 "$bench" --sizes "${GPU_BENCH_SIZES:-1,4,16}" --dir /tmp/ckpt-gpu-bench \
+  --csv "$csv" || true
+for n in 2 4; do
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader -lms 200 \
+    >"$out/apps-$n.csv" 2>/dev/null &
+  smi=$!
+  run "gpu_bench, $n ranks on the GPU" 20 60 mpiexec -n "$n" "$bench" --only shared --dir /tmp/ckpt-gpu-bench \
+    --csv "$csv" || true
+  kill "$smi" 2>/dev/null
+  wait "$smi" 2>/dev/null
+  say "$n ranks: $(cut -d, -f1 "$out/apps-$n.csv" | sort -u | grep -c .) processes held a context (want $n)"
+done
+cat "$out"/apps-*.csv >"$out/apps.csv" 2>/dev/null && rm -f "$out"/apps-*.csv
+python3 perf/gpu/table.py "$csv" >"$out/gpu_bench.md" 2>>"$log" && cat "$out/gpu_bench.md" | tee -a "$log"
+say "done: $([ $failed -eq 0 ] && echo 'every step passed' || echo 'some steps FAILED, see above')"
+exit $failed
