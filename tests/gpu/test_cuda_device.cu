@@ -28,31 +28,15 @@
 #include "ckpt/ckpt.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device.hpp"
+#include "gpu_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace ckpt;
+using ckpt::test::no_gpu_reason;
 using detail::CudaDeviceConfig;
 using detail::Device;
 
 namespace {
-
-/// Empty when a GPU is usable, otherwise why not (for GTEST_SKIP).
-std::string no_gpu_reason() {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
-  }
-  if (n == 0) return "no CUDA device is present";
-  return "";
-}
-
-#define SKIP_WITHOUT_GPU()                    \
-  do {                                        \
-    const std::string why_ = no_gpu_reason(); \
-    if (!why_.empty()) GTEST_SKIP() << why_;  \
-  } while (0)
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "gpu_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace ckpt;
@@ -18,16 +19,6 @@ using ckpt::test::world_rank;
 using ckpt::test::world_size;
 
 namespace {
-
-std::string no_gpu_reason() {
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return std::string("no usable CUDA device: ") + cudaGetErrorName(e);
-  }
-  return n == 0 ? "no CUDA device is present" : "";
-}
 
 __global__ void fill_rows(double* a, std::uint64_t r0, std::uint64_t nr, std::uint64_t cols, double base,
                           long long cycles) {
@@ -50,7 +41,7 @@ constexpr std::uint64_t kRows = 1001, kCols = 4096;  // ~32 MiB of doubles in al
 }  // namespace
 
 TEST(CudaRanks, SharedGpuCheckpointAndNToMRestart) {
-  const std::string why = no_gpu_reason();
+  const std::string why = ckpt::test::no_gpu_reason();
   if (!ckpt::test::all_true(why.empty())) GTEST_SKIP() << (why.empty() ? "another rank has no GPU" : why);
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);  // every rank on the one GPU
   const std::string dir = ckpt::test::scratch_dir();
