@@ -51,7 +51,8 @@ class StagingPool {
   /// Gives a chunk back and wakes one waiter.
   void release(Chunk* c);
   /// Takes a lent chunk out of service for good: a copy into it may still be in flight (its fence
-  /// could not be waited on), so it must never be handed out again. Its memory is freed with the pool.
+  /// could not be waited on), so it must never be handed out again. Its memory is freed with the pool;
+  /// chunks() no longer counts it, so reserve() replaces it.
   void retire(Chunk* c);
   /// Wakes every waiter; later acquire() calls return nullptr.
   void shutdown();
