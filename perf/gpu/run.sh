@@ -73,7 +73,7 @@ bdir=$root/build-gpu
 run "configure" 20 120 cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCKPT_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCKPT_ENABLE_HDF5=OFF -DCKPT_ENABLE_KOKKOS=OFF -DCKPT_BUILD_APPS=OFF \
   -DCKPT_BUILD_PERF=ON || { say "configure failed: stopping"; exit 1; }
-run "build" 60 330 cmake --build "$bdir" -j "$(nproc)" --target gpu_cuda_device gpu_cuda_ranks_4 gpu_bench \
+run "build" 60 "${GPU_BUILD_LIMIT:-330}" cmake --build "$bdir" -j "$(nproc)" --target gpu_cuda_device gpu_cuda_ranks_4 gpu_bench \
   unit_gpu_plan device_pipeline || { say "build failed: stopping"; exit 1; }
 
 # ---- 3. GPU steps -------------------------------------------------------------------------------
