@@ -51,6 +51,18 @@ std::uint64_t Registry::bound(const Region& r) const {
   return r.bytes() + (r.bytes() >= 64 * 1024 ? m_alignment : 8);
 }
 
+/// Checks that a region with bytes has a pointer and sets its memory kind from the device (host for
+/// a null pointer of an empty region). `what` prefixes the classification error ("region 'x'").
+Status Registry::locate(Region& r, const char* what) const {
+  if (r.bytes() > 0 && r.ptr == nullptr) return Status(Code::invalid_argument, "region '" + r.name + "': null pointer");
+  r.mem = MemoryKind::host;
+  if (r.ptr == nullptr) return Status::OK();
+  auto mem = m_device.classify(r.ptr);
+  if (!mem.ok()) return mem.status().with_context(std::string(what) + " '" + r.name + "'");
+  r.mem = mem.value();
+  return Status::OK();
+}
+
 Status Registry::protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                          Shape count) {
   CKPT_RETURN_IF_ERROR(check_name(name));
@@ -65,12 +77,7 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
   r.global = std::move(global);
   r.start = std::move(start);
   r.count = std::move(count);
-  if (r.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
-  if (ptr != nullptr) {
-    auto mem = m_device.classify(ptr);
-    if (!mem.ok()) return mem.status().with_context("region '" + name + "'");
-    r.mem = mem.value();
-  }
+  CKPT_RETURN_IF_ERROR(locate(r, "region"));
   for (std::size_t g = 0; g < m_groups.size() && r.group == 0; ++g)
     for (auto& pattern : m_groups[g].match)
       if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0) {
@@ -99,13 +106,7 @@ Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape
   n.global = std::move(global);
   n.start = std::move(start);
   n.count = std::move(count);
-  if (n.bytes() > 0 && ptr == nullptr) return Status(Code::invalid_argument, "region '" + name + "': null pointer");
-  n.mem = MemoryKind::host;
-  if (ptr != nullptr) {
-    auto mem = m_device.classify(ptr);
-    if (!mem.ok()) return mem.status().with_context("update: region '" + name + "'");
-    n.mem = mem.value();
-  }
+  CKPT_RETURN_IF_ERROR(locate(n, "update: region"));
   m_stream_bound = m_stream_bound - bound(*r) + bound(n);
   *r = std::move(n);
   return Status::OK();

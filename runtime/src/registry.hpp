@@ -34,6 +34,7 @@ class Registry {
   std::uint64_t stream_bound() const { return m_stream_bound; }
 
  private:
+  Status locate(Region& r, const char* what) const;
   Region* find(const std::string& name);
   std::uint64_t bound(const Region& r) const;
 
