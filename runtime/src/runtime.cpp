@@ -129,7 +129,7 @@ const char* thread_level_name(int level) {
 namespace {
 std::mutex g_live_mu;
 std::vector<RuntimeImpl*> g_live;  // in construction order
-int g_finalize_key = MPI_KEYVAL_INVALID;
+bool g_finalize_hooked = false;
 
 int close_live_runtimes(MPI_Comm, int, void*, void*) {
   std::vector<RuntimeImpl*> live;
@@ -144,9 +144,14 @@ int close_live_runtimes(MPI_Comm, int, void*, void*) {
 
 void RuntimeImpl::register_live(RuntimeImpl* r) {
   std::lock_guard<std::mutex> lk(g_live_mu);
-  if (g_finalize_key == MPI_KEYVAL_INVALID) {
-    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, close_live_runtimes, &g_finalize_key, nullptr);
-    MPI_Comm_set_attr(MPI_COMM_SELF, g_finalize_key, nullptr);
+  if (!g_finalize_hooked) {
+    int key = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, close_live_runtimes, &key, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_SELF, key, nullptr);
+    // Freeing the key now is allowed and keeps the attribute alive: MPI frees the key itself once
+    // MPI_Finalize has deleted the attribute (valgrind saw the key as leaked otherwise).
+    MPI_Comm_free_keyval(&key);
+    g_finalize_hooked = true;
   }
   g_live.push_back(r);
 }
