@@ -17,6 +17,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from mpijob import kill_session, shm_names  # noqa: E402
+
 
 def run(cmd, env=None):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, timeout=240)
@@ -36,6 +39,7 @@ def main():
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--seed", type=int, default=None)
     a = ap.parse_args()
+    shm_at_start = shm_names()  # Open MPI segments that are not ours: never touched
     rng = random.Random(a.seed)
     steps = "300"
     common = ["--cells", "400000", "--steps", steps, "--every", "2"]
@@ -68,10 +72,7 @@ def main():
         flushing = bool(glob.glob(os.path.join(d, "ckpt.*.tmp")))
         # Open MPI gives each rank a process group of its own: kill the whole session, ranks included,
         # and wait until none is left (an orphaned rank would keep writing).
-        subprocess.run(["pkill", "-KILL", "-s", str(job.pid)])
-        job.wait()
-        while subprocess.run(["pgrep", "-s", str(job.pid)], stdout=subprocess.DEVNULL).returncode == 0:
-            time.sleep(0.05)
+        kill_session(job, shm_at_start)
         if not armed:
             print(f"trial {t}: FAIL: the job never had a committed and an in-flight checkpoint")
             failures += 1

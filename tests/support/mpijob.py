@@ -26,19 +26,45 @@ def check(cond, msg):
 def kill_session(job, shm_before=None):
     """SIGKILLs the session of `job` (a Popen started with start_new_session=True): Open MPI puts every
     rank in a process group of its own, so mpiexec and all ranks go. Waits until none is left; then
-    removes the Open MPI shared-memory segments that appeared in /dev/shm since `shm_before` (a set of
-    names taken before the job started)."""
+    removes the Open MPI shared-memory segments the killed job left (remove_stale_shm)."""
     subprocess.run(["pkill", "-KILL", "-s", str(job.pid)])
-    job.wait()
+    try:
+        job.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
     while subprocess.run(["pgrep", "-s", str(job.pid)], stdout=subprocess.DEVNULL).returncode == 0:
         time.sleep(0.05)
-    if shm_before is not None and os.path.isdir("/dev/shm"):
-        for name in set(os.listdir("/dev/shm")) - shm_before:
-            if name.startswith(("vader_segment", "sm_segment")):
-                try:
-                    os.unlink(os.path.join("/dev/shm", name))
-                except OSError:
-                    pass
+    if shm_before is not None:
+        remove_stale_shm(shm_before)
+
+
+def remove_stale_shm(shm_before):
+    """Removes the Open MPI shared-memory segments (vader_segment.*, sm_segment.*) that appeared in
+    /dev/shm since `shm_before` (shm_names() taken earlier) and that no live process maps any more: a
+    job killed with SIGKILL never unlinks its own. Segments of jobs still running (another test under
+    ctest -j) are mapped by their ranks and stay."""
+    if not os.path.isdir("/dev/shm"):
+        return
+    new = [n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith(("vader_segment", "sm_segment"))]
+    if not new:
+        return
+    mapped = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    if "/dev/shm/" in line:
+                        mapped.add(line.rsplit("/", 1)[-1].strip())
+        except OSError:
+            pass  # gone, or not ours to read
+    for name in new:
+        if name not in mapped:
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError:
+                pass
 
 
 def shm_names():
