@@ -10,8 +10,10 @@ n=0
 while IFS= read -r -d '' f; do
   n=$((n + 1)); cp "$f" "$out/index/index.$n"
   for d in "$(dirname "$f")"/*; do
+    # Regular files only: the adversarial tests leave FIFOs named data.N and index (opening one blocks).
+    [[ -f $d && ! -L $d ]] || continue
     case "$(basename "$d")" in index) ;; *) head -c 64 "$d" > "$out/data_header/$(basename "$d").$n" ;; esac
   done
-done < <(find "$src" -name index -type f -size -1000k -print0 | head -z -n 200)
+done < <(find "$src" -name index -type f -size -1000k -print0 2>/dev/null | head -z -n 200)
 cp "$here"/corpus/options/*.yaml "$out/options/"
 echo "seed corpus: $(ls "$out/index" | wc -l) indexes, $(ls "$out/data_header" | wc -l) data headers, $(ls "$out/options" | wc -l) option files in $out"
