@@ -12,7 +12,8 @@ Steps: micro (Google Benchmark: copy bound, capture, digest, index codec), host_
 memcpy, flush vs dd-like write, restart read vs raw read with the page cache dropped), transports
 (the seeds' comparison at 1, 2, 4, 8 ranks), peers (C parallel HDF5, ADIOS2 BP5, ckpt), growth
 (variables 1..100000, bytes per rank, ranks; RSS), overlap (compute loop with checkpoints: none, null,
-async, sync, hdf5-sync), model (rbIO eq. 6 and Young/Daly for large machines), plots.
+async, sync, hdf5-sync), finegrain (seed 000: a checkpoint after every ~4 ms step at 2 ranks, 1 and 16
+MiB per rank: none, ckpt wait/coalesce with fsync on and off, ADIOS2 BP5 appending steps), model (rbIO eq. 6 and Young/Daly for large machines), plots.
 """
 import argparse
 import os
@@ -48,6 +49,12 @@ def steps(b, out, scratch, size):
     ] + [
         ("overlap", mpi + ["-n", "1", f"{b}/perf/overlap", "--bytes", "64M", "--every", "5", "--steps", "40",
                            "--reps", "3", "--dir", f"{scratch}/overlap", "--csv", f"{out}/overlap.csv"], {}),
+    ] + [
+        (f"finegrain_{m}", mpi + ["-n", "2", f"{b}/perf/finegrain", "--bytes", m, "--steps", "100",
+                                  "--compute-ms", "4", "--reps", "3", "--dir", f"{scratch}/finegrain", "--csv",
+                                  f"{out}/finegrain_{m}.csv"], {})
+        for m in ("1M", "16M")
+    ] + [
         ("model", [sys.executable, f"{HERE}/model.py", "--results", out, "--out", f"{out}/model"], {}),
         ("plots", [sys.executable, f"{HERE}/plots.py", "--results", out], {}),
     ]

@@ -1,0 +1,402 @@
+// perf/finegrain: the seed-000 loop (issue 15) - a checkpoint after every step of a short compute.
+// P ranks; each step is a memory-bound computation of about --compute-ms (a triad over a work array,
+// calibrated at start) that also changes the state, then a checkpoint of the state (--bytes per rank,
+// f64). A run is --steps such steps and ends when the last checkpoint is durable ("durable at the
+// end"). Modes, interleaved round by round (all modes, all modes, ...; round 0 is a warm-up), medians
+// over --reps rounds of the maxima over ranks:
+//
+//  none                  the loop without I/O: the baseline every other mode is divided by
+//  ckpt-<busy>-<sync>    a ckpt Runtime (posix transport, keep 2) checkpointing every step, with
+//                        on_busy = wait | coalesce and fsync on ("fsync") or off ("nofsync"); the run
+//                        ends with wait_all() (every checkpoint committed; with fsync on, durable)
+//  ckpt-wait-null        the same pipeline with the null transport (nothing written): ckpt's own cost
+//  adios2-bp5            ADIOS2 BP5, one output per rank opened once, BeginStep/Put/EndStep after
+//                        every step (every step kept), Close and an fsync of its files at the end
+//  adios2-bp5-async      the same with BP5's AsyncWrite=true
+//
+// The ADIOS2 here is the PyPI wheel (pip install adios2), a serial build without MPI, as in
+// perf/peers: each rank writes its slice (global shape, own offset) to <dir>/<mode>/out.bp.<rank>.
+// Reported per mode: run time (s) and its ratio to none, and the median time the application was
+// blocked per checkpoint (ckpt: Ticket stats blocked_s; ADIOS2: BeginStep..EndStep) next to a memcpy
+// of the same bytes measured in the same run. Other ckpt options come from CKPT_* variables
+// (transport, fsync, on_busy and dir are set here).
+//
+//   mpiexec -n 2 build/perf/finegrain --bytes 1M --steps 100 --compute-ms 4 --reps 3
+//       --dir /tmp/ckpt-finegrain --csv results/finegrain_1M.csv  (one line)
+#include <dirent.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#ifdef CKPT_HAVE_ADIOS2
+#include <adios2.h>
+#endif
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "ckpt/ckpt.hpp"
+
+using namespace ckpt::bench;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "finegrain: rank %d: %s\n", world_rank(), what.c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+struct Args {
+  std::uint64_t bytes = 1ull << 20;
+  int steps = 100, reps = 3;
+  double compute_ms = 4;
+  std::string dir = "/tmp/ckpt-finegrain", csv, only;
+};
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) fail("option " + k + " needs a value");
+    const std::string v = argv[i + 1];
+    if (k == "--bytes") {
+      auto b = ckpt::parse_bytes(v);
+      if (!b.ok() || b.value() < sizeof(double)) fail("--bytes: not a byte count of at least 8: " + v);
+      a.bytes = b.value() / sizeof(double) * sizeof(double);
+    } else if (k == "--steps") {
+      a.steps = std::atoi(v.c_str());
+      if (a.steps < 1) fail("--steps must be at least 1");
+    } else if (k == "--reps") {
+      a.reps = std::atoi(v.c_str());
+      if (a.reps < 1) fail("--reps must be at least 1");
+    } else if (k == "--compute-ms") {
+      a.compute_ms = std::atof(v.c_str());
+      if (!(a.compute_ms > 0)) fail("--compute-ms must be positive");
+    } else if (k == "--dir") {
+      a.dir = v;
+    } else if (k == "--csv") {
+      a.csv = v;
+    } else if (k == "--modes") {
+      a.only = v;
+    } else {
+      fail("unknown option " + k + " (known: --bytes, --steps, --reps, --compute-ms, --dir, --csv, --modes)");
+    }
+  }
+  return a;
+}
+
+/// The application: its checkpointed state and a work array the compute streams over.
+struct App {
+  std::vector<double> state, work;
+  std::size_t work_n = 0;  ///< elements of `work` one step streams over (calibrated)
+  std::uint64_t start = 0, global = 0;
+
+  /// One step: a triad over work[0, work_n) (memory-bound) and a change of every page of the state.
+  void step(std::int64_t s) {
+    double* w = work.data();
+    const double a = 1.0000001, b = 1e-9 * static_cast<double>(s);
+    for (std::size_t i = 0; i < work_n; ++i) w[i] = a * w[i] + b;
+    for (std::size_t i = 0; i < state.size(); i += 512) state[i] = static_cast<double>(s);
+  }
+};
+
+/// Sizes the compute so that one step takes about `ms` on every rank (the slowest rank's choice).
+void calibrate(App& app, double ms) {
+  app.work_n = app.work.size();
+  std::vector<double> t;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    app.step(0);
+    t.push_back(since(t0));
+  }
+  const double per_elem = median(t) / static_cast<double>(app.work.size());
+  std::uint64_t n = static_cast<std::uint64_t>(ms * 1e-3 / per_elem);
+  std::uint64_t agreed = 0;
+  MPI_Allreduce(&n, &agreed, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  if (agreed > app.work.size()) agreed = app.work.size();
+  app.work_n = static_cast<std::size_t>(agreed);
+}
+
+/// One run of one mode on this rank.
+struct Sample {
+  double run_s = 0;      ///< barrier .. the last checkpoint durable
+  double blocked_s = 0;  ///< median time blocked per checkpoint
+};
+
+/// A mode: per run, `run(round)` does the whole loop and returns this rank's sample.
+struct Mode {
+  std::string name;
+  std::function<Sample(int round)> run;
+  std::vector<Sample> rounds;  ///< maxima over ranks, warm-up excluded
+};
+
+// ---- none -------------------------------------------------------------------------------------------
+
+Sample run_none(App& app, int steps) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) app.step(s);
+  return {since(t0), 0};
+}
+
+// ---- ckpt -------------------------------------------------------------------------------------------
+
+struct CkptMode {
+  std::unique_ptr<ckpt::Runtime> rt;
+  std::int64_t next_step = 0;
+};
+
+std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app, const std::string& dir,
+                                            const std::string& transport, bool fsync, const std::string& on_busy) {
+  ckpt::Options o = base;
+  o.transport = transport;
+  o.fsync = fsync;
+  o.dir = dir;
+  (void)on_busy;  // on_busy arrives with issue 15's coalesce mode
+  auto rt = std::make_unique<ckpt::Runtime>(MPI_COMM_WORLD, o);
+  if (!rt->status().ok()) fail("ckpt: " + rt->status().to_string());
+  ckpt::Status st = rt->protect("state", app.state.data(), ckpt::DType::f64,
+                                ckpt::Block{{app.global}, {app.start}, {app.state.size()}});
+  if (!st.ok()) fail("ckpt protect: " + st.to_string());
+  return rt;
+}
+
+Sample run_ckpt(App& app, CkptMode& m, int steps) {
+  std::vector<ckpt::Ticket> tickets;
+  tickets.reserve(static_cast<std::size_t>(steps));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    app.step(s);
+    tickets.push_back(m.rt->checkpoint(m.next_step++));
+  }
+  ckpt::Status all = m.rt->wait_all();
+  Sample out;
+  out.run_s = since(t0);
+  if (!all.ok()) fail("ckpt: " + all.to_string());
+  std::vector<double> blocked;
+  for (auto& t : tickets) {
+    ckpt::Status s = t.wait();
+    if (!s.ok()) fail("ckpt checkpoint " + std::to_string(t.step()) + ": " + s.to_string());
+    blocked.push_back(t.stats().blocked_s);
+  }
+  out.blocked_s = median(blocked);
+  return out;
+}
+
+// ---- ADIOS2 -----------------------------------------------------------------------------------------
+
+#ifdef CKPT_HAVE_ADIOS2
+void fsync_path(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) fail("open " + path + " for fsync failed");
+  if (::fsync(fd) != 0) fail("fsync " + path + " failed");
+  ::close(fd);
+}
+
+/// Every regular file in `dir`, then `dir` itself and its parent.
+void fsync_tree(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) fail("opendir " + dir + " failed");
+  while (dirent* e = ::readdir(d))
+    if (e->d_type == DT_REG) fsync_path(dir + "/" + e->d_name);
+  ::closedir(d);
+  fsync_path(dir);
+  fsync_path(std::filesystem::path(dir).parent_path().string());
+}
+
+class Adios2Mode {
+ public:
+  Adios2Mode(App& app, bool async) : m_app(app), m_io(m_adios.DeclareIO(async ? "async" : "sync")) {
+    m_io.SetEngine("BP5");
+    if (async) m_io.SetParameter("AsyncWrite", "true");
+    m_var = m_io.DefineVariable<double>("state", {app.global}, {app.start}, {app.state.size()}, adios2::ConstantDims);
+  }
+  Sample run(const std::string& dir, int steps) {
+    const std::string path = dir + "/out.bp." + std::to_string(world_rank());
+    std::vector<double> blocked;
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = Clock::now();
+    adios2::Engine e = m_io.Open(path, adios2::Mode::Write);
+    for (int s = 0; s < steps; ++s) {
+      m_app.step(s);
+      const auto tb = Clock::now();
+      e.BeginStep();
+      e.Put(m_var, m_app.state.data(), adios2::Mode::Deferred);
+      e.EndStep();
+      blocked.push_back(since(tb));
+    }
+    e.Close();
+    fsync_tree(path);
+    Sample out{since(t0), median(blocked)};
+    std::filesystem::remove_all(path);  // untimed
+    return out;
+  }
+
+ private:
+  App& m_app;
+  adios2::ADIOS m_adios;
+  adios2::IO m_io;
+  adios2::Variable<double> m_var;
+};
+#endif
+
+// ---- driver -----------------------------------------------------------------------------------------
+
+Sample worst_over_ranks(Sample s) {
+  double v[2] = {s.run_s, s.blocked_s}, m[2];
+  MPI_Allreduce(v, m, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return {m[0], m[1]};
+}
+
+double median_of(const Mode& m, double Sample::*f) {
+  std::vector<double> v;
+  for (const Sample& s : m.rounds) v.push_back(s.*f);
+  return median(v);
+}
+
+/// Median over 21 memcpy's of the state into a buffer (the copy checkpoint() cannot avoid).
+double memcpy_seconds(const App& app) {
+  std::vector<double> dst(app.state.size());
+  std::vector<double> t;
+  for (int i = 0; i < 21; ++i) {
+    const auto t0 = Clock::now();
+    std::memcpy(dst.data(), app.state.data(), app.state.size() * sizeof(double));
+    t.push_back(since(t0));
+  }
+  return max_over_ranks(median(t));
+}
+
+void make_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("cannot create " + dir + ": " + ec.message());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "finegrain: MPI_Init_thread failed\n");
+    return 1;
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Args args = parse_args(argc, argv);
+  ckpt::Options base;  // defaults + CKPT_*
+  if (!base.error.ok()) fail(base.error.to_string());
+
+  App app;
+  const std::uint64_t n = args.bytes / sizeof(double);
+  app.state.assign(n, 1.0);
+  app.start = n * static_cast<std::uint64_t>(rank);
+  app.global = n * static_cast<std::uint64_t>(size);
+  app.work.assign((64u << 20) / sizeof(double), 1.0);  // up to 64 MiB streamed per step
+  calibrate(app, args.compute_ms);
+
+  auto wanted = [&](const std::string& name) {
+    if (args.only.empty()) return true;
+    for (const auto& m : split_list(args.only))
+      if (m == name) return true;
+    return false;
+  };
+  std::vector<Mode> modes;
+  std::vector<std::unique_ptr<CkptMode>> ckpts;
+  modes.push_back({"none", [&](int) { return run_none(app, args.steps); }, {}});
+  struct CkptSpec {
+    const char* name;
+    const char* transport;
+    bool fsync;
+    const char* on_busy;
+  };
+  for (const CkptSpec& c :
+       {CkptSpec{"ckpt-wait-fsync", "posix", true, "wait"}, CkptSpec{"ckpt-wait-nofsync", "posix", false, "wait"},
+        CkptSpec{"ckpt-wait-null", "null", true, "wait"}}) {
+    if (!wanted(c.name)) continue;
+    const std::string dir = args.dir + "/" + c.name;
+    if (rank == 0) make_dir(dir);
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto m = std::make_unique<CkptMode>();
+    m->rt = make_runtime(base, app, dir, c.transport, c.fsync, c.on_busy);
+    CkptMode* mp = m.get();
+    ckpts.push_back(std::move(m));
+    modes.push_back({c.name, [&app, mp, &args](int) { return run_ckpt(app, *mp, args.steps); }, {}});
+  }
+#ifdef CKPT_HAVE_ADIOS2
+  std::vector<std::unique_ptr<Adios2Mode>> adios;
+  for (bool async : {false, true}) {
+    const std::string name = async ? "adios2-bp5-async" : "adios2-bp5";
+    if (!wanted(name)) continue;
+    const std::string dir = args.dir + "/" + name;
+    if (rank == 0) make_dir(dir);
+    adios.push_back(std::make_unique<Adios2Mode>(app, async));
+    Adios2Mode* ap = adios.back().get();
+    modes.push_back({name,
+                     [ap, dir, &args](int) {
+                       try {
+                         return ap->run(dir, args.steps);
+                       } catch (const std::exception& e) {
+                         fail(std::string("ADIOS2: ") + e.what());
+                       }
+                     },
+                     {}});
+  }
+#endif
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  for (int round = 0; round <= args.reps; ++round)  // round 0: warm-up
+    for (Mode& m : modes) {
+      const Sample s = worst_over_ranks(m.run(round));
+      if (round > 0) m.rounds.push_back(s);
+    }
+  const double copy_s = memcpy_seconds(app);
+
+  for (auto& c : ckpts) {
+    ckpt::Status s = c->rt->close();
+    if (!s.ok()) fail("ckpt close: " + s.to_string());
+  }
+  ckpts.clear();
+  if (rank == 0) {
+    const double base_s = median_of(modes.front(), &Sample::run_s);
+    std::printf("finegrain: %d ranks, %.2f MiB/rank, %d steps of ~%.1f ms compute, %d reps; memcpy %.1f us\n", size,
+                static_cast<double>(args.bytes) / (1 << 20), args.steps, args.compute_ms, args.reps, copy_s * 1e6);
+#ifndef CKPT_HAVE_ADIOS2
+    std::printf("adios2: not available (pip install adios2, then reconfigure)\n");
+#endif
+    std::printf("%-20s %10s %10s %16s %22s\n", "mode", "run s", "x none", "blocked us/ckpt",
+                "blocked/(1.5 memcpy+50us)");
+    for (const Mode& m : modes) {
+      const double r = median_of(m, &Sample::run_s), b = median_of(m, &Sample::blocked_s);
+      std::printf("%-20s %10.3f %10.3f %16.1f %22.2f\n", m.name.c_str(), r, r / base_s, b * 1e6,
+                  b / (1.5 * copy_s + 50e-6));
+    }
+    if (!args.csv.empty()) {
+      std::FILE* f = std::fopen(args.csv.c_str(), "w");
+      if (!f) fail("cannot write " + args.csv);
+      std::fprintf(f, "mode,ranks,bytes_per_rank,steps,compute_ms,rep,run_s,blocked_s,memcpy_s\n");
+      for (const Mode& m : modes)
+        for (std::size_t r = 0; r < m.rounds.size(); ++r)
+          std::fprintf(f, "%s,%d,%llu,%d,%.3f,%zu,%.6f,%.6f,%.6f\n", m.name.c_str(), size,
+                       static_cast<unsigned long long>(args.bytes), args.steps, args.compute_ms, r, m.rounds[r].run_s,
+                       m.rounds[r].blocked_s, copy_s);
+      if (std::fclose(f) != 0) fail("writing " + args.csv + " failed");
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {  // only what this program created
+    std::error_code ec;
+    for (const Mode& m : modes) std::filesystem::remove_all(args.dir + "/" + m.name, ec);
+  }
+  MPI_Finalize();
+  return 0;
+}
