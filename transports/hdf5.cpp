@@ -530,6 +530,7 @@ class Hdf5Transport final : public Transport {
   ~Hdf5Transport() override { free_comm(m_comm); }
   const char* name() const override { return m_sync ? "hdf5-sync" : "hdf5"; }
   bool collective_open() const override { return true; }
+  bool synchronous() const override { return m_sync; }
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     if (!m_sync) return std::unique_ptr<Writer>(std::make_unique<Hdf5Writer>(ctx, m_comm, m_alignment));
     auto p = write_sync(ctx, m_comm, m_alignment);

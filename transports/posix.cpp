@@ -81,7 +81,7 @@ class PosixTransport final : public Transport {
  private:
   std::uint64_t m_alignment;
   int m_token;
-  MPI_Comm m_comm;  // app thread only (the token)
+  MPI_Comm m_comm;  // the write thread only (the token; opens run there)
 };
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 namespace ckpt::detail {
 
-/// What a writer needs to know about the checkpoint it writes. Built by the app thread.
+/// What a writer needs to know about the checkpoint it writes. Built by the thread that opens.
 struct WriteContext {
   std::string dir;  ///< the checkpoint's temporary directory (ckpt.<step>.tmp), exists
   std::int64_t step = 0;
@@ -87,7 +87,7 @@ struct Placement {
   std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear
 };
 
-/// Writes one rank's stream of one checkpoint. Created on the application thread, then used by the
+/// Writes one rank's stream of one checkpoint. Created by Transport::open(), then used by the
 /// flush thread only: write() calls come in increasing offset order, then finish() or abort().
 class Writer {
  public:
@@ -110,7 +110,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  /// Opens this rank's writer for one checkpoint (application thread).
+  /// Opens this rank's writer for one checkpoint, on the flush (write) thread - on the application
+  /// thread, inside checkpoint(), when synchronous().
   virtual Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) = 0;
   /// Whether checkpoints written by this transport reach the disk (false for null).
   virtual bool persistent() const { return true; }
@@ -118,6 +119,9 @@ class Transport {
   /// setup (temporary directory, staging pool) before opening, so that after a failure on any rank no
   /// rank creates files and every rank skips open() together.
   virtual bool collective_open() const { return false; }
+  /// Whether open() writes the whole checkpoint (hdf5-sync, the papers' blocking baseline): the
+  /// runtime then opens on the application thread, inside checkpoint().
+  virtual bool synchronous() const { return false; }
 };
 
 /// Makes the transport called `name`. Known names that were not built answer `unavailable` with the

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "base/mpi.hpp"
-#include "base/posix_io.hpp"
 
 namespace ckpt::detail {
 
@@ -59,45 +58,6 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   job->write.segment_done.assign(job->plan.segments.size(), false);
   job->write.placements.resize(job->plan.segments.size());
   return job;
-}
-
-Status Capture::open_writers(Job& job) {
-  const auto& transports = *m_env.transports;
-  Status s;
-  if (m_env.persistent) s = make_dirs_nofollow(job.tmp_dir);
-  if (s.ok()) s = reserve_for_stream(*m_env.pool, m_opts, job.plan.bytes);
-  // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
-  // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
-  // need no agreement: a failed rank just does not open.
-  const bool collective =
-      std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->collective_open(); });
-  if (collective) s = agree(m_env.comm, s);
-  const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
-  for (const Segment& seg : job.plan.segments) {
-    if (!setup_ok) {  // the job still goes through the flush threads and fails at the commit
-      job.write.writers.push_back(nullptr);
-      continue;
-    }
-    WriteContext ctx;
-    ctx.dir = job.tmp_dir;
-    ctx.step = job.step;
-    ctx.rank = m_env.rank;
-    ctx.nranks = m_env.size;
-    ctx.ckpt_id = hash64(&m_env.run_id, sizeof m_env.run_id) ^ static_cast<std::uint64_t>(job.step);
-    ctx.fsync = m_opts.fsync;
-    ctx.plan = &job.plan;
-    ctx.group = seg.group;
-    ctx.segment_begin = seg.begin;
-    ctx.segment_end = seg.end;
-    auto w = transports[seg.group]->open(ctx);
-    if (w.ok()) {
-      job.write.writers.push_back(std::move(w).value());
-    } else {
-      job.write.writers.push_back(nullptr);
-      if (s.ok()) s = w.status();
-    }
-  }
-  return s;
 }
 
 Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s) {
@@ -220,7 +180,12 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
   job->t0 = t0;
   ticket->stats.step = step;
   ticket->stats.bytes = job->plan.payload;
-  Status s = open_writers(*job);
+  // The pool grows here only when the regions grew past what protect()/update() reserved.
+  Status s = reserve_for_stream(*m_env.pool, m_opts, job->plan.bytes);
+  if (opens_on_app_thread(*m_env.transports)) {
+    Span open_span(m_env.tracer.get(), "ckpt:open", TraceThread::app, step);
+    s = open_writers(m_env.open, *job, s);
+  }
   double wait_s = 0;
   Span capture_span(m_env.tracer.get(), "ckpt:capture", TraceThread::app, step, job->plan.payload);
   if (s.ok()) s = m_env.device->capture_begin(stream);

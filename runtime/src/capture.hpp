@@ -1,5 +1,7 @@
 // The capture (internal): checkpoint() on the application thread - the in-flight window, the stream
-// plan, the writers' opens, the copy into staging chunks and their hand-over to the flush threads.
+// plan, the copy into staging chunks and their hand-over to the flush threads. The staging directory
+// and the writers' opens are the write thread's (flush.hpp), except for transports that write in
+// open() (hdf5-sync).
 #ifndef CKPT_RUNTIME_CAPTURE_HPP
 #define CKPT_RUNTIME_CAPTURE_HPP
 
@@ -27,9 +29,8 @@ struct CaptureEnv {
   Device* device = nullptr;
   StagingPool* pool = nullptr;
   const std::vector<std::unique_ptr<Transport>>* transports = nullptr;  ///< [g] = transport group g
-  bool persistent = false;                                              ///< some transport writes files
+  OpenEnv open;  ///< for transports that open on this thread (opens_on_app_thread); comm = the one above
   const Store* store = nullptr;
-  std::uint64_t run_id = 0;
   std::shared_ptr<Tracer> tracer;
   FlushPipeline* flush = nullptr;
 };
@@ -52,9 +53,6 @@ class Capture {
   /// The job of `step`: plan, staging directory, digests of empty blocks.
   std::shared_ptr<Job> new_job(std::int64_t step, const std::vector<Region>& regions,
                                std::shared_ptr<TicketState> ticket) const;
-  /// Creates the staging directory, sizes the pool and opens one writer per segment (collective for
-  /// MPI transports: every rank opens every group, in order, even after a failure).
-  Status open_writers(Job& job);
   /// Copies the stream into chunks and hands them over; a failure is handed over with the job.
   Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s);
 

@@ -4,11 +4,57 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/mpi.hpp"
+#include "base/posix_io.hpp"
+
 namespace ckpt::detail {
 
-FlushPipeline::FlushPipeline(const FlushConfig& cfg, Device& device, StagingPool& pool, Committer& committer,
-                             Tracer* tracer)
-    : m_cfg(cfg), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
+bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports) {
+  return std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->synchronous(); });
+}
+
+Status open_writers(const OpenEnv& env, Job& job, Status setup) {
+  const auto& transports = *env.transports;
+  job.write.opened = true;
+  Status s = std::move(setup);
+  if (s.ok() && env.persistent) s = make_dirs_nofollow(job.tmp_dir);
+  // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
+  // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
+  // need no agreement: a failed rank just does not open.
+  const bool collective =
+      std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->collective_open(); });
+  if (collective) s = agree(env.comm, s);
+  const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
+  for (const Segment& seg : job.plan.segments) {
+    if (!setup_ok) {  // the job still goes through the flush threads and fails at the commit
+      job.write.writers.push_back(nullptr);
+      continue;
+    }
+    WriteContext ctx;
+    ctx.dir = job.tmp_dir;
+    ctx.step = job.step;
+    ctx.rank = env.rank;
+    ctx.nranks = env.size;
+    ctx.ckpt_id = hash64(&env.run_id, sizeof env.run_id) ^ static_cast<std::uint64_t>(job.step);
+    ctx.fsync = env.fsync;
+    ctx.plan = &job.plan;
+    ctx.group = seg.group;
+    ctx.segment_begin = seg.begin;
+    ctx.segment_end = seg.end;
+    auto w = transports[seg.group]->open(ctx);
+    if (w.ok()) {
+      job.write.writers.push_back(std::move(w).value());
+    } else {
+      job.write.writers.push_back(nullptr);
+      if (s.ok()) s = w.status();
+    }
+  }
+  return s;
+}
+
+FlushPipeline::FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device& device, StagingPool& pool,
+                             Committer& committer, Tracer* tracer)
+    : m_cfg(cfg), m_open(open), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
   m_digest_thread = std::thread([this] {
     nvtx_name_thread("ckpt flush: digest");
     digest_loop();
@@ -26,6 +72,7 @@ void FlushPipeline::close() {
   if (m_digest_thread.joinable()) m_digest_thread.join();
   m_write_q.close();
   if (m_write_thread.joinable()) m_write_thread.join();
+  free_comm(m_open.comm);
 }
 
 void FlushPipeline::fail(const std::shared_ptr<Job>& job, const Status& error) {
@@ -165,6 +212,14 @@ void FlushPipeline::write_item(WorkItem& item) {
   if (j.write.handed_over) {  // cannot happen: the last item is handed over after capture_end (kept as a guard)
     if (item.chunk != nullptr) give_back();
     return;
+  }
+  if (!j.write.opened) {
+    // The staging directory, the setup agreement and the opens, here and not on the application
+    // thread (issue 15): checkpoint() costs its copy. A capture failure in the first item is the
+    // setup's: with collective opens nobody opens then.
+    Span span(m_tracer, "ckpt:open", TraceThread::write, j.step);
+    Status s = open_writers(m_open, j, item.error);
+    if (!s.ok() && j.write.error.ok()) j.write.error = s;
   }
   if (!item.error.ok() && j.write.error.ok()) j.write.error = item.error;
   if (item.chunk != nullptr) {

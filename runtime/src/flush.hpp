@@ -3,7 +3,10 @@
 #ifndef CKPT_RUNTIME_FLUSH_HPP
 #define CKPT_RUNTIME_FLUSH_HPP
 
+#include <mpi.h>
+
 #include <cstdint>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -20,12 +23,36 @@ struct FlushConfig {
   int flush_delay_ms = 0;  ///< testing: sleep before each write
 };
 
+/// What opening a checkpoint's writers needs (open_writers).
+struct OpenEnv {
+  MPI_Comm comm = MPI_COMM_NULL;  ///< the setup agreement of collective opens; one thread's only
+  int rank = 0, size = 1;
+  const std::vector<std::unique_ptr<Transport>>* transports = nullptr;  ///< [g] = transport group g
+  bool persistent = false;                                              ///< some transport writes files
+  std::uint64_t run_id = 0;
+  bool fsync = true;
+};
+
+/// Whether some transport writes the whole checkpoint in open() (hdf5-sync): then open_writers runs
+/// on the application thread, inside checkpoint().
+bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports);
+
+/// Creates `job`'s staging directory and opens one writer per segment into job.write.writers
+/// (collective for MPI transports: every rank opens every group, in order, even after a failure).
+/// `setup` is a failure found before (pool, capture): with collective opens the ranks agree on the
+/// setup first and after a failure anywhere nobody opens. Returns the first failure on this rank.
+/// Runs on the write thread (or the application thread, see opens_on_app_thread), once per job.
+Status open_writers(const OpenEnv& env, Job& job, Status setup);
+
 /// Owns the digest and write threads and the queues into them. push() and close() are called by the
 /// application thread only.
 class FlushPipeline {
  public:
-  /// `device`, `pool` and `committer` must outlive the pipeline. Starts the threads.
-  FlushPipeline(const FlushConfig& cfg, Device& device, StagingPool& pool, Committer& committer, Tracer* tracer);
+  /// `device`, `pool`, `committer` and open.transports must outlive the pipeline; open.comm (a
+  /// communicator of its own, for the setup agreement on the write thread) is freed by close().
+  /// Starts the threads.
+  FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device& device, StagingPool& pool, Committer& committer,
+                Tracer* tracer);
   ~FlushPipeline();
   FlushPipeline(const FlushPipeline&) = delete;
   FlushPipeline& operator=(const FlushPipeline&) = delete;
@@ -36,7 +63,7 @@ class FlushPipeline {
   /// Hands `job` over with `error` and nothing (more) to write: the job still goes through the write
   /// thread (commit order = step order) and the commit, which every rank must run, and fails there.
   void fail(const std::shared_ptr<Job>& job, const Status& error);
-  /// Drains both queues and stops the threads.
+  /// Drains both queues, stops the threads and frees the communicator.
   void close();
 
  private:
@@ -50,6 +77,7 @@ class FlushPipeline {
   void start_segments(Job& j, std::size_t upto);
 
   FlushConfig m_cfg;
+  OpenEnv m_open;
   Device& m_device;
   StagingPool& m_pool;
   Committer& m_committer;

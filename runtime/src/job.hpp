@@ -65,9 +65,10 @@ struct DigestState {
   bool block_open = false;       ///< hasher/minmax hold a part of the block at next_block
 };
 
-/// The write thread's part of a job: the application thread opens the writers before the first
-/// chunk is handed over; then the write thread alone uses it until it hands the job to the commit
-/// thread (handed_over), which reads placements and error.
+/// The write thread's part of a job: the write thread opens the writers when the job's first chunk
+/// reaches it (the application thread does, before the first chunk is handed over, for transports
+/// that write in open(): hdf5-sync); the write thread alone uses it until it hands the job to the
+/// commit thread (handed_over), which reads placements and error.
 struct WriteState {
   std::vector<std::unique_ptr<Writer>> writers;  ///< one per segment (transport group)
   std::vector<Placement> placements;             ///< one per segment, filled by finish()
@@ -75,6 +76,7 @@ struct WriteState {
   std::size_t next_segment = 0;                  ///< next segment to finish
   std::size_t next_start = 0;                    ///< next segment to start
   Status error;                                  ///< first failure on this rank
+  bool opened = false;                           ///< open_writers() ran
   bool handed_over = false;                      ///< the job went to the commit thread
 };
 

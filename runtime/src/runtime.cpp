@@ -201,6 +201,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   // Collective from here on: every rank takes the same path, errors are agreed below.
   MPI_Comm_dup(user, &m_app_comm);
   MPI_Comm_dup(user, &m_commit_comm);
+  MPI_Comm_dup(user, &m_flush_comm);
   MPI_Comm_rank(m_app_comm, &m_rank);
   MPI_Comm_size(m_app_comm, &m_size);
   int provided = MPI_THREAD_SINGLE;
@@ -264,11 +265,16 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_committer = std::make_unique<Committer>(m_commit_comm, CommitConfig{m_opts.fsync, m_opts.keep, m_opts.verbose},
                                             m_transports, *m_store, m_run_id, m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
-  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, *m_device, *m_pool,
-                                            *m_committer, m_tracer.get());
+  const OpenEnv open{MPI_COMM_NULL, m_rank, m_size, &m_transports, m_persistent, m_run_id, m_opts.fsync};
+  OpenEnv flush_open = open;
+  flush_open.comm = m_flush_comm;
+  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, flush_open, *m_device,
+                                            *m_pool, *m_committer, m_tracer.get());
+  m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
+  OpenEnv app_open = open;
+  app_open.comm = m_app_comm;
   m_capture = std::make_unique<Capture>(CaptureEnv{m_app_comm, m_rank, m_size, &m_opts, m_device.get(), m_pool.get(),
-                                                   &m_transports, m_persistent, m_store.get(), m_run_id, m_tracer,
-                                                   m_flush.get()});
+                                                   &m_transports, app_open, m_store.get(), m_tracer, m_flush.get()});
   m_restorer =
       std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, *m_device, *m_pool, m_tracer.get());
 }
@@ -307,6 +313,7 @@ Status RuntimeImpl::close() {
   m_pool.reset();
   free_comm(m_app_comm);
   free_comm(m_commit_comm);
+  free_comm(m_flush_comm);
   m_lock.release();
   return first;
 }

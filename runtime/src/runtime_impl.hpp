@@ -29,8 +29,8 @@ namespace ckpt::detail {
 /// usable. Application thread only (like the facade).
 ///
 ///   Registry      the protected regions                              (application thread)
-///   Capture       checkpoint(): plan, opens, copy into staging       (application thread)
-///   FlushPipeline digest thread + write thread                       (its two threads)
+///   Capture       checkpoint(): plan, copy into staging              (application thread)
+///   FlushPipeline digest thread + write thread (opens, writes)       (its two threads)
 ///   Committer     agreement, index, store commit, retention          (its thread)
 ///   Restorer      latest(), restart()                                (application thread)
 class RuntimeImpl {
@@ -78,6 +78,7 @@ class RuntimeImpl {
   int m_rank = 0, m_size = 1;
   MPI_Comm m_app_comm = MPI_COMM_NULL;     ///< collectives of the application thread
   MPI_Comm m_commit_comm = MPI_COMM_NULL;  ///< until the Committer takes it
+  MPI_Comm m_flush_comm = MPI_COMM_NULL;   ///< until the FlushPipeline takes it (setup agreement)
   std::uint64_t m_run_id = 0;
   std::unique_ptr<Store> m_store;  ///< paths on every rank; rank 0 alone lists, commits and retires
   std::vector<std::unique_ptr<Transport>> m_transports;  ///< [0] default, [g] = options.groups[g - 1]
