@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ckpt/export.h"
 #include "ckpt/options.hpp"
 #include "ckpt/status.hpp"
 
@@ -34,9 +35,9 @@ namespace ckpt {
 enum class DType : std::uint8_t { u8 = 1, i8, u16, i16, u32, i32, u64, i64, f32, f64, bytes };
 
 /// Size in bytes of one element of `t`.
-std::size_t dtype_size(DType t) noexcept;
+CKPT_API std::size_t dtype_size(DType t) noexcept;
 /// "f64", "i32", ...
-const char* dtype_name(DType t) noexcept;
+CKPT_API const char* dtype_name(DType t) noexcept;
 /// The DType of a C++ arithmetic type.
 template <class T>
 constexpr DType dtype_of() {
@@ -98,7 +99,7 @@ struct Block {
 
 /// Where a registered pointer lives, as detected by the device layer.
 enum class MemoryKind : std::uint8_t { host, host_pinned, device, managed };
-const char* memory_kind_name(MemoryKind k) noexcept;
+CKPT_API const char* memory_kind_name(MemoryKind k) noexcept;
 
 /// Figures of one checkpoint on this rank (seconds are wall-clock, steady clock).
 struct CheckpointStats {
@@ -123,7 +124,7 @@ class RuntimeImpl;
 
 /// Handle on one checkpoint in flight. Cheap to copy; copies share the state.
 /// wait()/done() may be called from any thread.
-class Ticket {
+class CKPT_API Ticket {
  public:
   Ticket() = default;  ///< an empty ticket; wait() returns failed_precondition
   /// Blocks until the checkpoint is committed (durable, index written, `latest` updated) or has
@@ -161,7 +162,7 @@ class CommRef {
 
 /// The checkpoint runtime of one communicator. Not copyable, not movable.
 /// Thread-safety: one application thread at a time; collective calls in the same order on all ranks.
-class Runtime {
+class CKPT_API Runtime {
  public:
   /// Collective over `comm`. Never throws: a failure (bad options, MPI not initialised with
   /// MPI_THREAD_MULTIPLE, directory not creatable) is kept in status() and returned by later calls.
@@ -245,7 +246,7 @@ class Runtime {
 };
 
 /// Version of ckpt, e.g. "0.1.0".
-const char* version() noexcept;
+CKPT_API const char* version() noexcept;
 
 }  // namespace ckpt
 

@@ -9,13 +9,14 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/export.h"
 #include "ckpt/status.hpp"
 
 namespace ckpt {
 
 /// Options of a Runtime. Plain value type; not thread-safe to mutate while a Runtime reads it
 /// (the Runtime keeps its own copy, so changing an Options after construction has no effect).
-struct Options {
+struct CKPT_API Options {
   /// Defaults, then CKPT_* environment overrides. A bad variable is recorded in `error`
   /// (a Runtime built from it reports that error) rather than thrown.
   Options();
@@ -111,7 +112,7 @@ struct Options {
 };
 
 /// Parses a byte count such as "4096", "64M", "64MiB", "1G", "512k" (binary multiples).
-Result<std::uint64_t> parse_bytes(const std::string& text);
+CKPT_API Result<std::uint64_t> parse_bytes(const std::string& text);
 
 }  // namespace ckpt
 

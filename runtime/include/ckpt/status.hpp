@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "ckpt/export.h"
+
 namespace ckpt {
 
 /// What kind of failure a Status reports. Callers branch on the code, people read the message.
@@ -24,11 +26,11 @@ enum class Code {
 };
 
 /// Name of a code, e.g. "io_error".
-const char* code_name(Code c) noexcept;
+CKPT_API const char* code_name(Code c) noexcept;
 
 /// Outcome of an operation: ok, or a code with a human-readable message.
 /// Value type; cheap to copy when ok. Thread-safe to read from several threads.
-class Status {
+class CKPT_API Status {
  public:
   Status() = default;  ///< ok
   Status(Code code, std::string message) : m_code(code), m_message(std::move(message)) {}
