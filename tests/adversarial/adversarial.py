@@ -93,7 +93,7 @@ def crashed(rc):
 
 
 def mpi(np, *args):
-    return [ARGS.mpiexec, "-n", str(np), "--oversubscribe", ARGS.app] + list(args)
+    return [ARGS.mpiexec, "-n", str(np), ARGS.app] + list(args)
 
 
 def cli(*args, timeout=30):

@@ -24,7 +24,7 @@ from mpijob import check, kill_session, run, shm_names, wait_committed  # noqa: 
 
 
 def mpi(a, n):
-    return [a.mpiexec, "-n", str(n), "--oversubscribe", a.app]
+    return [a.mpiexec, "-n", str(n), a.app]
 
 
 def field(out, name):

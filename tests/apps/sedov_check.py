@@ -28,7 +28,7 @@ XI0 = 1.00402  # cylindrical, gamma = 1.4 (apps/amr_sedov/sedov_constant.py)
 
 
 def mpi(a, n):
-    return [a.mpiexec, "-n", str(n), "--oversubscribe", a.app]
+    return [a.mpiexec, "-n", str(n), a.app]
 
 
 def field(out, name):

@@ -27,7 +27,7 @@ STEPS, EVERY, STOP = "120", "10", "60"
 
 
 def mpi(a, n, prog=None):
-    return [a.mpiexec, "-n", str(n), "--oversubscribe", prog or a.app]
+    return [a.mpiexec, "-n", str(n), prog or a.app]
 
 
 def heat(a, ranks, ckpt_dir, out, what, extra=()):

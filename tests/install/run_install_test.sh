@@ -1,23 +1,42 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix, builds the downstream projects in tests/install against
 # it with find_package(ckpt) (C++ consumer/, C c_consumer/, and, when ckpt was built with Fortran,
-# the Fortran-only fortran_consumer/), checks the pkg-config file, and runs each consumer on 2 ranks.
+# the Fortran-only fortran_consumer/) and with mpicxx + ckpt.pc, and runs each consumer on 2 ranks.
+# The prefix is moved after the install (relocatable package); a shared libckpt must export the C API
+# and nothing of ckpt::detail.
 # Usage: run_install_test.sh BUILD SRC WORK [HAVE_FORTRAN]
 set -euo pipefail
 build=$1 src=$2 work=$3 fortran=${4:-0}
 rm -rf "$work" && mkdir -p "$work"
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
+# Installed into one prefix, then moved: the package (CMake config and ckpt.pc) must be relocatable.
+cmake --install "$build" --prefix "$work/installed" >/dev/null
+mv "$work/installed" "$work/prefix"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:$work/prefix/lib/x86_64-linux-gnu/pkgconfig"
 pkg-config --cflags --libs ckpt
-# ckpt.pc is relocatable: its libdir is the installed one, wherever the prefix is.
 libdir=$(pkg-config --variable=libdir ckpt)
+[[ "$(cd "$libdir" && pwd -P)" == "$(cd "$work/prefix" && pwd -P)"/* ]] ||
+  { echo "ckpt.pc: libdir $libdir is not inside the moved prefix"; exit 1; }
 ls "$libdir"/libckpt.* >/dev/null
-# libckpt exports the public API only (CKPT_API), nothing of ckpt::detail.
-if [ -e "$libdir/libckpt.so" ] && nm -DC --defined-only "$libdir/libckpt.so" | grep -q 'ckpt::detail::'; then
-  echo "libckpt.so exports internal symbols:"; nm -DC --defined-only "$libdir/libckpt.so" | grep 'ckpt::detail::' | head
-  exit 1
+static=0
+[ -e "$libdir/libckpt.so" ] || static=1
+if [ "$static" = 0 ]; then
+  # libckpt exports the public API only (CKPT_API), nothing of ckpt::detail ...
+  if nm -DC --defined-only "$libdir/libckpt.so" | grep -q 'ckpt::detail::'; then
+    echo "libckpt.so exports internal symbols:"; nm -DC --defined-only "$libdir/libckpt.so" | grep 'ckpt::detail::' | head
+    exit 1
+  fi
+  # ... and every function of the C API (ckpt/ckpt.h), which the Fortran module calls.
+  exported=$(nm -D --defined-only "$libdir/libckpt.so" | awk '{print $3}')
+  for f in $(grep -o 'CKPT_API [^(]*(' "$work/prefix/include/ckpt/ckpt.h" | grep -o 'ckpt_[a-z0-9_]*($' | tr -d '('); do
+    grep -qx "$f" <<<"$exported" || { echo "libckpt.so does not export $f (ckpt/ckpt.h)"; exit 1; }
+  done
 fi
 export LD_LIBRARY_PATH="$work/prefix/lib:$work/prefix/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+# A plain Makefile-style consumer: the MPI compiler wrapper and ckpt.pc (--static for a static libckpt).
+pc_flags=$(pkg-config --cflags --libs $([ "$static" = 1 ] && echo --static) ckpt)
+# shellcheck disable=SC2086
+mpicxx "$src/consumer/main.cpp" -o "$work/pc_consumer" $pc_flags
+CKPT_DIR="$work/ckpt-pc" mpiexec -n 2 "$work/pc_consumer" "$work/ckpt-pc"
 consumers=(consumer c_consumer)
 [ "$fortran" = 1 ] && consumers+=(fortran_consumer)
 for c in "${consumers[@]}"; do

@@ -43,7 +43,7 @@ def main():
     rng = random.Random(a.seed)
     steps = "300"
     common = ["--cells", "400000", "--steps", steps, "--every", "2"]
-    mpi = lambda n: [a.mpiexec, "-n", str(n), "--oversubscribe"]
+    mpi = lambda n: [a.mpiexec, "-n", str(n)]
 
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)

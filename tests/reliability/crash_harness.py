@@ -76,7 +76,7 @@ def main():
         a.trials = int(os.environ["RELTEST_CRASH_TRIALS"])
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
-    mpi = lambda n: [a.mpiexec, "-n", str(n), "--oversubscribe"]
+    mpi = lambda n: [a.mpiexec, "-n", str(n)]
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
     env = dict(os.environ, CKPT_FLUSH_DELAY_MS="2", CKPT_CHUNK_BYTES="256K")

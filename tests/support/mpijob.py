@@ -11,7 +11,7 @@ def run(cmd, what, env=None, timeout=300):
     t = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
                        env=dict(os.environ, **(env or {})))
-    print(f"[{time.time() - t:5.1f} s] {what}: {' '.join(cmd[4:])}")
+    print(f"[{time.time() - t:5.1f} s] {what}: {' '.join(cmd[3:])}")
     if p.returncode != 0:
         print(p.stdout)
         sys.exit(f"FAIL: {what} exited with {p.returncode}")

@@ -18,7 +18,7 @@ shutil.rmtree(a.dir, ignore_errors=True)
 os.makedirs(a.dir)
 trace = os.path.join(a.dir, "trace")
 env = dict(os.environ, CKPT_TRACE=trace)
-p = subprocess.run([a.mpiexec, "-n", "4", "--oversubscribe", a.app, "--cells", "400000", "--steps", "30", "--every", "10",
+p = subprocess.run([a.mpiexec, "-n", "4", a.app, "--cells", "400000", "--steps", "30", "--every", "10",
                     "--dir", os.path.join(a.dir, "ckpt")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                    text=True, timeout=240)
 print(p.stdout)
