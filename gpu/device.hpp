@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ckpt/ckpt.hpp"
+#include "ckpt/export.h"
 #include "gpu/plan.hpp"
 
 namespace ckpt::detail {
@@ -112,8 +113,10 @@ Result<std::unique_ptr<Device>> make_default_device(const CudaDeviceConfig& conf
 /// How the Runtime makes its device: make_default_device unless a test installed a factory.
 using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(const CudaDeviceConfig&)>;
 /// Test seam (not thread-safe; set before making a Runtime): an empty factory restores the default.
-void set_device_factory(DeviceFactory factory);
-Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config);
+/// It and make_runtime_device are the only internals libckpt exports (gpu/device_factory.cpp), so
+/// that a test holding objects of the device layer installs its device where the Runtime looks.
+CKPT_API void set_device_factory(DeviceFactory factory);
+CKPT_API Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config);
 
 }  // namespace ckpt::detail
 

@@ -70,18 +70,4 @@ Result<std::unique_ptr<Device>> make_default_device(const CudaDeviceConfig& conf
   return cuda.status().with_context("the CUDA device failed to start");
 }
 
-namespace {
-DeviceFactory& factory() {
-  static DeviceFactory f;
-  return f;
-}
-}  // namespace
-
-void set_device_factory(DeviceFactory f) { factory() = std::move(f); }
-
-Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config) {
-  if (factory()) return factory()(config);
-  return make_default_device(config);
-}
-
 }  // namespace ckpt::detail
