@@ -1,6 +1,8 @@
-// HDF5 transports (parallel HDF5 1.10). One file per checkpoint (ckpt.h5; g<k>.ckpt.h5 for group k),
-// one dataset per variable with its global shape (per-rank variables under /ranks/<r>/), min/max and
-// XXH3 checksums as dataset attributes: h5dump and h5py read it with no ckpt code.
+// HDF5 transports (parallel HDF5 1.10). One file per checkpoint (ckpt.<id>.0.h5; g<k>.ckpt.<id>.0.h5
+// for group k) in the layout of base/h5.hpp (docs/format.md, "HDF5 files"): a global variable is one
+// dataset with its global shape, any other variable a group with one dataset per rank; min/max and
+// XXH3 checksums are attributes. h5dump and h5py read it with no ckpt code, and `ckpt convert`
+// writes the same layout from any checkpoint.
 //
 //  hdf5       asynchronous. Every HDF5 call runs on the flush (write) thread - the library here is not
 //             thread-safe - and is collective in segment order on every rank: start() creates the
@@ -19,14 +21,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <mutex>
-#include <tuple>
+#include <unordered_map>
 
+#include "base/bytes.hpp"
 #include "base/format.hpp"
+#include "base/h5.hpp"
 #include "base/posix_io.hpp"
 #include "transports/mpi_util.hpp"
 #include "transports/transport.hpp"
@@ -40,94 +42,99 @@ std::mutex& h5_lock() {
   return m;
 }
 
-hid_t h5_type(DType t) {
-  switch (t) {
-    case DType::u8: return H5T_NATIVE_UINT8;
-    case DType::i8: return H5T_NATIVE_INT8;
-    case DType::u16: return H5T_NATIVE_UINT16;
-    case DType::i16: return H5T_NATIVE_INT16;
-    case DType::u32: return H5T_NATIVE_UINT32;
-    case DType::i32: return H5T_NATIVE_INT32;
-    case DType::u64: return H5T_NATIVE_UINT64;
-    case DType::i64: return H5T_NATIVE_INT64;
-    case DType::f32: return H5T_NATIVE_FLOAT;
-    case DType::f64: return H5T_NATIVE_DOUBLE;
-    case DType::bytes: return H5T_NATIVE_UCHAR;
-  }
-  return H5T_NATIVE_UCHAR;
-}
-
-Status h5_fail(const std::string& what) { return Status(Code::io_error, "HDF5: " + what + " failed"); }
-
-/// A variable as every rank must see it to create the same datasets collectively.
+/// A variable as every rank must see it to create the same objects collectively.
 struct VarDesc {
-  std::string name;  ///< dataset path
+  std::string name;
   DType dtype = DType::u8;
-  bool global = false;
-  int owner = -1;  ///< rank owning a per-rank dataset
-  Shape shape;     ///< dataset extents ({} = scalar)
-  bool operator<(const VarDesc& o) const { return std::tie(global, name) > std::tie(o.global, o.name); }
+  RegionKind kind = RegionKind::local;
 };
 
-/// Every rank's variables of this segment, in one order on all ranks (globals first, by path).
-Result<std::vector<VarDesc>> gather_vars(MPI_Comm comm, const WriteContext& ctx) {
-  std::vector<std::uint8_t> mine;
-  auto put = [&](const void* p, std::size_t n) {
-    auto* b = static_cast<const std::uint8_t*>(p);
-    mine.insert(mine.end(), b, b + n);
-  };
-  for (const BlockPlan& b : ctx.plan->blocks) {
-    const Region& r = ctx.plan->vars[b.var];
-    if (r.group != ctx.group) continue;
-    const std::uint32_t len = static_cast<std::uint32_t>(r.name.size());
-    const std::uint8_t dt = static_cast<std::uint8_t>(r.dtype), glob = r.kind == RegionKind::global ? 1 : 0;
-    const Shape& shape = glob ? r.global : r.count;
-    const std::uint32_t nd = static_cast<std::uint32_t>(shape.size());
-    put(&len, 4);
-    put(r.name.data(), len);
-    put(&dt, 1);
-    put(&glob, 1);
-    put(&nd, 4);
-    put(shape.data(), nd * 8);
+/// One dataset: a global variable's, or one rank's block of another variable.
+struct DatasetDesc {
+  std::string path;
+  std::size_t var = 0;      ///< index into Layout::vars
+  std::uint32_t owner = 0;  ///< the rank whose block it holds (per-rank datasets)
+  Shape shape;              ///< dataset extents ({} = scalar)
+};
+
+/// Every rank's variables and datasets of this segment, in one order on all ranks.
+struct Layout {
+  std::vector<VarDesc> vars;
+  std::vector<DatasetDesc> datasets;
+  std::unordered_map<std::string, std::size_t> by_path;  ///< dataset path -> index
+  /// Index of the dataset of this rank's block of plan variable `r`.
+  std::size_t dataset_of(const Region& r, int rank) const {
+    return by_path.at(h5::dataset_path(r.name, r.kind, static_cast<std::uint32_t>(rank)));
   }
-  const auto parts = allgatherv_bytes(comm, mine);
-  const int size = static_cast<int>(parts.size());
-  std::map<std::string, VarDesc> globals;
-  std::vector<VarDesc> out;
-  for (int r = 0; r < size; ++r) {
-    const std::vector<std::uint8_t>& all = parts[static_cast<std::size_t>(r)];
-    std::size_t p = 0;
-    while (p < all.size()) {
-      VarDesc d;
-      std::uint32_t len = 0, nd = 0;
-      std::memcpy(&len, &all[p], 4);
-      p += 4;
-      std::string name(reinterpret_cast<const char*>(&all[p]), len);
-      p += len;
-      d.dtype = static_cast<DType>(all[p++]);
-      d.global = all[p++] != 0;
-      std::memcpy(&nd, &all[p], 4);
-      p += 4;
-      d.shape.resize(nd);
-      if (nd > 0) std::memcpy(d.shape.data(), &all[p], nd * 8);  // a scalar has no shape (and data() may be null)
-      p += nd * 8;
-      if (d.global) {
-        d.name = "/" + name;
-        auto it = globals.find(d.name);
-        if (it == globals.end())
-          globals.emplace(d.name, d);
-        else if (it->second.dtype != d.dtype || it->second.shape != d.shape)
-          return Status(Code::invalid_argument,
-                        "hdf5: variable '" + name + "' has another dtype or global shape on rank " + std::to_string(r));
+};
+
+/// This rank's blocks of the writer's group, in stream order.
+std::vector<const BlockPlan*> group_blocks(const WriteContext& ctx) {
+  std::vector<const BlockPlan*> out;
+  for (const BlockPlan& b : ctx.plan->blocks)
+    if (ctx.plan->vars[b.var].group == ctx.group) out.push_back(&b);
+  return out;
+}
+
+/// Gathers every rank's variables (collective) and lays them out; the same result on every rank.
+Result<Layout> gather_layout(MPI_Comm comm, const WriteContext& ctx) {
+  ByteWriter w;
+  for (const BlockPlan* b : group_blocks(ctx)) {
+    const Region& r = ctx.plan->vars[b->var];
+    const Shape& shape = r.kind == RegionKind::global ? r.global : r.count;
+    w.str(r.name);
+    w.put(static_cast<std::uint8_t>(r.dtype));
+    w.put(static_cast<std::uint8_t>(r.kind));
+    w.put(static_cast<std::uint32_t>(shape.size()));
+    for (std::uint64_t d : shape) w.put(d);
+  }
+  const auto parts = allgatherv_bytes(comm, w.bytes());
+  Layout out;
+  std::map<std::string, std::size_t> var_by_name;  // sorted: the same order everywhere
+  std::map<std::string, Shape> global_shape;
+  std::vector<std::pair<std::string, DatasetDesc>> per_rank;
+  for (std::uint32_t rank = 0; rank < parts.size(); ++rank) {
+    ByteReader rd(parts[rank].data(), parts[rank].size());
+    while (!rd.at_end()) {
+      VarDesc v;
+      std::uint8_t dtype = 0, kind = 0;
+      std::uint32_t ndim = 0;
+      Shape shape;
+      bool ok = rd.str(v.name) && rd.get(dtype) && rd.get(kind) && rd.count(ndim, 8, kMaxDims);
+      shape.resize(ok ? ndim : 0);
+      for (auto& d : shape) ok = ok && rd.get(d);
+      if (!ok) return Status(Code::internal, "hdf5: malformed variable list of rank " + std::to_string(rank));
+      v.dtype = static_cast<DType>(dtype);
+      v.kind = static_cast<RegionKind>(kind);
+      auto [it, fresh] = var_by_name.emplace(v.name, out.vars.size());
+      if (fresh) {
+        out.vars.push_back(v);
       } else {
-        d.name = "/ranks/" + std::to_string(r) + "/" + name;
-        d.owner = r;
-        out.push_back(d);
+        const VarDesc& seen = out.vars[it->second];
+        if (seen.dtype != v.dtype || seen.kind != v.kind)
+          return Status(Code::invalid_argument,
+                        "hdf5: variable '" + v.name + "' has another dtype or kind on rank " + std::to_string(rank));
       }
+      if (v.kind == RegionKind::global) {
+        auto [g, first] = global_shape.emplace(v.name, shape);
+        if (!first && g->second != shape)
+          return Status(Code::invalid_argument,
+                        "hdf5: variable '" + v.name + "' has another global shape on rank " + std::to_string(rank));
+        continue;
+      }
+      per_rank.push_back({v.name, DatasetDesc{h5::dataset_path(v.name, v.kind, rank), 0, rank, shape}});
     }
   }
-  for (auto& g : globals) out.push_back(g.second);
-  std::sort(out.begin(), out.end());
+  // Datasets: globals first (by name), then per-rank ones (by variable, then rank).
+  for (auto& [name, shape] : global_shape)
+    out.datasets.push_back(DatasetDesc{"/" + name, var_by_name.at(name), 0, shape});
+  for (auto& [name, d] : per_rank) {
+    d.var = var_by_name.at(name);
+    out.datasets.push_back(std::move(d));
+  }
+  for (std::size_t i = 0; i < out.datasets.size(); ++i)
+    if (!out.by_path.emplace(out.datasets[i].path, i).second)
+      return Status(Code::invalid_argument, "hdf5: two blocks of one rank in dataset " + out.datasets[i].path);
   return out;
 }
 
@@ -148,162 +155,153 @@ Result<std::uint64_t> block_offset_in(const Region& r, std::uint64_t dset_off) {
   return dset_off + lin * dtype_size(r.dtype);
 }
 
+/// What every rank knows about every block after gather_digests(): per dataset and per variable.
+struct Digests {
+  struct Block {
+    bool present = false;
+    BlockDigest d;
+  };
+  std::vector<Block> by_dataset;     ///< per-rank datasets: their block
+  std::vector<h5::VarAttrs> by_var;  ///< per variable: by-rank checksums and min/max over blocks
+};
+
+/// Gathers the digests of every rank's blocks (collective): O(blocks) bytes in all.
+Digests gather_digests(MPI_Comm comm, int nranks, const Layout& layout, const WriteContext& ctx, int rank,
+                       const std::vector<BlockDigest>& digests) {
+  ByteWriter w;
+  for (const BlockPlan* b : group_blocks(ctx)) {
+    const BlockDigest& d = digests[b->var];
+    w.put(static_cast<std::uint32_t>(layout.dataset_of(ctx.plan->vars[b->var], rank)));
+    w.put(d.checksum);
+    w.put(static_cast<std::uint8_t>(d.has_stats ? 1 : 0));
+    w.put(d.min_bits);
+    w.put(d.max_bits);
+  }
+  const auto parts = allgatherv_bytes(comm, w.bytes());
+  Digests out;
+  out.by_dataset.resize(layout.datasets.size());
+  out.by_var.resize(layout.vars.size());
+  for (std::size_t v = 0; v < layout.vars.size(); ++v) {
+    out.by_var[v].dtype = layout.vars[v].dtype;
+    out.by_var[v].kind = layout.vars[v].kind;
+    out.by_var[v].by_rank.assign(static_cast<std::size_t>(nranks), 0);
+  }
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    ByteReader rd(parts[r].data(), parts[r].size());
+    while (!rd.at_end()) {
+      std::uint32_t i = 0;
+      std::uint8_t has_stats = 0;
+      BlockDigest d;
+      if (!rd.get(i) || !rd.get(d.checksum) || !rd.get(has_stats) || !rd.get(d.min_bits) || !rd.get(d.max_bits) ||
+          i >= layout.datasets.size())
+        break;  // (written above by the same code)
+      d.has_stats = has_stats != 0;
+      out.by_dataset[i] = {true, d};
+      h5::VarAttrs& va = out.by_var[layout.datasets[i].var];
+      va.by_rank[r] = d.checksum;
+      if (d.has_stats) va.stats.add(va.dtype, d.min_bits, d.max_bits);
+    }
+  }
+  return out;
+}
+
 /// An open parallel HDF5 checkpoint file and its datasets (created collectively).
 class H5Checkpoint {
  public:
-  ~H5Checkpoint() { close(); }
-  Status create(const std::string& path, MPI_Comm comm, std::uint64_t alignment, const std::vector<VarDesc>& descs) {
-    m_descs = descs;
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL);
-    H5Pset_all_coll_metadata_ops(fapl, 1);
-    H5Pset_coll_metadata_write(fapl, 1);
-    H5Pset_alignment(fapl, 4096, alignment);
-    m_file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
-    if (m_file < 0) return h5_fail("H5Fcreate " + path);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_layout(dcpl, H5D_CONTIGUOUS);
-    H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
-    H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
-    Status s;
-    for (const VarDesc& d : m_descs) {
-      std::vector<hsize_t> dims(d.shape.begin(), d.shape.end());
-      hid_t space =
-          dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-      hid_t ds = H5Dcreate2(m_file, d.name.c_str(), h5_type(d.dtype), space, lcpl, dcpl, H5P_DEFAULT);
-      H5Sclose(space);
-      if (ds < 0 && s.ok()) s = h5_fail("H5Dcreate " + d.name);
-      m_dsets.push_back(ds);
+  Status create(const std::string& path, MPI_Comm comm, std::uint64_t alignment, Layout layout) {
+    m_layout = std::move(layout);
+    h5::Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    if (!fapl.valid()) return h5::error("H5Pcreate");
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL), "H5Pset_fapl_mpio"));
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_all_coll_metadata_ops(fapl.get(), 1), "H5Pset_all_coll_metadata_ops"));
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_coll_metadata_write(fapl.get(), 1), "H5Pset_coll_metadata_write"));
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_alignment(fapl.get(), 4096, alignment), "H5Pset_alignment"));
+    m_file = h5::Id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    if (!m_file.valid()) return h5::error("H5Fcreate " + path);
+    h5::Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    if (!dcpl.valid()) return h5::error("H5Pcreate");
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_layout(dcpl.get(), H5D_CONTIGUOUS), "H5Pset_layout"));
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time"));
+    CKPT_RETURN_IF_ERROR(h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time"));
+    for (const DatasetDesc& d : m_layout.datasets) {
+      auto ds = h5::create_dataset(m_file.get(), d.path, m_layout.vars[d.var].dtype, d.shape, dcpl.get());
+      if (!ds.ok()) return ds.status();
+      m_dsets.push_back(std::move(ds).value());
     }
-    H5Pclose(dcpl);
-    H5Pclose(lcpl);
-    return s;
+    return Status::OK();
   }
-  /// File offset of the dataset called `name`.
-  Result<std::uint64_t> offset_of(const std::string& name) const {
-    for (std::size_t i = 0; i < m_descs.size(); ++i)
-      if (m_descs[i].name == name) {
-        haddr_t a = H5Dget_offset(m_dsets[i]);
-        if (a == HADDR_UNDEF) return h5_fail("H5Dget_offset " + name);
-        return static_cast<std::uint64_t>(a);
-      }
-    return Status(Code::internal, "hdf5: no dataset " + name);
-  }
-  const std::vector<VarDesc>& descs() const { return m_descs; }
-  hid_t dataset(std::size_t i) const { return m_dsets[i]; }
-  hid_t file() const { return m_file; }
+  const Layout& layout() const { return m_layout; }
+  hid_t dataset(std::size_t i) const { return m_dsets[i].get(); }
 
-  /// Writes the ckpt attributes of every dataset. Collective: `stats[i]` must be equal everywhere.
-  /// stats: per desc: min, max (NaN = none) and one checksum per rank (0 = no block).
-  void write_attributes(const std::vector<double>& mins, const std::vector<double>& maxs,
-                        const std::vector<std::uint64_t>& sums, int nranks, std::int64_t step, const char* transport) {
-    auto scalar_attr = [](hid_t obj, const char* name, hid_t type, const void* v) {
-      hid_t sp = H5Screate(H5S_SCALAR);
-      hid_t a = H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
-      if (a >= 0) {
-        H5Awrite(a, type, v);
-        H5Aclose(a);
-      }
-      H5Sclose(sp);
-    };
-    for (std::size_t i = 0; i < m_descs.size(); ++i) {
-      if (m_dsets[i] < 0) continue;
-      if (!std::isnan(mins[i])) {
-        scalar_attr(m_dsets[i], "ckpt_min", H5T_NATIVE_DOUBLE, &mins[i]);
-        scalar_attr(m_dsets[i], "ckpt_max", H5T_NATIVE_DOUBLE, &maxs[i]);
-      }
-      hsize_t n = static_cast<hsize_t>(nranks);
-      hid_t sp = H5Screate_simple(1, &n, nullptr);
-      hid_t a = H5Acreate2(m_dsets[i], "ckpt_xxh3_by_rank", H5T_NATIVE_UINT64, sp, H5P_DEFAULT, H5P_DEFAULT);
-      if (a >= 0) {
-        H5Awrite(a, H5T_NATIVE_UINT64, &sums[i * static_cast<std::size_t>(nranks)]);
-        H5Aclose(a);
-      }
-      H5Sclose(sp);
+  /// File offsets of this rank's blocks, per plan variable (0 for other groups' variables).
+  Status block_offsets(const WriteContext& ctx, int rank, std::vector<std::uint64_t>& out) const {
+    out.assign(ctx.plan->vars.size(), 0);
+    for (const BlockPlan* b : group_blocks(ctx)) {
+      const Region& r = ctx.plan->vars[b->var];
+      const std::size_t i = m_layout.dataset_of(r, rank);
+      const haddr_t a = H5Dget_offset(m_dsets[i].get());
+      if (a == HADDR_UNDEF) return h5::error("H5Dget_offset " + m_layout.datasets[i].path);
+      auto bo = block_offset_in(r, static_cast<std::uint64_t>(a));
+      if (!bo.ok()) return bo.status();
+      out[b->var] = bo.value();
     }
-    scalar_attr(m_file, "ckpt_step", H5T_NATIVE_INT64, &step);
-    hid_t str = H5Tcopy(H5T_C_S1);
-    H5Tset_size(str, std::strlen(transport) + 1);
-    scalar_attr(m_file, "ckpt_transport", str, transport);
-    H5Tclose(str);
+    return Status::OK();
+  }
+
+  /// Writes the attributes of every variable, dataset and the root (collective: `g` is equal everywhere).
+  Status write_attributes(const Digests& g, const WriteContext& ctx, const char* transport) {
+    for (std::size_t v = 0; v < m_layout.vars.size(); ++v) {
+      if (m_layout.vars[v].kind == RegionKind::global) continue;
+      auto grp = h5::open_group(m_file.get(), "/" + m_layout.vars[v].name);
+      if (!grp.ok()) return grp.status();
+      CKPT_RETURN_IF_ERROR(h5::write_var_attrs(grp->get(), g.by_var[v]));
+    }
+    for (std::size_t i = 0; i < m_layout.datasets.size(); ++i) {
+      const DatasetDesc& d = m_layout.datasets[i];
+      const VarDesc& v = m_layout.vars[d.var];
+      if (v.kind == RegionKind::global) {
+        CKPT_RETURN_IF_ERROR(h5::write_var_attrs(m_dsets[i].get(), g.by_var[d.var]));
+      } else if (g.by_dataset[i].present) {
+        const BlockDigest& b = g.by_dataset[i].d;
+        CKPT_RETURN_IF_ERROR(
+            h5::write_rank_attrs(m_dsets[i].get(), v.dtype, d.owner, b.checksum, b.has_stats, b.min_bits, b.max_bits));
+      }
+    }
+    return h5::write_root_attrs(m_file.get(), ctx.step, static_cast<std::uint32_t>(ctx.nranks), transport);
   }
 
   Status flush_and_close(bool sync) {
     Status s;
-    if (m_file >= 0 && sync && H5Fflush(m_file, H5F_SCOPE_GLOBAL) < 0) s = h5_fail("H5Fflush");
+    if (m_file.valid() && sync) s = h5::check(H5Fflush(m_file.get(), H5F_SCOPE_GLOBAL), "H5Fflush");
     Status c = close();
     return s.ok() ? c : s;
   }
   Status close() {
-    for (hid_t d : m_dsets)
-      if (d >= 0) H5Dclose(d);
-    m_dsets.clear();
     Status s;
-    if (m_file >= 0 && H5Fclose(m_file) < 0) s = h5_fail("H5Fclose");
-    m_file = -1;
-    return s;
+    for (h5::Id& d : m_dsets) {
+      Status c = d.close();
+      if (s.ok()) s = c;
+    }
+    m_dsets.clear();
+    Status c = m_file.close();
+    return s.ok() ? c : s;
   }
 
  private:
-  std::vector<VarDesc> m_descs;
-  std::vector<hid_t> m_dsets;
-  hid_t m_file = -1;
+  Layout m_layout;
+  h5::Id m_file;
+  std::vector<h5::Id> m_dsets;  // destroyed (closed) before the file: H5Fclose with the MPI-IO driver
+                                // fails while datasets are open
 };
 
-/// Gathers, for every dataset, min/max over its blocks and the checksum of each rank's block.
-void gather_stats(MPI_Comm comm, int rank, int nranks, const std::vector<VarDesc>& descs, const WriteContext& ctx,
-                  const std::vector<BlockDigest>& digests, std::vector<double>& mins, std::vector<double>& maxs,
-                  std::vector<std::uint64_t>& sums) {
-  const std::size_t n = descs.size();
-  mins.assign(n, std::numeric_limits<double>::infinity());
-  maxs.assign(n, -std::numeric_limits<double>::infinity());
-  std::vector<std::uint64_t> mine(n, 0);
-  for (const BlockPlan& b : ctx.plan->blocks) {
-    const Region& r = ctx.plan->vars[b.var];
-    if (r.group != ctx.group) continue;
-    const std::string path =
-        r.kind == RegionKind::global ? "/" + r.name : "/ranks/" + std::to_string(rank) + "/" + r.name;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (descs[i].name != path) continue;
-      const BlockDigest& d = digests[b.var];
-      mine[i] = d.checksum;
-      if (d.has_stats) {
-        mins[i] = std::min(mins[i], stat_to_double(r.dtype, d.min_bits));
-        maxs[i] = std::max(maxs[i], stat_to_double(r.dtype, d.max_bits));
-      }
-    }
+Placement placement_of(const std::string& name, const std::string& path, int rank, std::vector<std::uint64_t> offsets) {
+  Placement p{name, 0, 0, 0};
+  if (rank == 0) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) p.file_bytes = static_cast<std::uint64_t>(st.st_size);
   }
-  MPI_Allreduce(MPI_IN_PLACE, mins.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MIN, comm);
-  MPI_Allreduce(MPI_IN_PLACE, maxs.data(), static_cast<int>(n), MPI_DOUBLE, MPI_MAX, comm);
-  for (std::size_t i = 0; i < n; ++i)
-    if (std::isinf(mins[i]) && std::isinf(maxs[i])) mins[i] = maxs[i] = std::nan("");
-  std::vector<std::uint64_t> all(n * static_cast<std::size_t>(nranks));
-  MPI_Allgather(mine.data(), static_cast<int>(n), MPI_UINT64_T, all.data(), static_cast<int>(n), MPI_UINT64_T, comm);
-  sums.assign(n * static_cast<std::size_t>(nranks), 0);  // [desc][rank]
-  for (int r = 0; r < nranks; ++r)
-    for (std::size_t i = 0; i < n; ++i)
-      sums[i * static_cast<std::size_t>(nranks) + static_cast<std::size_t>(r)] =
-          all[static_cast<std::size_t>(r) * n + i];
-}
-
-/// Offsets of this rank's blocks (per plan variable) in the file.
-Status my_block_offsets(const H5Checkpoint& f, const WriteContext& ctx, int rank, std::vector<std::uint64_t>& out) {
-  out.assign(ctx.plan->vars.size(), 0);
-  for (const BlockPlan& b : ctx.plan->blocks) {
-    const Region& r = ctx.plan->vars[b.var];
-    if (r.group != ctx.group) continue;
-    const std::string path =
-        r.kind == RegionKind::global ? "/" + r.name : "/ranks/" + std::to_string(rank) + "/" + r.name;
-    auto off = f.offset_of(path);
-    if (!off.ok()) return off.status();
-    auto bo = block_offset_in(r, off.value());
-    if (!bo.ok()) return bo.status();
-    out[b.var] = bo.value();
-  }
-  return Status::OK();
+  p.block_offsets = std::move(offsets);
+  return p;
 }
 
 // ---- hdf5 (asynchronous) --------------------------------------------------------------------------
@@ -316,6 +314,7 @@ class Hdf5Writer final : public Writer {
     MPI_Comm_size(comm, &m_size);
     m_name = ctx.unique_file_name("ckpt", 0) + ".h5";  // ckpt.<id>.0.h5 / g1.ckpt.<id>.0.h5
     m_path = ctx.dir + "/" + m_name;
+    m_blocks = group_blocks(ctx);
   }
   ~Hdf5Writer() override {
     if (!m_done) abort();
@@ -323,12 +322,12 @@ class Hdf5Writer final : public Writer {
 
   Status start() override {  // write thread, collective, in segment order
     m_started = true;
-    auto descs = gather_vars(m_comm, m_ctx);
-    Status s = descs.status();
+    auto layout = gather_layout(m_comm, m_ctx);
+    Status s = layout.status();
     {
       std::lock_guard<std::mutex> lk(h5_lock());
-      if (s.ok()) s = m_file.create(m_path, m_comm, m_alignment, descs.value());
-      if (s.ok()) s = my_block_offsets(m_file, m_ctx, m_rank, m_offsets);
+      if (s.ok()) s = m_file.create(m_path, m_comm, m_alignment, std::move(layout).value());
+      if (s.ok()) s = m_file.block_offsets(m_ctx, m_rank, m_offsets);
     }
     if (s.ok()) {
       m_fd = ::open(m_path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -344,10 +343,13 @@ class Hdf5Writer final : public Writer {
 
   Status write(std::uint64_t offset, const void* data, std::size_t n) override {
     if (m_failed || !m_started) return Status(Code::failed_precondition, "hdf5: write without a file");
-    // Map the window [offset, offset + n) of the segment to the blocks in it.
+    // Map the window [a, b) of the stream to the blocks in it: the first block ending after a, by
+    // binary search over the blocks in stream order, then forward while blocks start before b.
     const std::uint64_t a = m_ctx.segment_begin + offset, b = a + n;
-    for (const BlockPlan& bp : m_ctx.plan->blocks) {
-      if (m_ctx.plan->vars[bp.var].group != m_ctx.group) continue;
+    auto it = std::partition_point(m_blocks.begin(), m_blocks.end(),
+                                   [a](const BlockPlan* bp) { return bp->offset + bp->length <= a; });
+    for (; it != m_blocks.end() && (*it)->offset < b; ++it) {
+      const BlockPlan& bp = **it;
       const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
       if (hi <= lo) continue;
       CKPT_RETURN_IF_ERROR(pwrite_all(m_fd, static_cast<const char*>(data) + (lo - a), hi - lo,
@@ -376,28 +378,20 @@ class Hdf5Writer final : public Writer {
       ::close(m_fd);
       m_fd = -1;
     }
-    const Status agreed = agree(m_comm, m_failed ? Status(Code::io_error, "hdf5: start() failed") : s);
-    const bool ok = agreed.ok();
-    if (ok && digests != nullptr) {
-      std::vector<double> mins, maxs;
-      std::vector<std::uint64_t> sums;
-      gather_stats(m_comm, m_rank, m_size, m_file.descs(), m_ctx, *digests, mins, maxs, sums);
+    Status agreed = agree(m_comm, m_failed ? Status(Code::io_error, "hdf5: start() failed") : s);
+    if (agreed.ok() && digests != nullptr) {
+      const Digests g = gather_digests(m_comm, m_size, m_file.layout(), m_ctx, m_rank, *digests);
       std::lock_guard<std::mutex> lk(h5_lock());
-      m_file.write_attributes(mins, maxs, sums, m_size, m_ctx.step, "hdf5");
-      s = m_file.flush_and_close(m_ctx.fsync);
+      s = m_file.write_attributes(g, m_ctx, "hdf5");
+      Status c = m_file.flush_and_close(m_ctx.fsync);
+      if (s.ok()) s = c;
     } else {
       std::lock_guard<std::mutex> lk(h5_lock());
       (void)m_file.close();
     }
-    if (!ok) return agreed.with_context("hdf5: writing " + m_path);
-    if (!s.ok()) return s;
-    Placement p{m_name, 0, 0, 0};
-    if (m_rank == 0) {
-      struct stat st {};
-      if (::stat(m_path.c_str(), &st) == 0) p.file_bytes = static_cast<std::uint64_t>(st.st_size);
-    }
-    p.block_offsets = m_offsets;
-    return p;
+    if (agreed.ok()) agreed = agree(m_comm, s);  // attributes and close are collective: fail together
+    if (!agreed.ok()) return agreed.with_context("hdf5: writing " + m_path);
+    return placement_of(m_name, m_path, m_rank, m_offsets);
   }
 
   WriteContext m_ctx;
@@ -405,6 +399,7 @@ class Hdf5Writer final : public Writer {
   std::uint64_t m_alignment;
   int m_rank = 0, m_size = 1;
   std::string m_name, m_path;
+  std::vector<const BlockPlan*> m_blocks;  ///< this group's blocks, in stream order (for write())
   H5Checkpoint m_file;
   std::vector<std::uint64_t> m_offsets;
   int m_fd = -1;
@@ -425,101 +420,103 @@ class DoneWriter final : public Writer {
   Placement m_p;
 };
 
+/// Writes every dataset of `f`: one collective H5Dwrite per global dataset (a hyperslab per rank, none
+/// for a rank without a block), this rank's per-rank datasets independently.
+Status write_datasets(const H5Checkpoint& f, const WriteContext& ctx, int rank) {
+  const Layout& layout = f.layout();
+  std::vector<const BlockPlan*> mine(layout.datasets.size(), nullptr);  // dataset -> this rank's block
+  for (const BlockPlan* b : group_blocks(ctx)) mine[layout.dataset_of(ctx.plan->vars[b->var], rank)] = b;
+  h5::Id coll(H5Pcreate(H5P_DATASET_XFER), H5Pclose), indep(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+  if (!coll.valid() || !indep.valid()) return h5::error("H5Pcreate");
+  CKPT_RETURN_IF_ERROR(h5::check(H5Pset_dxpl_mpio(coll.get(), H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio"));
+  CKPT_RETURN_IF_ERROR(h5::check(H5Pset_dxpl_mpio(indep.get(), H5FD_MPIO_INDEPENDENT), "H5Pset_dxpl_mpio"));
+  Status s;  // a global dataset's write is collective: keep going after a failure so nobody hangs
+  for (std::size_t i = 0; i < layout.datasets.size(); ++i) {
+    const DatasetDesc& d = layout.datasets[i];
+    const bool global = layout.vars[d.var].kind == RegionKind::global;
+    const BlockPlan* mb = mine[i];
+    if (!global && mb == nullptr) continue;  // somebody else's per-rank dataset
+    const Region* r = mb ? &ctx.plan->vars[mb->var] : nullptr;
+    h5::Id fspace(H5Dget_space(f.dataset(i)), H5Sclose), mspace;
+    Status ds = fspace.valid() ? Status::OK() : h5::error("H5Dget_space " + d.path);
+    if (!global) {
+      mspace = h5::Id(H5Scopy(fspace.get()), H5Sclose);
+    } else if (r != nullptr && r->elements() > 0) {
+      std::vector<hsize_t> st(r->start.begin(), r->start.end()), ct(r->count.begin(), r->count.end());
+      if (ds.ok())
+        ds = h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, st.data(), nullptr, ct.data(), nullptr),
+                       "select the block of " + d.path);
+      mspace = h5::Id(H5Screate_simple(static_cast<int>(ct.size()), ct.data(), nullptr), H5Sclose);
+    } else {
+      if (ds.ok()) ds = h5::check(H5Sselect_none(fspace.get()), "H5Sselect_none");
+      const hsize_t one = 1;
+      mspace = h5::Id(H5Screate_simple(1, &one, nullptr), H5Sclose);
+      if (mspace.valid() && ds.ok()) ds = h5::check(H5Sselect_none(mspace.get()), "H5Sselect_none");
+    }
+    if (ds.ok() && !mspace.valid()) ds = h5::error("memory dataspace of " + d.path);
+    static const char dummy = 0;
+    const void* src = mb && mb->length > 0 ? mb->src : &dummy;
+    // A collective write with a failed selection still takes part (selecting nothing) so that the
+    // other ranks' writes complete.
+    if (!ds.ok() && global && fspace.valid() && mspace.valid()) {
+      (void)H5Sselect_none(fspace.get());
+      (void)H5Sselect_none(mspace.get());
+    }
+    if ((ds.ok() || global) && fspace.valid() && mspace.valid()) {
+      const herr_t rc = H5Dwrite(f.dataset(i), h5::mem_type(layout.vars[d.var].dtype), mspace.get(), fspace.get(),
+                                 global ? coll.get() : indep.get(), src);
+      if (ds.ok()) ds = h5::check(rc, "H5Dwrite " + d.path);
+    }
+    if (s.ok()) s = ds;
+  }
+  return s;
+}
+
 Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64_t alignment) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   const std::string name = ctx.unique_file_name("ckpt", 0) + ".h5", path = ctx.dir + "/" + name;
-  auto descs = gather_vars(comm, ctx);
-  if (Status a = agree(comm, descs.status()); !a.ok()) return a.with_context("hdf5-sync: variables");
+  auto layout = gather_layout(comm, ctx);
+  if (Status a = agree(comm, layout.status()); !a.ok()) return a.with_context("hdf5-sync: variables");
   // Digests of this rank's blocks, computed here from the application's memory (host only).
   std::vector<BlockDigest> digests(ctx.plan->vars.size());
   Status s;
-  for (const BlockPlan& b : ctx.plan->blocks) {
-    const Region& r = ctx.plan->vars[b.var];
-    if (r.group != ctx.group) continue;
+  for (const BlockPlan* b : group_blocks(ctx)) {
+    const Region& r = ctx.plan->vars[b->var];
     if (r.mem == MemoryKind::device)
       s = Status(Code::invalid_argument, "hdf5-sync writes from host memory only ('" + r.name + "')");
-    if (!s.ok() || b.length == 0) continue;
-    digests[b.var].checksum = hash64(b.src, b.length);
+    if (!s.ok() || b->length == 0) continue;
+    digests[b->var].checksum = hash64(b->src, b->length);
     if (dtype_has_stats(r.dtype)) {
       MinMax mm(r.dtype);
-      mm.update(b.src, b.length);
-      digests[b.var] = {digests[b.var].checksum, mm.valid(), mm.min_bits(), mm.max_bits()};
+      mm.update(b->src, b->length);
+      digests[b->var] = {digests[b->var].checksum, mm.valid(), mm.min_bits(), mm.max_bits()};
     }
   }
   CKPT_RETURN_IF_ERROR(agree(comm, s));
   std::lock_guard<std::mutex> lk(h5_lock());
   H5Checkpoint f;
-  s = f.create(path, comm, alignment, descs.value());
+  s = f.create(path, comm, alignment, std::move(layout).value());
   std::vector<std::uint64_t> offsets;
-  if (s.ok()) s = my_block_offsets(f, ctx, rank, offsets);
-  CKPT_RETURN_IF_ERROR(agree(comm, s).with_context("hdf5-sync: creating " + path));
-  // One collective H5Dwrite per global dataset (a hyperslab per rank); per-rank datasets independently.
-  hid_t coll = H5Pcreate(H5P_DATASET_XFER), indep = H5Pcreate(H5P_DATASET_XFER);
-  H5Pset_dxpl_mpio(coll, H5FD_MPIO_COLLECTIVE);
-  H5Pset_dxpl_mpio(indep, H5FD_MPIO_INDEPENDENT);
-  for (std::size_t i = 0; i < f.descs().size(); ++i) {
-    const VarDesc& d = f.descs()[i];
-    const Region* mine = nullptr;
-    const BlockPlan* mb = nullptr;
-    for (const BlockPlan& b : ctx.plan->blocks) {
-      const Region& r = ctx.plan->vars[b.var];
-      if (r.group == ctx.group &&
-          (d.global ? "/" + r.name == d.name && r.kind == RegionKind::global
-                    : d.owner == rank && "/ranks/" + std::to_string(rank) + "/" + r.name == d.name)) {
-        mine = &r;
-        mb = &b;
-      }
-    }
-    if (!d.global && mine == nullptr) continue;  // somebody else's per-rank dataset
-    hid_t fspace = H5Dget_space(f.dataset(i));
-    hid_t mspace;
-    if (d.global) {
-      std::vector<hsize_t> st(mine ? mine->start.begin() : d.shape.begin(), mine ? mine->start.end() : d.shape.end());
-      std::vector<hsize_t> ct(mine ? mine->count.begin() : d.shape.begin(), mine ? mine->count.end() : d.shape.end());
-      if (mine && mine->elements() > 0) {
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, st.data(), nullptr, ct.data(), nullptr);
-        mspace = H5Screate_simple(static_cast<int>(ct.size()), ct.data(), nullptr);
-      } else {
-        H5Sselect_none(fspace);
-        hsize_t one = 1;
-        mspace = H5Screate_simple(1, &one, nullptr);
-        H5Sselect_none(mspace);
-      }
-    } else {
-      mspace = H5Scopy(fspace);
-    }
-    const void* src = mb && mb->length > 0 ? mb->src : nullptr;
-    static const char dummy = 0;
-    if (H5Dwrite(f.dataset(i), h5_type(d.dtype), mspace, fspace, d.global ? coll : indep, src ? src : &dummy) < 0 &&
-        s.ok())
-      s = h5_fail("H5Dwrite " + d.name);
-    H5Sclose(mspace);
-    H5Sclose(fspace);
+  if (s.ok()) s = f.block_offsets(ctx, rank, offsets);
+  if (Status a = agree(comm, s); !a.ok()) {
+    (void)f.close();
+    return a.with_context("hdf5-sync: creating " + path);
   }
-  H5Pclose(coll);
-  H5Pclose(indep);
-  const Status agreed = agree(comm, s);
-  const bool ok = agreed.ok();
-  if (ok) {
-    std::vector<double> mins, maxs;
-    std::vector<std::uint64_t> sums;
-    gather_stats(comm, rank, size, f.descs(), ctx, digests, mins, maxs, sums);
-    f.write_attributes(mins, maxs, sums, size, ctx.step, "hdf5-sync");
-    s = f.flush_and_close(ctx.fsync);
+  s = write_datasets(f, ctx, rank);
+  Status agreed = agree(comm, s);
+  if (agreed.ok()) {
+    const Digests g = gather_digests(comm, size, f.layout(), ctx, rank, digests);
+    s = f.write_attributes(g, ctx, "hdf5-sync");
+    Status c = f.flush_and_close(ctx.fsync);
+    if (s.ok()) s = c;
+    agreed = agree(comm, s);
   } else {
     (void)f.close();
   }
-  if (!ok) return agreed.with_context("hdf5-sync: writing " + path);
-  if (!s.ok()) return s;
-  Placement p{name, 0, 0, 0};
-  if (rank == 0) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) p.file_bytes = static_cast<std::uint64_t>(st.st_size);
-  }
-  p.block_offsets = std::move(offsets);
-  return p;
+  if (!agreed.ok()) return agreed.with_context("hdf5-sync: writing " + path);
+  return placement_of(name, path, rank, std::move(offsets));
 }
 
 class Hdf5Transport final : public Transport {

@@ -27,7 +27,7 @@ def load(path):
     with h5py.File(path, "r") as f:
         d = {k: f[f"unk/{k}"][...] for k in ("dens", "momx", "momy", "ener")}
         d["level"], d["coord"] = f["grid/level"][...], f["grid/coord"][...]
-        d["time"] = float(f["ranks/0/run/time"][()])
+        d["time"] = float(f["run/time/rank0"][()])
         if "particles" in f:
             d["pid"], d["pprop"] = f["particles/id"][...], f["particles/dens_temp"][...]
     return d
