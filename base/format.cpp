@@ -1,6 +1,8 @@
 // Format v1 codec. Little-endian on disk; this build supports little-endian hosts only (checked).
 #include "base/format.hpp"
 
+#include "base/bytes.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -13,84 +15,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "format v1 codec assume
 constexpr char kDataMagic[8] = {'C', 'K', 'P', 'T', 'D', 'A', 'T', 'A'};
 constexpr char kIndexMagic[8] = {'C', 'K', 'P', 'T', 'I', 'N', 'D', 'X'};
 constexpr char kEndMagic[8] = {'C', 'K', 'P', 'T', 'E', 'N', 'D', '1'};
-
-class ByteWriter {
- public:
-  void raw(const void* p, std::size_t n) {
-    auto* b = static_cast<const std::uint8_t*>(p);
-    m_out.insert(m_out.end(), b, b + n);
-  }
-  template <class T>
-  void put(T v) {
-    raw(&v, sizeof v);
-  }
-  void str(const std::string& s) {
-    put<std::uint32_t>(static_cast<std::uint32_t>(s.size()));
-    raw(s.data(), s.size());
-  }
-  void attrs(const Attributes& a) {
-    put<std::uint32_t>(static_cast<std::uint32_t>(a.size()));
-    for (auto& kv : a) {
-      str(kv.first);
-      str(kv.second);
-    }
-  }
-  std::vector<std::uint8_t>& bytes() { return m_out; }
-
- private:
-  std::vector<std::uint8_t> m_out;
-};
-
-class ByteReader {
- public:
-  ByteReader(const std::uint8_t* p, std::size_t n) : m_p(p), m_n(n) {}
-  std::size_t left() const { return m_n - m_pos; }
-  bool raw(void* dst, std::size_t n) {
-    if (n > left()) return fail("truncated");
-    std::memcpy(dst, m_p + m_pos, n);
-    m_pos += n;
-    return true;
-  }
-  template <class T>
-  bool get(T& v) {
-    return raw(&v, sizeof v);
-  }
-  bool str(std::string& s, std::uint32_t max_len = 1u << 20) {
-    std::uint32_t len = 0;
-    if (!get(len)) return false;
-    if (len > max_len || len > left()) return fail("string length out of range");
-    s.assign(reinterpret_cast<const char*>(m_p + m_pos), len);
-    m_pos += len;
-    return true;
-  }
-  /// Reads a count and checks that `count * min_each` bytes can follow.
-  template <class T>
-  bool count(T& c, std::size_t min_each, std::uint64_t max) {
-    if (!get(c)) return false;
-    if (c > max || (min_each > 0 && static_cast<std::uint64_t>(c) > left() / min_each))
-      return fail("count out of range");
-    return true;
-  }
-  bool attrs(Attributes& a) {
-    std::uint32_t n = 0;
-    if (!count(n, 8, kMaxAttrs)) return false;
-    a.resize(n);
-    for (auto& kv : a)
-      if (!str(kv.first) || !str(kv.second)) return false;
-    return true;
-  }
-  bool fail(const char* why) {
-    if (m_error.empty()) m_error = std::string(why) + " at byte " + std::to_string(m_pos);
-    return false;
-  }
-  const std::string& error() const { return m_error; }
-
- private:
-  const std::uint8_t* m_p;
-  std::size_t m_n;
-  std::size_t m_pos = 0;
-  std::string m_error;
-};
+constexpr std::uint32_t kBlockFlagStats = 1;  // BLOCK flags bit 0: min/max present; other bits must be 0
 
 Status corrupt(const std::string& what) { return Status(Code::corrupt, what); }
 
@@ -139,8 +64,12 @@ Result<DataHeader> decode_data_header(const std::uint8_t* p, std::size_t n) {
   r.get(h.nranks);
   r.get(h.ckpt_id);
   r.get(h.data_offset);
+  std::uint64_t reserved = 0;
+  r.get(reserved);
   if (version != kFormatVersion) return corrupt("data file version " + std::to_string(version) + " unsupported");
   if (endian != 0x01020304u) return corrupt("data file written with another byte order");
+  if (reserved != 0) return corrupt("data header reserved field is not zero");
+  if (h.nranks == 0 || h.writer >= h.nranks) return corrupt("data header writer rank out of range");
   return h;
 }
 
@@ -198,7 +127,7 @@ std::vector<std::uint8_t> encode_index(const Index& idx) {
     w.put<std::uint32_t>(b.var);
     w.put<std::uint32_t>(b.rank);
     w.put<std::uint32_t>(b.file);
-    w.put<std::uint32_t>(b.has_stats ? 1u : 0u);
+    w.put<std::uint32_t>(b.has_stats ? kBlockFlagStats : 0u);
     w.put<std::uint64_t>(b.offset);
     w.put<std::uint64_t>(b.length);
     for (auto s : b.start) w.put<std::uint64_t>(s);
@@ -248,7 +177,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     return corrupt("index: " + what + (r.error().empty() ? "" : " (" + r.error() + ")"));
   };
   if (!r.get(idx.step) || !r.get(idx.nranks) || !r.get(idx.ckpt_id) || !r.get(idx.created_unix) ||
-      !r.str(idx.transport, 256) || !r.attrs(idx.attrs))
+      !r.str(idx.transport, 256) || !r.attrs(idx.attrs, kMaxAttrs))
     return fail("bad checkpoint record");
   if (idx.nranks == 0) return fail("zero ranks");
   std::uint32_t nfiles = 0;
@@ -269,6 +198,8 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     if (!valid_dtype(dt)) return fail("variable '" + v.name + "' has unknown dtype " + std::to_string(dt));
     if (kind > 2) return fail("variable '" + v.name + "' has unknown kind");
     if (v.ndim > kMaxDims) return fail("variable '" + v.name + "' has too many dimensions");
+    if (uni > 1) return fail("variable '" + v.name + "' has uniform = " + std::to_string(uni) + " (0 or 1)");
+    if (pad != 0) return fail("variable '" + v.name + "' has a non-zero reserved byte");
     v.dtype = static_cast<DType>(dt);
     v.kind = static_cast<RegionKind>(kind);
     v.uniform = uni != 0;
@@ -281,7 +212,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
       for (auto g : v.global)
         if (mul_overflows(total, g, total)) return fail("global shape of '" + v.name + "' overflows");
     }
-    if (!r.attrs(v.attrs)) return fail("bad attributes of '" + v.name + "'");
+    if (!r.attrs(v.attrs, kMaxAttrs)) return fail("bad attributes of '" + v.name + "'");
   }
   std::uint64_t nblocks = 0;
   if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max()))
@@ -294,6 +225,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
       return fail("bad block record " + std::to_string(i));
     if (b.var >= idx.vars.size() || b.file >= idx.files.size() || b.rank >= idx.nranks)
       return fail("block " + std::to_string(i) + " refers to a missing variable, file or rank");
+    if ((flags & ~kBlockFlagStats) != 0) return fail("block " + std::to_string(i) + " has unknown flag bits");
     const VarRecord& v = idx.vars[b.var];
     b.start.resize(v.ndim);
     b.count.resize(v.ndim);
@@ -302,7 +234,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     for (auto& c : b.count)
       if (!r.get(c)) return fail("bad block count");
     if (!r.get(b.min_bits) || !r.get(b.max_bits) || !r.get(b.checksum)) return fail("bad block tail");
-    b.has_stats = (flags & 1u) != 0;
+    b.has_stats = (flags & kBlockFlagStats) != 0;
     std::uint64_t elems = 1, bytes = 0;
     for (std::uint32_t d = 0; d < v.ndim; ++d) {
       if (mul_overflows(elems, b.count[d], elems)) return fail("block extents overflow");

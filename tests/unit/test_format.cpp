@@ -157,6 +157,79 @@ TEST(Format, InconsistentRecordsAreRejectedEvenWithAValidChecksum) {
   }
 }
 
+namespace {
+/// The index `idx` encodes to, with byte `at` of the body set to `value` and the body checksum
+/// recomputed: a reader sees a well-formed file whose one field breaks the spec.
+std::vector<std::uint8_t> with_byte(const Index& idx, std::size_t at, std::uint8_t value) {
+  auto bytes = encode_index(idx);
+  bytes[at] = value;
+  const std::size_t body_len = bytes.size() - kIndexHeaderBytes - kIndexFooterBytes;
+  const std::uint64_t h = hash64(bytes.data() + kIndexHeaderBytes, body_len);
+  std::memcpy(bytes.data() + bytes.size() - kIndexFooterBytes + 16, &h, 8);
+  return bytes;
+}
+/// Position of the one body byte in which the encodings of `a` and `b` differ.
+std::size_t differing_byte(const Index& a, const Index& b) {
+  auto x = encode_index(a), y = encode_index(b);
+  EXPECT_EQ(x.size(), y.size());
+  std::size_t at = 0, n = 0;
+  for (std::size_t i = kIndexHeaderBytes; i + kIndexFooterBytes < x.size(); ++i)
+    if (x[i] != y[i]) at = i, ++n;
+  EXPECT_EQ(n, 1u);
+  return at;
+}
+void expect_rejected(const std::vector<std::uint8_t>& bytes, const std::string& why) {
+  auto r = decode_index(bytes.data(), bytes.size());
+  ASSERT_FALSE(r.ok()) << why;
+  EXPECT_EQ(r.status().code(), Code::corrupt);
+  EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+}
+}  // namespace
+
+// docs/format.md: "uniform" is 0 or 1, the VAR reserved byte is 0, BLOCK flags have bit 0 only.
+TEST(Format, UniformOtherThanZeroOrOneIsRejected) {
+  Index a = sample(), b = sample();
+  b.vars[1].uniform = false;
+  const std::size_t at = differing_byte(a, b);
+  for (std::uint8_t v : {0, 1}) EXPECT_TRUE(decode_index(with_byte(a, at, v).data(), encode_index(a).size()).ok());
+  for (std::uint8_t v : {2, 7, 255}) expect_rejected(with_byte(a, at, v), "uniform = " + std::to_string(v));
+}
+
+TEST(Format, NonZeroReservedVariableByteIsRejected) {
+  Index a = sample(), b = sample();
+  b.vars[1].uniform = false;
+  const std::size_t at = differing_byte(a, b) + 1;  // reserved follows uniform
+  for (std::uint8_t v : {1, 7, 128}) expect_rejected(with_byte(a, at, v), "non-zero reserved byte");
+}
+
+TEST(Format, UnknownBlockFlagBitsAreRejected) {
+  Index a = sample(), b = sample();
+  b.blocks[0].has_stats = false;
+  const std::size_t at = differing_byte(a, b);  // the low byte of block 0's flags
+  for (std::uint8_t v : {2, 3, 0x80}) expect_rejected(with_byte(a, at, v), "unknown flag bits");
+  for (std::size_t hi = 1; hi < 4; ++hi) expect_rejected(with_byte(a, at + hi, 1), "unknown flag bits");
+}
+
+TEST(Format, DataHeaderReservedFieldAndWriterRankAreChecked) {
+  auto header = [](std::uint32_t writer, std::uint32_t nranks, std::uint64_t reserved) {
+    DataHeader h;
+    h.writer = writer;
+    h.nranks = nranks;
+    h.data_offset = 4096;
+    auto b = encode_data_header(h);
+    std::memcpy(b.data() + 48, &reserved, 8);
+    const std::uint64_t sum = hash64(b.data(), kDataHeaderBytes - 8);
+    std::memcpy(b.data() + kDataHeaderBytes - 8, &sum, 8);
+    return decode_data_header(b.data(), b.size());
+  };
+  EXPECT_TRUE(header(3, 4, 0).ok());
+  auto r = header(3, 4, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("reserved"), std::string::npos);
+  EXPECT_FALSE(header(4, 4, 0).ok());  // writer >= nranks
+  EXPECT_FALSE(header(0, 0, 0).ok());  // no ranks
+}
+
 TEST(Format, DataHeaderRoundTripAndDamage) {
   DataHeader h;
   h.step = 7;
