@@ -521,7 +521,7 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
 
 class Hdf5Transport final : public Transport {
  public:
-  Hdf5Transport(bool sync, const Options& o, const TransportEnv& env) : m_sync(sync), m_alignment(o.alignment) {
+  Hdf5Transport(bool sync, const TransportConfig& c, const TransportEnv& env) : m_sync(sync), m_alignment(c.alignment) {
     MPI_Comm_dup(env.comm, &m_comm);  // sync: app thread; async: write thread only
   }
   ~Hdf5Transport() override { free_comm(m_comm); }
@@ -543,11 +543,11 @@ class Hdf5Transport final : public Transport {
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> make_hdf5_transport(const Options& o, const TransportEnv& env) {
-  return std::unique_ptr<Transport>(std::make_unique<Hdf5Transport>(false, o, env));
+Result<std::unique_ptr<Transport>> make_hdf5_transport(const TransportConfig& c, const TransportEnv& env) {
+  return std::unique_ptr<Transport>(std::make_unique<Hdf5Transport>(false, c, env));
 }
-Result<std::unique_ptr<Transport>> make_hdf5_sync_transport(const Options& o, const TransportEnv& env) {
-  return std::unique_ptr<Transport>(std::make_unique<Hdf5Transport>(true, o, env));
+Result<std::unique_ptr<Transport>> make_hdf5_sync_transport(const TransportConfig& c, const TransportEnv& env) {
+  return std::unique_ptr<Transport>(std::make_unique<Hdf5Transport>(true, c, env));
 }
 
 }  // namespace ckpt::detail

@@ -25,29 +25,13 @@ inline Status mpi_write_status(int rc, const MPI_Status& st, int want, const std
                                     " bytes (the MPI-IO layer reported no error; disk full or I/O error?)");
 }
 
-/// An MPI_Info built from "key=value,key=value" (already validated by the options parser).
-inline MPI_Info make_info(const std::string& hints) {
+/// An MPI_Info of `hints` (TransportConfig::mpiio_hints: validated, byte counts in bytes);
+/// MPI_INFO_NULL when there are none. The caller frees it.
+inline MPI_Info make_info(const Attributes& hints) {
   MPI_Info info = MPI_INFO_NULL;
   if (hints.empty()) return info;
   MPI_Info_create(&info);
-  std::size_t p = 0;
-  while (p < hints.size()) {
-    std::size_t e = hints.find(',', p);
-    if (e == std::string::npos) e = hints.size();
-    const std::string kv = hints.substr(p, e - p);
-    const std::size_t eq = kv.find('=');
-    if (eq != std::string::npos) {
-      // Options validated the values; byte counts may carry a unit ("16M"), which ROMIO would read as 16.
-      const std::string key = kv.substr(0, eq);
-      std::string value = kv.substr(eq + 1);
-      if (key == "cb_buffer_size" || key == "striping_unit") {
-        auto b = parse_bytes(value);
-        if (b.ok()) value = std::to_string(b.value());
-      }
-      MPI_Info_set(info, key.c_str(), value.c_str());
-    }
-    p = e + 1;
-  }
+  for (auto& [key, value] : hints) MPI_Info_set(info, key.c_str(), value.c_str());
   return info;
 }
 

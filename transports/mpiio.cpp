@@ -1,4 +1,4 @@
-// coIO (seed 004): MPI-IO collective writes. The ranks are split into nf contiguous groups; each group
+// coIO: MPI-IO collective writes. The ranks are split into nf contiguous groups; each group
 // writes one file with MPI_File_write_at_all, every rank's stream at its own aligned offset. nf = 1
 // is one shared file. Collective calls must match across a group, so every rank makes as many
 // write_at_all calls as the rank with the most chunks (extra calls write nothing), also on errors.
@@ -79,7 +79,7 @@ class MpiioWriter final : public Writer {
 
 class MpiioTransport final : public Transport {
  public:
-  MpiioTransport(const Options& o, const TransportEnv& env) : m_opts(o), m_rank(env.rank) {
+  MpiioTransport(const TransportConfig& o, const TransportEnv& env) : m_opts(o), m_rank(env.rank) {
     m_nf = std::max(1, std::min(o.mpiio_files, env.size));
     m_color = static_cast<int>(static_cast<long long>(env.rank) * m_nf / env.size);
     MPI_Comm_split(env.comm, m_color, env.rank, &m_comm);
@@ -142,7 +142,7 @@ class MpiioTransport final : public Transport {
   }
 
  private:
-  Options m_opts;
+  TransportConfig m_opts;
   int m_rank;
   int m_nf = 1, m_color = 0, m_group_root = 0;
   MPI_Comm m_comm = MPI_COMM_NULL;
@@ -151,7 +151,7 @@ class MpiioTransport final : public Transport {
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> make_mpiio_transport(const Options& o, const TransportEnv& env) {
+Result<std::unique_ptr<Transport>> make_mpiio_transport(const TransportConfig& o, const TransportEnv& env) {
   return std::unique_ptr<Transport>(std::make_unique<MpiioTransport>(o, env));
 }
 

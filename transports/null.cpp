@@ -28,7 +28,7 @@ class NullTransport final : public Transport {
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> make_null_transport(const Options&, const TransportEnv&) {
+Result<std::unique_ptr<Transport>> make_null_transport(const TransportConfig&, const TransportEnv&) {
   return std::unique_ptr<Transport>(std::make_unique<NullTransport>());
 }
 

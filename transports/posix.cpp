@@ -86,10 +86,10 @@ class PosixTransport final : public Transport {
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const TransportEnv& env) {
+Result<std::unique_ptr<Transport>> make_posix_transport(const TransportConfig& c, const TransportEnv& env) {
   MPI_Comm comm = MPI_COMM_NULL;
-  if (o.open_token > 0) MPI_Comm_dup(env.comm, &comm);
-  return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(o.alignment, o.open_token, comm));
+  if (c.open_token > 0) MPI_Comm_dup(env.comm, &comm);
+  return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(c.alignment, c.open_token, comm));
 }
 
 }  // namespace ckpt::detail

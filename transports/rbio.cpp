@@ -1,4 +1,4 @@
-// rbIO (seed 004): reduced-blocking I/O. Ranks are split into ng groups, each with one writer rank
+// rbIO: reduced-blocking I/O. Ranks are split into ng groups, each with one writer rank
 // (the group's first rank). Workers hand their staged chunks to their writer with MPI sends from the
 // flush thread - the application thread never waits for them - and the writer puts its own stream and
 // its workers' streams into one file per writer (nf = ng, POSIX pwrite) or into one shared file
@@ -156,7 +156,7 @@ class RbioWriter final : public Writer {
 
 class RbioTransport final : public Transport {
  public:
-  RbioTransport(const Options& o, const TransportEnv& env) : m_opts(o), m_rank(env.rank) {
+  RbioTransport(const TransportConfig& o, const TransportEnv& env) : m_opts(o), m_rank(env.rank) {
     if (o.rbio_writers > 0) {
       const int ng = std::min(o.rbio_writers, env.size);
       m_color = static_cast<int>(static_cast<long long>(env.rank) * ng / env.size);
@@ -274,7 +274,7 @@ class RbioTransport final : public Transport {
   }
 
  private:
-  Options m_opts;
+  TransportConfig m_opts;
   int m_rank;
   int m_color = 0, m_grank = 0, m_gsize = 1, m_writer_rank = 0, m_ng = 1;
   long long m_seq = 0;
@@ -284,7 +284,7 @@ class RbioTransport final : public Transport {
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> make_rbio_transport(const Options& o, const TransportEnv& env) {
+Result<std::unique_ptr<Transport>> make_rbio_transport(const TransportConfig& o, const TransportEnv& env) {
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE)

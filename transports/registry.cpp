@@ -7,13 +7,13 @@
 
 namespace ckpt::detail {
 
-Result<std::unique_ptr<Transport>> make_posix_transport(const Options& o, const TransportEnv& env);
-Result<std::unique_ptr<Transport>> make_null_transport(const Options& o, const TransportEnv& env);
-Result<std::unique_ptr<Transport>> make_mpiio_transport(const Options& o, const TransportEnv& env);
-Result<std::unique_ptr<Transport>> make_rbio_transport(const Options& o, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_posix_transport(const TransportConfig& c, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_null_transport(const TransportConfig& c, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_mpiio_transport(const TransportConfig& c, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_rbio_transport(const TransportConfig& c, const TransportEnv& env);
 #if CKPT_HAVE_HDF5
-Result<std::unique_ptr<Transport>> make_hdf5_transport(const Options& o, const TransportEnv& env);
-Result<std::unique_ptr<Transport>> make_hdf5_sync_transport(const Options& o, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_hdf5_transport(const TransportConfig& c, const TransportEnv& env);
+Result<std::unique_ptr<Transport>> make_hdf5_sync_transport(const TransportConfig& c, const TransportEnv& env);
 #endif
 
 namespace {
@@ -21,7 +21,8 @@ namespace {
 struct Entry {
   const char* name;
   const char* description;
-  std::function<Result<std::unique_ptr<Transport>>(const Options&, const TransportEnv&)> make;  // empty: not available
+  std::function<Result<std::unique_ptr<Transport>>(const TransportConfig&, const TransportEnv&)>
+      make;  // empty: not available
   const char* why_not;
 };
 
@@ -51,13 +52,13 @@ std::vector<std::string> transport_names() {
   return n;
 }
 
-Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options,
+Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const TransportConfig& config,
                                                   const TransportEnv& env) {
   std::string known;
   for (auto& e : table()) {
     if (name == e.name) {
       if (!e.make) return Status(Code::unavailable, "transport '" + name + "' is " + e.why_not);
-      return e.make(options, env);
+      return e.make(config, env);
     }
     known += (known.empty() ? "" : ", ") + std::string(e.name);
   }

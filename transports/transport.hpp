@@ -59,6 +59,18 @@ inline std::vector<std::uint8_t> encode_header_for(const WriteContext& ctx, int 
   return encode_data_header(h);
 }
 
+/// A transport's settings: the few options transports read, typed, made from Options by the runtime
+/// (runtime/src/options.cpp, transport_config()), so that a transport never sees the rest.
+struct TransportConfig {
+  std::uint64_t alignment = 4096;       ///< blocks of >= 64 KiB start at a multiple (power of two)
+  std::uint64_t chunk_bytes = 4 << 20;  ///< staging chunk size (mpiio writes in pieces of it)
+  int open_token = 0;                   ///< posix: at most this many ranks open files at once; 0 = no token
+  int mpiio_files = 1;                  ///< mpiio: files per checkpoint
+  int rbio_writers = 0;                 ///< rbio: writer ranks; 0 = one per node
+  int rbio_files = 0;                   ///< rbio: 0 = one file per writer, 1 = one shared file
+  Attributes mpiio_hints;               ///< MPI-IO hints (mpiio, rbio): validated key/value pairs, byte counts in bytes
+};
+
 /// What a transport may use from the Runtime, given once at construction (collective).
 struct TransportEnv {
   MPI_Comm comm = MPI_COMM_NULL;  ///< the Runtime's communicator; a transport dups what it needs
@@ -127,7 +139,7 @@ class Transport {
 /// Makes the transport called `name`. Known names that were not built answer `unavailable` with the
 /// reason; unknown names answer `invalid_argument` listing the known ones.
 /// Collective over env.comm (transports may split or dup it).
-Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const Options& options,
+Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const TransportConfig& config,
                                                   const TransportEnv& env);
 /// Names in the registry (built or not), for messages and --help.
 std::vector<std::string> transport_names();

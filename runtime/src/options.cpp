@@ -1,6 +1,8 @@
 // The one place where options are read: YAML files and CKPT_* variables, validated into Options.
 #include "ckpt/options.hpp"
 
+#include "runtime/src/config.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,36 +105,7 @@ const std::vector<Field>& fields() {
        }},
       {"mpiio_hints",
        [](Options& o, const std::string& v) -> Status {
-         // Values are checked here: ROMIO divides by cb_nodes (0 is SIGFPE) and indexes with it (-5 is
-         // SIGSEGV), so nothing unchecked may reach MPI_Info_set.
-         const std::string allowed =
-             "key=value,... with cb_buffer_size and striping_unit byte counts (like 16M), cb_nodes and "
-             "striping_factor from 1 to 16777216, romio_cb_write enable/disable/automatic";
-         std::size_t p = 0;
-         std::vector<std::string> seen;
-         while (p < v.size()) {
-           std::size_t e = v.find(',', p);
-           if (e == std::string::npos) e = v.size();
-           const std::string kv = v.substr(p, e - p);
-           const std::size_t eq = kv.find('=');
-           if (eq == std::string::npos || eq + 1 >= kv.size()) return bad_value("mpiio_hints", v, allowed);
-           const std::string k = kv.substr(0, eq), val = kv.substr(eq + 1);
-           for (auto& s : seen)
-             if (s == k) return bad_value("mpiio_hints", v, "each key at most once; " + allowed);
-           seen.push_back(k);
-           bool good = false;
-           if (k == "cb_buffer_size" || k == "striping_unit") {
-             auto b = parse_bytes(val);
-             good = b.ok() && b.value() >= 1 && b.value() <= (1ull << 31) - 1;  // MPI_Info values are int
-           } else if (k == "cb_nodes" || k == "striping_factor") {
-             auto x = parse_int(k, val);
-             good = x.ok() && x.value() >= 1 && x.value() <= (1 << 24);
-           } else if (k == "romio_cb_write") {
-             good = val == "enable" || val == "disable" || val == "automatic";
-           }
-           if (!good) return bad_value("mpiio_hints", v, allowed + "; '" + kv + "' is not");
-           p = e + 1;
-         }
+         CKPT_RETURN_IF_ERROR(detail::parse_mpiio_hints(v).status());
          o.mpiio_hints = v;
          return Status();
        }},
@@ -274,6 +247,69 @@ Status parse_groups(Options& o, const YAML::Node& node) {
 }
 
 }  // namespace
+
+namespace detail {
+
+Result<Attributes> parse_mpiio_hints(const std::string& v) {
+  // Values are checked here: ROMIO divides by cb_nodes (0 is SIGFPE) and indexes with it (-5 is
+  // SIGSEGV), so nothing unchecked may reach MPI_Info_set. Byte counts may carry a unit ("16M"),
+  // which ROMIO would read as 16: they leave here in bytes.
+  const std::string allowed =
+      "key=value,... with cb_buffer_size and striping_unit byte counts (like 16M), cb_nodes and "
+      "striping_factor from 1 to 16777216, romio_cb_write enable/disable/automatic";
+  Attributes out;
+  std::size_t p = 0;
+  while (p < v.size()) {
+    std::size_t e = v.find(',', p);
+    if (e == std::string::npos) e = v.size();
+    const std::string kv = v.substr(p, e - p);
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq + 1 >= kv.size()) return bad_value("mpiio_hints", v, allowed);
+    const std::string k = kv.substr(0, eq);
+    std::string val = kv.substr(eq + 1);
+    for (auto& seen : out)
+      if (seen.first == k) return bad_value("mpiio_hints", v, "each key at most once; " + allowed);
+    bool good = false;
+    if (k == "cb_buffer_size" || k == "striping_unit") {
+      auto b = parse_bytes(val);
+      good = b.ok() && b.value() >= 1 && b.value() <= (1ull << 31) - 1;  // MPI_Info values are int
+      if (good) val = std::to_string(b.value());
+    } else if (k == "cb_nodes" || k == "striping_factor") {
+      auto x = parse_int(k, val);
+      good = x.ok() && x.value() >= 1 && x.value() <= (1 << 24);
+    } else if (k == "romio_cb_write") {
+      good = val == "enable" || val == "disable" || val == "automatic";
+    }
+    if (!good) return bad_value("mpiio_hints", v, allowed + "; '" + kv + "' is not");
+    out.emplace_back(k, val);
+    p = e + 1;
+  }
+  return out;
+}
+
+TransportConfig transport_config(const Options& o) {
+  TransportConfig c;
+  c.alignment = o.alignment;
+  c.chunk_bytes = o.chunk_bytes;
+  c.open_token = o.open_token;
+  c.mpiio_files = o.mpiio_files;
+  c.rbio_writers = o.rbio_writers;
+  c.rbio_files = o.rbio_files;
+  auto hints = parse_mpiio_hints(o.mpiio_hints);  // valid: Options::validate() checked them
+  if (hints.ok()) c.mpiio_hints = std::move(hints).value();
+  return c;
+}
+
+CudaDeviceConfig device_config(const Options& o) {
+  CudaDeviceConfig dev;
+  dev.double_buffer = o.gpu_double_buffer == "on"     ? CudaDeviceConfig::DoubleBuffer::on
+                      : o.gpu_double_buffer == "auto" ? CudaDeviceConfig::DoubleBuffer::automatic
+                                                      : CudaDeviceConfig::DoubleBuffer::off;
+  dev.spare_bytes = static_cast<std::size_t>(o.gpu_spare_bytes);
+  return dev;
+}
+
+}  // namespace detail
 
 Result<std::uint64_t> parse_bytes(const std::string& text) {
   if (text.empty()) return Status(Code::invalid_argument, "empty byte count");

@@ -8,6 +8,7 @@
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
+#include "runtime/src/config.hpp"
 #include "runtime/src/runtime_impl.hpp"
 
 namespace ckpt {
@@ -100,16 +101,6 @@ Status Runtime::close() { return m_impl->close(); }
 namespace detail {
 
 namespace {
-/// The device's settings from the options (the one place they are translated).
-CudaDeviceConfig device_config(const Options& o) {
-  CudaDeviceConfig dev;
-  dev.double_buffer = o.gpu_double_buffer == "on"     ? CudaDeviceConfig::DoubleBuffer::on
-                      : o.gpu_double_buffer == "auto" ? CudaDeviceConfig::DoubleBuffer::automatic
-                                                      : CudaDeviceConfig::DoubleBuffer::off;
-  dev.spare_bytes = static_cast<std::size_t>(o.gpu_spare_bytes);
-  return dev;
-}
-
 const char* thread_level_name(int level) {
   switch (level) {
     case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
@@ -284,7 +275,7 @@ Status RuntimeImpl::make_transports() {
   std::vector<std::string> names{m_opts.transport};
   for (auto& g : m_opts.groups) names.push_back(g.transport);
   for (std::size_t i = 0; i < names.size(); ++i) {
-    auto t = make_transport(names[i], m_opts, env);
+    auto t = make_transport(names[i], transport_config(m_opts), env);
     if (!t.ok()) return i == 0 ? t.status() : t.status().with_context("group '" + m_opts.groups[i - 1].name + "'");
     m_persistent = m_persistent || t.value()->persistent();
     m_transports.push_back(std::move(t).value());

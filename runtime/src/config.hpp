@@ -1,0 +1,25 @@
+// The typed settings the runtime hands its components, made from Options in runtime/src/options.cpp
+// (the one place options are read), so that a transport or a device never sees all of Options.
+#ifndef CKPT_RUNTIME_SRC_CONFIG_HPP
+#define CKPT_RUNTIME_SRC_CONFIG_HPP
+
+#include <string>
+
+#include "base/layout.hpp"
+#include "ckpt/options.hpp"
+#include "gpu/device.hpp"
+#include "transports/transport.hpp"
+
+namespace ckpt::detail {
+
+/// Checks "key=value,..." MPI-IO hints and returns them as pairs, byte counts in bytes
+/// (invalid_argument naming the option otherwise). Options' validation and transport_config() use it.
+Result<Attributes> parse_mpiio_hints(const std::string& text);
+/// The transports' settings from validated options.
+TransportConfig transport_config(const Options& o);
+/// The device's settings from validated options.
+CudaDeviceConfig device_config(const Options& o);
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_SRC_CONFIG_HPP
