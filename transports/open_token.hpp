@@ -1,4 +1,4 @@
-// Round-robin token on file open (ADIOS, seed 003): with k tokens, rank r opens its file after rank
+// Round-robin token on file open (as in ADIOS): with k tokens, rank r opens its file after rank
 // r - k has opened its own, so at most k opens hit the metadata server at once. Internal.
 #ifndef CKPT_TRANSPORTS_OPEN_TOKEN_HPP
 #define CKPT_TRANSPORTS_OPEN_TOKEN_HPP

@@ -118,12 +118,6 @@ std::size_t StagingPool::pinned_bytes() const {
     if (b.pinned) n += b.bytes;
   return n;
 }
-bool StagingPool::locked() const {
-  std::lock_guard<std::mutex> lk(m_mu);
-  for (auto& b : m_blocks)
-    if (!b.locked) return false;
-  return true;
-}
 
 std::uint64_t physical_memory() {
   long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);

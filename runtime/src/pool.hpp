@@ -57,14 +57,11 @@ class StagingPool {
   /// Wakes every waiter; later acquire() calls return nullptr.
   void shutdown();
 
-  std::size_t chunk_bytes() const { return m_chunk_bytes; }
   std::size_t chunks() const;
   std::size_t free_chunks() const;
   std::size_t bytes() const { return chunks() * m_chunk_bytes; }
   /// Most chunks lent out at the same time since construction.
   std::size_t high_water() const;
-  /// Whether every chunk is page-locked.
-  bool locked() const;
   /// Bytes of the pool the GPU can DMA to (StagingBlock::pinned); < bytes() means the device fell
   /// back to pageable memory for some chunks and their copies are synchronous.
   std::size_t pinned_bytes() const;
