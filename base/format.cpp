@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <unordered_set>
 
 namespace ckpt::detail {
 namespace {
@@ -186,15 +187,19 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   for (auto& fr : idx.files) {
     if (!r.str(fr.name, 4096) || !r.get(fr.writer) || !r.get(fr.bytes)) return fail("bad file record");
     if (!valid_file_name(fr.name)) return fail("file name '" + fr.name + "' not allowed");
+    if (fr.writer >= idx.nranks) return fail("file '" + fr.name + "' names writer rank " + std::to_string(fr.writer));
   }
   std::uint32_t nvars = 0;
   if (!r.count(nvars, 16, 1u << 28)) return fail("bad variable count");
   idx.vars.resize(nvars);
+  std::unordered_set<std::string> names;
+  names.reserve(nvars);
   for (auto& v : idx.vars) {
     std::uint8_t dt = 0, kind = 0, uni = 0, pad = 0;
     if (!r.str(v.name, 255) || !r.get(dt) || !r.get(kind) || !r.get(uni) || !r.get(pad) || !r.get(v.ndim))
       return fail("bad variable record");
     if (!check_name(v.name).ok()) return fail("variable name '" + v.name + "' not allowed");
+    if (!names.insert(v.name).second) return fail("variable '" + v.name + "' appears twice");
     if (!valid_dtype(dt)) return fail("variable '" + v.name + "' has unknown dtype " + std::to_string(dt));
     if (kind > 2) return fail("variable '" + v.name + "' has unknown kind");
     if (v.ndim > kMaxDims) return fail("variable '" + v.name + "' has too many dimensions");
@@ -218,6 +223,8 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max()))
     return fail("bad block count");  // 56: a 0-d block
   idx.blocks.resize(nblocks);
+  std::unordered_set<std::uint64_t> var_rank;  // a variable has at most one block per rank
+  var_rank.reserve(static_cast<std::size_t>(nblocks));
   for (std::uint64_t i = 0; i < nblocks; ++i) {
     auto& b = idx.blocks[i];
     std::uint32_t flags = 0;
@@ -226,6 +233,8 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     if (b.var >= idx.vars.size() || b.file >= idx.files.size() || b.rank >= idx.nranks)
       return fail("block " + std::to_string(i) + " refers to a missing variable, file or rank");
     if ((flags & ~kBlockFlagStats) != 0) return fail("block " + std::to_string(i) + " has unknown flag bits");
+    if (!var_rank.insert((static_cast<std::uint64_t>(b.var) << 32) | b.rank).second)
+      return fail("rank " + std::to_string(b.rank) + " has two blocks of '" + idx.vars[b.var].name + "'");
     const VarRecord& v = idx.vars[b.var];
     b.start.resize(v.ndim);
     b.count.resize(v.ndim);

@@ -210,6 +210,30 @@ TEST(Format, UnknownBlockFlagBitsAreRejected) {
   for (std::size_t hi = 1; hi < 4; ++hi) expect_rejected(with_byte(a, at + hi, 1), "unknown flag bits");
 }
 
+TEST(Format, DuplicateNamesSecondBlocksOfARankAndBadFileWritersAreRejected) {
+  auto rejected = [](const Index& idx, const std::string& why) { expect_rejected(encode_index(idx), why); };
+  Index twice = sample();
+  twice.vars[1].name = "grid/rho";
+  twice.vars[1].kind = RegionKind::global;
+  twice.vars[1].ndim = 0;
+  twice.blocks.pop_back();  // only rho's blocks
+  rejected(twice, "appears twice");
+  Index two_local = sample();
+  two_local.blocks.push_back(two_local.blocks[2]);  // rank 0 stores `time` twice
+  rejected(two_local, "rank 0 has two blocks of 'time'");
+  Index two_global = sample();
+  two_global.blocks[1].rank = 0;  // both halves of rho from rank 0
+  rejected(two_global, "rank 0 has two blocks of 'grid/rho'");
+  Index writer = sample();
+  writer.files[1].writer = 2;  // 2 ranks
+  rejected(writer, "names writer rank 2");
+  Index ok = sample();
+  ok.blocks.push_back(ok.blocks[2]);
+  ok.blocks.back().rank = 1;  // rank 1's `time`: one block per rank is fine
+  auto bytes = encode_index(ok);
+  EXPECT_TRUE(decode_index(bytes.data(), bytes.size()).ok());
+}
+
 TEST(Format, DataHeaderReservedFieldAndWriterRankAreChecked) {
   auto header = [](std::uint32_t writer, std::uint32_t nranks, std::uint64_t reserved) {
     DataHeader h;
