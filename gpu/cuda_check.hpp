@@ -1,7 +1,7 @@
 /// \file cuda_check.hpp
-/// The one CUDA-check macro of ckpt (private to gpu/; include only from .cu files that already include
-/// cuda_runtime.h). Every CUDA runtime call in ckpt goes through CKPT_IMPL_CUDA_CHECK, so no return code
-/// is dropped:
+/// The one GPU-check macro of ckpt (private to gpu/ and the GPU tests). Every CUDA runtime call in ckpt
+/// goes through CKPT_IMPL_CUDA_CHECK, so no return code is dropped; in a HIP build the same calls are
+/// HIP calls (gpu_runtime.hpp maps the names) and the same rules hold:
 ///   - a *sticky* error (the context is corrupt: illegal address, launch failure, ECC, ...) aborts the
 ///     process with the call, file and line -- no later CUDA call can succeed, and carrying on would
 ///     write garbage into a checkpoint;
@@ -11,38 +11,39 @@
 ///     caller returns.
 /// The application's pending error (cudaGetLastError) is left alone: an error of ckpt's own call is
 /// cleared from the thread's last-error slot only when nothing was pending before the call.
-/// Vendor calls stay behind this one macro (and cuda_device.cu), so a HIP build can map them.
+/// The sticky and "no GPU" lists are per vendor: HIP has no twin of several CUDA codes (see docs/gpu.md).
 #ifndef CKPT_GPU_CUDA_CHECK_HPP
 #define CKPT_GPU_CUDA_CHECK_HPP
-
-#include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "ckpt/status.hpp"
+#include "gpu/gpu_runtime.hpp"
 
 namespace ckpt::detail {
 
-/// True for errors after which the CUDA context is unusable for the rest of the process.
+/// True for errors after which the GPU context is unusable for the rest of the process.
 inline bool cuda_error_is_sticky(cudaError_t e) noexcept {
   switch (e) {
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
     case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+#if !CKPT_HAVE_HIP  // CUDA codes without a HIP twin
     case cudaErrorHardwareStackError:
     case cudaErrorIllegalInstruction:
     case cudaErrorMisalignedAddress:
     case cudaErrorInvalidAddressSpace:
     case cudaErrorInvalidPc:
-    case cudaErrorAssert:
-    case cudaErrorECCUncorrectable:
     case cudaErrorExternalDevice:
     case cudaErrorMpsClientTerminated:  // the MPS server ended this client: the context is gone
 #if CUDART_VERSION >= 12080             // added during CUDA 12
     case cudaErrorContained:
     case cudaErrorTensorMemoryLeak:
+#endif
 #endif
       return true;
     default: return false;
@@ -55,7 +56,10 @@ inline bool cuda_error_is_unavailable(cudaError_t e) noexcept {
   switch (e) {
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-    case cudaErrorStubLibrary: return true;
+#if !CKPT_HAVE_HIP
+    case cudaErrorStubLibrary:  // the driver stub of a machine without the real driver
+#endif
+      return true;
     default: return false;
   }
 }
@@ -67,7 +71,7 @@ inline Status cuda_check(cudaError_t e, cudaError_t pending, const char* call, c
   const std::string what = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
                            cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
   if (cuda_error_is_sticky(e)) {
-    std::fprintf(stderr, "ckpt: fatal CUDA error, the CUDA context is unusable: %s\n", what.c_str());
+    std::fprintf(stderr, "ckpt: fatal %s error, the GPU context is unusable: %s\n", kGpuVendor, what.c_str());
     std::fflush(stderr);
     std::abort();
   }
@@ -78,8 +82,8 @@ inline Status cuda_check(cudaError_t e, cudaError_t pending, const char* call, c
 
 }  // namespace ckpt::detail
 
-/// Evaluates the CUDA runtime call `call` once and yields a ckpt::Status (aborts on a sticky error).
-/// The lambda fixes the order: the pending error is read before the call.
+/// Evaluates the CUDA (or, in a HIP build, HIP) runtime call `call` once and yields a ckpt::Status (aborts on a sticky
+/// error). The lambda fixes the order: the pending error is read before the call.
 #define CKPT_IMPL_CUDA_CHECK(call)                                                        \
   ([&]() -> ::ckpt::Status {                                                              \
     const cudaError_t ckpt_pending_ = cudaPeekAtLastError();                              \

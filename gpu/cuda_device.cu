@@ -1,7 +1,10 @@
-// The CUDA device: stream-ordered capture of device memory into pinned staging chunks, restart into
-// device memory, optional device-side double buffering. With cuda_check.hpp the only file of ckpt that
-// includes cuda_runtime.h. How the streams and events fit together is in docs/gpu.md; the decisions
-// that need no GPU (stream checks, spare placement and sizing, row batching) are in plan.hpp.
+// The GPU device of both vendors: stream-ordered capture of device memory into pinned staging chunks,
+// restart into device memory, optional device-side double buffering. Written against the CUDA runtime
+// API; gpu_runtime.hpp (the only header that includes cuda_runtime.h or hip_runtime_api.h) maps every
+// name to HIP in a HIP build, so this one file is the CUDA device (nvcc, CKPT_HAVE_CUDA) and the HIP
+// device (the host compiler against HIP's headers, CKPT_HAVE_HIP). How the streams and events fit
+// together is in docs/gpu.md; the decisions that need no GPU (stream checks, spare placement and
+// sizing, row batching) are in plan.hpp.
 //
 // Streams and events owned by one CudaDevice (all on device m_dev):
 //   m_copy     non-blocking stream for every D2H (capture) and H2D (restart) copy
@@ -22,8 +25,6 @@
 // but wait(); capture_begin/restore_begin check that its current device is still m_dev. ckpt's own
 // threads call bind_thread() once (cudaSetDevice(m_dev), never undone) before wait(): nothing here ever
 // "restores" a device on a thread that had none, which would create a context on GPU 0.
-#include <cuda_runtime.h>
-#include <nvtx3/nvToolsExtCudaRt.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 
 #include "gpu/cuda_check.hpp"
 #include "gpu/device.hpp"
+#include "gpu/gpu_runtime.hpp"
 #include "gpu/nvtx.hpp"
 
 namespace ckpt::detail {
@@ -79,12 +81,11 @@ class CudaStreamProbe final : public StreamProbe {
     return d;
   }
   bool is_default_stream(void* stream) const override {
-    auto s = static_cast<cudaStream_t>(stream);
-    return s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread;
+    return gpu_is_default_stream(static_cast<cudaStream_t>(stream));
   }
   Result<int> stream_device(void* stream) override {
     int d = -1;
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &d)));
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(gpu_stream_device(static_cast<cudaStream_t>(stream), &d)));
     return d;
   }
   Result<bool> is_capturing(void* stream) override {
@@ -108,7 +109,7 @@ class CudaDevice final : public Device {
   /// On the thread that makes the device, whose current device is m_dev.
   Status init() {
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_copy, cudaStreamNonBlocking)));
-    nvtxNameCudaStreamA(m_copy, "ckpt copy (D2H/H2D)");
+    gpu_name_stream(m_copy, "ckpt copy (D2H/H2D)");
     for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after, &m_restored})
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming)));
     using DB = CudaDeviceConfig::DoubleBuffer;
@@ -128,7 +129,7 @@ class CudaDevice final : public Device {
     }
     if (m_config.double_buffer != DB::off) {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_d2d, cudaStreamNonBlocking)));
-      nvtxNameCudaStreamA(m_d2d, "ckpt D2D (double buffer)");
+      gpu_name_stream(m_d2d, "ckpt D2D (double buffer)");
     }
     if (m_config.double_buffer == DB::on) {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMalloc(&m_spare, m_config.spare_bytes))
@@ -155,7 +156,7 @@ class CudaDevice final : public Device {
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_copy));
   }
 
-  const char* name() const override { return "cuda"; }
+  const char* name() const override { return kGpuDeviceName; }
 
   Result<MemoryKind> classify(const void* ptr) const override {
     cudaPointerAttributes a{};
@@ -166,15 +167,16 @@ class CudaDevice final : public Device {
       return MemoryKind::host;
     }
     CKPT_RETURN_IF_ERROR(cuda_check(e, pending, "cudaPointerGetAttributes", __FILE__, __LINE__));
-    switch (a.type) {
-      case cudaMemoryTypeDevice:
+    switch (gpu_memory_type(a)) {
+      case GpuMemoryType::device:
         if (a.device != m_dev)
-          return Status(Code::failed_precondition, "memory of CUDA device " + std::to_string(a.device) +
-                                                       "; the Runtime copies on device " + std::to_string(m_dev) +
+          return Status(Code::failed_precondition, std::string("memory of ") + kGpuVendor + " device " +
+                                                       std::to_string(a.device) + "; the Runtime copies on device " +
+                                                       std::to_string(m_dev) +
                                                        " (make one Runtime per device, on that device)");
         return MemoryKind::device;
-      case cudaMemoryTypeManaged: return MemoryKind::managed;  // migrates to whichever device reads it
-      case cudaMemoryTypeHost: return MemoryKind::host_pinned;
+      case GpuMemoryType::managed: return MemoryKind::managed;  // migrates to whichever device reads it
+      case GpuMemoryType::host_pinned: return MemoryKind::host_pinned;
       default: return MemoryKind::host;
     }
   }
@@ -245,7 +247,8 @@ class CudaDevice final : public Device {
       std::memcpy(dst, src, n);
       return Status::OK();
     }
-    if (!m_capturing) return Status(Code::internal, "CUDA device: copy_to_host outside a capture");
+    if (!m_capturing)
+      return Status(Code::internal, std::string(kGpuVendor) + " device: copy_to_host outside a capture");
     CKPT_RETURN_IF_ERROR(start_device_copies());
     const SparePlace at = m_plan.place(n);
     if (m_d2d == nullptr) {
@@ -308,7 +311,8 @@ class CudaDevice final : public Device {
       // Fences are increasing and m_copy is in order: the first pending fence >= f covers f.
       auto it = std::find_if(m_pending.begin(), m_pending.end(), [&](const auto& p) { return p.first >= f; });
       if (it == m_pending.end())
-        return Status(Code::internal, "CUDA device: wait on fence " + std::to_string(f) + " that was never issued");
+        return Status(Code::internal, std::string(kGpuVendor) + " device: wait on fence " + std::to_string(f) +
+                                          " that was never issued");
       e = it->second;
       ++m_waiters;  // no event is recycled while someone may be synchronising on it
     }
@@ -323,7 +327,8 @@ class CudaDevice final : public Device {
   }
 
   Status capture_end(void* stream) override {
-    if (!m_capturing) return Status(Code::internal, "CUDA device: capture_end without capture_begin");
+    if (!m_capturing)
+      return Status(Code::internal, std::string(kGpuVendor) + " device: capture_end without capture_begin");
     m_capturing = false;
     if (!m_started) return Status::OK();  // no device data: the application's stream is not touched
     auto app = static_cast<cudaStream_t>(stream);
@@ -500,17 +505,18 @@ Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config)
   int count = 0;
   Status s = CKPT_IMPL_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (!s.ok()) {
-    if (s.code() == Code::unavailable) return Status(Code::unavailable, "no usable CUDA device: " + s.message());
-    return s.with_context("CUDA is installed but failed to start");
+    if (s.code() == Code::unavailable)
+      return Status(Code::unavailable, std::string("no usable ") + kGpuVendor + " device: " + s.message());
+    return s.with_context(std::string(kGpuVendor) + " is installed but failed to start");
   }
-  if (count == 0) return Status(Code::unavailable, "no CUDA device is present");
+  if (count == 0) return Status(Code::unavailable, std::string("no ") + kGpuVendor + " device is present");
   int dev = 0;
   CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaGetDevice(&dev)));
   auto d = std::make_unique<CudaDevice>(dev, config);
   s = d->init();
   // A GPU is there: whatever failed is an error, never "no GPU" (the host device must not get it).
   if (!s.ok() && s.code() == Code::unavailable) s = Status(Code::io_error, s.message());
-  CKPT_RETURN_IF_ERROR(s.with_context("CUDA device " + std::to_string(dev)));
+  CKPT_RETURN_IF_ERROR(s.with_context(std::string(kGpuVendor) + " device " + std::to_string(dev)));
   return std::unique_ptr<Device>(std::move(d));
 }
 

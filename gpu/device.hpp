@@ -1,6 +1,7 @@
 /// \file device.hpp
 /// The seam between the pipeline and memory (internal). One implementation per memory system: the host
-/// device (always built, a full peer) and the CUDA device (cuda_device.cu, when CKPT_HAVE_CUDA).
+/// device (always built, a full peer) and the GPU device (cuda_device.cu: the CUDA device when
+/// CKPT_HAVE_CUDA, the HIP device, from the same source, when CKPT_HAVE_HIP).
 #ifndef CKPT_GPU_DEVICE_HPP
 #define CKPT_GPU_DEVICE_HPP
 
@@ -80,7 +81,7 @@ class Device {
   virtual Status restore_end(void* stream) = 0;
 };
 
-/// Settings of the CUDA device; the Runtime fills them from Options.
+/// Settings of the GPU device (CUDA or HIP); the Runtime fills them from Options.
 struct CudaDeviceConfig {
   /// Device-side double buffering: device regions are first copied device-to-device into a spare
   /// device buffer, the application's stream is released after that copy, and the D2H copies into the
@@ -101,8 +102,9 @@ void copy_rows(void* dst_base, const void* src_base, const Copy2D& c);
 
 /// The host device: copies on the calling thread, staging memory mmap'ed, touched and mlock'ed.
 std::unique_ptr<Device> make_host_device();
-/// The CUDA device on the calling thread's current CUDA device. `unavailable` only when there is no GPU
-/// to use (built without CUDA, no driver, no device); any other failure to start it has another code.
+/// The GPU device (CUDA or HIP, whichever this build has; the name is historical) on the calling
+/// thread's current device. `unavailable` only when there is no GPU to use (built without a GPU vendor,
+/// no driver, no device); any other failure to start it has another code.
 Result<std::unique_ptr<Device>> make_cuda_device();
 Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config);
 /// The CUDA device when CUDA is built in and a GPU is present, the host device when there is no GPU

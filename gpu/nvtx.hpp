@@ -1,7 +1,10 @@
 /// \file nvtx.hpp
 /// NVTX ranges for Nsight Systems and other NVTX tools (internal). Built in whenever the nvtx3 headers
 /// were found at configure time (CKPT_HAVE_NVTX; header only, they ship with the CUDA toolkit): no GPU
-/// and no CUDA runtime call needed. Without the headers the types are empty and compile away.
+/// and no CUDA runtime call needed. A HIP build with roctx (CKPT_HAVE_ROCTX: roctracer's libroctx64,
+/// for rocprof) emits the same ranges through roctx instead: same names, the step in the message
+/// ("ckpt:capture step=12": roctx has no payload), no domain, colours or thread names. With neither the
+/// types are empty and compile away.
 ///
 /// Every range lives in the NVTX domain "ckpt", is named "ckpt:<phase>" with a registered string (see
 /// docs/gpu.md for the list) and carries the step as its int64 payload when known. With no tool
@@ -23,6 +26,10 @@
 #include <unistd.h>
 
 #include <unordered_map>
+#elif CKPT_HAVE_ROCTX
+#include <roctracer/roctx.h>
+
+#include <cstdio>
 #endif
 
 namespace ckpt::detail {
@@ -132,7 +139,69 @@ class NvtxSpan {
   bool m_open = false;
 };
 
-#else  // no nvtx3 headers: the same types, doing nothing
+#elif CKPT_HAVE_ROCTX  // HIP build with roctx
+
+inline void nvtx_name_thread(const char*) noexcept {}  // roctx cannot name threads
+
+/// The message of a roctx range: the name, and the step when >= 0.
+inline void roctx_message(char (&buf)[128], const char* name, std::int64_t step) noexcept {
+  if (step >= 0)
+    std::snprintf(buf, sizeof buf, "%s step=%lld", name, static_cast<long long>(step));
+  else
+    std::snprintf(buf, sizeof buf, "%s", name);
+}
+
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name, std::int64_t step = -1) noexcept {
+    char buf[128];
+    roctx_message(buf, name, step);
+    m_open = roctxRangePushA(buf) >= 0;
+  }
+  explicit NvtxRange(const std::string& name, std::int64_t step = -1) noexcept : NvtxRange(name.c_str(), step) {}
+  ~NvtxRange() { end(); }
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+  void end() noexcept {
+    if (m_open) (void)roctxRangePop();
+    m_open = false;
+  }
+
+ private:
+  bool m_open = false;
+};
+
+class NvtxSpan {
+ public:
+  NvtxSpan() = default;
+  explicit NvtxSpan(const char* name, std::int64_t step = -1) noexcept {
+    char buf[128];
+    roctx_message(buf, name, step);
+    m_id = roctxRangeStartA(buf);
+    m_open = true;
+  }
+  NvtxSpan(NvtxSpan&& o) noexcept : m_id(o.m_id), m_open(o.m_open) { o.m_open = false; }
+  NvtxSpan& operator=(NvtxSpan&& o) noexcept {
+    if (this != &o) {
+      end();
+      m_id = o.m_id;
+      m_open = o.m_open;
+      o.m_open = false;
+    }
+    return *this;
+  }
+  ~NvtxSpan() { end(); }
+  void end() noexcept {
+    if (m_open) roctxRangeStop(m_id);
+    m_open = false;
+  }
+
+ private:
+  roctx_range_id_t m_id = 0;
+  bool m_open = false;
+};
+
+#else  // neither nvtx3 nor roctx: the same types, doing nothing
 
 inline void nvtx_name_thread(const char*) noexcept {}
 
@@ -152,7 +221,7 @@ class NvtxSpan {
   void end() noexcept {}
 };
 
-#endif  // CKPT_HAVE_NVTX
+#endif  // CKPT_HAVE_NVTX / CKPT_HAVE_ROCTX
 
 }  // namespace ckpt::detail
 

@@ -1,10 +1,38 @@
-// Helpers of the GPU tests: why there is no GPU (for GTEST_SKIP), and the skip itself.
+// Helpers of the GPU tests: the vendor runtime (CUDA, or HIP through gpu/gpu_runtime.hpp plus the
+// test-only names below), why there is no GPU (for GTEST_SKIP), and the skip itself. The tests are
+// written once, in CUDA spelling, and built for whichever vendor ckpt was built with.
 #ifndef CKPT_TESTS_GPU_GPU_TEST_UTIL_HPP
 #define CKPT_TESTS_GPU_GPU_TEST_UTIL_HPP
 
+#include "ckpt/config.hpp"
+
+#if CKPT_HAVE_HIP
+#include <hip/hip_runtime.h>  // kernels: compiled by hipcc (tests/gpu/CMakeLists.txt)
+#else
 #include <cuda_runtime.h>
+#endif
 
 #include <string>
+
+#include "gpu/gpu_runtime.hpp"
+
+#if CKPT_HAVE_HIP
+// Names only the tests use (the library's are in gpu/gpu_runtime.hpp).
+#define cudaGraph_t hipGraph_t
+#define cudaGraphDestroy hipGraphDestroy
+#define cudaStreamBeginCapture hipStreamBeginCapture
+#define cudaStreamEndCapture hipStreamEndCapture
+#define cudaStreamCaptureModeThreadLocal hipStreamCaptureModeThreadLocal
+#define cudaStreamCreate hipStreamCreate
+#define cudaStreamQuery hipStreamQuery
+#define cudaMemcpy hipMemcpy
+#define cudaMemsetAsync hipMemsetAsync
+#define cudaMallocManaged hipMallocManaged
+#define cudaMallocHost(ptr, bytes) hipHostMalloc((ptr), (bytes), hipHostMallocDefault)
+#define cudaErrorMemoryAllocation hipErrorOutOfMemory
+#define cudaErrorInvalidDevice hipErrorInvalidDevice
+#define cudaErrorInitializationError hipErrorNotInitialized
+#endif
 
 namespace ckpt::test {
 
@@ -14,9 +42,10 @@ inline std::string no_gpu_reason() {
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    return std::string("no usable ") + ckpt::detail::kGpuVendor + " device: " + cudaGetErrorName(e) + " (" +
+           cudaGetErrorString(e) + ")";
   }
-  if (n == 0) return "no CUDA device is present";
+  if (n == 0) return std::string("no ") + ckpt::detail::kGpuVendor + " device is present";
   return "";
 }
 

@@ -4,8 +4,6 @@
 // compare. Skips (every rank) without a GPU.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -12,9 +12,10 @@
 ///     a trailing dimension of 2; any other trivially copyable type to DType::bytes with a trailing
 ///     dimension of sizeof(T).
 ///   - extents: the View's extents, rank 0 (a single value) to 8.
-///   - memory space: host-accessible spaces (HostSpace, CudaHostPinnedSpace, ...) and, when Kokkos has
-///     CUDA, CudaSpace and CudaUVMSpace. The Runtime detects the memory kind from the pointer; the
-///     adapter rejects device spaces when ckpt itself was built without CUDA.
+///   - memory space: host-accessible spaces (HostSpace, CudaHostPinnedSpace, HIPHostPinnedSpace, ...)
+///     and, when Kokkos has CUDA, CudaSpace and CudaUVMSpace, when it has HIP, HIPSpace and
+///     HIPManagedSpace. The Runtime detects the memory kind from the pointer; the adapter rejects GPU
+///     spaces of a vendor ckpt itself was built without (the HIP spaces have not run on an AMD GPU).
 ///   - layout: LayoutRight is ckpt's row-major order and maps directly. A LayoutLeft View of extents
 ///     (n0, ..., nk) has exactly the bytes of a row-major array of extents (nk, ..., n0): it is
 ///     registered with the extents (and a Block's global/start/count) reversed, and the region gets
@@ -30,7 +31,8 @@
 /// `rt.checkpoint(step, Kokkos::DefaultExecutionSpace().cuda_stream())` and
 /// `rt.restart(step, exec.cuda_stream())`. Always pass it: Kokkos 4's default Cuda instance runs on a
 /// stream of its own, not on the legacy default stream, so checkpoint(step) without a stream is NOT
-/// ordered after its kernels (Kokkos 3 used the legacy default stream; do not rely on it).
+/// ordered after its kernels (Kokkos 3 used the legacy default stream; do not rely on it). With HIP
+/// the same holds with `exec.hip_stream()`.
 #ifndef CKPT_RUNTIME_KOKKOS_HPP
 #define CKPT_RUNTIME_KOKKOS_HPP
 
@@ -73,27 +75,50 @@ constexpr std::pair<DType, std::uint64_t> element_type() {
   }
 }
 
-/// Can ckpt read and restore a View in MemorySpace? Device spaces need ckpt's CUDA device (it orders
-/// the copies after the kernels on the stream); host-accessible spaces are copied on the host.
+/// Which vendor's GPU device MemorySpace needs (it orders the copies after the kernels on the stream): CudaSpace /
+/// CudaUVMSpace with Kokkos' CUDA back end, HIPSpace / HIPManagedSpace with its HIP back end (Kokkos::Experimental::
+/// before Kokkos 4.0, HIPManagedSpace from 3.7 on). Host-accessible spaces (HostSpace, CudaHostPinnedSpace,
+/// HIPHostPinnedSpace, ...) are not: they are copied on the host.
+enum class GpuSpace { none, cuda, hip };
+
 template <class MemorySpace>
-Status check_memory_space(const std::string& name) {
+constexpr GpuSpace gpu_space() {
 #if defined(KOKKOS_ENABLE_CUDA)
   if constexpr (std::is_same<MemorySpace, Kokkos::CudaSpace>::value ||
-                std::is_same<MemorySpace, Kokkos::CudaUVMSpace>::value) {
-#if CKPT_HAVE_CUDA
-    return Status::OK();
+                std::is_same<MemorySpace, Kokkos::CudaUVMSpace>::value)
+    return GpuSpace::cuda;
+#endif
+#if defined(KOKKOS_ENABLE_HIP)
+#if KOKKOS_VERSION >= 40000
+  namespace KH = Kokkos;
 #else
-    return Status(Code::unavailable, "region '" + name +
-                                         "': the View lives in Kokkos::" + std::string(MemorySpace::name()) +
-                                         " but ckpt was built without CUDA (CKPT_ENABLE_CUDA=OFF)");
+  namespace KH = Kokkos::Experimental;
 #endif
-  } else
+  if constexpr (std::is_same<MemorySpace, KH::HIPSpace>::value) return GpuSpace::hip;
+#if KOKKOS_VERSION >= 30700
+  if constexpr (std::is_same<MemorySpace, KH::HIPManagedSpace>::value) return GpuSpace::hip;
 #endif
-      if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
-    return Status::OK();  // HostSpace, CudaHostPinnedSpace, HBWSpace, ...
+#endif
+  return GpuSpace::none;
+}
+
+/// Can ckpt read and restore a View in MemorySpace? GPU spaces need ckpt's device of the same vendor;
+/// host-accessible spaces are copied on the host.
+template <class MemorySpace>
+Status check_memory_space(const std::string& name) {
+  constexpr GpuSpace gpu = gpu_space<MemorySpace>();
+  if constexpr (gpu != GpuSpace::none) {
+    constexpr bool built = gpu == GpuSpace::cuda ? CKPT_HAVE_CUDA != 0 : CKPT_HAVE_HIP != 0;
+    const std::string vendor = gpu == GpuSpace::cuda ? "CUDA" : "HIP";
+    if (built) return Status::OK();
+    return Status(Code::unavailable,
+                  "region '" + name + "': the View lives in Kokkos::" + std::string(MemorySpace::name()) +
+                      " but ckpt was built without " + vendor + " (CKPT_ENABLE_" + vendor + "=OFF or no toolkit)");
+  } else if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemorySpace>::accessible) {
+    return Status::OK();  // HostSpace, CudaHostPinnedSpace, HIPHostPinnedSpace, HBWSpace, ...
   } else {
     return Status(Code::invalid_argument, "region '" + name + "': memory space " + std::string(MemorySpace::name()) +
-                                              " is neither host-accessible nor a CUDA space ckpt supports");
+                                              " is neither host-accessible nor a CUDA or HIP space ckpt supports");
   }
 }
 
