@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 
@@ -83,6 +84,9 @@ Index Committer::report_of(const Job& job) const {
   rep.rank_file.assign(static_cast<std::size_t>(m_size), 0);
   if (!job.write.error.ok()) {
     rep.attrs.emplace_back("error", job.write.error.to_string());
+    // The code travels too, so the checkpoint fails with the rank's own code (a rejected stream is
+    // failed_precondition, a missing GPU unavailable), not with a blanket io_error.
+    rep.attrs.emplace_back("error_code", std::to_string(static_cast<int>(job.write.error.code())));
     rep.files.push_back({"none", static_cast<std::uint32_t>(m_rank), 0});  // keeps the writer map valid
   } else {
     // One file record per segment; blocks of non-persistent groups (null) are not recorded.
@@ -153,6 +157,7 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
 
   std::string failures;
   Code first_code = Code::ok;
+  bool have_code = false;
   std::vector<Index> reps;
   reps.reserve(reports.size());
   for (int r = 0; r < m_size; ++r) {
@@ -160,12 +165,16 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
     if (!d.ok()) return Status(Code::internal, "report of rank " + std::to_string(r) + ": " + d.status().message());
     if (r == 0)
       for (auto& kv : d->attrs)
-        if (kv.first != "error") idx.attrs.push_back(kv);
+        if (kv.first != "error" && kv.first != "error_code") idx.attrs.push_back(kv);
     for (auto& kv : d->attrs)
       if (kv.first == "error") {
         if (failures.size() < 2000)
           failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
-        if (first_code == Code::ok) first_code = Code::io_error;
+        if (first_code == Code::ok) first_code = Code::io_error;  // unless the rank's code follows
+      } else if (kv.first == "error_code" && !have_code) {
+        have_code = true;  // the first failing rank's own code
+        const int c = std::atoi(kv.second.c_str());
+        if (c > 0 && c <= static_cast<int>(Code::internal)) first_code = static_cast<Code>(c);
       }
     reps.push_back(std::move(d).value());
   }

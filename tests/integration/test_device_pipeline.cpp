@@ -282,6 +282,7 @@ TEST_F(DevicePipeline, ACaptureEndFailureFailsTheCheckpoint) {
   Status s = rt.checkpoint(1).wait();
   EXPECT_FALSE(s.ok()) << "the checkpoint was committed although its capture failed";
   EXPECT_NE(s.message().find("capture_end"), std::string::npos) << s.to_string();
+  EXPECT_EQ(s.code(), Code::io_error) << s.to_string();  // the fake's capture_end code, kept
   EXPECT_FALSE(rt.latest().has_value());
   rec.fail_capture_end = false;
   ASSERT_TRUE(rt.checkpoint(2).wait().ok());
@@ -327,6 +328,7 @@ TEST_F(DevicePipeline, ARejectedStreamFailsTheCheckpointAndTheNextOneWorks) {
   rec.fail_capture_begin = true;
   Status s = rt.checkpoint(1).wait();
   EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::failed_precondition) << "the device's code, not the commit's io_error: " << s.to_string();
   EXPECT_NE(s.message().find("failed_precondition: fake: the stream is being captured"), std::string::npos)
       << s.to_string();
   rec.fail_capture_begin = false;
