@@ -7,9 +7,11 @@
 #
 # Steps, each logged to $OUT/run.log (OUT: the device tool's folder; else perf/gpu/out):
 #   1. checks: nvidia-smi, compute-sanitizer, an MPI hello with 4 ranks from the carried Open MPI
-#   2. the CUDA build (build-gpu/, sm_90): libckpt, the gpu tests, gpu_bench
+#   2. the CUDA build (build-gpu/, sm_90): libckpt, every gpu-labelled test (trace_nvtx_4 included),
+#      the CPU-side device tests, gpu_bench
 #   3. GPU steps -- only with a GPU; without one the script stops here with exit code 3 and says why:
-#      ctest -L gpu; compute-sanitizer memcheck --leak-check full and initcheck on gpu_cuda_device
+#      the full ctest -L gpu (trace_nvtx_report only where python3 has matplotlib), the CPU-side device
+#      tests; compute-sanitizer memcheck --leak-check full and initcheck on gpu_cuda_device
 #      (0 errors wanted); gpu_bench with 1 rank, then 2 and 4 ranks on the GPU (nvidia-smi lists the
 #      compute processes meanwhile: one context per rank); CSV + markdown table with the device name.
 # The whole run keeps within RUN_BUDGET seconds (default 570, under the tool's 600): a step that would
@@ -74,15 +76,23 @@ run "configure" 20 120 cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=RelWith
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCKPT_ENABLE_HDF5=OFF -DCKPT_ENABLE_KOKKOS=OFF -DCKPT_BUILD_APPS=OFF \
   -DCKPT_BUILD_PERF=ON || { say "configure failed: stopping"; exit 1; }
 run "build" 60 "${GPU_BUILD_LIMIT:-330}" cmake --build "$bdir" -j "$(nproc)" --target gpu_cuda_device gpu_cuda_ranks_4 gpu_bench \
-  unit_gpu_plan device_pipeline || { say "build failed: stopping"; exit 1; }
+  unit_gpu_plan device_pipeline trace_nvtx_4 nvtx_record ckpt_cli || { say "build failed: stopping"; exit 1; }
 
 # ---- 3. GPU steps -------------------------------------------------------------------------------
 if [ "$gpu" != yes ]; then
   say "no GPU on this machine: checks and the CUDA build ran; stopping before the first GPU step (ctest -L gpu)"
   exit 3
 fi
-run "ctest -L gpu + the CPU-side device tests" 30 150 ctest --test-dir "$bdir" --output-on-failure --timeout 120 \
-  -R "gpu_cuda|unit_gpu_plan|device_pipeline"
+# The full gpu label: the device tests, trace_nvtx_4 (NVTX ranges of a 4-rank job through the recording
+# injection library) and trace_nvtx_report, which draws plots and needs matplotlib.
+skip_report=()
+if ! python3 -c "import matplotlib" 2>/dev/null; then
+  skip_report=(-E trace_nvtx_report)
+  say "python3 has no matplotlib here: trace_nvtx_report left out of ctest -L gpu"
+fi
+run "ctest -L gpu" 30 180 ctest --test-dir "$bdir" --output-on-failure --timeout 120 -L gpu "${skip_report[@]}"
+run "the CPU-side device tests" 10 60 ctest --test-dir "$bdir" --output-on-failure --timeout 60 \
+  -R "unit_gpu_plan|device_pipeline"
 gtest=$bdir/tests/gpu/gpu_cuda_device
 if [ -n "$sanitizer" ]; then
   run "compute-sanitizer memcheck --leak-check full" 30 150 "$sanitizer" --tool memcheck --leak-check full \
