@@ -34,6 +34,7 @@
 
 namespace ckpt::detail {
 
+#if CKPT_HAVE_NVTX || CKPT_HAVE_ROCTX
 #if CKPT_HAVE_NVTX
 
 /// The "ckpt" NVTX domain, created once (thread-safe). Null when no tool is attached: NVTX then
@@ -84,22 +85,69 @@ inline void nvtx_name_thread(const char* name) noexcept {
   nvtxNameOsThreadA(static_cast<std::uint32_t>(::syscall(SYS_gettid)), name);
 }
 
+/// The calls of the range tool in use: NVTX here, roctx below; NvtxRange / NvtxSpan use either.
+struct RangeTool {
+  using Id = nvtxRangeId_t;
+  /// Pushes a range on the calling thread; false when no tool listens (nothing to pop).
+  static bool push(const char* name, std::int64_t step) noexcept {
+    if (nvtx_domain() == nullptr) return false;
+    const nvtxEventAttributes_t a = nvtx_attributes(name, step);
+    nvtxDomainRangePushEx(nvtx_domain(), &a);
+    return true;
+  }
+  static void pop() noexcept { nvtxDomainRangePop(nvtx_domain()); }
+  /// Starts a range that any thread may end; false when no tool listens (nothing to stop).
+  static bool start(const char* name, std::int64_t step, Id& id) noexcept {
+    if (nvtx_domain() == nullptr) return false;
+    const nvtxEventAttributes_t a = nvtx_attributes(name, step);
+    id = nvtxDomainRangeStartEx(nvtx_domain(), &a);
+    return true;
+  }
+  static void stop(Id id) noexcept { nvtxDomainRangeEnd(nvtx_domain(), id); }
+};
+
+#else  // CKPT_HAVE_ROCTX: a HIP build with roctx
+
+inline void nvtx_name_thread(const char*) noexcept {}  // roctx cannot name threads
+
+/// The message of a roctx range: the name, and the step when >= 0.
+inline void roctx_message(char (&buf)[128], const char* name, std::int64_t step) noexcept {
+  if (step >= 0)
+    std::snprintf(buf, sizeof buf, "%s step=%lld", name, static_cast<long long>(step));
+  else
+    std::snprintf(buf, sizeof buf, "%s", name);
+}
+
+struct RangeTool {
+  using Id = roctx_range_id_t;
+  static bool push(const char* name, std::int64_t step) noexcept {
+    char buf[128];
+    roctx_message(buf, name, step);
+    return roctxRangePushA(buf) >= 0;
+  }
+  static void pop() noexcept { (void)roctxRangePop(); }
+  static bool start(const char* name, std::int64_t step, Id& id) noexcept {
+    char buf[128];
+    roctx_message(buf, name, step);
+    id = roctxRangeStartA(buf);
+    return true;
+  }
+  static void stop(Id id) noexcept { roctxRangeStop(id); }
+};
+
+#endif
+
 /// A range on the calling thread (push/pop, so ranges nest per thread), from construction to end() or
 /// destruction, whichever comes first; end() must run on the constructing thread.
 class NvtxRange {
  public:
-  explicit NvtxRange(const char* name, std::int64_t step = -1) noexcept {
-    if (nvtx_domain() == nullptr) return;
-    const nvtxEventAttributes_t a = nvtx_attributes(name, step);
-    nvtxDomainRangePushEx(nvtx_domain(), &a);
-    m_open = true;
-  }
+  explicit NvtxRange(const char* name, std::int64_t step = -1) noexcept : m_open(RangeTool::push(name, step)) {}
   explicit NvtxRange(const std::string& name, std::int64_t step = -1) noexcept : NvtxRange(name.c_str(), step) {}
   ~NvtxRange() { end(); }
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
   void end() noexcept {
-    if (m_open) nvtxDomainRangePop(nvtx_domain());
+    if (m_open) RangeTool::pop();
     m_open = false;
   }
 
@@ -112,12 +160,7 @@ class NvtxRange {
 class NvtxSpan {
  public:
   NvtxSpan() = default;
-  explicit NvtxSpan(const char* name, std::int64_t step = -1) noexcept {
-    if (nvtx_domain() == nullptr) return;
-    const nvtxEventAttributes_t a = nvtx_attributes(name, step);
-    m_id = nvtxDomainRangeStartEx(nvtx_domain(), &a);
-    m_open = true;
-  }
+  explicit NvtxSpan(const char* name, std::int64_t step = -1) noexcept : m_open(RangeTool::start(name, step, m_id)) {}
   NvtxSpan(NvtxSpan&& o) noexcept : m_id(o.m_id), m_open(o.m_open) { o.m_open = false; }
   NvtxSpan& operator=(NvtxSpan&& o) noexcept {
     if (this != &o) {
@@ -130,74 +173,12 @@ class NvtxSpan {
   }
   ~NvtxSpan() { end(); }
   void end() noexcept {
-    if (m_open) nvtxDomainRangeEnd(nvtx_domain(), m_id);
+    if (m_open) RangeTool::stop(m_id);
     m_open = false;
   }
 
  private:
-  nvtxRangeId_t m_id = 0;
-  bool m_open = false;
-};
-
-#elif CKPT_HAVE_ROCTX  // HIP build with roctx
-
-inline void nvtx_name_thread(const char*) noexcept {}  // roctx cannot name threads
-
-/// The message of a roctx range: the name, and the step when >= 0.
-inline void roctx_message(char (&buf)[128], const char* name, std::int64_t step) noexcept {
-  if (step >= 0)
-    std::snprintf(buf, sizeof buf, "%s step=%lld", name, static_cast<long long>(step));
-  else
-    std::snprintf(buf, sizeof buf, "%s", name);
-}
-
-class NvtxRange {
- public:
-  explicit NvtxRange(const char* name, std::int64_t step = -1) noexcept {
-    char buf[128];
-    roctx_message(buf, name, step);
-    m_open = roctxRangePushA(buf) >= 0;
-  }
-  explicit NvtxRange(const std::string& name, std::int64_t step = -1) noexcept : NvtxRange(name.c_str(), step) {}
-  ~NvtxRange() { end(); }
-  NvtxRange(const NvtxRange&) = delete;
-  NvtxRange& operator=(const NvtxRange&) = delete;
-  void end() noexcept {
-    if (m_open) (void)roctxRangePop();
-    m_open = false;
-  }
-
- private:
-  bool m_open = false;
-};
-
-class NvtxSpan {
- public:
-  NvtxSpan() = default;
-  explicit NvtxSpan(const char* name, std::int64_t step = -1) noexcept {
-    char buf[128];
-    roctx_message(buf, name, step);
-    m_id = roctxRangeStartA(buf);
-    m_open = true;
-  }
-  NvtxSpan(NvtxSpan&& o) noexcept : m_id(o.m_id), m_open(o.m_open) { o.m_open = false; }
-  NvtxSpan& operator=(NvtxSpan&& o) noexcept {
-    if (this != &o) {
-      end();
-      m_id = o.m_id;
-      m_open = o.m_open;
-      o.m_open = false;
-    }
-    return *this;
-  }
-  ~NvtxSpan() { end(); }
-  void end() noexcept {
-    if (m_open) roctxRangeStop(m_id);
-    m_open = false;
-  }
-
- private:
-  roctx_range_id_t m_id = 0;
+  RangeTool::Id m_id = 0;
   bool m_open = false;
 };
 
