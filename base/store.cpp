@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <set>
 
 namespace ckpt::detail {
@@ -75,7 +75,63 @@ bool exists_nofollow(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
+/// The last component of `path` ("a/ckpt.3/" -> "ckpt.3").
+std::string base_name(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 }  // namespace
+
+bool is_checkpoint_dir(const std::string& path) {
+  const std::string name = base_name(path);
+  struct stat st {};
+  return ::stat((path + "/index").c_str(), &st) == 0 || parse_step_name(name).has_value() || name == "latest";
+}
+
+Status check_directory(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno_status(path);
+  if (!S_ISDIR(st.st_mode)) return Status(Code::invalid_argument, path + " is not a directory");
+  return Status::OK();
+}
+
+Result<Index> load_checkpoint_dir(const std::string& dir) {
+  CKPT_RETURN_IF_ERROR(check_directory(dir));
+  const auto name = parse_step_name(base_name(dir));
+  if (name && name->kind == EntryKind::tmp)
+    return Status(Code::failed_precondition, "incomplete checkpoint " + dir + ": it was never committed (.tmp)");
+  return load_checkpoint_index(dir, name ? std::optional<std::int64_t>(name->step) : std::nullopt);
+}
+
+VarStats var_stats(const Index& idx, std::uint32_t var) {
+  VarStats st;
+  const DType t = idx.vars[var].dtype;
+  auto less = [t](std::uint64_t a, std::uint64_t b) {
+    switch (t) {
+      case DType::f32:
+      case DType::f64: return stat_to_double(t, a) < stat_to_double(t, b);
+      case DType::i8:
+      case DType::i16:
+      case DType::i32:
+      case DType::i64: return static_cast<std::int64_t>(a) < static_cast<std::int64_t>(b);
+      default: return a < b;
+    }
+  };
+  for (auto& b : idx.blocks) {
+    if (b.var != var || !b.has_stats) continue;
+    if (!st.valid) {
+      st.valid = true;
+      st.min_bits = b.min_bits;
+      st.max_bits = b.max_bits;
+      continue;
+    }
+    if (less(b.min_bits, st.min_bits)) st.min_bits = b.min_bits;
+    if (less(st.max_bits, b.max_bits)) st.max_bits = b.max_bits;
+  }
+  return st;
+}
 
 Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir) {
   auto bytes = read_file(dir + "/index", kMaxIndexBytes);

@@ -60,6 +60,23 @@ Result<Index> decode_checkpoint_index(const std::vector<std::uint8_t>& bytes, co
 /// read_index_file() then decode_checkpoint_index(); not_found when `dir` does not exist.
 Result<Index> load_checkpoint_index(const std::string& dir, std::optional<std::int64_t> step);
 
+/// Whether `path` names one checkpoint directory rather than a root: it holds an `index`, is named
+/// ckpt.<step>[.suffix], or is `latest` (a link to ckpt.<step>).
+bool is_checkpoint_dir(const std::string& path);
+/// Ok when `path` exists and is a directory (following links); not_found / invalid_argument otherwise.
+Status check_directory(const std::string& path);
+/// Loads the checkpoint directory `dir` given by its path: a directory whose index validates, for the
+/// step of its name when it is named ckpt.<step>; a .tmp entry is failed_precondition (never committed).
+Result<Index> load_checkpoint_dir(const std::string& dir);
+
+/// Minimum and maximum of a variable over the statistics of its blocks (from the index; no data read),
+/// compared in the stored class (i64, u64 or f64) so that 64-bit integers keep every bit.
+struct VarStats {
+  bool valid = false;  ///< false when no block carries statistics (dtype bytes, stats off, all NaN)
+  std::uint64_t min_bits = 0, max_bits = 0;
+};
+VarStats var_stats(const Index& idx, std::uint32_t var);
+
 /// Reads the blocks of one checkpoint directory and verifies each against the checksum in its index.
 /// Not thread-safe (one open file at a time). `idx` must outlive the reader.
 class BlockReader {

@@ -13,17 +13,6 @@
 namespace ckpt::tools {
 namespace {
 
-std::string base_name(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 double now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -31,24 +20,8 @@ double now_s() {
 
 }  // namespace
 
-bool is_checkpoint_dir(const std::string& path) {
-  const std::string name = base_name(path);
-  return file_exists(path + "/index") || detail::parse_step_name(name).has_value() || name == "latest";
-}
-
-Status check_directory(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return detail::errno_status(path);
-  if (!S_ISDIR(st.st_mode)) return Status(Code::invalid_argument, path + " is not a directory");
-  return Status::OK();
-}
-
 Result<Checkpoint> open_checkpoint(const std::string& dir) {
-  CKPT_RETURN_IF_ERROR(check_directory(dir));
-  const auto name = detail::parse_step_name(base_name(dir));
-  if (name && name->kind == EntryKind::tmp)
-    return Status(Code::failed_precondition, "incomplete checkpoint " + dir + ": it was never committed (.tmp)");
-  auto idx = detail::load_checkpoint_index(dir, name ? std::optional<std::int64_t>(name->step) : std::nullopt);
+  auto idx = detail::load_checkpoint_dir(dir);
   if (!idx.ok()) return idx.status();
   return Checkpoint{dir, std::move(idx).value()};
 }
@@ -98,35 +71,6 @@ std::vector<const BlockRecord*> blocks_of(const Index& idx, std::uint32_t var) {
   for (auto& b : idx.blocks)
     if (b.var == var) out.push_back(&b);
   return out;
-}
-
-VarStats var_stats(const Index& idx, std::uint32_t var) {
-  VarStats st;
-  const DType t = idx.vars[var].dtype;
-  // Compare in the stored class (i64, u64 or f64) so that 64-bit integers keep every bit.
-  auto less = [t](std::uint64_t a, std::uint64_t b) {
-    switch (t) {
-      case DType::f32:
-      case DType::f64: return detail::stat_to_double(t, a) < detail::stat_to_double(t, b);
-      case DType::i8:
-      case DType::i16:
-      case DType::i32:
-      case DType::i64: return static_cast<std::int64_t>(a) < static_cast<std::int64_t>(b);
-      default: return a < b;
-    }
-  };
-  for (auto& b : idx.blocks) {
-    if (b.var != var || !b.has_stats) continue;
-    if (!st.valid) {
-      st.valid = true;
-      st.min_bits = b.min_bits;
-      st.max_bits = b.max_bits;
-      continue;
-    }
-    if (less(b.min_bits, st.min_bits)) st.min_bits = b.min_bits;
-    if (less(st.max_bits, b.max_bits)) st.max_bits = b.max_bits;
-  }
-  return st;
 }
 
 // ---- progress -------------------------------------------------------------------------------------

@@ -43,12 +43,10 @@ struct Checkpoint {
 using detail::EntryKind;
 using detail::StepEntry;
 
-/// Whether `path` is a checkpoint directory (holds an `index` file or is named ckpt.<step>[.suffix])
-/// rather than a root. `latest` (a link to ckpt.<step>) counts as a checkpoint directory.
-bool is_checkpoint_dir(const std::string& path);
-
-/// Whether `path` exists and is a directory (following symbolic links); not_found/invalid_argument otherwise.
-Status check_directory(const std::string& path);
+using detail::check_directory;
+using detail::is_checkpoint_dir;
+using detail::var_stats;
+using detail::VarStats;
 
 /// Loads `dir/index` and validates it (magic, version, footer, checksum, every field, the step of the
 /// directory name). Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
@@ -113,13 +111,6 @@ std::string shape_to_string(const Shape& s);
 std::string human_bytes(std::uint64_t n);
 /// Blocks of variable `var`, in index order.
 std::vector<const BlockRecord*> blocks_of(const Index& idx, std::uint32_t var);
-
-/// Min and max of a variable over the statistics of its blocks (from the index; no data read).
-struct VarStats {
-  bool valid = false;  ///< false when no block carries statistics (dtype bytes, stats off, all NaN)
-  std::uint64_t min_bits = 0, max_bits = 0;
-};
-VarStats var_stats(const Index& idx, std::uint32_t var);
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal. Redraws at most ~10x/s.
 class Progress {

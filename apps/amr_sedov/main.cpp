@@ -17,6 +17,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,15 +81,17 @@ int run(const Args& a, const ckpt::Options& options) {
 
   bool restored = false;
   if (a.restart) {
-    // Phase 1: the scalars alone give the sizes of the arrays; phase 2 (load) reads everything.
-    ckpt::Result<std::int64_t> r = rt.restart();
+    // One restart of the newest complete checkpoint: load() learns the stored extents from inspect().
+    const std::optional<std::int64_t> newest = rt.latest();
+    ckpt::Result<std::int64_t> r = newest ? ckpt::Result<std::int64_t>(*newest)
+                                          : ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + a.dir);
     if (r.ok()) {
-      const bool stored_uniform = s.mesh_uniform != 0;
       ckpt::Status st = sim.load(rt, r.value());
       if (!all_ok(st.ok())) {
         say("amr_sedov: restart failed: %s\n", st.to_string().c_str());
         return 1;
       }
+      const bool stored_uniform = s.mesh_uniform != 0;
       restored = true;
       say("restored: step %lld time %.9g blocks %lld particles %lld on %d ranks, state %s\n",
           static_cast<long long>(s.step), s.time, static_cast<long long>(s.nblocks),

@@ -516,13 +516,18 @@ ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
 }
 
 ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
-  if (m_s.max_level != m_tree.max_level() || m_s.nroot != m_tree.nroot())
-    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " has max level " +
-                                                  std::to_string(m_s.max_level) + ", the run asks for " +
-                                                  std::to_string(m_tree.max_level()));
+  // The stored extents (blocks, tracers) come from the index, so the arrays are registered with them
+  // and one restart() restores everything, the scalars included.
+  ckpt::Result<ckpt::CheckpointReader> stored = rt.inspect(step);
+  if (!stored.ok()) return stored.status();
+  ckpt::Result<ckpt::VariableInfo> levels_info = stored->variable("grid/level");
+  if (!levels_info.ok() || levels_info->shape.size() != 1)
+    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " holds no grid/level array");
+  ckpt::Result<ckpt::VariableInfo> pos_info = stored->variable("particles/pos");
   // Even shares of the stored blocks and particles; the mesh and particles are then rebuilt for this
   // rank count (the stored block order is the Morton order, so block shares are already contiguous).
-  const std::int64_t nb = m_s.nblocks, np = m_s.nparticles;
+  const std::int64_t nb = static_cast<std::int64_t>(levels_info->shape[0]);
+  const std::int64_t np = pos_info.ok() && !pos_info->shape.empty() ? static_cast<std::int64_t>(pos_info->shape[0]) : 0;
   m_first = Tree::first(m_rank, m_size, nb);
   m_nlocal = static_cast<int>(Tree::first(m_rank + 1, m_size, nb) - m_first);
   const std::int64_t pfirst = Tree::first(m_rank, m_size, np), pn = Tree::first(m_rank + 1, m_size, np) - pfirst;
@@ -564,6 +569,10 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   int ok = st.ok() ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m_comm);
   if (!all) return st.ok() ? ckpt::Status(ckpt::Code::corrupt, "restart failed on another rank") : st;
+  if (m_s.max_level != m_tree.max_level() || m_s.nroot != m_tree.nroot())
+    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " has max level " +
+                                                  std::to_string(m_s.max_level) + ", the run asks for " +
+                                                  std::to_string(m_tree.max_level()));
 
   // Every rank needs the whole tree: gather the levels and coordinates.
   std::vector<int> counts(m_size), displs(m_size);

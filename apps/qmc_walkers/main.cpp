@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,24 +161,31 @@ int history_for(const Args& a) {
   return entries * dims;
 }
 
-/// Loads checkpoint `step` (or the newest that verifies when step < 0) in two phases: first the
-/// scalars (to learn the global walker count, which the Blocks of this rank count depend on), then
-/// everything. Returns the step loaded.
+/// Loads the newest complete checkpoint with one restart: inspect() tells the stored walker count and
+/// history length, the walker arrays are allocated and registered with them, then everything (the
+/// scalars too) is restored at once. Returns the step loaded.
 ckpt::Result<std::int64_t> restore(ckpt::Runtime& rt, State& s, std::unique_ptr<qmc::Population>& pop,
                                    const qmc::Physics& physics, std::int64_t warmup, MPI_Comm comm) {
-  ckpt::Result<std::int64_t> loaded = rt.restart();
-  if (!loaded.ok()) return loaded.status();
-  const std::int64_t step = loaded.value();
+  const std::optional<std::int64_t> newest = rt.latest();
+  if (!newest) return ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + rt.options().dir);
+  const std::int64_t step = *newest;
+  ckpt::Result<ckpt::CheckpointReader> stored = rt.inspect(step);
+  if (!stored.ok()) return stored.status();
+  ckpt::Result<ckpt::VariableInfo> ids = stored->variable("walkers/id");
+  if (!ids.ok() || ids->shape.size() != 1)
+    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " holds no walkers/id array");
+  ckpt::Result<ckpt::VariableInfo> hist = stored->variable("walkers/history");
+  const std::uint64_t history = hist.ok() && hist->shape.size() == 2 ? hist->shape[1] : 0;
+  pop = std::make_unique<qmc::Population>(physics, static_cast<int>(history), comm);
+  pop->allocate_balanced(ids->shape[0]);
+  CKPT_RETURN_IF_ERROR(sync_walker_regions(rt, *pop, physics.dims(), true));
+  ckpt::Status st = rt.restart(step);
+  if (!all_ok(st.ok())) return st.ok() ? ckpt::Status(ckpt::Code::corrupt, "restart failed on another rank") : st;
   if (s.particles != physics.particles || s.dmc != (physics.dmc ? 1 : 0) || s.alpha != physics.alpha ||
       s.tau != physics.tau || s.seed != physics.seed || s.warmup != warmup)
     return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) +
                                                   " was written with other --particles/--mode/"
                                                   "--alpha/--timestep/--seed/--warmup than given now");
-  pop = std::make_unique<qmc::Population>(physics, static_cast<int>(s.history), comm);
-  pop->allocate_balanced(s.global_walkers);
-  CKPT_RETURN_IF_ERROR(sync_walker_regions(rt, *pop, physics.dims(), true));
-  ckpt::Status st = rt.restart(step);
-  if (!all_ok(st.ok())) return st.ok() ? ckpt::Status(ckpt::Code::corrupt, "restart failed on another rank") : st;
   // Only rank 0 stored the (replicated) accumulators; see the Block in run().
   MPI_Bcast(s.blocking.data(), static_cast<int>(qmc::Blocking::size()), MPI_DOUBLE, 0, comm);
   return step;

@@ -12,8 +12,10 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "ckpt/reader.hpp"
 
 struct ckpt_runtime {
   std::unique_ptr<ckpt::Runtime> rt;
@@ -26,6 +28,59 @@ struct ckpt_runtime {
 
 struct ckpt_ticket {
   ckpt::Ticket ticket;
+};
+
+struct ckpt_reader {
+  ckpt::Reader reader;
+};
+
+/// A step and the flat arrays its ckpt_var_info entries point into (built once, at open).
+struct ckpt_reader_step {
+  explicit ckpt_reader_step(ckpt::CheckpointReader c) : ckpt(std::move(c)) {
+    const auto& vars = ckpt.variables();
+    flat.resize(vars.size());
+    infos.resize(vars.size());
+    for (std::size_t i = 0; i < vars.size(); ++i) {
+      const ckpt::VariableInfo& v = vars[i];
+      Flat& f = flat[i];
+      for (auto& a : v.attrs) f.keys.push_back(a.first.c_str()), f.values.push_back(a.second.c_str());
+      for (auto& b : v.blocks) {
+        f.block_ranks.push_back(b.rank);
+        f.starts.insert(f.starts.end(), b.start.begin(), b.start.end());
+        f.counts.insert(f.counts.end(), b.count.begin(), b.count.end());
+        // Blocks of local variables may differ in rank from the shape (never in format v1); pad.
+        f.starts.resize(f.block_ranks.size() * v.shape.size(), 0);
+        f.counts.resize(f.block_ranks.size() * v.shape.size(), 0);
+      }
+      ckpt_var_info& info = infos[i];
+      info.name = v.name.c_str();
+      info.dtype = static_cast<int>(v.dtype);
+      info.kind = static_cast<int>(v.kind);
+      info.uniform = v.uniform ? 1 : 0;
+      info.ndims = static_cast<int>(v.shape.size());
+      info.shape = v.shape.data();
+      info.has_minmax = v.has_minmax ? 1 : 0;
+      info.min = v.min;
+      info.max = v.max;
+      info.nattrs = v.attrs.size();
+      info.attr_keys = f.keys.data();
+      info.attr_values = f.values.data();
+      info.nblocks = v.blocks.size();
+      info.block_ranks = f.block_ranks.data();
+      info.block_starts = f.starts.data();
+      info.block_counts = f.counts.data();
+      info.nranks = v.ranks.size();
+      info.ranks = v.ranks.data();
+    }
+  }
+  struct Flat {
+    std::vector<const char*> keys, values;
+    std::vector<std::uint32_t> block_ranks;
+    std::vector<std::uint64_t> starts, counts;
+  };
+  ckpt::CheckpointReader ckpt;
+  std::vector<Flat> flat;
+  std::vector<ckpt_var_info> infos;
 };
 
 namespace {
@@ -382,6 +437,138 @@ int ckpt_restart(ckpt_runtime* rt, int64_t* step) {
     if (!r.ok()) return r.status();
     *step = *r;
     return ckpt::Status::OK();
+  });
+}
+
+// ---- the reader ------------------------------------------------------------------------------------
+
+namespace {
+ckpt::Status need(const void* p, const char* what) {
+  if (p == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL");
+  return ckpt::Status::OK();
+}
+int open_step_into(ckpt::Result<ckpt::CheckpointReader> c, ckpt_reader_step** out) {
+  return guard(nullptr, [&] {
+    if (!c.ok()) return c.status();
+    *out = new ckpt_reader_step(std::move(c).value());
+    return ckpt::Status::OK();
+  });
+}
+}  // namespace
+
+int ckpt_reader_open(const char* path, ckpt_reader** out) {
+  if (out != nullptr) *out = nullptr;
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(path, "ckpt_reader_open: path"));
+    CKPT_RETURN_IF_ERROR(need(out, "ckpt_reader_open: out"));
+    auto r = ckpt::Reader::open(path);
+    if (!r.ok()) return r.status();
+    *out = new ckpt_reader{std::move(r).value()};
+    return ckpt::Status::OK();
+  });
+}
+
+void ckpt_reader_free(ckpt_reader* r) { delete r; }
+
+int ckpt_reader_steps(const ckpt_reader* r, int64_t* steps, size_t capacity, size_t* count) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(r, "ckpt_reader_steps: reader"));
+    CKPT_RETURN_IF_ERROR(need(count, "ckpt_reader_steps: count"));
+    if (capacity > 0) CKPT_RETURN_IF_ERROR(need(steps, "ckpt_reader_steps: steps"));
+    const std::vector<std::int64_t> all = r->reader.steps();
+    *count = all.size();
+    std::copy_n(all.begin(), std::min(capacity, all.size()), steps);
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_open_step(const ckpt_reader* r, int64_t step, ckpt_reader_step** out) {
+  if (out != nullptr) *out = nullptr;
+  if (r == nullptr || out == nullptr) return fail(ckpt::Code::invalid_argument, "ckpt_reader_open_step: NULL argument");
+  return open_step_into(r->reader.open_step(step), out);
+}
+
+int ckpt_reader_latest(const ckpt_reader* r, ckpt_reader_step** out) {
+  if (out != nullptr) *out = nullptr;
+  if (r == nullptr || out == nullptr) return fail(ckpt::Code::invalid_argument, "ckpt_reader_latest: NULL argument");
+  return open_step_into(r->reader.latest(), out);
+}
+
+void ckpt_reader_step_free(ckpt_reader_step* c) { delete c; }
+
+int ckpt_reader_step_info(const ckpt_reader_step* c, int64_t* step, int* nranks, const char** transport) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_info: step handle"));
+    if (step != nullptr) *step = c->ckpt.step();
+    if (nranks != nullptr) *nranks = c->ckpt.nranks();
+    if (transport != nullptr) *transport = c->ckpt.transport().c_str();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_nvars(const ckpt_reader_step* c, size_t* n) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_nvars: step handle"));
+    CKPT_RETURN_IF_ERROR(need(n, "ckpt_reader_step_nvars: n"));
+    *n = c->infos.size();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_var(const ckpt_reader_step* c, size_t i, ckpt_var_info* info) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_var: step handle"));
+    CKPT_RETURN_IF_ERROR(need(info, "ckpt_reader_step_var: info"));
+    if (i >= c->infos.size())
+      return ckpt::Status(ckpt::Code::invalid_argument, "variable index " + std::to_string(i) + " out of range (" +
+                                                            std::to_string(c->infos.size()) + " variables)");
+    *info = c->infos[i];
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_find: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_find: name"));
+    CKPT_RETURN_IF_ERROR(need(i, "ckpt_reader_step_find: i"));
+    const auto& vars = c->ckpt.variables();
+    for (std::size_t k = 0; k < vars.size(); ++k)
+      if (vars[k].name == name) {
+        *i = k;
+        return ckpt::Status::OK();
+      }
+    return c->ckpt.variable(name).status();  // not_found, worded by the reader
+  });
+}
+
+int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                          const uint64_t* count, void* out, size_t out_bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_read: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_read: name"));
+    auto s = shape_of(ndims, start, "start");
+    if (!s.ok()) return s.status();
+    auto n = shape_of(ndims, count, "count");
+    if (!n.ok()) return n.status();
+    if (out == nullptr && out_bytes > 0) return ckpt::Status(ckpt::Code::invalid_argument, "out is NULL");
+    return c->ckpt.read(name, *s, *n, out, out_bytes);
+  });
+}
+
+int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, uint32_t rank, void* out, size_t out_bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_read_rank: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_read_rank: name"));
+    if (out == nullptr && out_bytes > 0) return ckpt::Status(ckpt::Code::invalid_argument, "out is NULL");
+    return c->ckpt.read_rank(name, rank, out, out_bytes);
+  });
+}
+
+int ckpt_reader_step_verify(ckpt_reader_step* c) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_verify: step handle"));
+    return c->ckpt.verify();
   });
 }
 

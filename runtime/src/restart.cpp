@@ -6,19 +6,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/box.hpp"
 #include "base/mpi.hpp"
 #include "gpu/plan.hpp"
 
 namespace ckpt::detail {
-
-namespace {
-/// "[4, 3]": extents for messages.
-std::string shape_text(const Shape& s) {
-  std::string t = "[";
-  for (std::size_t d = 0; d < s.size(); ++d) t += (d ? ", " : "") + std::to_string(s[d]);
-  return t + "]";
-}
-}  // namespace
 
 std::optional<std::int64_t> Restorer::latest() {
   long long found = -1;
@@ -53,63 +45,6 @@ Result<Index> Restorer::read_index_collective(std::int64_t step) {
   return decode_checkpoint_index(bytes, m_store.checkpoint_dir(step), step);
 }
 
-namespace {
-
-/// Rows of the intersection of a stored block and a region, in increasing order of their offset in
-/// the stored block. Trailing dimensions that are whole in both are merged into one row.
-class RowWalker {
- public:
-  RowWalker(const Shape& lo, const Shape& hi, const Shape& bstart, const Shape& bcount, const Shape& mstart,
-            const Shape& mcount, std::size_t esize)
-      : m_lo(lo), m_hi(hi), m_bstart(bstart), m_mstart(mstart), m_idx(lo) {
-    const std::size_t n = lo.size();
-    m_bstride.assign(n, 1);
-    m_mstride.assign(n, 1);
-    for (std::size_t d = n; d-- > 1;) {
-      m_bstride[d - 1] = m_bstride[d] * bcount[d];
-      m_mstride[d - 1] = m_mstride[d] * mcount[d];
-    }
-    // Merge trailing dimensions: row = dims [m_j, n), whole in the block and the region beyond m_j.
-    m_j = n == 0 ? 0 : n - 1;
-    std::uint64_t run = n == 0 ? 1 : hi[n - 1] - lo[n - 1];
-    while (m_j > 0 && hi[m_j] - lo[m_j] == bcount[m_j] && hi[m_j] - lo[m_j] == mcount[m_j]) {
-      --m_j;
-      run *= hi[m_j] - lo[m_j];
-    }
-    m_row_bytes = run * esize;
-    m_esize = esize;
-    m_done = false;
-    for (std::size_t d = 0; d < n; ++d)
-      if (hi[d] <= lo[d]) m_done = true;
-  }
-  bool done() const { return m_done; }
-  std::uint64_t row_bytes() const { return m_row_bytes; }
-  /// Byte offset of the current row in the stored block / in the region.
-  std::uint64_t block_offset() const { return offset(m_bstart, m_bstride); }
-  std::uint64_t region_offset() const { return offset(m_mstart, m_mstride); }
-  void next() {
-    // Increment the outer index over dimensions [0, m_j).
-    for (std::size_t d = m_j; d-- > 0;) {
-      if (++m_idx[d] < m_hi[d]) return;
-      m_idx[d] = m_lo[d];
-    }
-    m_done = true;
-  }
-
- private:
-  std::uint64_t offset(const Shape& start, const Shape& stride) const {
-    std::uint64_t o = 0;
-    for (std::size_t d = 0; d < m_idx.size(); ++d) o += (m_idx[d] - start[d]) * stride[d];
-    return o * m_esize;
-  }
-  Shape m_lo, m_hi, m_bstart, m_mstart, m_idx, m_bstride, m_mstride;
-  std::size_t m_j = 0, m_esize = 1;
-  std::uint64_t m_row_bytes = 0;
-  bool m_done = true;
-};
-
-}  // namespace
-
 Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
                                 Bounces& bounces) {
   const long vi = look.var(r.name);
@@ -139,13 +74,7 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
     const BlockRecord& b = idx.blocks[bi];
     Shape lo(r.count.size()), hi(r.count.size());
     if (want_global) {
-      bool overlap = true;
-      for (std::size_t d = 0; d < lo.size(); ++d) {
-        lo[d] = std::max(mstart[d], b.start[d]);
-        hi[d] = std::min(mstart[d] + r.count[d], b.start[d] + b.count[d]);
-        if (hi[d] <= lo[d]) overlap = false;
-      }
-      if (!overlap) continue;
+      if (!intersect_boxes(mstart, r.count, b.start, b.count, lo, hi)) continue;
     } else {
       // The block of the same rank; a uniform value may come from any rank.
       const bool same_ranks = idx.nranks == static_cast<std::uint32_t>(m_size);
@@ -172,18 +101,12 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
     CKPT_RETURN_IF_ERROR(reader.stream(
         b, bounces.chunk[0]->bytes, next_bounce,
         [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
-          const std::uint64_t p1 = p0 + n;
           // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync, not one
           // copy per row).
           RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); });
-          while (!rows.done()) {
-            const std::uint64_t rb = rows.block_offset(), re = rb + rows.row_bytes();
-            if (rb >= p1) break;
-            const std::uint64_t c0 = std::max(rb, p0), c1 = std::min(re, p1);
-            if (c1 > c0) CKPT_RETURN_IF_ERROR(batch.add(rows.region_offset() + (c0 - rb), c0 - p0, c1 - c0));
-            if (re > p1) break;  // the row continues in the next piece
-            rows.next();
-          }
+          CKPT_RETURN_IF_ERROR(rows.scatter_piece(p0, n, [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) {
+            return batch.add(dst, src, len);
+          }));
           CKPT_RETURN_IF_ERROR(batch.flush());
           auto f = m_device.fence();  // the bounce chunk is read into again after this fence
           CKPT_RETURN_IF_ERROR(f.status());
@@ -244,6 +167,14 @@ Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Regi
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: restart from step %lld: %s\n", static_cast<long long>(step), s.to_string().c_str());
   return s.with_context("restart from step " + std::to_string(step));
+}
+
+Result<Index> Restorer::inspect(std::int64_t step, Capture& capture) {
+  Status pending = capture.wait_all();  // the step may be one of ours still committing
+  (void)pending;
+  auto idx = read_index_collective(step);
+  if (!idx.ok()) return idx.status().with_context("inspect step " + std::to_string(step));
+  return idx;
 }
 
 Result<std::int64_t> Restorer::restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture) {

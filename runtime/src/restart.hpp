@@ -43,6 +43,9 @@ class Restorer {
   /// Restores `regions` from step `step`, after the checkpoints `capture` has in flight are done.
   /// Device copies are ordered after the work on `stream` (nullptr: the default stream).
   Status restart(std::int64_t step, void* stream, const std::vector<Region>& regions, Capture& capture);
+  /// The validated index of step `step` (rank 0 reads it, every rank gets it), after the checkpoints
+  /// `capture` has in flight are done.
+  Result<Index> inspect(std::int64_t step, Capture& capture);
   /// restart() of the newest step that restores, falling back to older ones.
   Result<std::int64_t> restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture);
 

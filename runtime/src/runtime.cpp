@@ -92,6 +92,7 @@ Status Runtime::wait_all() { return m_impl->wait_all(); }
 std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
+Result<CheckpointReader> Runtime::inspect(std::int64_t step) { return m_impl->inspect(step); }
 Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(nullptr); }
 Result<std::int64_t> Runtime::restart_newest(void* stream) { return m_impl->restart_newest(stream); }
 Status Runtime::close() { return m_impl->close(); }
@@ -362,6 +363,12 @@ std::optional<std::int64_t> RuntimeImpl::latest() {
 Status RuntimeImpl::restart(std::int64_t step, void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
   return m_restorer->restart(step, stream, m_registry->regions(), *m_capture);
+}
+Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
+  CKPT_RETURN_IF_ERROR(usable());
+  auto idx = m_restorer->inspect(step, *m_capture);
+  if (!idx.ok()) return idx.status();
+  return make_checkpoint_reader(m_store->checkpoint_dir(step), std::move(idx).value());
 }
 Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
   CKPT_RETURN_IF_ERROR(usable());

@@ -54,6 +54,7 @@ class RuntimeImpl {
   std::optional<std::int64_t> latest();
   Status restart(std::int64_t step, void* stream);
   Result<std::int64_t> restart_newest(void* stream);
+  Result<CheckpointReader> inspect(std::int64_t step);
   Status close();
   /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.
   void close_at_finalize();

@@ -163,6 +163,74 @@ CKPT_API int ckpt_restart_step(ckpt_runtime* rt, int64_t step);
  *  ones) and stores its step in *step; CKPT_NOT_FOUND (and *step = -1) when none exists. */
 CKPT_API int ckpt_restart(ckpt_runtime* rt, int64_t* step);
 
+/* ---- Reading checkpoints without restarting (ckpt::Reader; no MPI call, serial) ----------------- */
+
+/** The checkpoints under a root, or one checkpoint directory (ckpt::Reader). */
+typedef struct ckpt_reader ckpt_reader;
+/** One complete checkpoint opened for reading (ckpt::CheckpointReader). */
+typedef struct ckpt_reader_step ckpt_reader_step;
+
+/* Variable kinds (ckpt::VarKind). */
+#define CKPT_KIND_LOCAL 0
+#define CKPT_KIND_GLOBAL 1
+#define CKPT_KIND_SCALAR 2
+
+/** A stored variable (ckpt::VariableInfo). Every pointer belongs to the ckpt_reader_step it came from
+ *  and stays valid until ckpt_reader_step_free. */
+typedef struct ckpt_var_info {
+  const char* name;
+  int dtype;             /* CKPT_U8 ... CKPT_BYTES */
+  int kind;              /* CKPT_KIND_* */
+  int uniform;           /* 1: every rank stored the same bytes (scalars, locals) */
+  int ndims;             /* entries of shape */
+  const uint64_t* shape; /* global: the whole array; local/scalar: the lowest writer rank's block */
+  int has_minmax;        /* 1: min and max hold the stored statistics */
+  double min, max;
+  size_t nattrs;
+  const char* const* attr_keys;   /* nattrs entries, in annotate() order */
+  const char* const* attr_values; /* nattrs entries */
+  size_t nblocks;
+  const uint32_t* block_ranks;  /* nblocks entries: the rank that wrote each block */
+  const uint64_t* block_starts; /* nblocks * ndims: first index of each block (zeros unless global) */
+  const uint64_t* block_counts; /* nblocks * ndims: extents of each block */
+  size_t nranks;
+  const uint32_t* ranks; /* ranks that wrote a block, ascending, each once */
+} ckpt_var_info;
+
+/** Opens a checkpoint root or one checkpoint directory; *out receives a handle to free with
+ *  ckpt_reader_free. */
+CKPT_API int ckpt_reader_open(const char* path, ckpt_reader** out);
+/** Frees a reader (steps opened from it stay valid). NULL is ignored. */
+CKPT_API void ckpt_reader_free(ckpt_reader* r);
+/** Complete steps, oldest first: *count receives how many there are; up to `capacity` of them are
+ *  stored in steps (which may be NULL when capacity is 0). */
+CKPT_API int ckpt_reader_steps(const ckpt_reader* r, int64_t* steps, size_t capacity, size_t* count);
+/** Opens complete step `step` (CKPT_NOT_FOUND when it is not one); free with ckpt_reader_step_free. */
+CKPT_API int ckpt_reader_open_step(const ckpt_reader* r, int64_t step, ckpt_reader_step** out);
+/** Opens the newest complete step (CKPT_NOT_FOUND when there is none). */
+CKPT_API int ckpt_reader_latest(const ckpt_reader* r, ckpt_reader_step** out);
+/** Frees a step. NULL is ignored. */
+CKPT_API void ckpt_reader_step_free(ckpt_reader_step* c);
+/** The step, the number of ranks that wrote it and its transport (a string owned by c). Any output
+ *  may be NULL. */
+CKPT_API int ckpt_reader_step_info(const ckpt_reader_step* c, int64_t* step, int* nranks, const char** transport);
+/** Number of variables. */
+CKPT_API int ckpt_reader_step_nvars(const ckpt_reader_step* c, size_t* n);
+/** Variable `i` (0 <= i < nvars, registration order). */
+CKPT_API int ckpt_reader_step_var(const ckpt_reader_step* c, size_t i, ckpt_var_info* info);
+/** Index of the variable called `name` (CKPT_NOT_FOUND when there is none). */
+CKPT_API int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i);
+/** Reads the box [start, start + count) of global variable `name` into `out` (row-major, the stored
+ *  dtype, at least the box's bytes in out_bytes); only the blocks that intersect it are read, each
+ *  verified. */
+CKPT_API int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                                   const uint64_t* count, void* out, size_t out_bytes);
+/** Reads the block rank `rank` wrote of local or scalar variable `name`. */
+CKPT_API int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, uint32_t rank, void* out,
+                                        size_t out_bytes);
+/** Reads and checks every block; CKPT_CORRUPT with ckpt_last_error() naming each bad block. */
+CKPT_API int ckpt_reader_step_verify(ckpt_reader_step* c);
+
 #ifdef __cplusplus
 } /* extern "C" */
 

@@ -121,6 +121,7 @@ namespace detail {
 struct TicketState;
 class RuntimeImpl;
 }  // namespace detail
+class CheckpointReader;
 
 /// Handle on one checkpoint in flight. Cheap to copy; copies share the state.
 /// wait()/done() may be called from any thread.
@@ -237,6 +238,14 @@ class CKPT_API Runtime {
   /// restart(): restart(0) would be ambiguous between a step and a null stream.)
   Result<std::int64_t> restart_newest(void* stream);
 
+  /// Collective. Describes checkpoint `step` of options().dir without restoring anything: its
+  /// variables in registration order with dtype, kind, global shape, attributes, min/max, blocks and
+  /// writer ranks (rank 0 reads the index once, every rank gets it). An application registers its
+  /// regions with the stored extents and then calls restart(step) once. The CheckpointReader may
+  /// also read data, serially on any rank (ckpt/reader.hpp). Waits for the checkpoints in flight
+  /// first. not_found when `step` is not a complete checkpoint, corrupt when its index is damaged.
+  Result<CheckpointReader> inspect(std::int64_t step);
+
   /// Collective. Waits for checkpoints in flight, stops the background threads, frees staging memory.
   /// Idempotent; later calls other than status() fail with failed_precondition.
   Status close();
@@ -249,5 +258,8 @@ class CKPT_API Runtime {
 CKPT_API const char* version() noexcept;
 
 }  // namespace ckpt
+
+// Runtime::inspect() returns a CheckpointReader; reader.hpp needs the declarations above, so it comes last.
+#include "ckpt/reader.hpp"
 
 #endif  // CKPT_RUNTIME_CKPT_HPP

@@ -1,0 +1,151 @@
+/// \file reader.hpp
+/// Reading checkpoints without restarting: open a checkpoint root (the `dir` of a run) or one
+/// checkpoint directory, list its complete steps, describe the variables of a step and read any box
+/// of a global array, a rank's local array or scalar, verifying the checksum of every block read.
+///
+///     auto r = ckpt::Reader::open("/scratch/run/ckpt");          // no MPI needed
+///     auto c = r->latest();                                      // Result<CheckpointReader>
+///     auto v = c->variable("rho");                               // Result<VariableInfo>
+///     std::vector<double> box(10 * 64);
+///     ckpt::Status s = c->read("rho", {10, 0}, {10, 64}, box.data(), box.size() * sizeof(double));
+///
+/// Serial: no MPI call is made, so a tool, a notebook or every rank of a job may read on its own.
+/// Thread-safety: a Reader and a CheckpointReader may be used by one thread at a time; distinct
+/// objects (also of the same checkpoint) are independent. No MPI, CUDA or HDF5 header is included.
+#ifndef CKPT_RUNTIME_READER_HPP
+#define CKPT_RUNTIME_READER_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "ckpt/export.h"
+#include "ckpt/status.hpp"
+
+namespace ckpt {
+
+/// How a variable was registered: a Block of a global array, a rank's own array, or a single value.
+/// The values are those of the stored format.
+enum class VarKind : std::uint8_t { local = 0, global = 1, scalar = 2 };
+/// "local", "global", "scalar".
+CKPT_API const char* var_kind_name(VarKind k) noexcept;
+
+/// One stored block of a variable: the part one rank wrote.
+struct BlockInfo {
+  std::uint32_t rank = 0;   ///< rank that wrote it
+  Shape start;              ///< global variables: first index of the box; others: zeros
+  Shape count;              ///< extents of the box (local variables: the rank's array)
+  std::uint64_t bytes = 0;  ///< payload bytes
+};
+
+/// A stored variable, as described by the index of its checkpoint (no data is read).
+struct VariableInfo {
+  std::string name;
+  DType dtype = DType::u8;
+  VarKind kind = VarKind::local;
+  /// Scalars and local arrays: every rank stored the same bytes.
+  bool uniform = false;
+  /// Global: the extents of the whole array. Local and scalar: the extents of the lowest writer
+  /// rank's block ({} for a scalar); blocks[i].count has each rank's.
+  Shape shape;
+  std::vector<std::pair<std::string, std::string>> attrs;  ///< from annotate(), in order
+  /// Whether min/max hold the minimum and maximum over the blocks (false for `bytes`, statistics
+  /// off, or no finite value). 64-bit integers beyond 2^53 are rounded to the nearest double.
+  bool has_minmax = false;
+  double min = 0, max = 0;
+  std::vector<BlockInfo> blocks;     ///< in index order
+  std::vector<std::uint32_t> ranks;  ///< ranks that wrote a block, ascending, each once
+};
+
+class CheckpointReader;
+namespace detail {
+struct CheckpointReaderState;
+struct ReaderState;
+struct Index;
+/// Internal: a CheckpointReader over an index already loaded (Runtime::inspect).
+CheckpointReader make_checkpoint_reader(std::string dir, Index index);
+}  // namespace detail
+
+/// One complete checkpoint (a step) opened for reading: its index is loaded and validated once.
+/// Movable, not copyable. Every read verifies the XXH3 checksum of each stored block it touches; a
+/// mismatch is Code::corrupt, with a message naming the variable, the block's rank, file and offset.
+class CKPT_API CheckpointReader {
+ public:
+  CheckpointReader(CheckpointReader&&) noexcept;
+  CheckpointReader& operator=(CheckpointReader&&) noexcept;
+  ~CheckpointReader();
+
+  /// The step.
+  std::int64_t step() const;
+  /// Ranks that wrote it.
+  int nranks() const;
+  /// Transport that wrote it ("posix", "mpiio", "rbio", "hdf5", ...).
+  const std::string& transport() const;
+  /// The checkpoint directory.
+  const std::string& path() const;
+  /// Attributes of the checkpoint as a whole.
+  const std::vector<std::pair<std::string, std::string>>& attrs() const;
+  /// Every variable, in registration order.
+  const std::vector<VariableInfo>& variables() const;
+  /// The variable `name`; not_found naming it and the step.
+  Result<VariableInfo> variable(const std::string& name) const;
+
+  /// Reads the box [start, start + count) of global variable `name` into `out` (host memory,
+  /// `out_bytes` >= the box's elements * dtype_size, row-major, the stored dtype). Reads only the
+  /// blocks that intersect the box, each one whole and verified. Errors: not_found (no such
+  /// variable), invalid_argument (not global, wrong rank of start/count, box outside the array,
+  /// `out_bytes` too small), corrupt (checksum, short file), mismatch (part of the box was stored
+  /// by no block).
+  Status read(const std::string& name, const Shape& start, const Shape& count, void* out, std::size_t out_bytes);
+  /// Reads the whole of global variable `name`.
+  Status read(const std::string& name, void* out, std::size_t out_bytes);
+  /// Reads the block rank `rank` wrote of local or scalar variable `name` (its extents are in
+  /// VariableInfo::blocks); not_found when that rank wrote none. A uniform variable may be read
+  /// from any rank that wrote it.
+  Status read_rank(const std::string& name, std::uint32_t rank, void* out, std::size_t out_bytes);
+  /// Reads every block and checks its checksum and its min/max against the index. Ok, or corrupt
+  /// with one line per bad block (variable, rank, file, offset), at most 20 lines and a count.
+  Status verify();
+
+ private:
+  friend class Reader;
+  friend CheckpointReader detail::make_checkpoint_reader(std::string dir, detail::Index index);
+  explicit CheckpointReader(std::unique_ptr<detail::CheckpointReaderState> s);
+  std::unique_ptr<detail::CheckpointReaderState> m_s;
+};
+
+/// The checkpoints under one root (the `dir` option of a run), or a single checkpoint directory.
+/// Movable, not copyable.
+class CKPT_API Reader {
+ public:
+  /// Opens `path`: a checkpoint root, or one checkpoint directory (ckpt.<step>, `latest`, or any
+  /// directory holding an `index`). Nothing but the listing is read. not_found / invalid_argument when
+  /// `path` is not a directory.
+  static Result<Reader> open(const std::string& path);
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+  ~Reader();
+
+  /// The path given to open().
+  const std::string& path() const;
+  /// Complete steps (committed, with an index that validates), oldest first.
+  std::vector<std::int64_t> steps() const;
+  /// Why each entry that is not a complete checkpoint was passed over ("ckpt.30.tmp: ..."), newest first.
+  const std::vector<std::string>& skipped() const;
+  /// Opens step `step`: not_found when it is not a complete step of this root.
+  Result<CheckpointReader> open_step(std::int64_t step) const;
+  /// Opens the newest complete step; not_found when there is none.
+  Result<CheckpointReader> latest() const;
+
+ private:
+  explicit Reader(std::unique_ptr<detail::ReaderState> s);
+  std::unique_ptr<detail::ReaderState> m_s;
+};
+
+}  // namespace ckpt
+
+#endif  // CKPT_RUNTIME_READER_HPP
