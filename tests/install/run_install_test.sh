@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build tree into a scratch prefix, builds the downstream projects in tests/install against
 # it with find_package(ckpt) (C++ consumer/, C c_consumer/, and, when ckpt was built with Fortran,
-# the Fortran-only fortran_consumer/) and with mpicxx + ckpt.pc, and runs each consumer on 2 ranks.
+# the Fortran-only fortran_consumer/) and with mpicxx + ckpt.pc, runs each consumer on 2 ranks, and
+# reads the C++ consumer's checkpoint through the installed Python package.
 # The prefix is moved after the install (relocatable package); a shared libckpt must export the C API
 # and nothing of ckpt::detail.
 # Usage: run_install_test.sh BUILD SRC WORK [HAVE_FORTRAN]
@@ -47,3 +48,14 @@ for c in "${consumers[@]}"; do
   cmake --build "$work/build-$c" >/dev/null
   CKPT_DIR="$work/ckpt-$c" mpiexec -n 2 "$work/build-$c/$c" "$work/ckpt-$c"
 done
+# The Python package from the install tree finds libckpt by itself (no LD_LIBRARY_PATH, no CKPT_LIBRARY)
+# and reads what the C++ consumer wrote.
+env -u LD_LIBRARY_PATH -u CKPT_LIBRARY PYTHONPATH="$work/prefix/lib/python" python3 - "$work/ckpt-consumer" <<'PY'
+import sys
+import ckpt
+s = ckpt.open(sys.argv[1])
+assert s.steps == [1], s.steps
+c = s.latest()
+c.verify()
+print("python: ckpt.open(%s): steps %s, variables %s" % (sys.argv[1], s.steps, c.variables))
+PY

@@ -1,0 +1,307 @@
+"""Read ckpt checkpoints from Python, as numpy arrays, without restarting the application.
+
+    import ckpt
+    s = ckpt.open("/scratch/run/ckpt")      # the `dir` of a run (or one ckpt.<step> directory)
+    s.steps                                 # complete steps, oldest first
+    c = s.latest()                          # or s[20]; KeyError when absent
+    c.step, c.nranks, c.transport, c.variables
+    v = c["rho"]                            # v.kind, v.dtype, v.shape, v.min, v.max, v.attrs
+    v.read()                                # the whole global array (scalar: numpy scalar; local: v.read(rank=3))
+    v[10:20, :, 5]                          # reads only the blocks the box touches
+    c.verify()                              # raises ckpt.CorruptError naming variable, block and file
+
+A thin layer over the C reader of libckpt (ckpt_reader_* in ckpt/ckpt.h) through ctypes: the format is
+read, and every block's checksum verified, by the library itself. No MPI is needed. libckpt is found
+through $CKPT_LIBRARY, else beside this package in an install tree (<prefix>/lib/python/ckpt ->
+<prefix>/lib), else by the system's loader.
+"""
+
+import ctypes
+import os
+
+import numpy as np
+
+__all__ = ["open", "Series", "Checkpoint", "Variable", "Error", "CorruptError", "NotFoundError"]
+
+
+class Error(Exception):
+    """A failure reported by libckpt; `code` is its ckpt::Code name (e.g. "corrupt")."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class CorruptError(Error):
+    """Stored data failed validation (checksum, truncated file, damaged index)."""
+
+
+class NotFoundError(Error, KeyError):
+    """No such checkpoint, step, variable or rank."""
+
+    def __str__(self):  # KeyError would print the repr of the message
+        return Exception.__str__(self)
+
+
+_CODES = {0: "ok", 1: "invalid_argument", 2: "not_found", 3: "mismatch", 4: "corrupt", 5: "io_error",
+          6: "unavailable", 7: "failed_precondition", 8: "internal"}
+_DTYPES = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32, 7: np.uint64,
+           8: np.int64, 9: np.float32, 10: np.float64, 11: np.uint8}
+_KINDS = {0: "local", 1: "global", 2: "scalar"}
+
+_u64p = ctypes.POINTER(ctypes.c_uint64)
+_u32p = ctypes.POINTER(ctypes.c_uint32)
+_strp = ctypes.POINTER(ctypes.c_char_p)
+
+
+class _VarInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("kind", ctypes.c_int),
+                ("uniform", ctypes.c_int), ("ndims", ctypes.c_int), ("shape", _u64p),
+                ("has_minmax", ctypes.c_int), ("min", ctypes.c_double), ("max", ctypes.c_double),
+                ("nattrs", ctypes.c_size_t), ("attr_keys", _strp), ("attr_values", _strp),
+                ("nblocks", ctypes.c_size_t), ("block_ranks", _u32p), ("block_starts", _u64p),
+                ("block_counts", _u64p), ("nranks", ctypes.c_size_t), ("ranks", _u32p)]
+
+
+def _load_library():
+    candidates = []
+    if os.environ.get("CKPT_LIBRARY"):
+        candidates.append(os.environ["CKPT_LIBRARY"])
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("libckpt.so", "libckpt.dylib"):
+        candidates.append(os.path.join(here, "..", "..", name))  # <prefix>/lib/python/ckpt -> <prefix>/lib
+    candidates += ["libckpt.so.0", "libckpt.so", "libckpt.dylib"]
+    errors = []
+    for c in candidates:
+        if os.path.sep in c and not os.path.exists(c):
+            continue
+        try:
+            return ctypes.CDLL(c)
+        except OSError as e:
+            errors.append(f"{c}: {e}")
+    raise ImportError("ckpt: cannot load libckpt (set CKPT_LIBRARY to its path): " + "; ".join(errors))
+
+
+_lib = _load_library()
+_P = ctypes.c_void_p
+for _name, _args in {
+    "ckpt_reader_open": [ctypes.c_char_p, ctypes.POINTER(_P)],
+    "ckpt_reader_free": [_P],
+    "ckpt_reader_steps": [_P, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+    "ckpt_reader_open_step": [_P, ctypes.c_int64, ctypes.POINTER(_P)],
+    "ckpt_reader_latest": [_P, ctypes.POINTER(_P)],
+    "ckpt_reader_step_free": [_P],
+    "ckpt_reader_step_info": [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int),
+                              ctypes.POINTER(ctypes.c_char_p)],
+    "ckpt_reader_step_nvars": [_P, ctypes.POINTER(ctypes.c_size_t)],
+    "ckpt_reader_step_var": [_P, ctypes.c_size_t, ctypes.POINTER(_VarInfo)],
+    "ckpt_reader_step_read": [_P, ctypes.c_char_p, ctypes.c_int, _u64p, _u64p, _P, ctypes.c_size_t],
+    "ckpt_reader_step_read_rank": [_P, ctypes.c_char_p, ctypes.c_uint32, _P, ctypes.c_size_t],
+    "ckpt_reader_step_verify": [_P],
+}.items():
+    _f = getattr(_lib, _name)
+    _f.argtypes = _args
+    _f.restype = None if _name.endswith("_free") else ctypes.c_int
+_lib.ckpt_last_error.restype = ctypes.c_char_p
+_lib.ckpt_last_error.argtypes = []
+
+
+def _check(rc):
+    if rc == 0:
+        return
+    msg = (_lib.ckpt_last_error() or b"").decode("utf-8", "replace")
+    code = _CODES.get(rc, str(rc))
+    if code == "corrupt":
+        raise CorruptError(code, msg)
+    if code == "not_found":
+        raise NotFoundError(code, msg)
+    if code == "invalid_argument":
+        raise ValueError(msg)
+    raise Error(code, msg)
+
+
+def _u64_array(values):
+    return (ctypes.c_uint64 * max(1, len(values)))(*values)
+
+
+def open(path):  # noqa: A001 - the name the interface promises (ckpt.open)
+    """Opens a checkpoint root (the `dir` of a run) or one checkpoint directory."""
+    return Series(path)
+
+
+class Series:
+    """The complete checkpoints under a root, as of when it was opened."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        h = _P()
+        _check(_lib.ckpt_reader_open(self.path.encode(), ctypes.byref(h)))
+        self._h = h
+        n = ctypes.c_size_t(0)
+        _check(_lib.ckpt_reader_steps(self._h, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_int64 * max(1, n.value))()
+        _check(_lib.ckpt_reader_steps(self._h, buf, n.value, ctypes.byref(n)))
+        self.steps = [int(buf[i]) for i in range(n.value)]
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.ckpt_reader_free(self._h)
+            self._h = None
+
+    def __getitem__(self, step):
+        if step not in self.steps:
+            raise KeyError(step)
+        h = _P()
+        _check(_lib.ckpt_reader_open_step(self._h, int(step), ctypes.byref(h)))
+        return Checkpoint(h)
+
+    def __contains__(self, step):
+        return step in self.steps
+
+    def __len__(self):
+        return len(self.steps)
+
+    def __iter__(self):
+        """Checkpoints, oldest first."""
+        for s in self.steps:
+            yield self[s]
+
+    def latest(self):
+        """The newest complete checkpoint; KeyError when there is none."""
+        if not self.steps:
+            raise NotFoundError("not_found", f"no complete checkpoint in {self.path}")
+        return self[self.steps[-1]]
+
+    def __repr__(self):
+        return f"ckpt.Series({self.path!r}, steps={self.steps})"
+
+
+class Checkpoint:
+    """One complete checkpoint; its index is loaded once."""
+
+    def __init__(self, handle):
+        self._h = handle
+        step, nranks, transport = ctypes.c_int64(), ctypes.c_int(), ctypes.c_char_p()
+        _check(_lib.ckpt_reader_step_info(self._h, ctypes.byref(step), ctypes.byref(nranks), ctypes.byref(transport)))
+        self.step, self.nranks, self.transport = step.value, nranks.value, transport.value.decode()
+        n = ctypes.c_size_t()
+        _check(_lib.ckpt_reader_step_nvars(self._h, ctypes.byref(n)))
+        self._vars = {}
+        for i in range(n.value):
+            info = _VarInfo()
+            _check(_lib.ckpt_reader_step_var(self._h, i, ctypes.byref(info)))
+            v = Variable(self, info)
+            self._vars[v.name] = v
+        self.variables = list(self._vars)
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.ckpt_reader_step_free(self._h)
+            self._h = None
+
+    def __getitem__(self, name):
+        try:
+            return self._vars[name]
+        except KeyError:
+            raise KeyError(f"variable {name!r} is not in checkpoint {self.step}") from None
+
+    def __contains__(self, name):
+        return name in self._vars
+
+    def verify(self):
+        """Reads every block and checks its checksum and min/max; CorruptError lists the bad ones."""
+        _check(_lib.ckpt_reader_step_verify(self._h))
+
+    def __repr__(self):
+        return f"ckpt.Checkpoint(step={self.step}, nranks={self.nranks}, transport={self.transport!r})"
+
+
+class Variable:
+    """A stored variable: description from the index; read() and slicing read data."""
+
+    def __init__(self, ckpt, info):
+        self._ckpt = ckpt
+        self.name = info.name.decode()
+        self.kind = _KINDS[info.kind]
+        self.dtype = np.dtype(_DTYPES[info.dtype])
+        self.uniform = bool(info.uniform)
+        self.shape = tuple(int(info.shape[d]) for d in range(info.ndims))
+        self.min = float(info.min) if info.has_minmax else None
+        self.max = float(info.max) if info.has_minmax else None
+        self.attrs = {info.attr_keys[i].decode(): info.attr_values[i].decode() for i in range(info.nattrs)}
+        nd = info.ndims
+        self.blocks = [{"rank": int(info.block_ranks[b]),
+                        "start": tuple(int(info.block_starts[b * nd + d]) for d in range(nd)),
+                        "count": tuple(int(info.block_counts[b * nd + d]) for d in range(nd))}
+                       for b in range(info.nblocks)]
+        self.ranks = [int(info.ranks[i]) for i in range(info.nranks)]
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"ckpt.Variable({self.name!r}, kind={self.kind!r}, dtype={self.dtype}, shape={self.shape})"
+
+    def read(self, rank=None):
+        """Global: the whole array. Local or scalar: the block of writer rank `rank` (a uniform
+        variable may omit it); a scalar comes back as a numpy scalar."""
+        if self.kind == "global":
+            if rank is not None:
+                raise ValueError(f"{self.name!r} is a global array: read() takes no rank")
+            return self._box((0,) * self.ndim, self.shape)
+        if rank is None:
+            if not self.uniform:
+                raise ValueError(f"{self.name!r} differs per rank: read(rank=...) one of {self.ranks}")
+            rank = self.ranks[0]
+        count = next((b["count"] for b in self.blocks if b["rank"] == rank), None)
+        if count is None:
+            raise NotFoundError("not_found", f"variable {self.name!r}: rank {rank} wrote no block of it")
+        out = np.empty(count, dtype=self.dtype)
+        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, self.name.encode(), int(rank),
+                                               out.ctypes.data_as(_P), out.nbytes))
+        return out[()] if self.kind == "scalar" else out
+
+    def _box(self, start, count):
+        out = np.empty(tuple(count), dtype=self.dtype)
+        _check(_lib.ckpt_reader_step_read(self._ckpt._h, self.name.encode(), self.ndim, _u64_array(start),
+                                          _u64_array(count), out.ctypes.data_as(_P), out.nbytes))
+        return out
+
+    def __getitem__(self, key):
+        """numpy basic indexing (integers, slices with steps, Ellipsis) of a global array; reads the
+        bounding box of the selection, so only the blocks that intersect it."""
+        if self.kind != "global":
+            return self.read()[key]
+        if not isinstance(key, tuple):
+            key = (key,)
+        if sum(k is Ellipsis for k in key) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if Ellipsis in key:
+            i = key.index(Ellipsis)
+            key = key[:i] + (slice(None),) * (self.ndim - len(key) + 1) + key[i + 1:]
+        if len(key) > self.ndim:
+            raise IndexError(f"too many indices for {self.name!r}: {self.ndim} dimensions, {len(key)} indices")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        start, count, local = [], [], []
+        for d, (k, n) in enumerate(zip(key, self.shape)):
+            if isinstance(k, slice):
+                r = range(*k.indices(n))
+                if len(r) == 0:
+                    return np.empty(tuple(len(range(*kk.indices(nn))) for kk, nn in zip(key, self.shape)
+                                          if isinstance(kk, slice)), dtype=self.dtype)
+                lo, hi = min(r[0], r[-1]), max(r[0], r[-1]) + 1
+                start.append(lo)
+                count.append(hi - lo)
+                stop = r[-1] - lo + (1 if r.step > 0 else -1)
+                local.append(slice(r[0] - lo, stop if stop >= 0 else None, r.step))
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                i = int(k) + (n if k < 0 else 0)
+                if not 0 <= i < n:
+                    raise IndexError(f"index {int(k)} is out of bounds for axis {d} of {self.name!r} with size {n}")
+                start.append(i)
+                count.append(1)
+                local.append(0)
+            else:
+                raise TypeError(f"{self.name!r}: only integers, slices and '...' are supported, not {k!r}")
+        return self._box(start, count)[tuple(local)]
