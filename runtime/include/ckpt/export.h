@@ -4,7 +4,11 @@
 #define CKPT_EXPORT_H
 #if defined(__GNUC__) || defined(__clang__)
 #define CKPT_API __attribute__((visibility("default")))
+/* A member of an exported class that only libckpt itself calls (a private constructor taking an
+   internal state type): kept out of the exported symbols. */
+#define CKPT_LOCAL __attribute__((visibility("hidden")))
 #else
 #define CKPT_API
+#define CKPT_LOCAL
 #endif
 #endif

@@ -114,7 +114,7 @@ class CKPT_API CheckpointReader {
  private:
   friend class Reader;
   friend CheckpointReader detail::make_checkpoint_reader(std::string dir, detail::Index index);
-  explicit CheckpointReader(std::unique_ptr<detail::CheckpointReaderState> s);
+  CKPT_LOCAL explicit CheckpointReader(std::unique_ptr<detail::CheckpointReaderState> s);
   std::unique_ptr<detail::CheckpointReaderState> m_s;
 };
 
@@ -142,7 +142,7 @@ class CKPT_API Reader {
   Result<CheckpointReader> latest() const;
 
  private:
-  explicit Reader(std::unique_ptr<detail::ReaderState> s);
+  CKPT_LOCAL explicit Reader(std::unique_ptr<detail::ReaderState> s);
   std::unique_ptr<detail::ReaderState> m_s;
 };
 
