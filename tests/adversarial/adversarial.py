@@ -23,7 +23,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from mpijob import remove_stale_shm, shm_names  # noqa: E402
+import mpijob  # noqa: E402
+from mpijob import shm_names  # noqa: E402
 
 ARGS = None
 SHM_AT_START = shm_names()  # Open MPI segments present before this script ran: never touched
@@ -56,18 +57,7 @@ def check(cond, what):
 def kill_session(p):
     """SIGKILL every process of p's session (mpiexec and every rank, whatever their process groups),
     then remove the shared-memory segments that killed jobs left (a rank killed by killat, a hang)."""
-    subprocess.run(["pkill", "-9", "-s", str(p.pid)], check=False)
-    try:
-        p.kill()
-    except ProcessLookupError:
-        pass
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pass
-    while subprocess.run(["pgrep", "-s", str(p.pid)], stdout=subprocess.DEVNULL).returncode == 0:
-        time.sleep(0.02)
-    remove_stale_shm(SHM_AT_START)
+    mpijob.kill_session(p, SHM_AT_START)
 
 
 def run(cmd, timeout=60, env=None, check_hang=True):
