@@ -26,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::fwrite(data, 1, size, f);
   std::fclose(f);
   auto o = ckpt::Options::try_load(path);
+  ::unlink(path.c_str());  // libFuzzer ends with exit(): nothing would remove the last one
   if (o.ok() && !o->validate().ok()) std::abort();  // try_load must only return valid options
   return 0;
 }
