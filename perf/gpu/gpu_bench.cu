@@ -145,7 +145,7 @@ void bench_capture(const Args& a, const Peaks& pk, cudaStream_t s) {
     init<<<1024, 256, 0, s>>>(dev, n, 1.0);
     for (const char* mode : {"off", "on", "auto"}) {
       ckpt::Options o = base_options(a, "null");
-      o.gpu_double_buffer = mode;
+      o.gpu_double_buffer = *ckpt::parse_double_buffer(mode);
       o.gpu_spare_bytes = std::string(mode) == "on" ? bytes : 0;
       if (std::string(mode) == "auto") o.gpu_spare_bytes = bytes;  // cap: the whole region
       ckpt::Runtime rt(MPI_COMM_WORLD, o);

@@ -64,8 +64,9 @@ const std::vector<Field>& fields() {
        }},
       {"gpu_double_buffer",
        [](Options& o, const std::string& v) -> Status {
-         if (v != "off" && v != "on" && v != "auto") return bad_value("gpu_double_buffer", v, "off, on, auto");
-         o.gpu_double_buffer = v;
+         Result<Options::DoubleBuffer> mode = parse_double_buffer(v);
+         if (!mode.ok()) return bad_value("gpu_double_buffer", v, "off, on, auto");
+         o.gpu_double_buffer = *mode;
          return Status();
        }},
       {"gpu_spare_bytes",
@@ -302,14 +303,23 @@ TransportConfig transport_config(const Options& o) {
 
 CudaDeviceConfig device_config(const Options& o) {
   CudaDeviceConfig dev;
-  dev.double_buffer = o.gpu_double_buffer == "on"     ? CudaDeviceConfig::DoubleBuffer::on
-                      : o.gpu_double_buffer == "auto" ? CudaDeviceConfig::DoubleBuffer::automatic
-                                                      : CudaDeviceConfig::DoubleBuffer::off;
+  switch (o.gpu_double_buffer) {
+    case Options::DoubleBuffer::off: dev.double_buffer = CudaDeviceConfig::DoubleBuffer::off; break;
+    case Options::DoubleBuffer::on: dev.double_buffer = CudaDeviceConfig::DoubleBuffer::on; break;
+    case Options::DoubleBuffer::automatic: dev.double_buffer = CudaDeviceConfig::DoubleBuffer::automatic; break;
+  }
   dev.spare_bytes = static_cast<std::size_t>(o.gpu_spare_bytes);
   return dev;
 }
 
 }  // namespace detail
+
+Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text) {
+  if (text == "off") return Options::DoubleBuffer::off;
+  if (text == "on") return Options::DoubleBuffer::on;
+  if (text == "auto") return Options::DoubleBuffer::automatic;
+  return Status(Code::invalid_argument, "'" + text + "' is not off, on or auto");
+}
 
 Result<std::uint64_t> parse_bytes(const std::string& text) {
   if (text.empty()) return Status(Code::invalid_argument, "empty byte count");
@@ -391,7 +401,7 @@ Status Options::validate() const {
         "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
   if (!(pool_max_fraction > 0 && pool_max_fraction <= 0.9))
     return Status(Code::invalid_argument, "option 'pool_max_fraction' must be in (0, 0.9]");
-  if (gpu_double_buffer == "on" && gpu_spare_bytes == 0)
+  if (gpu_double_buffer == DoubleBuffer::on && gpu_spare_bytes == 0)
     return Status(Code::invalid_argument,
                   "option 'gpu_double_buffer' is 'on' but 'gpu_spare_bytes' is 0: give the spare buffer's size "
                   "(e.g. 4G), or use 'auto' or 'off'");

@@ -366,7 +366,7 @@ TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrit
   CUDA_OK(cudaMalloc(&dev, bytes));
   Options o = options_for(ckpt::test::scratch_dir());
   o.chunk_bytes = 16 << 20;
-  o.gpu_double_buffer = c.double_buffer;
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
   o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
   o.max_in_flight = c.max_in_flight;
   constexpr int kSteps = 4;

@@ -89,13 +89,28 @@ TEST(Options, EnvironmentErrors) {
 
 TEST(Options, DoubleBufferOnNeedsASpareSize) {
   Options o = Options::defaults();
-  o.gpu_double_buffer = "on";  // with gpu_spare_bytes = 0 this used to mean "off", silently
+  o.gpu_double_buffer = Options::DoubleBuffer::on;  // with gpu_spare_bytes = 0 this used to mean "off", silently
   Status s = o.validate();
   EXPECT_EQ(s.code(), Code::invalid_argument);
   EXPECT_NE(s.message().find("gpu_spare_bytes"), std::string::npos) << s.message();
   o.gpu_spare_bytes = 1 << 30;
   EXPECT_TRUE(o.validate().ok());
-  o.gpu_double_buffer = "auto";  // auto's cap may be 0: 1/16 of the device
+  o.gpu_double_buffer = Options::DoubleBuffer::automatic;  // auto's cap may be 0: 1/16 of the device
   o.gpu_spare_bytes = 0;
   EXPECT_TRUE(o.validate().ok());
+}
+
+TEST(Options, DoubleBufferSpellings) {
+  ::setenv("CKPT_GPU_DOUBLE_BUFFER", "auto", 1);
+  Options a;
+  EXPECT_TRUE(a.error.ok()) << a.error.message();
+  EXPECT_EQ(a.gpu_double_buffer, Options::DoubleBuffer::automatic);
+  ::setenv("CKPT_GPU_DOUBLE_BUFFER", "automatic", 1);  // the C++ name is not a spelling
+  Options b;
+  ::unsetenv("CKPT_GPU_DOUBLE_BUFFER");
+  EXPECT_EQ(b.error.code(), Code::invalid_argument);
+  EXPECT_NE(b.error.message().find("off, on, auto"), std::string::npos) << b.error.message();
+  EXPECT_EQ(*parse_double_buffer("on"), Options::DoubleBuffer::on);
+  EXPECT_EQ(*parse_double_buffer("off"), Options::DoubleBuffer::off);
+  EXPECT_FALSE(parse_double_buffer("ON").ok());
 }

@@ -70,7 +70,8 @@ struct CKPT_API Options {
   /// "auto" (the spare follows the device bytes of the last captures, at most gpu_spare_bytes, or 1/16
   /// of the device's memory when that is 0). Data that does not fit the spare goes straight D2H. Off by
   /// default until verified on a GPU. [CKPT_GPU_DOUBLE_BUFFER]
-  std::string gpu_double_buffer = "off";
+  enum class DoubleBuffer { off, on, automatic /* "auto" */ };
+  DoubleBuffer gpu_double_buffer = DoubleBuffer::off;
   /// CUDA: spare buffer size for gpu_double_buffer = on; the cap of the spare for auto (0: device
   /// memory / 16). [CKPT_GPU_SPARE_BYTES]
   std::uint64_t gpu_spare_bytes = 0;
@@ -90,7 +91,7 @@ struct CKPT_API Options {
   /// MPI-IO hints for mpiio and rbio files, "key=value,key=value" (cb_buffer_size, cb_nodes,
   /// romio_cb_write, striping_factor, striping_unit). In YAML also a map. [CKPT_MPIIO_HINTS]
   std::string mpiio_hints;
-  /// Round-robin token on file open (seed 003): at most this many ranks open files at the same time;
+  /// Round-robin token on file open (as ADIOS's MPI method): at most this many ranks open files at the same time;
   /// 0 = no token. [CKPT_OPEN_TOKEN]
   int open_token = 0;
 
@@ -113,6 +114,9 @@ struct CKPT_API Options {
 
 /// Parses a byte count such as "4096", "64M", "64MiB", "1G", "512k" (binary multiples).
 CKPT_API Result<std::uint64_t> parse_bytes(const std::string& text);
+
+/// Parses gpu_double_buffer's spelling in files and CKPT_* variables: "off", "on" or "auto".
+CKPT_API Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text);
 
 }  // namespace ckpt
 
