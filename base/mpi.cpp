@@ -34,7 +34,7 @@ Status agree(MPI_Comm comm, const Status& local) {
   MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm);
   Status first = bcast_status(comm, local, lowest);
   // The same Status on every rank, the failing ones included: callers may branch on it collectively
-  // (issue 14: checkpoint(-1) on one rank must give every rank the same error).
+  // (checkpoint(-1) on one rank gives every rank the same error).
   return Status(first.code(), "rank " + std::to_string(lowest) + ": " + first.message());
 }
 

@@ -342,7 +342,7 @@ class DirectoryStore final : public Store {
     // No fsync for `latest`: it is a hint for people and tools; readers scan the directories, and the
     // rename of the checkpoint itself is already durable. For the same reason a `latest` that cannot
     // be replaced (a directory planted there, say) must not turn a committed checkpoint into a failed
-    // one (issue 14): it is reported on stderr only.
+    // one: it is reported on stderr only.
     const std::string link_tmp = m_root + "/latest.tmp";
     ::unlink(link_tmp.c_str());
     Status link;

@@ -46,12 +46,6 @@ const std::vector<Entry>& table() {
 
 }  // namespace
 
-std::vector<std::string> transport_names() {
-  std::vector<std::string> n;
-  for (auto& e : table()) n.push_back(e.name);
-  return n;
-}
-
 Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const TransportConfig& config,
                                                   const TransportEnv& env) {
   std::string known;

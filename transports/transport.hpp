@@ -141,8 +141,6 @@ class Transport {
 /// Collective over env.comm (transports may split or dup it).
 Result<std::unique_ptr<Transport>> make_transport(const std::string& name, const TransportConfig& config,
                                                   const TransportEnv& env);
-/// Names in the registry (built or not), for messages and --help.
-std::vector<std::string> transport_names();
 
 }  // namespace ckpt::detail
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -81,17 +82,56 @@ TEST_P(Transports, RoundTripUnevenData) {
   EXPECT_EQ(t, 3.25);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, Transports,
-                         ::testing::Values(Config{"posix", "posix"}, Config{"posix_token1", "posix", 0, 0, 1, 1},
-                                           Config{"mpiio_nf1", "mpiio", 0, 0, 1}, Config{"mpiio_nf2", "mpiio", 0, 0, 2},
-                                           Config{"rbio_per_node", "rbio"}, Config{"rbio_ng2", "rbio", 2, 0},
-                                           Config{"rbio_ng2_shared", "rbio", 2, 1}, Config{"rbio_ng3", "rbio", 3, 0}
+// The cases: every transport of the registry with its variants (Registry.EveryTransportHasACase).
+const std::vector<Config> kCases = {
+    Config{"posix", "posix"},
+    Config{"posix_token1", "posix", 0, 0, 1, 1},
+    Config{"mpiio_nf1", "mpiio", 0, 0, 1},
+    Config{"mpiio_nf2", "mpiio", 0, 0, 2},
+    Config{"rbio_per_node", "rbio"},
+    Config{"rbio_ng2", "rbio", 2, 0},
+    Config{"rbio_ng2_shared", "rbio", 2, 1},
+    Config{"rbio_ng3", "rbio", 3, 0},
 #if CKPT_HAVE_HDF5
-                                           ,
-                                           Config{"hdf5", "hdf5"}, Config{"hdf5_sync", "hdf5-sync"}
+    Config{"hdf5", "hdf5"},
+    Config{"hdf5_sync", "hdf5-sync"},
 #endif
-                                           ),
+};
+
+INSTANTIATE_TEST_SUITE_P(All, Transports, ::testing::ValuesIn(kCases),
                          [](const ::testing::TestParamInfo<Config>& i) { return std::string(i.param.label); });
+
+// One list of transports, the registry's (transports/registry.cpp), read where a user reads it: the
+// error for an unknown name lists every known one. A transport added there without a case here fails
+// this test instead of going untested. `null` writes nothing to read back (its round trip is
+// tests/integration/test_roundtrip.cpp's); names built without their library are skipped.
+TEST(Registry, EveryTransportHasACase) {
+  Options o = Options::defaults();
+  o.dir = ckpt::test::scratch_dir();
+  o.transport = "no-such-transport";
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_EQ(rt.status().code(), Code::invalid_argument);
+  const std::string msg = rt.status().message();
+  const std::size_t at = msg.find("(known: ");
+  ASSERT_NE(at, std::string::npos) << msg;
+  std::vector<std::string> names;
+  std::string list = msg.substr(at + 8, msg.find(')', at) - at - 8);
+  for (std::size_t p = 0; p <= list.size();) {
+    const std::size_t comma = std::min(list.find(", ", p), list.size());
+    names.push_back(list.substr(p, comma - p));
+    p = comma + 2;
+  }
+  EXPECT_GE(names.size(), 4u) << msg;
+  for (const std::string& name : names) {
+    if (name == "null") continue;
+#if !CKPT_HAVE_HDF5
+    if (name.rfind("hdf5", 0) == 0) continue;
+#endif
+    bool found = false;
+    for (const Config& c : kCases) found = found || name == c.transport;
+    EXPECT_TRUE(found) << "transport '" << name << "' is registered but has no case in test_transports.cpp";
+  }
+}
 
 TEST(TransportGroups, VariablesGoThroughTheirGroupsTransport) {
   const auto dir = scratch_dir();
