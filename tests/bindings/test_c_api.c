@@ -9,27 +9,10 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt_check.h"
 
-static int g_rank = 0;
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                             \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed\n", g_rank, __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                             \
-    }                                                                                           \
-  } while (0)
 /* Code `got` equals `want`; prints the message of `rt` (or the thread's) when not. */
-#define CHECK_RC(got, want, rt)                                                                               \
-  do {                                                                                                        \
-    int rc_ = (got);                                                                                          \
-    if (rc_ != (want)) {                                                                                      \
-      fprintf(stderr, "rank %d: %s:%d: %s returned %s, expected %s (%s)\n", g_rank, __FILE__, __LINE__, #got, \
-              ckpt_code_name(rc_), ckpt_code_name(want), ckpt_error_message(rt));                             \
-      ++g_failures;                                                                                           \
-    }                                                                                                         \
-  } while (0)
+#define CHECK_RC(got, want, rt) CHECK_CODE(got, want, ckpt_error_message(rt))
 
 enum { ROWS_PER_RANK = 3, COLS = 5, LOCAL_N = 7 };
 

@@ -11,26 +11,9 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt_check.h"
 
-static int g_rank = 0;
-static int g_failures = 0;
-
-#define CHECK(cond)                                                                             \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed\n", g_rank, __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                             \
-    }                                                                                           \
-  } while (0)
-#define CHECK_RC(got, want)                                                                                   \
-  do {                                                                                                        \
-    int rc_ = (got);                                                                                          \
-    if (rc_ != (want)) {                                                                                      \
-      fprintf(stderr, "rank %d: %s:%d: %s returned %s, expected %s (%s)\n", g_rank, __FILE__, __LINE__, #got, \
-              ckpt_code_name(rc_), ckpt_code_name(want), ckpt_last_error());                                  \
-      ++g_failures;                                                                                           \
-    }                                                                                                         \
-  } while (0)
+#define CHECK_RC(got, want) CHECK_CODE(got, want, ckpt_last_error())
 
 enum { ROWS = 3, COLS = 5 };
 

@@ -1,0 +1,33 @@
+/* Checks of the C tests (tests/bindings/test_c_api.c, tests/reader/test_c_reader.c): a failed check
+ * prints rank, file, line and what failed, counts in g_failures and goes on; main() returns the count.
+ * One translation unit per test: the counters are static. */
+#ifndef CKPT_TESTS_CKPT_CHECK_H
+#define CKPT_TESTS_CKPT_CHECK_H
+
+#include <stdio.h>
+
+#include "ckpt/ckpt.h"
+
+static int g_rank = 0;
+static int g_failures = 0;
+
+#define CHECK(cond)                                                                             \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      fprintf(stderr, "rank %d: %s:%d: CHECK(%s) failed\n", g_rank, __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                                             \
+    }                                                                                           \
+  } while (0)
+
+/* Code `got` equals `want`; prints `message` (the error text that explains it) when not. */
+#define CHECK_CODE(got, want, message)                                                                        \
+  do {                                                                                                        \
+    int rc_ = (got);                                                                                          \
+    if (rc_ != (want)) {                                                                                      \
+      fprintf(stderr, "rank %d: %s:%d: %s returned %s, expected %s (%s)\n", g_rank, __FILE__, __LINE__, #got, \
+              ckpt_code_name(rc_), ckpt_code_name(want), (message));                                          \
+      ++g_failures;                                                                                           \
+    }                                                                                                         \
+  } while (0)
+
+#endif /* CKPT_TESTS_CKPT_CHECK_H */
