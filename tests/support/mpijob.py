@@ -38,14 +38,18 @@ def kill_session(job, shm_before=None):
         remove_stale_shm(shm_before)
 
 
+STALE_PREFIXES = ("vader_segment", "sm_segment", "sem.OMPIO_")
+
+
 def remove_stale_shm(shm_before):
-    """Removes the Open MPI shared-memory segments (vader_segment.*, sm_segment.*) that appeared in
-    /dev/shm since `shm_before` (shm_names() taken earlier) and that no live process maps any more: a
-    job killed with SIGKILL never unlinks its own. Segments of jobs still running (another test under
-    ctest -j) are mapped by their ranks and stay."""
+    """Removes the Open MPI shared-memory segments (vader_segment.*, sm_segment.*) and OMPIO's named
+    semaphores (sem.OMPIO_*: a file's shared file pointer with the mpiio and hdf5 transports) that
+    appeared in /dev/shm since `shm_before` (shm_names() taken earlier) and that no live process maps
+    any more: a job killed with SIGKILL never unlinks its own. Those of jobs still running (another
+    test under ctest -j) are mapped by their ranks and stay."""
     if not os.path.isdir("/dev/shm"):
         return
-    new = [n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith(("vader_segment", "sm_segment"))]
+    new = [n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith(STALE_PREFIXES)]
     if not new:
         return
     mapped = set()
