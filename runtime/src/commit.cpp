@@ -57,12 +57,15 @@ void Committer::loop() {
       if (s.ok())
         std::fprintf(
             stderr,
-            "ckpt: step %lld committed: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
-            static_cast<long long>(job->step), static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
-            st.durable_s, st.committed_s);
+            "ckpt: step %lld committed%s: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
+            static_cast<long long>(job->step), m_cfg.level, static_cast<double>(st.bytes) / (1 << 20),
+            st.blocked_s * 1e3, st.durable_s, st.committed_s);
       else
-        std::fprintf(stderr, "ckpt: step %lld failed: %s\n", static_cast<long long>(job->step), s.to_string().c_str());
+        std::fprintf(stderr, "ckpt: step %lld failed%s: %s\n", static_cast<long long>(job->step), m_cfg.level,
+                     s.to_string().c_str());
     }
+    // Before the ticket is done: whoever waited for the ticket finds the drain already queued.
+    if (s.ok() && m_on_committed) m_on_committed(job);
     job->ticket->finish(s);
     {
       std::lock_guard<std::mutex> lk(m_history_mu);
@@ -135,13 +138,34 @@ Status Committer::commit(Job& job) {
   // Gather every rank's report (encoded with the index codec) on rank 0: this is also the agreement
   // that all ranks succeeded.
   const auto reports = gatherv_bytes(m_commit_comm, encode_index(report_of(job)), 0);
+  Result<Index> idx = Status(Code::internal, "not rank 0");
+  if (m_rank == 0) idx = index_on_root(job, reports);
+  if (m_cfg.node_level) return commit_nodes(job, std::move(idx));
   Status outcome;
   if (m_rank == 0) {
-    outcome = commit_on_root(job, reports);
+    // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
+    // the outcome is sent).
+    outcome = idx.status();
+    if (outcome.ok() && m_persistent) outcome = m_store.commit(job.step, encode_index(idx.value()), m_cfg.fsync);
     if (!outcome.ok() && m_persistent) remove_tree(job.tmp_dir);
   }
-  outcome = bcast_status(m_commit_comm, outcome, 0);                           // everybody learns the outcome
-  if (outcome.ok() && m_rank == 0 && m_persistent) apply_retention(job.step);  // off the other ranks' path
+  outcome = bcast_status(m_commit_comm, outcome, 0);  // everybody learns the outcome
+  if (outcome.ok() && m_rank == 0 && m_persistent && m_cfg.keep > 0)
+    apply_retention(job.step);  // off the other ranks' path
+  return outcome;
+}
+
+Status Committer::commit_nodes(const Job& job, Result<Index> idx) {
+  Status outcome = bcast_status(m_commit_comm, m_rank == 0 ? idx.status() : Status::OK(), 0);
+  if (outcome.ok()) {
+    std::vector<std::uint8_t> bytes;
+    if (m_rank == 0) bytes = encode_index(idx.value());
+    bcast_bytes(m_commit_comm, bytes, 0);
+    // Every node directory gets the whole index (and holds the data files of its own ranks).
+    const Status mine = m_cfg.node_leader ? m_store.commit(job.step, bytes, m_cfg.fsync) : Status::OK();
+    outcome = agree(m_commit_comm, mine);
+  }
+  if (!outcome.ok() && m_cfg.node_leader) remove_tree(job.tmp_dir);
   return outcome;
 }
 
@@ -236,19 +260,17 @@ void Committer::mark_uniform(Index& idx) const {
   }
 }
 
-Status Committer::commit_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) {
+Result<Index> Committer::index_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) {
   auto idx = merge_reports(job, reports);
   if (!idx.ok()) return idx.status();
   // A global array whose stored blocks overlap (ghost cells) can never be restored: refuse it now.
   CKPT_RETURN_IF_ERROR(
       check_disjoint_blocks(idx.value()).with_context("checkpoint " + std::to_string(job.step) + " not committed"));
-  if (!m_persistent) return Status::OK();
-
-  // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after the
-  // outcome is sent).
-  m_root_last.files = static_cast<int>(idx->files.size());
-  m_root_last.attrs = idx->attrs;
-  return m_store.commit(job.step, encode_index(idx.value()), m_cfg.fsync);
+  if (m_persistent) {
+    m_root_last.files = static_cast<int>(idx->files.size());
+    m_root_last.attrs = idx->attrs;
+  }
+  return idx;
 }
 
 void Committer::apply_retention(std::int64_t just_committed) {

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,9 +21,17 @@ namespace ckpt::detail {
 /// What the commit needs of the options.
 struct CommitConfig {
   bool fsync = true;
-  int keep = 2;
+  int keep = 2;  ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;
+  /// The node level (docs/design.md, "Levels"): rank 0 merges the index, every node leader commits it
+  /// into its own node store, and the checkpoint counts when every node's commit succeeded.
+  bool node_level = false;
+  bool node_leader = false;  ///< with node_level: this rank commits into `store`
+  const char* level = "";    ///< for the verbose line: "", " locally", " (drained)"
 };
+
+/// Called on the commit thread after a job's ticket got its outcome (only for committed jobs).
+using CommittedFn = std::function<void(std::shared_ptr<Job>)>;
 
 /// Owns the commit thread and its communicator. submit() is called by the write thread; history() by
 /// any thread; close() by the application thread once no more jobs come.
@@ -36,6 +45,8 @@ class Committer {
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
+  /// Calls `fn` with every committed job, in order, on the commit thread. Before the first submit().
+  void on_committed(CommittedFn fn) { m_on_committed = std::move(fn); }
   /// Hands a job whose writers are finished (or failed) to the commit thread; commits run in order.
   void submit(std::shared_ptr<Job> job) { m_queue.push(std::move(job)); }
   /// Commits what was submitted, stops the thread and frees the communicator.
@@ -55,8 +66,10 @@ class Committer {
   Result<Index> merge_reports(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) const;
   /// Marks local variables and scalars stored with the same bytes by every rank as uniform.
   void mark_uniform(Index& idx) const;
-  /// Rank 0: merge_reports(), then the store's commit.
-  Status commit_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
+  /// Rank 0: merge_reports() and the checks of the index to commit.
+  Result<Index> index_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
+  /// The node level: rank 0's index to every rank, each node leader's commit, the agreement.
+  Status commit_nodes(const Job& job, Result<Index> idx);
   void apply_retention(std::int64_t just_committed);
 
   MPI_Comm m_commit_comm;
@@ -68,6 +81,7 @@ class Committer {
   Store& m_store;
   std::uint64_t m_run_id;
   Tracer* m_tracer;
+  CommittedFn m_on_committed;
   BlockingQueue<std::shared_ptr<Job>> m_queue;
   mutable std::mutex m_history_mu;
   std::vector<CheckpointRecord> m_history;  // appended by the commit thread

@@ -13,6 +13,13 @@ bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transpor
   return std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->synchronous(); });
 }
 
+std::vector<BlockDigest> segment_digests(const Job& job, std::size_t segment) {
+  std::vector<BlockDigest> digests(job.digest.progress.size());
+  for (std::size_t b = 0; b < job.digest.progress.size(); ++b)
+    if (job.plan.segment_of_var(static_cast<std::uint32_t>(b)) == segment) digests[b] = job.digest.progress[b].digest;
+  return digests;
+}
+
 Status open_writers(const OpenEnv& env, Job& job, Status setup) {
   const auto& transports = *env.transports;
   job.write.opened = true;
@@ -181,10 +188,7 @@ void FlushPipeline::close_segments(Job& j, std::uint64_t offset, bool all) {
       if (j.write.error.ok()) {
         // Only this segment's blocks: the digest thread may still be working on later segments'
         // blocks (reading those was a data race, found by TSan in transports_4).
-        std::vector<BlockDigest> digests(j.digest.progress.size());
-        for (std::size_t b = 0; b < j.digest.progress.size(); ++b)
-          if (j.plan.segment_of_var(static_cast<std::uint32_t>(b)) == i) digests[b] = j.digest.progress[b].digest;
-        auto p = w->finish(digests);
+        auto p = w->finish(segment_digests(j, i));
         if (p.ok())
           j.write.placements[i] = p.value();
         else

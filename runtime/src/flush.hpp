@@ -44,6 +44,10 @@ bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transpor
 /// Runs on the write thread (or the application thread, see opens_on_app_thread), once per job.
 Status open_writers(const OpenEnv& env, Job& job, Status setup);
 
+/// The digests of segment `segment`'s blocks (the others left empty), for its writer's finish(). Reads
+/// only that segment's entries of job.digest (the digest thread may still own later ones).
+std::vector<BlockDigest> segment_digests(const Job& job, std::size_t segment);
+
 /// Owns the digest and write threads and the queues into them. push() and close() are called by the
 /// application thread only.
 class FlushPipeline {

@@ -118,6 +118,27 @@ const std::vector<Field>& fields() {
          o.open_token = static_cast<int>(x.value());
          return Status();
        }},
+      {"local_dir",
+       [](Options& o, const std::string& v) -> Status {
+         o.local_dir = v;  // empty = no node-local level
+         return Status();
+       }},
+      {"drain_every",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("drain_every", v);
+         if (!x.ok() || x.value() < 0 || x.value() > 1000000)
+           return bad_value("drain_every", v, "0 (never), 1 (every checkpoint) or n (every n-th)");
+         o.drain_every = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"ranks_per_node",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("ranks_per_node", v);
+         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24))
+           return bad_value("ranks_per_node", v, "0 (detect) or a positive count");
+         o.ranks_per_node = static_cast<int>(x.value());
+         return Status();
+       }},
       {"pool_bytes",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
@@ -399,6 +420,10 @@ Status Options::validate() const {
     return Status(
         Code::invalid_argument,
         "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
+  if (drain_every < 0 || ranks_per_node < 0)
+    return Status(Code::invalid_argument, "options drain_every and ranks_per_node must be >= 0");
+  if (!local_dir.empty() && local_dir == dir)
+    return Status(Code::invalid_argument, "option 'local_dir' must differ from 'dir' (" + dir + ")");
   if (!(pool_max_fraction > 0 && pool_max_fraction <= 0.9))
     return Status(Code::invalid_argument, "option 'pool_max_fraction' must be in (0, 0.9]");
   if (gpu_double_buffer == DoubleBuffer::on && gpu_spare_bytes == 0)

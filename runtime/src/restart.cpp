@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include "base/box.hpp"
 #include "base/mpi.hpp"
@@ -12,11 +13,56 @@
 
 namespace ckpt::detail {
 
+std::vector<std::int64_t> Restorer::local_steps() {
+  if (m_local == nullptr) return {};
+  // A node leader's report: a marker byte, then the complete steps of its node directory.
+  std::vector<std::uint8_t> mine;
+  if (m_node_leader) {
+    mine.push_back(1);
+    auto entries = m_local->list();
+    if (entries.ok())
+      for (auto& e : entries.value())
+        if (e.complete) {
+          const std::int64_t st = e.step;
+          const auto* p = reinterpret_cast<const std::uint8_t*>(&st);
+          mine.insert(mine.end(), p, p + sizeof st);
+        }
+  }
+  const auto reports = gatherv_bytes(m_app_comm, mine, 0);
+  std::vector<std::uint8_t> common;  // rank 0: the steps every node has, newest first
+  if (m_rank == 0) {
+    bool first = true;
+    std::vector<std::int64_t> have;
+    for (auto& r : reports) {
+      if (r.empty()) continue;  // not a node leader
+      std::vector<std::int64_t> steps((r.size() - 1) / sizeof(std::int64_t));
+      std::memcpy(steps.data(), r.data() + 1, steps.size() * sizeof(std::int64_t));
+      std::sort(steps.begin(), steps.end());
+      if (first) {
+        have = steps;
+        first = false;
+      } else {
+        std::vector<std::int64_t> both;
+        std::set_intersection(have.begin(), have.end(), steps.begin(), steps.end(), std::back_inserter(both));
+        have.swap(both);
+      }
+    }
+    std::reverse(have.begin(), have.end());
+    common.resize(have.size() * sizeof(std::int64_t));
+    if (!have.empty()) std::memcpy(common.data(), have.data(), common.size());
+  }
+  bcast_bytes(m_app_comm, common, 0);
+  std::vector<std::int64_t> out(common.size() / sizeof(std::int64_t));
+  if (!out.empty()) std::memcpy(out.data(), common.data(), common.size());
+  return out;
+}
+
 std::optional<std::int64_t> Restorer::latest() {
-  long long found = -1;
+  const auto local = local_steps();
+  long long found = local.empty() ? -1 : static_cast<long long>(local.front());
   if (m_rank == 0 && m_persistent) {
     std::vector<std::string> skipped;
-    if (auto s = m_store.newest_complete(&skipped)) found = *s;
+    if (auto s = m_store.newest_complete(&skipped)) found = std::max<long long>(found, *s);
     if (m_opts.verbose >= 1)
       for (auto& why : skipped) std::fprintf(stderr, "ckpt: latest(): skipping %s\n", why.c_str());
   }
@@ -25,24 +71,24 @@ std::optional<std::int64_t> Restorer::latest() {
   return static_cast<std::int64_t>(found);
 }
 
-Result<Index> Restorer::read_index_collective(std::int64_t step) {
+Result<Index> Restorer::read_index_collective(std::int64_t step, const Store& store) {
   // Rank 0 reads and validates; everybody gets the bytes (one read of the file system, not np).
   std::vector<std::uint8_t> bytes;
   Status s;
   if (m_rank == 0) {
-    auto b = m_store.read_index(step);
+    auto b = store.read_index(step);
     if (b.ok())
       bytes = std::move(b).value();
     else
       s = b.status().code() == Code::not_found
-              ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + m_opts.dir + " (" +
+              ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + store.root() + " (" +
                                             b.status().message() + ")")
               : b.status();
   }
   s = agree(m_app_comm, s);
   if (!s.ok()) return s;
   bcast_bytes(m_app_comm, bytes, 0);
-  return decode_checkpoint_index(bytes, m_store.checkpoint_dir(step), step);
+  return decode_checkpoint_index(bytes, store.checkpoint_dir(step), step);
 }
 
 Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
@@ -135,7 +181,31 @@ Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Regi
   Span span(m_tracer, "ckpt:restart", TraceThread::app, step);
   Status pending = capture.wait_all();  // a restart does not race with our own commits
   (void)pending;
-  auto idx = read_index_collective(step);
+  // The cheapest level that has the step: every node's directory, else `dir` (docs/design.md, "Levels").
+  const auto local = local_steps();
+  Status from_local;
+  if (std::find(local.begin(), local.end(), step) != local.end()) {
+    from_local = restart_from(step, stream, regions, *m_local);
+    if (from_local.ok()) {
+      m_level = "local";
+      return from_local;
+    }
+  }
+  Status s = restart_from(step, stream, regions, m_store);
+  if (s.ok()) {
+    m_level = "global";
+    return s;
+  }
+  if (!from_local.ok())  // the local copy failed and `dir` has no usable one either
+    return s.code() == Code::not_found
+               ? from_local
+               : Status(s.code(), "node-local level: " + from_local.message() + "; drained level: " + s.message());
+  return s;
+}
+
+Status Restorer::restart_from(std::int64_t step, void* stream, const std::vector<Region>& regions, const Store& store) {
+  const char* level = &store == m_local ? "local" : "global";
+  auto idx = read_index_collective(step, store);
   if (!idx.ok()) return idx.status().with_context("restart from step " + std::to_string(step));
 
   Status local;
@@ -147,7 +217,7 @@ Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Regi
     Bounces bounces;
     bounces.chunk[0] = m_pool.acquire();
     bounces.chunk[1] = m_pool.acquire();
-    BlockReader reader(m_store.checkpoint_dir(step), idx.value());
+    BlockReader reader(store.checkpoint_dir(step), idx.value());
     const IndexLookup look(idx.value());
     for (auto& r : regions) {
       local = restore_region(idx.value(), look, r, reader, bounces);
@@ -165,14 +235,15 @@ Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Regi
   }
   Status s = agree(m_app_comm, local);
   if (m_opts.verbose >= 1 && m_rank == 0)
-    std::fprintf(stderr, "ckpt: restart from step %lld: %s\n", static_cast<long long>(step), s.to_string().c_str());
+    std::fprintf(stderr, "ckpt: restart from step %lld (%s level): %s\n", static_cast<long long>(step), level,
+                 s.to_string().c_str());
   return s.with_context("restart from step " + std::to_string(step));
 }
 
 Result<Index> Restorer::inspect(std::int64_t step, Capture& capture) {
   Status pending = capture.wait_all();  // the step may be one of ours still committing
   (void)pending;
-  auto idx = read_index_collective(step);
+  auto idx = read_index_collective(step, m_store);
   if (!idx.ok()) return idx.status().with_context("inspect step " + std::to_string(step));
   return idx;
 }
@@ -180,8 +251,14 @@ Result<Index> Restorer::inspect(std::int64_t step, Capture& capture) {
 Result<std::int64_t> Restorer::restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture) {
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
-  if (m_rank == 0 && m_persistent)
-    for (auto s : m_store.committed_steps()) steps.push_back(s);
+  const auto local = local_steps();  // collective
+  if (m_rank == 0) {
+    if (m_persistent)
+      for (auto s : m_store.committed_steps()) steps.push_back(s);
+    steps.insert(steps.end(), local.begin(), local.end());
+    std::sort(steps.rbegin(), steps.rend());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  }
   int n = static_cast<int>(steps.size());
   MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
   steps.resize(static_cast<std::size_t>(n));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/store.hpp"
@@ -25,12 +26,16 @@ struct Bounces {
 /// Application thread only. The referenced objects must outlive the Restorer.
 class Restorer {
  public:
-  Restorer(MPI_Comm comm, const Options& opts, bool persistent, const Store& store, Device& device, StagingPool& pool,
-           Tracer* tracer)
+  /// `local`: this node's store when the Runtime has a node-local level (docs/design.md, "Levels"),
+  /// else nullptr; `node_leader`: this rank lists `local` for the others of its node.
+  Restorer(MPI_Comm comm, const Options& opts, bool persistent, const Store& store, const Store* local,
+           bool node_leader, Device& device, StagingPool& pool, Tracer* tracer)
       : m_app_comm(comm),
         m_opts(opts),
         m_persistent(persistent),
         m_store(store),
+        m_local(local),
+        m_node_leader(node_leader),
         m_device(device),
         m_pool(pool),
         m_tracer(tracer) {
@@ -38,8 +43,10 @@ class Restorer {
     MPI_Comm_size(comm, &m_size);
   }
 
-  /// The newest complete step (rank 0 decides, every rank gets it).
+  /// The newest complete step (rank 0 decides, every rank gets it): of `dir`, or held by every node.
   std::optional<std::int64_t> latest();
+  /// "local" or "global": where the last successful restart read from; "" before any.
+  const std::string& level() const { return m_level; }
   /// Restores `regions` from step `step`, after the checkpoints `capture` has in flight are done.
   /// Device copies are ordered after the work on `stream` (nullptr: the default stream).
   Status restart(std::int64_t step, void* stream, const std::vector<Region>& regions, Capture& capture);
@@ -50,7 +57,12 @@ class Restorer {
   Result<std::int64_t> restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture);
 
  private:
-  Result<Index> read_index_collective(std::int64_t step);
+  /// Steps that every node holds complete in its directory, newest first; empty without a node level.
+  /// Collective (node leaders list, rank 0 intersects, every rank gets the answer).
+  std::vector<std::int64_t> local_steps();
+  /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
+  Status restart_from(std::int64_t step, void* stream, const std::vector<Region>& regions, const Store& store);
+  Result<Index> read_index_collective(std::int64_t step, const Store& store);
   Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
                         Bounces& bounces);
 
@@ -59,6 +71,9 @@ class Restorer {
   const Options& m_opts;
   bool m_persistent;
   const Store& m_store;
+  const Store* m_local;
+  bool m_node_leader;
+  std::string m_level;
   Device& m_device;
   StagingPool& m_pool;
   Tracer* m_tracer;

@@ -93,6 +93,7 @@ std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
 Result<CheckpointReader> Runtime::inspect(std::int64_t step) { return m_impl->inspect(step); }
+const std::string& Runtime::restart_level() const { return m_impl->restart_level(); }
 Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(nullptr); }
 Result<std::int64_t> Runtime::restart_newest(void* stream) { return m_impl->restart_newest(stream); }
 Status Runtime::close() { return m_impl->close(); }
@@ -194,6 +195,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   MPI_Comm_dup(user, &m_app_comm);
   MPI_Comm_dup(user, &m_commit_comm);
   MPI_Comm_dup(user, &m_flush_comm);
+  m_levels = !m_opts.local_dir.empty();
+  if (m_levels) {
+    MPI_Comm_dup(user, &m_drain_comm);
+    MPI_Comm_dup(user, &m_global_commit_comm);
+  }
   MPI_Comm_rank(m_app_comm, &m_rank);
   MPI_Comm_size(m_app_comm, &m_size);
   int provided = MPI_THREAD_SINGLE;
@@ -212,6 +218,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_store = make_directory_store(m_opts.dir);
   m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) m_status = make_transports();
+  if (m_status.ok() && m_levels) m_status = make_node_level();
   if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     // One job per directory: without the lock a second job's start-up recovery deletes the first
@@ -223,6 +230,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_status = agree(m_app_comm, m_status);
   if (!m_status.ok()) {
     m_lock.release();
+    m_local_lock.release();
     return;
   }
   register_live(this);
@@ -254,10 +262,36 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
   if (m_opts.pool_bytes != 0) (void)reserve_for_stream(*m_pool, m_opts, 0);
   m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment);
-  m_committer = std::make_unique<Committer>(m_commit_comm, CommitConfig{m_opts.fsync, m_opts.keep, m_opts.verbose},
-                                            m_transports, *m_store, m_run_id, m_tracer.get());
+  CommitConfig commit_cfg;
+  commit_cfg.fsync = m_opts.fsync;
+  commit_cfg.keep = m_opts.keep;
+  commit_cfg.verbose = m_opts.verbose;
+  if (m_levels) {
+    // `dir` is the drained level: a second Committer, fed by the drain thread.
+    CommitConfig global_cfg = commit_cfg;
+    global_cfg.level = " (drained)";
+    m_global_committer =
+        std::make_unique<Committer>(m_global_commit_comm, global_cfg, m_transports, *m_store, m_run_id, m_tracer.get());
+    m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
+    const OpenEnv drain_open{m_drain_comm, m_rank, m_size, &m_transports, m_persistent, m_run_id, m_opts.fsync};
+    m_drainer =
+        std::make_unique<Drainer>(DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, m_opts.chunk_bytes},
+                                  drain_open, *m_local_store, *m_store, *m_global_committer);
+    m_drain_comm = MPI_COMM_NULL;  // the Drainer's now
+    // The pipeline commits into the node directories; the drain thread retains them.
+    commit_cfg.keep = 0;
+    commit_cfg.node_level = true;
+    commit_cfg.node_leader = m_node_leader;
+    commit_cfg.level = " locally";
+  }
+  auto& pipeline_transports = m_levels ? m_local_transports : m_transports;
+  Store& pipeline_store = m_levels ? *m_local_store : *m_store;
+  m_committer = std::make_unique<Committer>(m_commit_comm, commit_cfg, pipeline_transports, pipeline_store, m_run_id,
+                                            m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
-  const OpenEnv open{MPI_COMM_NULL, m_rank, m_size, &m_transports, m_persistent, m_run_id, m_opts.fsync};
+  if (m_drainer) m_committer->on_committed([d = m_drainer.get()](std::shared_ptr<Job> j) { d->submit(std::move(j)); });
+  const OpenEnv open{MPI_COMM_NULL, m_rank,      m_size, &pipeline_transports, m_persistent || m_levels,
+                     m_run_id,      m_opts.fsync};
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, flush_open, *m_device,
@@ -265,10 +299,59 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
   OpenEnv app_open = open;
   app_open.comm = m_app_comm;
-  m_capture = std::make_unique<Capture>(CaptureEnv{m_app_comm, m_rank, m_size, &m_opts, m_device.get(), m_pool.get(),
-                                                   &m_transports, app_open, m_store.get(), m_tracer, m_flush.get()});
-  m_restorer =
-      std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, *m_device, *m_pool, m_tracer.get());
+  m_capture =
+      std::make_unique<Capture>(CaptureEnv{m_app_comm, m_rank, m_size, &m_opts, m_device.get(), m_pool.get(),
+                                           &pipeline_transports, app_open, &pipeline_store, m_tracer, m_flush.get()});
+  m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(),
+                                          m_node_leader, *m_device, *m_pool, m_tracer.get());
+}
+
+Status RuntimeImpl::make_node_level() {
+  for (auto& t : m_transports)
+    if (t->synchronous())
+      return Status(Code::invalid_argument, std::string("option 'local_dir': transport '") + t->name() +
+                                                "' writes inside checkpoint() and cannot drain from the node level");
+  if (m_opts.ranks_per_node > 0) {  // simulated nodes
+    m_node = m_rank / m_opts.ranks_per_node;
+    m_node_leader = m_rank % m_opts.ranks_per_node == 0;
+    m_node_dir = m_opts.local_dir + "/node" + std::to_string(m_node);
+  } else {  // MPI's nodes, numbered by their lowest rank
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
+    int node_rank = 0;
+    MPI_Comm_rank(node, &node_rank);
+    m_node_leader = node_rank == 0;
+    int lead = m_node_leader ? 1 : 0, before = 0;
+    MPI_Exscan(&lead, &before, 1, MPI_INT, MPI_SUM, m_app_comm);
+    m_node = m_rank == 0 ? 0 : before;  // MPI_Exscan leaves rank 0's undefined
+    MPI_Bcast(&m_node, 1, MPI_INT, 0, node);
+    MPI_Comm_free(&node);
+    m_node_dir = m_opts.local_dir;
+  }
+  m_local_store = make_directory_store(m_node_dir);
+  // The node level writes one posix file per rank and group (node-local disks hold no shared files).
+  const TransportEnv env{m_app_comm, m_rank, m_size};
+  for (std::size_t i = 0; i < m_transports.size(); ++i) {
+    auto t = make_transport("posix", transport_config(m_opts), env);
+    if (!t.ok()) return t.status();
+    m_local_transports.push_back(std::move(t).value());
+  }
+  Status s;
+  if (m_node_leader) {
+    s = make_dirs(m_node_dir).with_context("node-local checkpoint directory");
+    if (s.ok()) s = m_local_lock.acquire(m_node_dir);
+    if (s.ok()) s = m_local_store->recover().with_context("recovering node-local directory " + m_node_dir);
+  }
+  return s;
+}
+
+void RuntimeImpl::wait_drains() {
+  if (m_drainer) (void)m_drainer->wait_idle(false);
+}
+
+const std::string& RuntimeImpl::restart_level() const {
+  static const std::string none;
+  return m_restorer ? m_restorer->level() : none;
 }
 
 Status RuntimeImpl::make_transports() {
@@ -299,6 +382,8 @@ Status RuntimeImpl::close() {
   m_closed = true;
   if (m_flush) m_flush->close();
   if (m_committer) m_committer->close();
+  if (m_drainer) m_drainer->close();  // after the Committer, which feeds it
+  if (m_global_committer) m_global_committer->close();
   if (m_capture) m_capture->clear();
   if (m_status.ok() && !finalized && m_tracer && m_tracer->enabled()) write_trace_and_summary();
   if (m_pool) m_pool->shutdown();
@@ -306,7 +391,10 @@ Status RuntimeImpl::close() {
   free_comm(m_app_comm);
   free_comm(m_commit_comm);
   free_comm(m_flush_comm);
+  free_comm(m_drain_comm);
+  free_comm(m_global_commit_comm);
   m_lock.release();
+  m_local_lock.release();
   return first;
 }
 
@@ -354,24 +442,42 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
 }
 Status RuntimeImpl::wait_all() {
   if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
-  return m_capture ? m_capture->wait_all() : Status::OK();
+  Status s = m_capture ? m_capture->wait_all() : Status::OK();
+  if (m_drainer) {
+    Status d = m_drainer->wait_idle(true);
+    if (s.ok()) s = d;
+  }
+  return s;
 }
 std::optional<std::int64_t> RuntimeImpl::latest() {
   if (!usable().ok()) return std::nullopt;
+  wait_drains();
   return m_restorer->latest();
 }
 Status RuntimeImpl::restart(std::int64_t step, void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
+  if (m_drainer) {
+    (void)m_capture->wait_all();  // then the drains those commits started
+    wait_drains();
+  }
   return m_restorer->restart(step, stream, m_registry->regions(), *m_capture);
 }
 Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   CKPT_RETURN_IF_ERROR(usable());
+  if (m_drainer) {
+    (void)m_capture->wait_all();
+    wait_drains();
+  }
   auto idx = m_restorer->inspect(step, *m_capture);
   if (!idx.ok()) return idx.status();
   return make_checkpoint_reader(m_store->checkpoint_dir(step), std::move(idx).value());
 }
 Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
+  if (m_drainer) {
+    (void)m_capture->wait_all();
+    wait_drains();
+  }
   return m_restorer->restart_newest(stream, m_registry->regions(), *m_capture);
 }
 

@@ -16,6 +16,7 @@
 #include "runtime/src/capture.hpp"
 #include "runtime/src/commit.hpp"
 #include "runtime/src/dir_lock.hpp"
+#include "runtime/src/drain.hpp"
 #include "runtime/src/flush.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
@@ -33,6 +34,8 @@ namespace ckpt::detail {
 ///   FlushPipeline digest thread + write thread (opens, writes)       (its two threads)
 ///   Committer     agreement, index, store commit, retention          (its thread)
 ///   Restorer      latest(), restart()                                (application thread)
+///   with options.local_dir (docs/design.md, "Levels"): the Committer commits into the node
+///   directories; Drainer (its thread) + a second Committer on `dir` drain to the global level.
 class RuntimeImpl {
  public:
   RuntimeImpl(CommRef comm, const Options& options);
@@ -55,6 +58,7 @@ class RuntimeImpl {
   Status restart(std::int64_t step, void* stream);
   Result<std::int64_t> restart_newest(void* stream);
   Result<CheckpointReader> inspect(std::int64_t step);
+  const std::string& restart_level() const;
   Status close();
   /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.
   void close_at_finalize();
@@ -65,6 +69,11 @@ class RuntimeImpl {
   Status usable() const;
   /// Makes the default transport and one per group, in order, on every rank (collective).
   Status make_transports();
+  /// With options.local_dir: this rank's node, its directory, the posix transports of the node
+  /// level and (node leaders) the directory, its lock and its recovery. Collective.
+  Status make_node_level();
+  /// Waits for the drains in flight (restart and latest read what they write and retain).
+  void wait_drains();
   /// Grows the staging pool for what is registered now (see Registry::stream_bound).
   void reserve_for_regions();
   /// Chrome trace and I/O summary (trace.cpp), collective, at close().
@@ -82,6 +91,18 @@ class RuntimeImpl {
   MPI_Comm m_flush_comm = MPI_COMM_NULL;   ///< until the FlushPipeline takes it (setup agreement)
   std::uint64_t m_run_id = 0;
   std::unique_ptr<Store> m_store;  ///< paths on every rank; rank 0 alone lists, commits and retires
+  // The node-local level (options.local_dir), docs/design.md "Levels":
+  bool m_levels = false;                                       ///< local_dir is set
+  bool m_node_leader = false;                                  ///< the lowest rank of its node
+  int m_node = 0;                                              ///< this rank's node
+  std::string m_node_dir;                                      ///< <local_dir>/node<k> or local_dir
+  std::unique_ptr<Store> m_local_store;                        ///< the node directory's store
+  DirLock m_local_lock;                                        ///< node leaders: the node directory's lock
+  std::vector<std::unique_ptr<Transport>> m_local_transports;  ///< posix, one per group
+  MPI_Comm m_drain_comm = MPI_COMM_NULL;                       ///< until the Drainer takes it
+  MPI_Comm m_global_commit_comm = MPI_COMM_NULL;               ///< until the global Committer takes it
+  std::unique_ptr<Committer> m_global_committer;               ///< commits drained checkpoints in `dir`
+  std::unique_ptr<Drainer> m_drainer;
   std::vector<std::unique_ptr<Transport>> m_transports;  ///< [0] default, [g] = options.groups[g - 1]
   bool m_persistent = false;                             ///< some transport writes files
   std::shared_ptr<Tracer> m_tracer;

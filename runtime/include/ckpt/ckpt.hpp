@@ -213,11 +213,18 @@ class CKPT_API Runtime {
   /// earlier checkpoint is reported by this ticket's wait() too.
   Ticket checkpoint(std::int64_t step, void* stream = nullptr);
 
-  /// Collective. Blocks until every checkpoint in flight is done; returns the first failure.
+  /// Collective. Blocks until every checkpoint in flight is done; returns the first failure. With
+  /// options().local_dir it also waits for the drains to options().dir in flight and reports a drain
+  /// that failed since the last call (tickets report the node-local commit).
   Status wait_all();
 
-  /// Collective. Newest checkpoint in options().dir whose index validates; nullopt if none.
+  /// Collective. Newest checkpoint in options().dir whose index validates; nullopt if none. With
+  /// options().local_dir: the newer of the newest step every node holds locally and the newest
+  /// drained one (docs/design.md, "Levels").
   std::optional<std::int64_t> latest();
+  /// The level the last successful restart read from: "local" (the node directories of
+  /// options().local_dir), "global" (options().dir), or "" before any.
+  const std::string& restart_level() const;
 
   /// Collective. Fills every protected region from checkpoint `step`, verifying checksums. On a
   /// failure the regions' contents are unspecified and the Status names the variable and block.

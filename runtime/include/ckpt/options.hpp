@@ -95,6 +95,18 @@ struct CKPT_API Options {
   /// 0 = no token. [CKPT_OPEN_TOKEN]
   int open_token = 0;
 
+  /// Node-local directory (NVMe, RAM disk): when set, every checkpoint is committed there first (per
+  /// node, posix files), then drained in the background to `dir` (see drain_every). Empty = off, every
+  /// checkpoint goes to `dir` only. See docs/design.md, "Levels". [CKPT_LOCAL_DIR]
+  std::string local_dir;
+  /// With local_dir: drain every n-th locally complete checkpoint to `dir` through the configured
+  /// transport; 0 = never, 1 = all. [CKPT_DRAIN_EVERY]
+  int drain_every = 1;
+  /// With local_dir: ranks per node; n > 0 makes rank r a member of node r / n, whose local directory is
+  /// `<local_dir>/node<k>` (one machine simulates several nodes); 0 = the nodes MPI reports
+  /// (MPI_Comm_split_type SHARED), each using `local_dir` itself. [CKPT_RANKS_PER_NODE]
+  int ranks_per_node = 0;
+
   /// A group of variables with its own transport (YAML only): variables whose name matches one of
   /// `match` (shell globs, e.g. "walkers/*") go through `transport`; others use `transport` above.
   /// CKPT_TRANSPORT overrides the transport of every group.
