@@ -48,6 +48,34 @@ Status bcast_status(MPI_Comm comm, const Status& s, int root) {
   return Status(static_cast<Code>(code), std::string(bytes.begin(), bytes.end()));
 }
 
+Result<std::vector<std::uint8_t>> bcast_result(MPI_Comm comm, Result<std::vector<std::uint8_t>> mine, int root) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  const Status s = bcast_status(comm, rank == root ? mine.status() : Status::OK(), root);
+  if (!s.ok()) return s;
+  std::vector<std::uint8_t> bytes;
+  if (rank == root) bytes = std::move(mine).value();
+  bcast_bytes(comm, bytes, root);
+  return bytes;
+}
+
+Result<MPI_Comm> comm_from_ref(const CommRef& comm, const char* who) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    return Status(Code::failed_precondition,
+                  std::string("MPI is not initialised (call MPI_Init_thread before ") + who + ")");
+  if (comm.size() != sizeof(MPI_Comm))
+    return Status(Code::invalid_argument, "the communicator handle is not an MPI_Comm of this MPI library");
+  MPI_Comm c;
+  std::memcpy(&c, comm.bytes(), sizeof(MPI_Comm));
+  // MPI_COMM_NULL is what MPI_Comm_split gives a rank outside the new communicator: not an error of
+  // the job, so it must not reach a collective (whose error handler aborts the job).
+  if (c == MPI_COMM_NULL) return Status(Code::invalid_argument, "the communicator is MPI_COMM_NULL");
+  return c;
+}
+
 void bcast_bytes(MPI_Comm comm, std::vector<std::uint8_t>& bytes, int root) {
   std::uint64_t n = bytes.size();
   MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/ckpt.hpp"
 #include "ckpt/status.hpp"
 
 namespace ckpt::detail {
@@ -42,6 +43,15 @@ Status bcast_status(MPI_Comm comm, const Status& s, int root);
 /// Rank `root`'s `bytes` on every rank (resized on the others); any length, sent in <= 1 GiB pieces.
 /// Collective over `comm`.
 void bcast_bytes(MPI_Comm comm, std::vector<std::uint8_t>& bytes, int root);
+
+/// Rank `root`'s `mine` on every rank: its bytes, or its error (what the other ranks pass is ignored).
+/// Collective over `comm`: one rank reads a file and every rank gets its content or the same error.
+Result<std::vector<std::uint8_t>> bcast_result(MPI_Comm comm, Result<std::vector<std::uint8_t>> mine, int root);
+
+/// The MPI_Comm held by `comm`, checked without calling MPI on it: failed_precondition when MPI is not
+/// initialised or already finalised ("... call MPI_Init_thread before <who>"), invalid_argument when the
+/// handle is not an MPI_Comm of this MPI library or is MPI_COMM_NULL.
+Result<MPI_Comm> comm_from_ref(const CommRef& comm, const char* who);
 
 /// Every rank's `mine` on rank `root`, in rank order (empty on the other ranks); any lengths, also
 /// when their sum exceeds what an int count can address. Collective over `comm`.

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <set>
 
+#include "base/hash.hpp"
+
 namespace ckpt::detail {
 
 // ---- names ---------------------------------------------------------------------------------------
@@ -105,7 +107,7 @@ Result<Index> load_checkpoint_dir(const std::string& dir) {
   return load_checkpoint_index(dir, name ? std::optional<std::int64_t>(name->step) : std::nullopt);
 }
 
-VarStats var_stats(const Index& idx, std::uint32_t var) {
+VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::uint32_t>& blocks) {
   VarStats st;
   const DType t = idx.vars[var].dtype;
   auto less = [t](std::uint64_t a, std::uint64_t b) {
@@ -119,7 +121,8 @@ VarStats var_stats(const Index& idx, std::uint32_t var) {
       default: return a < b;
     }
   };
-  for (auto& b : idx.blocks) {
+  for (const std::uint32_t i : blocks) {
+    const BlockRecord& b = idx.blocks[i];
     if (b.var != var || !b.has_stats) continue;
     if (!st.valid) {
       st.valid = true;
@@ -157,6 +160,19 @@ Result<Index> load_checkpoint_index(const std::string& dir, std::optional<std::i
   auto bytes = read_index_file(dir);
   if (!bytes.ok()) return bytes.status();
   return decode_checkpoint_index(bytes.value(), dir, step);
+}
+
+Status BlockReader::verify(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn) {
+  const DType t = m_idx.vars[b.var].dtype;
+  const bool stats = b.has_stats && dtype_has_stats(t);
+  MinMax mm(t);
+  CKPT_RETURN_IF_ERROR(stream(b, buf, buf_bytes, [&](const std::uint8_t* p, std::size_t n, std::uint64_t off) {
+    if (stats) mm.update(p, n);
+    return fn ? fn(p, n, off) : Status::OK();
+  }));
+  if (stats && (!mm.valid() || mm.min_bits() != b.min_bits || mm.max_bits() != b.max_bits))
+    return Status(Code::corrupt, where(b) + ": data matches its checksum but not the min/max in the index");
+  return Status::OK();
 }
 
 std::string BlockReader::where(const BlockRecord& b) const {

@@ -75,7 +75,9 @@ struct VarStats {
   bool valid = false;  ///< false when no block carries statistics (dtype bytes, stats off, all NaN)
   std::uint64_t min_bits = 0, max_bits = 0;
 };
-VarStats var_stats(const Index& idx, std::uint32_t var);
+/// Over `blocks` (indices into idx.blocks, as IndexLookup::blocks(var) gives them: a scan of the whole
+/// index per variable would be quadratic in the rank count).
+VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::uint32_t>& blocks);
 
 /// Reads the blocks of one checkpoint directory and verifies each against the checksum in its index.
 /// Not thread-safe (one open file at a time). `idx` must outlive the reader.
@@ -97,6 +99,10 @@ class BlockReader {
   Status stream(const BlockRecord& b, std::size_t buf_bytes, const BufferFn& next, const PieceFn& fn);
   /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
   Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
+  /// stream() of `b` (pieces also handed to `fn` when given), then, when the block carries
+  /// statistics, its min/max recomputed against the index: a difference is `corrupt` "... data
+  /// matches its checksum but not the min/max in the index". What `ckpt verify` and Reader::verify check.
+  Status verify(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn = nullptr);
   /// "variable 'x', block of rank 3 (<dir>/<file> at offset N, L bytes)": how messages name a block.
   std::string where(const BlockRecord& b) const;
   /// The checkpoint directory.

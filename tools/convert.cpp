@@ -38,7 +38,8 @@ namespace {
 
 class Converter {
  public:
-  Converter(const Checkpoint& c, hid_t file) : m_c(c), m_file(file), m_reader(c), m_lookup(c.index) {}
+  Converter(const Checkpoint& c, CheckpointReader& reader, hid_t file)
+      : m_c(c), m_file(file), m_reader(reader), m_lookup(c.index) {}
 
   Status run() {
     const Index& idx = m_c.index;
@@ -92,7 +93,8 @@ class Converter {
       for (std::uint32_t i : m_lookup.blocks(v)) {
         const BlockRecord& b = m_c.index.blocks[i];
         if (block_elements(b) == 0) continue;
-        CKPT_RETURN_IF_ERROR(m_reader.read(b, m_buf));
+        m_buf.resize(b.length);
+        CKPT_RETURN_IF_ERROR(m_reader.read(r.name, b.start, b.count, m_buf.data(), m_buf.size()));
         CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, b.start, b.count, m_buf.data()));
       }
       return var_attrs(ds->get(), v);
@@ -102,7 +104,8 @@ class Converter {
       const BlockRecord& b = m_c.index.blocks[i];
       auto ds = h5::create_dataset(m_file, h5::dataset_path(r.name, r.kind, b.rank), r.dtype, b.count);
       if (!ds.ok()) return ds.status();
-      CKPT_RETURN_IF_ERROR(m_reader.read(b, m_buf));
+      m_buf.resize(b.length);
+      CKPT_RETURN_IF_ERROR(m_reader.read_rank(r.name, b.rank, m_buf.data(), m_buf.size()));
       if (block_elements(b) > 0)
         CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b.count.size(), 0), b.count, m_buf.data()));
       CKPT_RETURN_IF_ERROR(
@@ -121,7 +124,7 @@ class Converter {
 
   const Checkpoint& m_c;
   hid_t m_file;
-  BlockReader m_reader;
+  CheckpointReader& m_reader;
   detail::IndexLookup m_lookup;
   std::vector<std::uint8_t> m_buf;
 };
@@ -153,7 +156,11 @@ Status check_output_outside_checkpoints(const std::string& output) {
 }  // namespace
 
 int run_convert(const ConvertArgs& a) {
-  auto c = resolve_checkpoint(a.path);
+  // Data through the public Reader; the index for what only a conversion records (checksums, raw
+  // statistics, provenance).
+  auto reader = open_reader(a.path);
+  if (!reader.ok()) return fail("convert", reader.status().message());
+  auto c = open_checkpoint(reader->path());
   if (!c.ok()) return fail("convert", c.status().message());
   struct stat st {};
   if (!a.force && ::lstat(a.output.c_str(), &st) == 0)
@@ -167,7 +174,7 @@ int run_convert(const ConvertArgs& a) {
   {
     h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
     if (!file.valid()) return fail("convert", h5::error("create " + tmp).message());
-    s = Converter(c.value(), file.get()).run();
+    s = Converter(c.value(), reader.value(), file.get()).run();
     if (s.ok()) s = h5::check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "flush " + tmp);
     Status closed = file.close();
     if (s.ok()) s = closed;

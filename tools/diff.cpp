@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/reader.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
 #include "tools/store.hpp"
@@ -95,24 +96,27 @@ struct VarDiff {
   Accumulator acc;
 };
 
+/// Reads through the public Reader (one implementation of reading: a box touches only the blocks that
+/// intersect it, every block read is verified). Works from the readers' variable descriptions alone.
 class Differ {
  public:
-  Differ(const Checkpoint& a, const Checkpoint& b) : m_a(a), m_b(b), m_ra(a), m_rb(b) {}
+  Differ(CheckpointReader& a, CheckpointReader& b) : m_ra(a), m_rb(b) {}
 
   Status compare(const std::string& name, VarDiff& out) {
-    const long ia = m_a.index.find_var(name), ib = m_b.index.find_var(name);
+    auto ia = m_ra.variable(name);
+    auto ib = m_rb.variable(name);
     out.name = name;
-    if (ia < 0 || ib < 0) {
-      const VarRecord& v = ia >= 0 ? m_a.index.vars[ia] : m_b.index.vars[ib];
-      out.kind = detail::region_kind_name(v.kind);
+    if (!ia.ok() || !ib.ok()) {
+      const VariableInfo& v = ia.ok() ? ia.value() : ib.value();
+      out.kind = var_kind_name(v.kind);
       out.dtype = dtype_name(v.dtype);
-      out.result = ia >= 0 ? "only in A" : "only in B";
+      out.result = ia.ok() ? "only in A" : "only in B";
       out.fails = true;
       return Status::OK();
     }
-    const VarRecord& va = m_a.index.vars[ia];
-    const VarRecord& vb = m_b.index.vars[ib];
-    out.kind = detail::region_kind_name(va.kind);
+    const VariableInfo& va = ia.value();
+    const VariableInfo& vb = ib.value();
+    out.kind = var_kind_name(va.kind);
     out.dtype = dtype_name(va.dtype);
     if (va.dtype != vb.dtype) out.dtype += std::string("/") + dtype_name(vb.dtype);
     auto incompatible = [&](const std::string& why) {
@@ -122,17 +126,17 @@ class Differ {
       return Status::OK();
     };
     if (va.kind != vb.kind)
-      return incompatible(std::string("kind ") + detail::region_kind_name(va.kind) + " vs " +
-                          detail::region_kind_name(vb.kind));
+      return incompatible(std::string("kind ") + var_kind_name(va.kind) + " vs " + var_kind_name(vb.kind));
     if ((va.dtype == DType::bytes) != (vb.dtype == DType::bytes))
       return incompatible(std::string("dtype ") + dtype_name(va.dtype) + " vs " + dtype_name(vb.dtype));
-    if (va.ndim != vb.ndim) return incompatible("rank " + std::to_string(va.ndim) + " vs " + std::to_string(vb.ndim));
-    if (va.kind == RegionKind::global) {
-      if (va.global != vb.global)
-        return incompatible("global shape " + shape_to_string(va.global) + " vs " + shape_to_string(vb.global));
-      CKPT_RETURN_IF_ERROR(compare_global(static_cast<std::uint32_t>(ia), static_cast<std::uint32_t>(ib), out));
+    const std::size_t nda = ndim(va), ndb = ndim(vb);
+    if (nda != ndb) return incompatible("rank " + std::to_string(nda) + " vs " + std::to_string(ndb));
+    if (va.kind == VarKind::global) {
+      if (va.shape != vb.shape)
+        return incompatible("global shape " + shape_to_string(va.shape) + " vs " + shape_to_string(vb.shape));
+      CKPT_RETURN_IF_ERROR(compare_global(va, vb, out));
     } else {
-      CKPT_RETURN_IF_ERROR(compare_per_rank(static_cast<std::uint32_t>(ia), static_cast<std::uint32_t>(ib), out));
+      CKPT_RETURN_IF_ERROR(compare_per_rank(va, vb, out));
     }
     if (out.result.empty()) {
       out.compared = true;
@@ -144,35 +148,36 @@ class Differ {
   }
 
  private:
-  /// Element by element over the intersections of A's blocks with B's blocks. Holds one block of each
-  /// in memory (B's last block is kept, so a B block shared by consecutive A blocks is read once).
-  Status compare_global(std::uint32_t ia, std::uint32_t ib, VarDiff& out) {
-    const VarRecord& va = m_a.index.vars[ia];
-    const VarRecord& vb = m_b.index.vars[ib];
-    const std::size_t n = va.ndim, ea = dtype_size(va.dtype), eb = dtype_size(vb.dtype);
-    const auto blocks_a = blocks_of(m_a.index, ia), blocks_b = blocks_of(m_b.index, ib);
+  /// Dimensions of a variable: its global shape's, or its blocks' (a local array may have no block).
+  static std::size_t ndim(const VariableInfo& v) {
+    if (v.kind == VarKind::global || v.blocks.empty()) return v.shape.size();
+    return v.blocks.front().count.size();
+  }
+
+  /// Box by box over the blocks of the side with fewer blocks (the coarser decomposition): each box is
+  /// read from both sides, so every block of the coarse side is read once and a block of the other side
+  /// once per coarse box it straddles. A box the other side does not store whole is not compared; the
+  /// coverage note says so.
+  Status compare_global(const VariableInfo& va, const VariableInfo& vb, VarDiff& out) {
+    const std::size_t ea = dtype_size(va.dtype), eb = dtype_size(vb.dtype);
     std::uint64_t covered = 0, total_a = 0, total_b = 0;
-    for (auto* b : blocks_a) total_a += block_elements(*b);
-    for (auto* b : blocks_b) total_b += block_elements(*b);
-    const BlockRecord* cached_b = nullptr;
-    for (auto* ba : blocks_a) {
-      if (block_elements(*ba) == 0) continue;
-      CKPT_RETURN_IF_ERROR(m_ra.read(*ba, m_buf_a));
-      for (auto* bb : blocks_b) {
-        Shape lo(n), hi(n);
-        bool overlap = block_elements(*bb) > 0;
-        for (std::size_t d = 0; d < n && overlap; ++d) {
-          lo[d] = std::max(ba->start[d], bb->start[d]);
-          hi[d] = std::min(ba->start[d] + ba->count[d], bb->start[d] + bb->count[d]);
-          overlap = hi[d] > lo[d];
-        }
-        if (!overlap) continue;
-        if (cached_b != bb) {
-          CKPT_RETURN_IF_ERROR(m_rb.read(*bb, m_buf_b));
-          cached_b = bb;
-        }
-        covered += compare_box(lo, hi, *ba, ea, va.dtype, *bb, eb, vb.dtype, out.acc);
-      }
+    for (const BlockInfo& b : va.blocks) total_a += shape_elements(b.count);
+    for (const BlockInfo& b : vb.blocks) total_b += shape_elements(b.count);
+    const bool boxes_of_a = va.blocks.size() <= vb.blocks.size();
+    for (const BlockInfo& box : boxes_of_a ? va.blocks : vb.blocks) {
+      const std::uint64_t n = shape_elements(box.count);
+      if (n == 0) continue;
+      m_buf_a.resize(n * ea);
+      m_buf_b.resize(n * eb);
+      // The side the box comes from stores it whole; the other may not (mismatch: not compared).
+      Status sa = m_ra.read(va.name, box.start, box.count, m_buf_a.data(), m_buf_a.size());
+      if (sa.code() == Code::mismatch && !boxes_of_a) continue;
+      CKPT_RETURN_IF_ERROR(sa);
+      Status sb = m_rb.read(vb.name, box.start, box.count, m_buf_b.data(), m_buf_b.size());
+      if (sb.code() == Code::mismatch && boxes_of_a) continue;
+      CKPT_RETURN_IF_ERROR(sb);
+      compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), n, out.acc);
+      covered += n;
     }
     if (covered != total_a || covered != total_b)
       out.note = "coverage differs: " + std::to_string(covered) + " elements in both, " + std::to_string(total_a) +
@@ -181,56 +186,27 @@ class Differ {
     return Status::OK();
   }
 
-  /// Compares the box [lo, hi) of two blocks held in m_buf_a / m_buf_b, row by row (the last dimension
-  /// is contiguous in both). Returns the number of elements compared.
-  std::uint64_t compare_box(const Shape& lo, const Shape& hi, const BlockRecord& ba, std::size_t ea, DType ta,
-                            const BlockRecord& bb, std::size_t eb, DType tb, Accumulator& acc) {
-    const std::size_t n = lo.size();
-    if (n == 0) {
-      compare_run(ta, m_buf_a.data(), tb, m_buf_b.data(), 1, acc);
-      return 1;
-    }
-    std::vector<std::uint64_t> sa(n, 1), sb(n, 1);  // element strides of each block
-    for (std::size_t d = n - 1; d-- > 0;) {
-      sa[d] = sa[d + 1] * ba.count[d + 1];
-      sb[d] = sb[d + 1] * bb.count[d + 1];
-    }
-    const std::uint64_t row = hi[n - 1] - lo[n - 1];
-    Shape idx = lo;
-    std::uint64_t done = 0;
-    while (true) {
-      std::uint64_t oa = 0, ob = 0;
-      for (std::size_t d = 0; d < n; ++d) {
-        oa += (idx[d] - ba.start[d]) * sa[d];
-        ob += (idx[d] - bb.start[d]) * sb[d];
-      }
-      compare_run(ta, m_buf_a.data() + oa * ea, tb, m_buf_b.data() + ob * eb, row, acc);
-      done += row;
-      std::size_t d = n - 1;  // advance the outer index over dimensions [0, n - 1)
-      while (d-- > 0) {
-        if (++idx[d] < hi[d]) break;
-        idx[d] = lo[d];
-      }
-      if (d == static_cast<std::size_t>(-1)) break;
-    }
-    return done;
+  /// The block rank `r` wrote of `v`, or null. Blocks of per-rank variables are few per rank (one).
+  static const BlockInfo* block_of_rank(const std::vector<const BlockInfo*>& by_rank, std::uint32_t r) {
+    return r < by_rank.size() ? by_rank[r] : nullptr;
+  }
+  static std::vector<const BlockInfo*> index_by_rank(const VariableInfo& v, std::uint32_t nranks) {
+    std::vector<const BlockInfo*> out(nranks, nullptr);
+    for (const BlockInfo& b : v.blocks)
+      if (b.rank < nranks) out[b.rank] = &b;
+    return out;
   }
 
   /// Local arrays and scalars: the block of rank r in A with the block of rank r in B. With different
   /// rank counts only variables that were uniform (equal on every rank) in both are comparable.
-  Status compare_per_rank(std::uint32_t ia, std::uint32_t ib, VarDiff& out) {
-    const VarRecord& va = m_a.index.vars[ia];
-    const VarRecord& vb = m_b.index.vars[ib];
-    auto block_of_rank = [](const Index& idx, std::uint32_t v, std::uint32_t r) -> const BlockRecord* {
-      for (auto& b : idx.blocks)
-        if (b.var == v && b.rank == r) return &b;
-      return nullptr;
-    };
-    std::vector<std::pair<const BlockRecord*, const BlockRecord*>> pairs;
-    if (m_a.index.nranks == m_b.index.nranks) {
-      for (std::uint32_t r = 0; r < m_a.index.nranks; ++r) {
-        const BlockRecord* a = block_of_rank(m_a.index, ia, r);
-        const BlockRecord* b = block_of_rank(m_b.index, ib, r);
+  Status compare_per_rank(const VariableInfo& va, const VariableInfo& vb, VarDiff& out) {
+    const auto na = static_cast<std::uint32_t>(m_ra.nranks()), nb = static_cast<std::uint32_t>(m_rb.nranks());
+    const auto ra = index_by_rank(va, na), rb = index_by_rank(vb, nb);
+    std::vector<std::pair<const BlockInfo*, const BlockInfo*>> pairs;
+    if (na == nb) {
+      for (std::uint32_t r = 0; r < na; ++r) {
+        const BlockInfo* a = block_of_rank(ra, r);
+        const BlockInfo* b = block_of_rank(rb, r);
         if ((a == nullptr) != (b == nullptr)) {
           out.note = "rank " + std::to_string(r) + " stored it only in " + (a ? "A" : "B");
           out.fails = true;
@@ -239,13 +215,13 @@ class Differ {
         if (a) pairs.emplace_back(a, b);
       }
     } else if (va.uniform && vb.uniform) {
-      const BlockRecord* a = block_of_rank(m_a.index, ia, 0);
-      const BlockRecord* b = block_of_rank(m_b.index, ib, 0);
+      const BlockInfo* a = block_of_rank(ra, 0);
+      const BlockInfo* b = block_of_rank(rb, 0);
       if (a && b) pairs.emplace_back(a, b);
     } else {
       out.result = "skipped";
-      out.note = "per-rank values written by " + std::to_string(m_a.index.nranks) + " and " +
-                 std::to_string(m_b.index.nranks) + " ranks (not uniform)";
+      out.note =
+          "per-rank values written by " + std::to_string(na) + " and " + std::to_string(nb) + " ranks (not uniform)";
       return Status::OK();
     }
     for (auto& [a, b] : pairs) {
@@ -255,16 +231,17 @@ class Differ {
         out.fails = true;
         continue;
       }
-      CKPT_RETURN_IF_ERROR(m_ra.read(*a, m_buf_a));
-      CKPT_RETURN_IF_ERROR(m_rb.read(*b, m_buf_b));
-      compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), block_elements(*a), out.acc);
+      m_buf_a.resize(a->bytes);
+      m_buf_b.resize(b->bytes);
+      CKPT_RETURN_IF_ERROR(m_ra.read_rank(va.name, a->rank, m_buf_a.data(), m_buf_a.size()));
+      CKPT_RETURN_IF_ERROR(m_rb.read_rank(vb.name, b->rank, m_buf_b.data(), m_buf_b.size()));
+      compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), shape_elements(a->count), out.acc);
     }
     return Status::OK();
   }
 
-  const Checkpoint& m_a;
-  const Checkpoint& m_b;
-  BlockReader m_ra, m_rb;
+  CheckpointReader& m_ra;
+  CheckpointReader& m_rb;
   std::vector<std::uint8_t> m_buf_a, m_buf_b;
 };
 
@@ -277,23 +254,23 @@ std::string fmt(double v) {
 }  // namespace
 
 int run_diff(const DiffArgs& args) {
-  auto a = resolve_checkpoint(args.a);
+  auto a = open_reader(args.a);
   if (!a.ok()) return fail("diff", a.status().message());
-  auto b = resolve_checkpoint(args.b);
+  auto b = open_reader(args.b);
   if (!b.ok()) return fail("diff", b.status().message());
 
   std::vector<std::string> names;
   if (!args.vars.empty()) {
     for (auto& n : args.vars) {
-      if (a->index.find_var(n) < 0 && b->index.find_var(n) < 0)
-        return fail("diff", "no variable '" + n + "' in " + a->dir + " or " + b->dir);
+      if (!a->variable(n).ok() && !b->variable(n).ok())
+        return fail("diff", "no variable '" + n + "' in " + a->path() + " or " + b->path());
       names.push_back(n);
     }
   } else {
     std::set<std::string> seen;
-    for (auto& v : a->index.vars)
+    for (auto& v : a->variables())
       if (seen.insert(v.name).second) names.push_back(v.name);
-    for (auto& v : b->index.vars)
+    for (auto& v : b->variables())
       if (seen.insert(v.name).second) names.push_back(v.name);
   }
 
@@ -311,9 +288,8 @@ int run_diff(const DiffArgs& args) {
 
   if (args.json) {
     json j;
-    auto side = [](const Checkpoint& c) {
-      return json{
-          {"path", c.dir}, {"step", c.index.step}, {"nranks", c.index.nranks}, {"transport", c.index.transport}};
+    auto side = [](const CheckpointReader& c) {
+      return json{{"path", c.path()}, {"step", c.step()}, {"nranks", c.nranks()}, {"transport", c.transport()}};
     };
     j["a"] = side(a.value());
     j["b"] = side(b.value());
@@ -343,10 +319,10 @@ int run_diff(const DiffArgs& args) {
     j["variables"] = vars;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("A: %s (step %lld, %u ranks, %s)\n", a->dir.c_str(), static_cast<long long>(a->index.step),
-                a->index.nranks, a->index.transport.c_str());
-    std::printf("B: %s (step %lld, %u ranks, %s)\n", b->dir.c_str(), static_cast<long long>(b->index.step),
-                b->index.nranks, b->index.transport.c_str());
+    std::printf("A: %s (step %lld, %d ranks, %s)\n", a->path().c_str(), static_cast<long long>(a->step()), a->nranks(),
+                a->transport().c_str());
+    std::printf("B: %s (step %lld, %d ranks, %s)\n", b->path().c_str(), static_cast<long long>(b->step()), b->nranks(),
+                b->transport().c_str());
     std::size_t w = 8;
     for (auto& d : results) w = std::max(w, d.name.size());
     std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind",

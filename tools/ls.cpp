@@ -22,10 +22,18 @@ std::string utc_time(double unix_s) {
   return buf;
 }
 
-std::uint64_t var_bytes(const Index& idx, std::uint32_t v) {
+/// Blocks of one variable (IndexLookup: one pass over the index for all variables, not one per variable).
+using Blocks = std::vector<const BlockRecord*>;
+std::vector<Blocks> blocks_by_var(const Index& idx, const detail::IndexLookup& lookup) {
+  std::vector<Blocks> out(idx.vars.size());
+  for (std::uint32_t v = 0; v < idx.vars.size(); ++v)
+    for (const std::uint32_t i : lookup.blocks(v)) out[v].push_back(&idx.blocks[i]);
+  return out;
+}
+
+std::uint64_t bytes_of(const Blocks& blocks) {
   std::uint64_t n = 0;
-  for (auto& b : idx.blocks)
-    if (b.var == v) n += b.length;
+  for (auto* b : blocks) n += b->length;
   return n;
 }
 
@@ -43,10 +51,9 @@ std::string stat_human(DType t, std::uint64_t bits) {
   return buf;
 }
 
-std::string stat_text(const Index& idx, std::uint32_t v, bool want_max) {
-  const VarStats st = var_stats(idx, v);
+std::string stat_text(DType t, const VarStats& st, bool want_max) {
   if (!st.valid) return "-";
-  return stat_human(idx.vars[v].dtype, want_max ? st.max_bits : st.min_bits);
+  return stat_human(t, want_max ? st.max_bits : st.min_bits);
 }
 
 json block_json(const Index& idx, const BlockRecord& b) {
@@ -82,10 +89,12 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
   for (auto f : idx.rank_file) writers.push_back(idx.files[f].name);
   j["rank_files"] = writers;
   json vars = json::array();
+  const detail::IndexLookup lookup(idx);
+  const auto by_var = blocks_by_var(idx, lookup);
   for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
     const VarRecord& r = idx.vars[v];
-    const VarStats st = var_stats(idx, v);
-    const auto blocks = blocks_of(idx, v);
+    const VarStats st = var_stats(idx, v, lookup.blocks(v));
+    const auto& blocks = by_var[v];
     json jv;
     jv["name"] = r.name;
     jv["dtype"] = dtype_name(r.dtype);
@@ -94,7 +103,7 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
     jv["ndim"] = r.ndim;
     jv["shape"] = r.kind == RegionKind::global ? json(r.global) : json(nullptr);
     jv["blocks"] = blocks.size();
-    jv["bytes"] = var_bytes(idx, v);
+    jv["bytes"] = bytes_of(blocks);
     jv["min"] = st.valid ? stat_json(r.dtype, st.min_bits) : json(nullptr);
     jv["max"] = st.valid ? stat_json(r.dtype, st.max_bits) : json(nullptr);
     jv["attrs"] = attrs_json(r.attrs);
@@ -110,11 +119,9 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
 }
 
 /// Shape column: the global shape, or the local extents of rank 0's block ("local [3]").
-std::string shape_text(const Index& idx, std::uint32_t v) {
-  const VarRecord& r = idx.vars[v];
+std::string shape_text(const VarRecord& r, const Blocks& blocks) {
   if (r.kind == RegionKind::global) return shape_to_string(r.global);
   if (r.kind == RegionKind::scalar) return "-";
-  const auto blocks = blocks_of(idx, v);
   bool same = true;
   for (auto* b : blocks) same = same && b->count == blocks.front()->count;
   if (blocks.empty()) return "-";
@@ -148,15 +155,18 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
   for (auto& v : idx.vars) w = std::max(w, v.name.size());
   std::printf("\n%-*s  %-5s  %-7s  %-20s  %6s  %10s  %-24s  %-24s\n", static_cast<int>(w), "variable", "dtype", "kind",
               "shape", "blocks", "bytes", "min", "max");
+  const detail::IndexLookup lookup(idx);
+  const auto by_var = blocks_by_var(idx, lookup);
   for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
     const VarRecord& r = idx.vars[v];
-    const auto blocks = blocks_of(idx, v);
+    const auto& blocks = by_var[v];
+    const VarStats st = var_stats(idx, v, lookup.blocks(v));
     std::string kind = detail::region_kind_name(r.kind);
     if (r.uniform) kind += "*";
     std::printf("%-*s  %-5s  %-7s  %-20s  %6zu  %10s  %-24s  %s\n", static_cast<int>(w), r.name.c_str(),
-                dtype_name(r.dtype), kind.c_str(), shape_text(idx, v).c_str(), blocks.size(),
-                human_bytes(var_bytes(idx, v)).c_str(), stat_text(idx, v, false).c_str(),
-                stat_text(idx, v, true).c_str());
+                dtype_name(r.dtype), kind.c_str(), shape_text(r, blocks).c_str(), blocks.size(),
+                human_bytes(bytes_of(blocks)).c_str(), stat_text(r.dtype, st, false).c_str(),
+                stat_text(r.dtype, st, true).c_str());
     for (auto& kv : r.attrs) std::printf("    attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
     if (!a.long_format) continue;
     std::printf("    %5s  %-14s  %12s  %12s  %-16s  %-16s  %-22s  %-22s  %s\n", "rank", "file", "offset", "bytes",

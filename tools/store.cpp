@@ -26,14 +26,10 @@ Result<Checkpoint> open_checkpoint(const std::string& dir) {
   return Checkpoint{dir, std::move(idx).value()};
 }
 
-Result<Checkpoint> resolve_checkpoint(const std::string& path) {
-  CKPT_RETURN_IF_ERROR(check_directory(path));
-  if (is_checkpoint_dir(path)) return open_checkpoint(path);
-  auto steps = detail::make_directory_store(path)->list();
-  if (!steps.ok()) return steps.status();
-  for (auto& s : steps.value())
-    if (s.complete) return Checkpoint{s.path, std::move(*s.index)};
-  return Status(Code::not_found, "no complete checkpoint in " + path);
+Result<CheckpointReader> open_reader(const std::string& path) {
+  auto r = Reader::open(path);
+  if (!r.ok()) return r.status();
+  return r->latest();
 }
 
 // ---- small helpers ----------------------------------------------------------------------------------
@@ -64,13 +60,6 @@ std::string human_bytes(std::uint64_t n) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
   return buf;
-}
-
-std::vector<const BlockRecord*> blocks_of(const Index& idx, std::uint32_t var) {
-  std::vector<const BlockRecord*> out;
-  for (auto& b : idx.blocks)
-    if (b.var == var) out.push_back(&b);
-  return out;
 }
 
 // ---- progress -------------------------------------------------------------------------------------

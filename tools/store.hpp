@@ -1,7 +1,7 @@
 /// \file store.hpp
 /// What the `ckpt` tool adds to the checkpoint store (base/store.hpp): which paths are roots and which
-/// are checkpoints, one-line errors for a checkpoint given by path, a block reader with its own piece
-/// buffer, and small formatting helpers. Serial; no MPI call is made. Internal to tools/.
+/// are checkpoints, one-line errors for a checkpoint given by path, the public Reader through which
+/// every subcommand reads data, and small formatting helpers. Serial; no MPI call is made. Internal to tools/.
 #ifndef CKPT_TOOLS_STORE_HPP
 #define CKPT_TOOLS_STORE_HPP
 
@@ -18,6 +18,7 @@
 #include "base/posix_io.hpp"
 #include "base/store.hpp"
 #include "ckpt/ckpt.hpp"
+#include "ckpt/reader.hpp"
 
 namespace ckpt::tools {
 
@@ -52,35 +53,9 @@ using detail::VarStats;
 /// directory name). Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
 Result<Checkpoint> open_checkpoint(const std::string& dir);
 
-/// A checkpoint directory as is, or the newest complete checkpoint of a root.
-Result<Checkpoint> resolve_checkpoint(const std::string& path);
-
-/// The store's verified block reader (detail::BlockReader) with a piece buffer of its own.
-/// Not thread-safe (one open file at a time).
-class BlockReader {
- public:
-  /// `piece_bytes`: most bytes held at once per stream() call; rounded down to a multiple of 16.
-  explicit BlockReader(const Checkpoint& ckpt, std::size_t piece_bytes = 8u << 20)
-      : m_reader(ckpt.dir, ckpt.index), m_piece_bytes(std::max<std::size_t>(16, piece_bytes / 16 * 16)) {}
-
-  using PieceFn = detail::BlockReader::PieceFn;
-
-  /// Streams the payload of `b` in order through `fn`, then verifies its checksum (see
-  /// detail::BlockReader::stream). Pieces hold whole elements of the block's dtype.
-  Status stream(const BlockRecord& b, const PieceFn& fn) {
-    if (m_piece.empty()) m_piece.resize(m_piece_bytes);  // allocated on first use: read() needs none
-    return m_reader.stream(b, m_piece.data(), m_piece.size(), fn);
-  }
-  /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
-  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out) { return m_reader.read(b, out); }
-  /// How messages name a block (detail::BlockReader::where).
-  std::string where(const BlockRecord& b) const { return m_reader.where(b); }
-
- private:
-  detail::BlockReader m_reader;
-  std::size_t m_piece_bytes;
-  std::vector<std::uint8_t> m_piece;
-};
+/// The public reader (ckpt/reader.hpp) of a checkpoint directory as is, or of the newest complete
+/// checkpoint of a root: how every subcommand reads data. Errors are one line, as open_checkpoint's.
+Result<CheckpointReader> open_reader(const std::string& path);
 
 /// Calls `f(T{})` with the C++ element type of `t` (`bytes` maps to std::uint8_t).
 template <class F>
@@ -109,8 +84,6 @@ std::uint64_t shape_elements(const Shape& s);
 std::string shape_to_string(const Shape& s);
 /// "1.5 MiB" (bytes below 1 KiB as "123 B").
 std::string human_bytes(std::uint64_t n);
-/// Blocks of variable `var`, in index order.
-std::vector<const BlockRecord*> blocks_of(const Index& idx, std::uint32_t var);
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal. Redraws at most ~10x/s.
 class Progress {

@@ -1,5 +1,5 @@
-// `ckpt verify`: read every block of a checkpoint, check every checksum, every data-file header and
-// the index statistics; name each bad block.
+// `ckpt verify`: read every block of a checkpoint through the public Reader (its checksum and the
+// index statistics), check every data-file header and padding; name each bad block.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -42,12 +42,11 @@ struct Report {
 /// Every byte of a ckpt data file that is neither header nor block - header padding, gaps between
 /// blocks, alignment between streams, the tail - is written as zero (format.md) and read by nobody:
 /// a change there is invisible to restart, so verify reads those bytes and reports any that is not zero.
+/// `used`: the [begin, end) byte ranges of the file's blocks, header first.
+using Ranges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
 template <class Bad>
 void check_padding(detail::FileReader& reader, const std::string& name, const std::string& path, std::uint64_t size,
-                   const Index& idx, std::uint32_t f, Report& rep, const Bad& bad) {
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> used{{0, detail::kDataHeaderBytes}};
-  for (auto& b : idx.blocks)
-    if (b.file == f && b.length > 0) used.emplace_back(b.offset, b.offset + b.length);
+                   Ranges& used, const Bad& bad) {
   std::sort(used.begin(), used.end());
   std::vector<std::uint8_t> buf;
   std::uint64_t pos = 0, nonzero = 0, first = 0;
@@ -73,7 +72,6 @@ void check_padding(detail::FileReader& reader, const std::string& name, const st
     Status s = scan(pos, size);
     if (!s.ok()) return bad("data file " + path + ": " + s.message());
   }
-  (void)rep;
   if (nonzero > 0)
     bad("data file " + path + ": " + std::to_string(nonzero) +
         " byte(s) of padding outside the header and the blocks "
@@ -87,9 +85,13 @@ void check_files(const Checkpoint& c, Report& rep) {
   const Index& idx = c.index;
   std::vector<bool> used(idx.files.size(), false);
   std::vector<std::uint64_t> end(idx.files.size(), 0);  // where the file's last block ends
+  // The byte ranges of each file, in one pass over the blocks (a scan of every block per file would be
+  // quadratic in the rank count: posix writes a file per rank).
+  std::vector<Ranges> ranges(idx.files.size(), Ranges{{0, detail::kDataHeaderBytes}});
   for (auto& b : idx.blocks) {
     used[b.file] = true;
     end[b.file] = std::max(end[b.file], b.offset + b.length);
+    if (b.length > 0) ranges[b.file].emplace_back(b.offset, b.offset + b.length);
   }
   for (std::size_t f = 0; f < idx.files.size(); ++f) {
     const FileRecord& fr = idx.files[f];
@@ -138,37 +140,8 @@ void check_files(const Checkpoint& c, Report& rep) {
     else if (h->writer != fr.writer)
       rep.notes.push_back("data file " + fr.name + ": header names writer " + std::to_string(h->writer) +
                           ", the index " + std::to_string(fr.writer));
-    check_padding(reader, fr.name, path, size, idx, static_cast<std::uint32_t>(f), rep, bad);
+    check_padding(reader, fr.name, path, size, ranges[f], bad);
   }
-}
-
-/// Reads one block, compares its checksum and (for numeric data) its min/max with the index.
-void check_block(const Checkpoint& c, BlockReader& reader, const BlockRecord& b, Report& rep, Progress& bar) {
-  const Index& idx = c.index;
-  const VarRecord& v = idx.vars[b.var];
-  auto bad = [&](const std::string& why) {
-    rep.problems.push_back({v.name, static_cast<long>(b.rank), idx.files[b.file].name, b.offset, b.length, why});
-  };
-  struct stat st {};
-  const std::string path = c.dir + "/" + idx.files[b.file].name;
-  if (::stat(path.c_str(), &st) == 0 && b.offset + b.length > static_cast<std::uint64_t>(st.st_size)) {
-    bad(reader.where(b) + ": lies past the end of the file (" + std::to_string(st.st_size) + " bytes)");
-    bar.add(b.length);
-    return;
-  }
-  const bool stats = b.has_stats && detail::dtype_has_stats(v.dtype);
-  detail::MinMax mm(v.dtype);
-  Status s = reader.stream(b, [&](const std::uint8_t* p, std::size_t n, std::uint64_t) {
-    if (stats) mm.update(p, n);
-    bar.add(n);
-    return Status::OK();
-  });
-  if (!s.ok()) {
-    bad(s.message());
-    return;
-  }
-  if (stats && (!mm.valid() || mm.min_bits() != b.min_bits || mm.max_bits() != b.max_bits))
-    bad(reader.where(b) + ": data matches its checksum but not the min/max in the index");
 }
 
 Report verify_one(const std::string& dir, Progress* outer) {
@@ -183,19 +156,26 @@ Report verify_one(const std::string& dir, Progress* outer) {
   rep.blocks = c->index.blocks.size();
   for (auto& b : c->index.blocks) rep.bytes += b.length;
   check_files(c.value(), rep);
-  BlockReader reader(c.value());
+  // The blocks: read through the public Reader, which checks each one's checksum and min/max.
+  auto reader = open_reader(dir);
+  if (!reader.ok()) {
+    rep.fatal = reader.status().message();
+    return rep;
+  }
   Progress local("verify " + dir, outer ? 0 : rep.bytes);
   Progress& bar = outer ? *outer : local;
-  for (auto& b : c->index.blocks) check_block(c.value(), reader, b, rep, bar);
+  (void)reader.value().verify([&](const VariableInfo& v, const BlockInfo& b, const Status& s) {
+    bar.add(b.bytes);
+    if (!s.ok()) rep.problems.push_back({v.name, static_cast<long>(b.rank), b.file, b.offset, b.bytes, s.message()});
+  });
   // Coverage of global arrays (not an error: an application may leave parts of an array out).
-  for (std::uint32_t v = 0; v < c->index.vars.size(); ++v) {
-    const VarRecord& r = c->index.vars[v];
-    if (r.kind != RegionKind::global) continue;
+  for (const VariableInfo& v : reader->variables()) {
+    if (v.kind != VarKind::global) continue;
     std::uint64_t n = 0;
-    for (auto* b : blocks_of(c->index, v)) n += block_elements(*b);
-    if (n != shape_elements(r.global))
-      rep.notes.push_back("variable '" + r.name + "': its blocks hold " + std::to_string(n) +
-                          " elements, the global shape " + std::to_string(shape_elements(r.global)));
+    for (const BlockInfo& b : v.blocks) n += shape_elements(b.count);
+    if (n != shape_elements(v.shape))
+      rep.notes.push_back("variable '" + v.name + "': its blocks hold " + std::to_string(n) +
+                          " elements, the global shape " + std::to_string(shape_elements(v.shape)));
   }
   return rep;
 }

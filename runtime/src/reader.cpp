@@ -1,5 +1,7 @@
 // The public Reader over the checkpoint store: listing and index loading (base/store), boxes
-// (base/box) and verified block streaming (the store's BlockReader). Serial; no MPI call.
+// (base/box), verified block streaming (the store's BlockReader) and, for device memory, the device
+// layer's copies. Serial, except a Reader opened on a communicator: its listing and each step's index
+// are read by rank 0 and broadcast (base/mpi); the data is read by each rank on its own.
 #include "ckpt/reader.hpp"
 
 #include <algorithm>
@@ -7,9 +9,12 @@
 #include <optional>
 
 #include "base/box.hpp"
+#include "base/bytes.hpp"
 #include "base/format.hpp"
 #include "base/hash.hpp"
+#include "base/mpi.hpp"
 #include "base/store.hpp"
+#include "gpu/device.hpp"
 
 namespace ckpt {
 
@@ -26,15 +31,38 @@ struct CheckpointReaderState {
   std::vector<VariableInfo> vars;
   IndexLookup lookup;
   BlockReader blocks;
+  /// Per variable: (writer rank, block index) sorted by rank, so that read_rank finds a rank's block
+  /// in log(blocks) instead of scanning them.
+  std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> by_rank;
+  /// Per global variable: (first index along dimension 0, block index) sorted, and the largest extent
+  /// of a block along dimension 0, so that a box read visits only the blocks whose rows along that
+  /// dimension can meet the box instead of every block (reading every block's box, as diff and
+  /// convert do, would otherwise be quadratic in the rank count).
+  std::vector<std::vector<std::pair<std::uint64_t, std::uint32_t>>> by_start;
+  std::vector<std::uint64_t> max_count0;
   std::vector<std::uint8_t> piece;
+  /// The device layer, made on the first read: it tells device memory from host memory and copies into
+  /// device memory (the host device when there is no GPU).
+  std::unique_ptr<Device> device;
+  std::vector<std::uint8_t> bounce;  // device reads: the box in host memory first
 
   CheckpointReaderState(std::string d, Index idx)
-      : dir(std::move(d)), index(std::move(idx)), lookup(index), blocks(dir, index) {
+      : dir(std::move(d)),
+        index(std::move(idx)),
+        lookup(index),
+        blocks(dir, index),
+        by_rank(index.vars.size()),
+        by_start(index.vars.size()),
+        max_count0(index.vars.size(), 0) {
     vars.reserve(index.vars.size());
     for (std::uint32_t v = 0; v < index.vars.size(); ++v) vars.push_back(describe(v));
   }
 
-  VariableInfo describe(std::uint32_t v) const {
+  BlockInfo block_info(const BlockRecord& b) const {
+    return BlockInfo{b.rank, b.start, b.count, b.length, index.files[b.file].name, b.offset};
+  }
+
+  VariableInfo describe(std::uint32_t v) {
     const VarRecord& r = index.vars[v];
     VariableInfo info;
     info.name = r.name;
@@ -42,7 +70,7 @@ struct CheckpointReaderState {
     info.kind = static_cast<VarKind>(r.kind);
     info.uniform = r.uniform;
     info.attrs = r.attrs;
-    const VarStats st = var_stats(index, v);
+    const VarStats st = var_stats(index, v, lookup.blocks(v));
     info.has_minmax = st.valid;
     if (st.valid) {
       info.min = stat_to_double(r.dtype, st.min_bits);
@@ -50,9 +78,16 @@ struct CheckpointReaderState {
     }
     for (const std::uint32_t bi : lookup.blocks(v)) {
       const BlockRecord& b = index.blocks[bi];
-      info.blocks.push_back(BlockInfo{b.rank, b.start, b.count, b.length});
+      info.blocks.push_back(block_info(b));
       info.ranks.push_back(b.rank);
+      by_rank[v].emplace_back(b.rank, bi);
+      if (r.kind == RegionKind::global && !b.start.empty()) {
+        by_start[v].emplace_back(b.start[0], bi);
+        max_count0[v] = std::max(max_count0[v], b.count[0]);
+      }
     }
+    std::sort(by_rank[v].begin(), by_rank[v].end());
+    std::sort(by_start[v].begin(), by_start[v].end());
     std::sort(info.ranks.begin(), info.ranks.end());
     info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
     if (r.kind == RegionKind::global) {
@@ -67,10 +102,48 @@ struct CheckpointReaderState {
 
   std::string what() const { return "checkpoint " + std::to_string(index.step) + " (" + dir + ")"; }
 
+  /// Calls `fn(block index)` for each block of global variable `v` that may intersect the box at
+  /// `start` of `count` (all of them for a 0-d variable), in increasing first index along dimension 0.
+  template <class Fn>
+  Status candidates(long v, const Shape& start, const Shape& count, const Fn& fn) const {
+    const auto vi = static_cast<std::size_t>(v);
+    if (start.empty()) {
+      for (const std::uint32_t bi : lookup.blocks(v)) CKPT_RETURN_IF_ERROR(fn(bi));
+      return Status::OK();
+    }
+    // A block meets the box along dimension 0 only if it starts after start[0] - max_count0 and
+    // before start[0] + count[0].
+    const std::uint64_t from = start[0] >= max_count0[vi] ? start[0] - max_count0[vi] + 1 : 0;
+    const auto& s = by_start[vi];
+    auto it = std::lower_bound(s.begin(), s.end(), std::make_pair(from, std::uint32_t{0}));
+    for (; it != s.end() && it->first < start[0] + count[0]; ++it) CKPT_RETURN_IF_ERROR(fn(it->second));
+    return Status::OK();
+  }
+
   Result<long> find(const std::string& name) const {
     const long v = lookup.var(name);
     if (v < 0) return Status(Code::not_found, "variable '" + name + "' is not in " + what());
     return v;
+  }
+
+  /// Calls `fill(dst)` to write `bytes` bytes at dst: `out` itself when it is host memory, else a host
+  /// bounce buffer then copied into `out` (device or managed memory) before returning.
+  template <class Fill>
+  Status into(void* out, std::size_t bytes, const Fill& fill) {
+    if (!device) {
+      auto d = make_runtime_device(CudaDeviceConfig{});
+      if (!d.ok()) return d.status().with_context("reading into " + what());
+      device = std::move(d).value();
+    }
+    auto kind = device->classify(out);
+    if (!kind.ok()) return kind.status();
+    if (*kind == MemoryKind::host || *kind == MemoryKind::host_pinned) return fill(static_cast<std::uint8_t*>(out));
+    bounce.resize(bytes);
+    CKPT_RETURN_IF_ERROR(fill(bounce.data()));
+    CKPT_RETURN_IF_ERROR(device->restore_begin(nullptr));
+    const Status copied = device->copy_to_device(out, bounce.data(), bytes, *kind);
+    const Status ended = device->restore_end(nullptr);
+    return copied.ok() ? ended : copied;
   }
 
   /// Streams block `b` whole (so that its checksum is verified), handing each piece to `fn`.
@@ -86,7 +159,10 @@ struct ReaderState {
   std::unique_ptr<Store> store;     // when it is a root
   std::vector<std::int64_t> steps;  // complete, oldest first
   std::vector<std::string> skipped;
-  std::optional<Index> single_index;  // when it is one checkpoint
+  std::optional<Index> single_index;  // when it is one checkpoint (serial)
+  bool collective = false;
+  MPI_Comm comm = MPI_COMM_NULL;  // the caller's, when collective
+  int rank = 0;
 };
 
 namespace {
@@ -155,28 +231,29 @@ Status CheckpointReader::read(const std::string& name, const Shape& start, const
                                               (need ? std::to_string(*need) : std::string("more than 2^64")) +
                                               " bytes, the buffer has " + std::to_string(out_bytes));
   if (*need == 0) return Status::OK();
-  auto* dst = static_cast<std::uint8_t*>(out);
-  std::uint64_t copied = 0;
-  Shape lo, hi;
-  for (const std::uint32_t bi : m_s->lookup.blocks(vi.value())) {
-    const detail::BlockRecord& b = m_s->index.blocks[bi];
-    if (!detail::intersect_boxes(start, count, b.start, b.count, lo, hi)) continue;
-    detail::RowWalker rows(lo, hi, b.start, b.count, start, count, esize);
-    std::uint64_t n = 1;
-    for (std::size_t d = 0; d < lo.size(); ++d) n *= hi[d] - lo[d];
-    copied += n;
-    CKPT_RETURN_IF_ERROR(m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
-      return rows.scatter_piece(p0, len, [&](std::uint64_t to, std::uint64_t from, std::uint64_t bytes) {
-        std::memcpy(dst + to, piece + from, bytes);
-        return Status::OK();
+  return m_s->into(out, static_cast<std::size_t>(*need), [&](std::uint8_t* dst) -> Status {
+    std::uint64_t copied = 0;
+    Shape lo, hi;
+    CKPT_RETURN_IF_ERROR(m_s->candidates(vi.value(), start, count, [&](std::uint32_t bi) -> Status {
+      const detail::BlockRecord& b = m_s->index.blocks[bi];
+      if (!detail::intersect_boxes(start, count, b.start, b.count, lo, hi)) return Status::OK();
+      detail::RowWalker rows(lo, hi, b.start, b.count, start, count, esize);
+      std::uint64_t n = 1;
+      for (std::size_t d = 0; d < lo.size(); ++d) n *= hi[d] - lo[d];
+      copied += n;
+      return m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
+        return rows.scatter_piece(p0, len, [&](std::uint64_t to, std::uint64_t from, std::uint64_t bytes) {
+          std::memcpy(dst + to, piece + from, bytes);
+          return Status::OK();
+        });
       });
     }));
-  }
-  if (copied != detail::elements(count))
-    return Status(Code::mismatch, var + ": the stored blocks cover " + std::to_string(copied) + " of the " +
-                                      std::to_string(detail::elements(count)) + " elements of the box at " +
-                                      shape_text(start) + " of " + shape_text(count));
-  return Status::OK();
+    if (copied != detail::elements(count))
+      return Status(Code::mismatch, var + ": the stored blocks cover " + std::to_string(copied) + " of the " +
+                                        std::to_string(detail::elements(count)) + " elements of the box at " +
+                                        shape_text(start) + " of " + shape_text(count));
+    return Status::OK();
+  });
 }
 
 Status CheckpointReader::read(const std::string& name, void* out, std::size_t out_bytes) {
@@ -193,36 +270,35 @@ Status CheckpointReader::read_rank(const std::string& name, std::uint32_t rank, 
   const std::string var = "variable '" + name + "' of " + m_s->what();
   if (v.kind == detail::RegionKind::global)
     return Status(Code::invalid_argument, var + " is a global array: read a box of it (read)");
-  for (const std::uint32_t bi : m_s->lookup.blocks(vi.value())) {
-    const detail::BlockRecord& b = m_s->index.blocks[bi];
-    if (b.rank != rank) continue;
+  const auto& ranks = m_s->by_rank[static_cast<std::size_t>(vi.value())];
+  const auto it = std::lower_bound(ranks.begin(), ranks.end(), std::make_pair(rank, std::uint32_t{0}));
+  if (it != ranks.end() && it->first == rank) {
+    const detail::BlockRecord& b = m_s->index.blocks[it->second];
     if (b.length > out_bytes)
       return Status(Code::invalid_argument, var + ", rank " + std::to_string(rank) + ": the block holds " +
                                                 std::to_string(b.length) + " bytes, the buffer " +
                                                 std::to_string(out_bytes));
-    auto* dst = static_cast<std::uint8_t*>(out);
-    return m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
-      std::memcpy(dst + p0, piece, len);
-      return Status::OK();
+    if (b.length == 0) return Status::OK();
+    return m_s->into(out, static_cast<std::size_t>(b.length), [&](std::uint8_t* dst) {
+      return m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
+        std::memcpy(dst + p0, piece, len);
+        return Status::OK();
+      });
     });
   }
   return Status(Code::not_found, var + ": rank " + std::to_string(rank) + " wrote no block of it");
 }
 
-Status CheckpointReader::verify() {
+Status CheckpointReader::verify() { return verify(nullptr); }
+
+Status CheckpointReader::verify(const BlockCheckFn& on_block) {
   constexpr std::size_t kMaxLines = 20;
   std::size_t bad = 0;
   std::string lines;
+  if (m_s->piece.empty()) m_s->piece.resize(detail::kPieceBytes);
   for (const detail::BlockRecord& b : m_s->index.blocks) {
-    const DType t = m_s->index.vars[b.var].dtype;
-    const bool stats = b.has_stats && detail::dtype_has_stats(t);
-    detail::MinMax mm(t);
-    Status s = m_s->stream(b, [&](const std::uint8_t* p, std::size_t n, std::uint64_t) {
-      if (stats) mm.update(p, n);
-      return Status::OK();
-    });
-    if (s.ok() && stats && (!mm.valid() || mm.min_bits() != b.min_bits || mm.max_bits() != b.max_bits))
-      s = Status(Code::corrupt, m_s->blocks.where(b) + ": data matches its checksum but not the min/max in the index");
+    const Status s = m_s->blocks.verify(b, m_s->piece.data(), m_s->piece.size());
+    if (on_block) on_block(m_s->vars[b.var], m_s->block_info(b), s);
     if (s.ok()) continue;
     if (bad++ < kMaxLines) lines += "\n  " + s.message();
   }
@@ -268,13 +344,74 @@ Result<Reader> Reader::open(const std::string& path) {
   return Reader(std::move(s));
 }
 
+Result<Reader> Reader::open(CommRef comm, const std::string& path) {
+  auto c = detail::comm_from_ref(comm, "ckpt::Reader::open");
+  if (!c.ok()) return c.status();
+  int rank = 0;
+  MPI_Comm_rank(c.value(), &rank);
+  // Rank 0 lists (serially, as open(path)) and sends the listing: single flag, steps, skipped lines.
+  Result<std::vector<std::uint8_t>> listing = std::vector<std::uint8_t>{};
+  if (rank == 0) {
+    auto r = open(path);
+    if (r.ok()) {
+      detail::ByteWriter w;
+      w.put<std::uint8_t>(r->m_s->single ? 1 : 0);
+      w.put<std::uint64_t>(r->m_s->steps.size());
+      for (const std::int64_t st : r->m_s->steps) w.put<std::int64_t>(st);
+      w.put<std::uint64_t>(r->m_s->skipped.size());
+      for (const std::string& sk : r->m_s->skipped) w.str(sk);
+      listing = std::move(w.bytes());
+    } else {
+      listing = r.status();
+    }
+  }
+  auto bytes = detail::bcast_result(c.value(), std::move(listing), 0);
+  if (!bytes.ok()) return bytes.status();
+  auto s = std::make_unique<detail::ReaderState>();
+  s->path = path;
+  s->collective = true;
+  s->comm = c.value();
+  s->rank = rank;
+  detail::ByteReader rd(bytes->data(), bytes->size());
+  std::uint8_t single = 0;
+  std::uint64_t n = 0;
+  bool ok = rd.get(single) && rd.count(n, sizeof(std::int64_t), UINT32_MAX);
+  for (std::uint64_t i = 0; ok && i < n; ++i) {
+    std::int64_t st = 0;
+    ok = rd.get(st);
+    s->steps.push_back(st);
+  }
+  ok = ok && rd.count(n, 4, UINT32_MAX);
+  for (std::uint64_t i = 0; ok && i < n; ++i) {
+    std::string sk;
+    ok = rd.str(sk);
+    s->skipped.push_back(std::move(sk));
+  }
+  if (!ok || !rd.at_end()) return Status(Code::internal, "the listing rank 0 sent is malformed: " + rd.error());
+  s->single = single != 0;
+  if (!s->single) s->store = detail::make_directory_store(path);
+  return Reader(std::move(s));
+}
+
 const std::string& Reader::path() const { return m_s->path; }
+bool Reader::collective() const { return m_s->collective; }
 std::vector<std::int64_t> Reader::steps() const { return m_s->steps; }
 const std::vector<std::string>& Reader::skipped() const { return m_s->skipped; }
 
 Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
   if (std::find(m_s->steps.begin(), m_s->steps.end(), step) == m_s->steps.end())
     return Status(Code::not_found, "step " + std::to_string(step) + " is not a complete checkpoint in " + m_s->path);
+  const std::string dir = m_s->single ? m_s->path : m_s->store->checkpoint_dir(step);
+  if (m_s->collective) {
+    // Every rank has the same listing, so every rank is here: rank 0 reads the index, all validate it.
+    Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
+    if (m_s->rank == 0) mine = m_s->single ? detail::read_index_file(dir) : m_s->store->read_index(step);
+    auto bytes = detail::bcast_result(m_s->comm, std::move(mine), 0);
+    if (!bytes.ok()) return bytes.status();
+    auto idx = detail::decode_checkpoint_index(bytes.value(), dir, step);
+    if (!idx.ok()) return idx.status();
+    return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(dir, std::move(idx).value()));
+  }
   if (m_s->single)
     return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(m_s->path, *m_s->single_index));
   // Loaded again: the checkpoint may have been replaced or retired since open().

@@ -72,23 +72,17 @@ std::optional<std::int64_t> Restorer::latest() {
 }
 
 Result<Index> Restorer::read_index_collective(std::int64_t step, const Store& store) {
-  // Rank 0 reads and validates; everybody gets the bytes (one read of the file system, not np).
-  std::vector<std::uint8_t> bytes;
-  Status s;
+  // Rank 0 reads; everybody gets the bytes (one read of the file system, not np) and validates them.
+  Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
   if (m_rank == 0) {
-    auto b = store.read_index(step);
-    if (b.ok())
-      bytes = std::move(b).value();
-    else
-      s = b.status().code() == Code::not_found
-              ? Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + store.root() + " (" +
-                                            b.status().message() + ")")
-              : b.status();
+    mine = store.read_index(step);
+    if (!mine.ok() && mine.status().code() == Code::not_found)
+      mine = Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + store.root() + " (" +
+                                         mine.status().message() + ")");
   }
-  s = agree(m_app_comm, s);
-  if (!s.ok()) return s;
-  bcast_bytes(m_app_comm, bytes, 0);
-  return decode_checkpoint_index(bytes, store.checkpoint_dir(step), step);
+  auto bytes = bcast_result(m_app_comm, std::move(mine), 0);
+  if (!bytes.ok()) return bytes.status();
+  return decode_checkpoint_index(bytes.value(), store.checkpoint_dir(step), step);
 }
 
 Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,

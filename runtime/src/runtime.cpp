@@ -165,25 +165,12 @@ void RuntimeImpl::close_at_finalize() {
 RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options) {
   m_status = m_opts.error;
   if (m_status.ok()) m_status = m_opts.validate();
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) {
-    m_status = Status(Code::failed_precondition, "MPI is not initialised (call MPI_Init_thread before ckpt::Runtime)");
+  auto checked = comm_from_ref(comm, "ckpt::Runtime");
+  if (!checked.ok()) {
+    m_status = checked.status();
     return;
   }
-  if (comm.size() != sizeof(MPI_Comm)) {
-    m_status = Status(Code::invalid_argument, "the communicator handle is not an MPI_Comm of this MPI library");
-    return;
-  }
-  MPI_Comm user;
-  std::memcpy(&user, comm.bytes(), sizeof(MPI_Comm));
-  // MPI_COMM_NULL is what MPI_Comm_split gives a rank outside the new communicator: not an error of
-  // the job, so it must not reach MPI_Comm_dup (whose error handler aborts the job).
-  if (user == MPI_COMM_NULL) {
-    m_status = Status(Code::invalid_argument, "the communicator is MPI_COMM_NULL");
-    return;
-  }
+  MPI_Comm user = checked.value();
   int inter = 0;
   MPI_Comm_test_inter(user, &inter);
   if (inter) {

@@ -1,7 +1,8 @@
 // Several ranks on one GPU (run with 4 ranks): every rank checkpoints its box of a global array from
 // device memory on its own stream, with a slow producer before and an overwriting kernel after; then
 // the first two ranks alone restart the whole array (N -> M, Block regions) into device memory and
-// compare. Skips (every rank) without a GPU.
+// compare. Then every rank reads its part of a checkpoint into device memory through a Reader opened on
+// the communicator. Skips (every rank) without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -92,4 +93,71 @@ TEST(CudaRanks, SharedGpuCheckpointAndNToMRestart) {
   }
   ASSERT_EQ(cudaStreamDestroy(s), cudaSuccess);
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// The Reader fills device memory too: every rank opens the checkpoint on the communicator and reads a
+// box of columns (the writers split by rows) straight into cudaMalloc'ed and managed memory, and its
+// own local array into device memory; the device layer tells the kinds apart.
+TEST(CudaRanks, ReaderReadsBoxesIntoDeviceMemory) {
+  const std::string why = ckpt::test::no_gpu_reason();
+  if (!ckpt::test::all_true(why.empty())) GTEST_SKIP() << (why.empty() ? "another rank has no GPU" : why);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const std::string dir = ckpt::test::scratch_dir();
+  const int rank = world_rank(), size = world_size();
+  constexpr std::uint64_t kR = 203, kC = 97;
+  std::uint64_t r0 = 0, nr = 0;
+  split(kR, rank, size, r0, nr);
+  {
+    Options o = Options::defaults();
+    o.dir = dir;
+    o.fsync = false;
+    std::vector<double> host(nr * kC);
+    for (std::uint64_t i = 0; i < host.size(); ++i) host[i] = 0.25 + static_cast<double>(r0 * kC + i);
+    std::vector<std::int32_t> ids(5 + rank, 7 * rank);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("field", host.data(), DType::f64, Block{{kR, kC}, {r0, 0}, {nr, kC}}).ok());
+    ASSERT_TRUE(rt.protect("ids", ids.data(), DType::i32, {ids.size()}).ok());
+    Status st = rt.checkpoint(2).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(rt.close().ok());
+  }
+  auto r = Reader::open(MPI_COMM_WORLD, dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto c = r->latest();
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  std::uint64_t c0 = 0, nc = 0;
+  split(kC, rank, size, c0, nc);
+  const std::size_t bytes = kR * nc * sizeof(double);
+  auto check = [&](const std::vector<double>& got) {
+    std::size_t bad = 0;
+    for (std::uint64_t i = 0; i < kR; ++i)
+      for (std::uint64_t j = 0; j < nc; ++j) bad += got[i * nc + j] != 0.25 + static_cast<double>(i * kC + c0 + j);
+    return bad;
+  };
+  double* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
+  Status s = c.value().read("field", {0, c0}, {kR, nc}, dev, bytes);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  std::vector<double> got(kR * nc, -1);
+  ASSERT_EQ(cudaMemcpy(got.data(), dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(check(got), 0u);
+  // A box too big for the buffer is refused before anything is copied.
+  EXPECT_EQ(c.value().read("field", {0, c0}, {kR, nc}, dev, bytes - 8).code(), Code::invalid_argument);
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  double* managed = nullptr;
+  ASSERT_EQ(cudaMallocManaged(&managed, bytes), cudaSuccess);
+  s = c.value().read("field", {0, c0}, {kR, nc}, managed, bytes);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(check(std::vector<double>(managed, managed + kR * nc)), 0u);
+  ASSERT_EQ(cudaFree(managed), cudaSuccess);
+  std::int32_t* dids = nullptr;
+  ASSERT_EQ(cudaMalloc(&dids, (5 + rank) * sizeof(std::int32_t)), cudaSuccess);
+  s = c.value().read_rank("ids", static_cast<std::uint32_t>(rank), dids, (5 + rank) * sizeof(std::int32_t));
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  std::vector<std::int32_t> hids(5 + rank, -1);
+  ASSERT_EQ(cudaMemcpy(hids.data(), dids, hids.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(hids, std::vector<std::int32_t>(5 + rank, 7 * rank));
+  ASSERT_EQ(cudaFree(dids), cudaSuccess);
+  EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
 }

@@ -1,7 +1,8 @@
 // ckpt::Reader on checkpoints of every compiled transport, written at the test's rank count: listing,
 // descriptions, boxes of global arrays (read by every rank at once, serially, with no communicator),
 // per-rank locals and scalars, and damage: a flipped byte in one block fails exactly the reads that
-// touch that block, naming the variable and the rank.
+// touch that block, naming the variable and the rank. A Reader opened on MPI_COMM_WORLD shares rank 0's
+// listing and index (and its errors) and every rank reads its own part.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -112,6 +113,17 @@ void write_steps(const std::string& dir, const char* transport) {
         return ::testing::AssertionFailure()
                << "grid[" << start[0] + i << "][" << start[1] + j << "] = " << box[i * count[1] + j];
   return ::testing::AssertionSuccess();
+}
+
+/// Rank 0 overwrites a byte of the index of checkpoint directory `ckpt` (collective: barriers around).
+void damage_index(const std::string& ckpt) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    std::fstream f(ckpt + "/index", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.write("\x7f", 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 class ReaderTest : public ::testing::TestWithParam<Config> {};
@@ -274,6 +286,29 @@ TEST_P(ReaderTest, DamageFailsOnlyTheReadsThatTouchIt) {
   EXPECT_EQ(s.code(), Code::corrupt);
   EXPECT_NE(s.message().find("'grid'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find(who), std::string::npos) << s.message();
+  // verify(on_block) hands every block's outcome over, in index order: one bad, where it is stored.
+  std::size_t blocks = 0, bad_blocks = 0;
+  for (const VariableInfo& vi : c.variables()) blocks += vi.blocks.size();
+  const BlockInfo* damaged = nullptr;
+  std::size_t seen = 0;
+  auto grid_info = c.variable("grid");
+  ASSERT_TRUE(grid_info.ok());
+  for (const BlockInfo& b : grid_info->blocks)
+    if (b.rank == static_cast<std::uint32_t>(size - 1)) damaged = &b;
+  ASSERT_NE(damaged, nullptr);
+  Status vb = c.verify([&](const VariableInfo& vi, const BlockInfo& b, const Status& st) {
+    ++seen;
+    if (st.ok()) return;
+    ++bad_blocks;
+    EXPECT_EQ(vi.name, "grid");
+    EXPECT_EQ(b.rank, damaged->rank);
+    EXPECT_EQ(b.file, damaged->file);
+    EXPECT_EQ(b.offset, damaged->offset);
+    EXPECT_NE(st.message().find(b.file), std::string::npos) << st.message();
+  });
+  EXPECT_EQ(vb.code(), Code::corrupt);
+  EXPECT_EQ(seen, blocks);
+  EXPECT_EQ(bad_blocks, 1u);
   Status v = c.verify();
   EXPECT_EQ(v.code(), Code::corrupt);
   EXPECT_NE(v.message().find("1 bad block(s)"), std::string::npos) << v.message();
@@ -285,16 +320,62 @@ TEST_P(ReaderTest, DamageFailsOnlyTheReadsThatTouchIt) {
   auto one = Reader::open(dir + "/ckpt.7");
   ASSERT_TRUE(one.ok()) << one.status().to_string();
   EXPECT_EQ(one->steps(), (std::vector<std::int64_t>{7}));
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) {
-    std::fstream f(dir + "/ckpt.7/index", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(40);
-    f.write("\x7f", 1);
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  damage_index(dir + "/ckpt.7");
   auto bad = Reader::open(dir + "/ckpt.7");
   EXPECT_EQ(bad.status().code(), Code::corrupt) << bad.status().to_string();
   EXPECT_EQ(r->open_step(7).status().code(), Code::corrupt) << "the index is loaded again when a step is opened";
+  EXPECT_TRUE(all_true(!HasFailure()));
+}
+
+TEST_P(ReaderTest, CollectiveOpenSharesTheIndexAndEachRankReadsItsPart) {
+  const auto dir = scratch_dir();
+  write_steps(dir, GetParam().transport);
+  const int rank = world_rank(), size = world_size();
+  auto r = Reader::open(MPI_COMM_WORLD, dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->collective());
+  EXPECT_EQ(r->steps(), (std::vector<std::int64_t>{3, 7}));
+  auto cr = r->latest();
+  ASSERT_TRUE(cr.ok()) << cr.status().to_string();
+  CheckpointReader& c = cr.value();
+  EXPECT_EQ(c.step(), 7);
+  EXPECT_EQ(c.nranks(), size);
+  // Every rank reads its own columns of "grid" (the writers split it by rows), all at once.
+  const Shape shape = c.variable("grid")->shape;
+  const std::uint64_t c0 = kCols * rank / size, c1 = kCols * (rank + 1) / size;
+  EXPECT_TRUE(grid_box_ok(c, {0, c0}, {shape[0], c1 - c0}));
+  // Same description as a serial reader of the same step.
+  auto serial = Reader::open(dir);
+  ASSERT_TRUE(serial.ok());
+  auto sc = serial->open_step(7);
+  ASSERT_TRUE(sc.ok());
+  ASSERT_EQ(sc->variables().size(), c.variables().size());
+  for (std::size_t i = 0; i < c.variables().size(); ++i) {
+    EXPECT_EQ(sc->variables()[i].name, c.variables()[i].name);
+    EXPECT_EQ(sc->variables()[i].blocks.size(), c.variables()[i].blocks.size());
+  }
+  std::vector<std::int64_t> ids(10 + 3 * static_cast<std::size_t>(rank));
+  ASSERT_TRUE(c.read_rank("ids", static_cast<std::uint32_t>(rank), ids.data(), ids.size() * 8).ok());
+  EXPECT_EQ(ids.back(), id_value(7, rank, ids.size() - 1));
+  // Errors are every rank's: a step that is not there, a root that is not there, no communicator.
+  EXPECT_EQ(r->open_step(5).status().code(), Code::not_found);
+  auto missing = Reader::open(MPI_COMM_WORLD, dir + "/nope");
+  EXPECT_EQ(missing.status().code(), Code::not_found) << missing.status().to_string();
+  EXPECT_EQ(Reader::open(MPI_COMM_NULL, dir).status().code(), Code::invalid_argument);
+  // One checkpoint directory, collectively.
+  auto one = Reader::open(MPI_COMM_WORLD, dir + "/ckpt.3");
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  EXPECT_EQ(one->steps(), (std::vector<std::int64_t>{3}));
+  auto oc = one->latest();
+  ASSERT_TRUE(oc.ok()) << oc.status().to_string();
+  EXPECT_TRUE(grid_box_ok(oc.value(), {shape[0] - 1, 0}, {1, kCols}));
+  // Only rank 0 reads the index: damage it after the listing and every rank gets rank 0's error,
+  // not a mix of results (which would leave the ranks in different collectives).
+  damage_index(dir + "/ckpt.3");
+  auto d = r->open_step(3);
+  EXPECT_EQ(d.status().code(), Code::corrupt) << d.status().to_string();
+  auto d1 = one->open_step(3);
+  EXPECT_EQ(d1.status().code(), Code::corrupt) << d1.status().to_string();
   EXPECT_TRUE(all_true(!HasFailure()));
 }
 

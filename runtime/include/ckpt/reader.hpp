@@ -10,6 +10,8 @@
 ///     ckpt::Status s = c->read("rho", {10, 0}, {10, 64}, box.data(), box.size() * sizeof(double));
 ///
 /// Serial: no MPI call is made, so a tool, a notebook or every rank of a job may read on its own.
+/// Reader::open(comm, path) opens on a communicator instead: the listing and each step's index are
+/// read once by rank 0 and shared, and every rank then reads its own part of the data in parallel.
 /// Thread-safety: a Reader and a CheckpointReader may be used by one thread at a time; distinct
 /// objects (also of the same checkpoint) are independent. No MPI, CUDA or HDF5 header is included.
 #ifndef CKPT_RUNTIME_READER_HPP
@@ -17,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -36,10 +39,12 @@ CKPT_API const char* var_kind_name(VarKind k) noexcept;
 
 /// One stored block of a variable: the part one rank wrote.
 struct BlockInfo {
-  std::uint32_t rank = 0;   ///< rank that wrote it
-  Shape start;              ///< global variables: first index of the box; others: zeros
-  Shape count;              ///< extents of the box (local variables: the rank's array)
-  std::uint64_t bytes = 0;  ///< payload bytes
+  std::uint32_t rank = 0;    ///< rank that wrote it
+  Shape start;               ///< global variables: first index of the box; others: zeros
+  Shape count;               ///< extents of the box (local variables: the rank's array)
+  std::uint64_t bytes = 0;   ///< payload bytes
+  std::string file;          ///< data file holding it, relative to the checkpoint directory
+  std::uint64_t offset = 0;  ///< byte offset of its payload in `file`
 };
 
 /// A stored variable, as described by the index of its checkpoint (no data is read).
@@ -94,8 +99,10 @@ class CKPT_API CheckpointReader {
   /// The variable `name`; not_found naming it and the step.
   Result<VariableInfo> variable(const std::string& name) const;
 
-  /// Reads the box [start, start + count) of global variable `name` into `out` (host memory,
-  /// `out_bytes` >= the box's elements * dtype_size, row-major, the stored dtype). Reads only the
+  /// Reads the box [start, start + count) of global variable `name` into `out` (`out_bytes` >= the
+  /// box's elements * dtype_size, row-major, the stored dtype). `out` may be host memory or memory of
+  /// the GPU (the device layer classifies it, as it does registered regions): device memory is filled
+  /// through a host bounce buffer and the copy has completed when read returns. Reads only the
   /// blocks that intersect the box, each one whole and verified. Errors: not_found (no such
   /// variable), invalid_argument (not global, wrong rank of start/count, box outside the array,
   /// `out_bytes` too small), corrupt (checksum, short file), mismatch (part of the box was stored
@@ -105,11 +112,18 @@ class CKPT_API CheckpointReader {
   Status read(const std::string& name, void* out, std::size_t out_bytes);
   /// Reads the block rank `rank` wrote of local or scalar variable `name` (its extents are in
   /// VariableInfo::blocks); not_found when that rank wrote none. A uniform variable may be read
-  /// from any rank that wrote it.
+  /// from any rank that wrote it. `out` may be host or device memory, as for read().
   Status read_rank(const std::string& name, std::uint32_t rank, void* out, std::size_t out_bytes);
   /// Reads every block and checks its checksum and its min/max against the index. Ok, or corrupt
   /// with one line per bad block (variable, rank, file, offset), at most 20 lines and a count.
   Status verify();
+  /// What verify(on_block) reports for each block, in index order: its variable, the block and the
+  /// outcome of its check (ok, or the error naming variable, rank, file and offset). Called on the
+  /// calling thread, after the block was read; `var` and `block` are valid during the call only.
+  using BlockCheckFn = std::function<void(const VariableInfo& var, const BlockInfo& block, const Status& result)>;
+  /// verify(), also handing every block's outcome to `on_block` (a checker lists them all; a progress
+  /// bar counts BlockInfo::bytes). Returns what verify() returns.
+  Status verify(const BlockCheckFn& on_block);
 
  private:
   friend class Reader;
@@ -126,19 +140,29 @@ class CKPT_API Reader {
   /// directory holding an `index`). Nothing but the listing is read. not_found / invalid_argument when
   /// `path` is not a directory.
   static Result<Reader> open(const std::string& path);
+  /// Collective over `comm` (every rank calls it with the same `path`): as open(path), but rank 0
+  /// lists the root and every rank gets the listing (and the same error). open_step() and latest() of
+  /// this Reader are then collective too: rank 0 reads and validates the index once and every rank
+  /// gets it, so the ranks of a job open a step with one read of the index, not one per rank. Reads
+  /// (CheckpointReader::read, read_rank, verify) stay independent: each rank reads its own part of a
+  /// variable, in parallel. `comm` must stay valid while open_step() and latest() are called.
+  static Result<Reader> open(CommRef comm, const std::string& path);
   Reader(Reader&&) noexcept;
   Reader& operator=(Reader&&) noexcept;
   ~Reader();
 
   /// The path given to open().
   const std::string& path() const;
+  /// Whether it was opened on a communicator (open_step() and latest() are collective).
+  bool collective() const;
   /// Complete steps (committed, with an index that validates), oldest first.
   std::vector<std::int64_t> steps() const;
   /// Why each entry that is not a complete checkpoint was passed over ("ckpt.30.tmp: ..."), newest first.
   const std::vector<std::string>& skipped() const;
-  /// Opens step `step`: not_found when it is not a complete step of this root.
+  /// Opens step `step`: not_found when it is not a complete step of this root. Collective when
+  /// collective().
   Result<CheckpointReader> open_step(std::int64_t step) const;
-  /// Opens the newest complete step; not_found when there is none.
+  /// Opens the newest complete step; not_found when there is none. Collective when collective().
   Result<CheckpointReader> latest() const;
 
  private:
