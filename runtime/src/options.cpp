@@ -385,6 +385,9 @@ Status Options::apply_env() {
     if (kv.rfind("CKPT_", 0) != 0) continue;
     auto eq = kv.find('=');
     std::string name = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    // Variables of other parts of ckpt (docs/options.md): the Python package's CKPT_LIBRARY is set in the
+    // environment of a job that also runs an application.
+    if (name == "CKPT_LIBRARY") continue;
     const Field* found = nullptr;
     for (auto& f : fields())
       if (env_name(f.key) == name) found = &f;

@@ -10,6 +10,9 @@
                            decomposition-independent, the state is checked to be identical too).
   kill                     SIGKILL the job part way (after some checkpoints are committed), restart,
                            and compare with an uninterrupted run bit for bit. The README's demo.
+  evolution                checkpoint every step, then read the run back with docs/examples'
+                           evolution.cpp (3 ranks, a Reader on the communicator) and evolution.py (the
+                           Python package): both print the same series, and it is the run's.
 Exit status 0 on success; every failure prints the output of the job that failed.
 """
 import argparse
@@ -117,9 +120,40 @@ def cmd_kill(a):
     return ok
 
 
+EVOLUTION_ROW = re.compile(r"^step (\d+) walkers (\d+) trial_energy (\S+) mean_local_energy (\S+)$", re.M)
+
+
+def cmd_evolution(a):
+    d = os.path.join(a.dir, "evolution")
+    shutil.rmtree(d, ignore_errors=True)
+    keep = os.path.join(a.dir, "keep.yaml")
+    with open(keep, "w") as f:
+        f.write("keep: 100000\n")
+    out = run(mpi(a, a.ranks) + ["--mode", a.mode, "--steps", str(a.steps), "--walkers", str(a.walkers),
+                                 "--checkpoint-every", "1", "--dir", d, "--config", keep, "--seed", str(a.seed)]
+              + a.extra, "run checkpointing every step")
+    cxx = EVOLUTION_ROW.findall(run([a.mpiexec, "-n", "3", a.evolution, d], "evolution.cpp on 3 ranks"))
+    py = EVOLUTION_ROW.findall(run([sys.executable, a.example, d], "evolution.py"))
+    ok = check(len(cxx) >= a.steps and len(py) == len(cxx), f"{len(cxx)} checkpoints read by C++, {len(py)} by Python")
+    steps = [int(r[0]) for r in cxx]
+    ok &= check(steps == list(range(steps[0], steps[0] + len(steps))) and steps[-1] == a.steps,
+                f"steps {steps[0]}..{steps[-1]}, one checkpoint each")
+    ok &= check([r[:3] for r in cxx] == [r[:3] for r in py], "step, population and trial energy agree exactly")
+    worst = max(abs(float(c[3]) - float(p[3])) / abs(float(p[3])) for c, p in zip(cxx, py))
+    ok &= check(worst < 1e-11, f"mean local energies agree (relative difference {worst:.2e}, summation order)")
+    walkers = [int(r[1]) for r in cxx]
+    if a.mode == "dmc":
+        ok &= check(len(set(walkers)) > 1, f"the DMC population moves: {min(walkers)}..{max(walkers)}")
+    import ckpt  # the Python package (PYTHONPATH): the population is the length of the stored walker arrays
+    c = ckpt.open(d).latest()
+    ok &= check(c["walkers/weight"].shape[0] == walkers[-1], f"step {c.step}: {walkers[-1]} walkers stored")
+    ok &= check(field(out, "energy") != "", "the run finished")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["energy", "restart", "kill"])
+    ap.add_argument("what", choices=["energy", "restart", "kill", "evolution"])
     ap.add_argument("--mpiexec", default="mpiexec")
     ap.add_argument("--app", required=True)
     ap.add_argument("--dir", required=True, help="scratch directory (removed and recreated per check)")
@@ -133,13 +167,15 @@ def main():
     ap.add_argument("--stop", type=int, default=30, help="restart: the step the first part stops at; "
                     "kill: the checkpoint after which the job is killed")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--evolution", help="evolution: docs/examples' evolution (C++) executable")
+    ap.add_argument("--example", help="evolution: docs/examples/evolution.py")
     # Everything after "--" goes to qmc_walkers unchanged.
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     a = ap.parse_args(argv[:cut])
     a.extra = argv[cut + 1:]
     os.makedirs(a.dir, exist_ok=True)
-    ok = {"energy": cmd_energy, "restart": cmd_restart, "kill": cmd_kill}[a.what](a)
+    ok = {"energy": cmd_energy, "restart": cmd_restart, "kill": cmd_kill, "evolution": cmd_evolution}[a.what](a)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
