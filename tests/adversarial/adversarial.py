@@ -281,7 +281,8 @@ def kill_at_every_step_of_a_recommit():
     ckpt.N.tmp -> ckpt.N must not leave only .old and .tmp for the next start-up to delete)."""
     if kills_skipped():
         return kills_skipped()
-    kill_sweep("kill_recommit", ["--steps", "1", "--recommit", "--keep", "1"], "rename,unlink,rmdir,symlink")
+    kill_sweep("kill_recommit", ["--steps", "1", "--recommit", "--keep", "1", "--transport", ARGS.kill_transport],
+               "rename,unlink,rmdir,symlink")
 
 
 def kills_skipped():
@@ -297,8 +298,8 @@ def kill_at_every_step_of_commit_and_retention():
     of the root never fails on a half-deleted checkpoint."""
     if kills_skipped():
         return kills_skipped()
-    kill_sweep("kill_retention", ["--steps", "3", "--keep", "1"], "rename,unlink,rmdir,symlink,fsync,fdatasync",
-               stride=ARGS.stride)
+    kill_sweep("kill_retention", ["--steps", "3", "--keep", "1", "--transport", ARGS.kill_transport],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride)
 
 
 # ---- every ckpt subcommand on hostile directory contents ---------------------------------------------
@@ -572,6 +573,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--kill-trials", type=int, default=1)
     ap.add_argument("--stride", type=int, default=4, help="kill_retention: every stride-th operation (1: all)")
+    ap.add_argument("--kill-transport", default="posix",
+                    help="transport of the kill sweeps (CI: posix; the nightly size runs each transport with --stride 1)")
     ap.add_argument("--store-cases", action="store_true", help="also the cases of the store module (issue 16)")
     ARGS = ap.parse_args()
     os.makedirs(ARGS.dir, exist_ok=True)
