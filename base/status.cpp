@@ -20,6 +20,7 @@ const char* code_name(Code c) noexcept {
     case Code::unavailable: return "unavailable";
     case Code::failed_precondition: return "failed_precondition";
     case Code::internal: return "internal";
+    case Code::superseded: return "superseded";
   }
   return "?";
 }

@@ -163,6 +163,9 @@ class Store {
   /// removes the .old and points `latest` at the step. A crash at any point leaves either the previous
   /// checkpoint of `step` (recovered by recover()) or the new one.
   virtual Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) = 0;
+  /// Makes what this process committed or wrote under the store so far durable (a commit with
+  /// sync = false is only visible). Any rank; for its own files.
+  virtual Status sync() = 0;
   /// Retention: keeps `just_committed` and the newest complete checkpoints up to `keep` in all;
   /// committed entries older than the last one kept are renamed to .del, then removed, so a crash never
   /// leaves a half-removed directory under a committed name. Incomplete entries newer than that are

@@ -38,7 +38,7 @@ module ckpt
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
   integer, parameter, public :: CKPT_OK = 0, CKPT_INVALID_ARGUMENT = 1, CKPT_NOT_FOUND = 2, CKPT_MISMATCH = 3, &
                                 CKPT_CORRUPT = 4, CKPT_IO_ERROR = 5, CKPT_UNAVAILABLE = 6, &
-                                CKPT_FAILED_PRECONDITION = 7, CKPT_INTERNAL = 8
+                                CKPT_FAILED_PRECONDITION = 7, CKPT_INTERNAL = 8, CKPT_SUPERSEDED = 9
 
   ! Element types (ckpt/ckpt.h).
   integer(c_int), parameter :: DT_I32 = 6, DT_I64 = 8, DT_F32 = 9, DT_F64 = 10

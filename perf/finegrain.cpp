@@ -9,7 +9,7 @@
 //  ckpt-<busy>-<sync>    a ckpt Runtime (posix transport, keep 2) checkpointing every step, with
 //                        on_busy = wait | coalesce and fsync on ("fsync") or off ("nofsync"); the run
 //                        ends with wait_all() (every checkpoint committed; with fsync on, durable)
-//  ckpt-wait-null        the same pipeline with the null transport (nothing written): ckpt's own cost
+//  ckpt-<busy>-null      the same pipeline with the null transport (nothing written): ckpt's own cost
 //  adios2-bp5            ADIOS2 BP5, one output per rank opened once, BeginStep/Put/EndStep after
 //                        every step (every step kept), Close and an fsync of its files at the end
 //  adios2-bp5-async      the same with BP5's AsyncWrite=true
@@ -18,7 +18,8 @@
 // perf/peers: each rank writes its slice (global shape, own offset) to <dir>/<mode>/out.bp.<rank>.
 // Reported per mode: run time (s) and its ratio to none, and the median time the application was
 // blocked per checkpoint (ckpt: Ticket stats blocked_s; ADIOS2: BeginStep..EndStep) next to a memcpy
-// of the same bytes measured in the same run. Other ckpt options come from CKPT_* variables
+// of the same bytes measured in the same run, and how many checkpoints were written (coalesce
+// supersedes some; the last one is always written). Other ckpt options come from CKPT_* variables
 // (transport, fsync, on_busy and dir are set here).
 //
 //   mpiexec -n 2 build/perf/finegrain --bytes 1M --steps 100 --compute-ms 4 --reps 3
@@ -129,6 +130,7 @@ void calibrate(App& app, double ms) {
 struct Sample {
   double run_s = 0;      ///< barrier .. the last checkpoint durable
   double blocked_s = 0;  ///< median time blocked per checkpoint
+  int kept = 0;          ///< checkpoints written (not superseded; ADIOS2: all)
 };
 
 /// A mode: per run, `run(round)` does the whole loop and returns this rank's sample.
@@ -144,7 +146,7 @@ Sample run_none(App& app, int steps) {
   MPI_Barrier(MPI_COMM_WORLD);
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) app.step(s);
-  return {since(t0), 0};
+  return {since(t0), 0, 0};
 }
 
 // ---- ckpt -------------------------------------------------------------------------------------------
@@ -160,7 +162,7 @@ std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app,
   o.transport = transport;
   o.fsync = fsync;
   o.dir = dir;
-  (void)on_busy;  // on_busy arrives with issue 15's coalesce mode
+  o.on_busy = on_busy;
   auto rt = std::make_unique<ckpt::Runtime>(MPI_COMM_WORLD, o);
   if (!rt->status().ok()) fail("ckpt: " + rt->status().to_string());
   ckpt::Status st = rt->protect("state", app.state.data(), ckpt::DType::f64,
@@ -183,12 +185,15 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
   out.run_s = since(t0);
   if (!all.ok()) fail("ckpt: " + all.to_string());
   std::vector<double> blocked;
+  int superseded = 0;
   for (auto& t : tickets) {
     ckpt::Status s = t.wait();
-    if (!s.ok()) fail("ckpt checkpoint " + std::to_string(t.step()) + ": " + s.to_string());
+    if (s.failed()) fail("ckpt checkpoint " + std::to_string(t.step()) + ": " + s.to_string());
     blocked.push_back(t.stats().blocked_s);
+    superseded += s.code() == ckpt::Code::superseded ? 1 : 0;
   }
   out.blocked_s = median(blocked);
+  out.kept = steps - superseded;
   return out;
 }
 
@@ -236,7 +241,7 @@ class Adios2Mode {
     }
     e.Close();
     fsync_tree(path);
-    Sample out{since(t0), median(blocked)};
+    Sample out{since(t0), median(blocked), steps};
     std::filesystem::remove_all(path);  // untimed
     return out;
   }
@@ -254,7 +259,7 @@ class Adios2Mode {
 Sample worst_over_ranks(Sample s) {
   double v[2] = {s.run_s, s.blocked_s}, m[2];
   MPI_Allreduce(v, m, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return {m[0], m[1]};
+  return {m[0], m[1], s.kept};
 }
 
 double median_of(const Mode& m, double Sample::*f) {
@@ -321,7 +326,9 @@ int main(int argc, char** argv) {
   };
   for (const CkptSpec& c :
        {CkptSpec{"ckpt-wait-fsync", "posix", true, "wait"}, CkptSpec{"ckpt-wait-nofsync", "posix", false, "wait"},
-        CkptSpec{"ckpt-wait-null", "null", true, "wait"}}) {
+        CkptSpec{"ckpt-coalesce-fsync", "posix", true, "coalesce"},
+        CkptSpec{"ckpt-coalesce-nofsync", "posix", false, "coalesce"}, CkptSpec{"ckpt-wait-null", "null", true, "wait"},
+        CkptSpec{"ckpt-coalesce-null", "null", true, "coalesce"}}) {
     if (!wanted(c.name)) continue;
     const std::string dir = args.dir + "/" + c.name;
     if (rank == 0) make_dir(dir);
@@ -373,22 +380,22 @@ int main(int argc, char** argv) {
 #ifndef CKPT_HAVE_ADIOS2
     std::printf("adios2: not available (pip install adios2, then reconfigure)\n");
 #endif
-    std::printf("%-20s %10s %10s %16s %22s\n", "mode", "run s", "x none", "blocked us/ckpt",
+    std::printf("%-22s %8s %8s %6s %16s %26s\n", "mode", "run s", "x none", "kept", "blocked us/ckpt",
                 "blocked/(1.5 memcpy+50us)");
     for (const Mode& m : modes) {
       const double r = median_of(m, &Sample::run_s), b = median_of(m, &Sample::blocked_s);
-      std::printf("%-20s %10.3f %10.3f %16.1f %22.2f\n", m.name.c_str(), r, r / base_s, b * 1e6,
+      std::printf("%-22s %8.3f %8.3f %6d %16.1f %26.2f\n", m.name.c_str(), r, r / base_s, m.rounds.back().kept, b * 1e6,
                   b / (1.5 * copy_s + 50e-6));
     }
     if (!args.csv.empty()) {
       std::FILE* f = std::fopen(args.csv.c_str(), "w");
       if (!f) fail("cannot write " + args.csv);
-      std::fprintf(f, "mode,ranks,bytes_per_rank,steps,compute_ms,rep,run_s,blocked_s,memcpy_s\n");
+      std::fprintf(f, "mode,ranks,bytes_per_rank,steps,compute_ms,rep,run_s,blocked_s,memcpy_s,kept\n");
       for (const Mode& m : modes)
         for (std::size_t r = 0; r < m.rounds.size(); ++r)
-          std::fprintf(f, "%s,%d,%llu,%d,%.3f,%zu,%.6f,%.6f,%.6f\n", m.name.c_str(), size,
+          std::fprintf(f, "%s,%d,%llu,%d,%.3f,%zu,%.6f,%.6f,%.6f,%d\n", m.name.c_str(), size,
                        static_cast<unsigned long long>(args.bytes), args.steps, args.compute_ms, r, m.rounds[r].run_s,
-                       m.rounds[r].blocked_s, copy_s);
+                       m.rounds[r].blocked_s, copy_s, m.rounds[r].kept);
       if (std::fclose(f) != 0) fail("writing " + args.csv + " failed");
     }
   }

@@ -306,11 +306,12 @@ Summary run(const Args& a, const ckpt::Options& options, bool restart, bool quie
       tickets.push_back(rt.checkpoint(step));
       blocked += tickets.back().stats().blocked_s;
       // checkpoint() waited until at most max_in_flight were uncommitted, so this older ticket is
-      // done on every rank and its outcome (the same everywhere) can stop the run collectively.
+      // done on every rank and its outcome (the same everywhere) can stop the run collectively. With
+      // on_busy = coalesce checkpoint() never waits: failures come from wait_all() at the end.
       const std::size_t n = tickets.size();
-      if (n > static_cast<std::size_t>(in_flight)) {
+      if (rt.options().on_busy != "coalesce" && n > static_cast<std::size_t>(in_flight)) {
         ckpt::Status old = tickets[n - 1 - in_flight].wait();
-        if (!old.ok()) {
+        if (old.failed()) {
           say("qmc_walkers: checkpoint %lld failed: %s\n", static_cast<long long>(tickets[n - 1 - in_flight].step()),
               old.to_string().c_str());
           return out;

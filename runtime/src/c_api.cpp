@@ -162,7 +162,7 @@ ckpt::Status wait_unclaimed(ckpt_runtime* rt) {
   ckpt::Status first;
   for (const ckpt::Ticket& t : rt->unclaimed) {
     ckpt::Status s = t.wait();
-    if (!s.ok() && first.ok()) first = s.with_context("checkpoint " + std::to_string(t.step()));
+    if (s.failed() && first.ok()) first = s.with_context("checkpoint " + std::to_string(t.step()));
   }
   rt->unclaimed.clear();
   return first;
@@ -190,7 +190,7 @@ extern "C" {
 const char* ckpt_version(void) { return ckpt::version(); }
 
 const char* ckpt_code_name(int code) {
-  if (code < CKPT_OK || code > CKPT_INTERNAL) return "unknown";
+  if (code < CKPT_OK || code > CKPT_SUPERSEDED) return "unknown";
   return ckpt::code_name(static_cast<ckpt::Code>(code));
 }
 
@@ -344,7 +344,13 @@ int ckpt_checkpoint(ckpt_runtime* rt, int64_t step, void* stream, ckpt_ticket** 
     if (step < 0)
       return ckpt::Status(ckpt::Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
     const std::size_t max_in_flight = static_cast<std::size_t>(std::max(1, rt->rt->options().max_in_flight));
-    while (rt->unclaimed.size() >= max_in_flight) {
+    if (rt->rt->options().on_busy == "coalesce") {
+      // Never waits on I/O: done tickets are forgotten unless they failed (wait_all and close report
+      // those); deciding on done-ness would differ between ranks.
+      for (auto it = rt->unclaimed.begin(); it != rt->unclaimed.end();)
+        it = it->done() && !it->wait().failed() ? rt->unclaimed.erase(it) : it + 1;
+    }
+    while (rt->rt->options().on_busy != "coalesce" && rt->unclaimed.size() >= max_in_flight) {
       ckpt::Ticket old = rt->unclaimed.front();
       rt->unclaimed.pop_front();
       ckpt::Status s = old.wait();

@@ -23,6 +23,14 @@ Status Capture::make_room(std::int64_t step) {
   auto same_step_in_flight = [&] {
     return std::any_of(m_in_flight.begin(), m_in_flight.end(), [&](const auto& j) { return j->step == step; });
   };
+  if (m_env.launcher != nullptr) {
+    // Coalesce: never wait for room (the launcher replaces what waits); done tickets are forgotten
+    // (their outcome is the ticket's: deciding on done-ness here would differ between ranks).
+    while (!m_in_flight.empty() && Ticket(m_in_flight.front()->ticket).done()) m_in_flight.pop_front();
+    for (const auto& j : m_in_flight)
+      if (j->step == step) (void)Ticket(j->ticket).wait();
+    return Status::OK();
+  }
   while (static_cast<int>(m_in_flight.size()) >= m_opts.max_in_flight || same_step_in_flight()) {
     auto oldest = m_in_flight.front();
     m_in_flight.pop_front();
@@ -30,7 +38,7 @@ Status Capture::make_room(std::int64_t step) {
     std::unique_lock<std::mutex> lk(ts.mu);
     const bool seen = ts.observed;
     ts.cv.wait(lk, [&] { return ts.done; });
-    if (!ts.status.ok() && !seen) {
+    if (ts.status.failed() && !seen) {
       // An earlier failure nobody has looked at: report it instead of taking this step (see ckpt.hpp).
       ts.observed = true;
       return ts.status.with_context("checkpoint " + std::to_string(oldest->step) + " failed; step " +
@@ -60,7 +68,8 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   return job;
 }
 
-Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s) {
+Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s,
+                            std::vector<WorkItem>* collect) {
   Device& device = *m_env.device;
   StagingPool& pool = *m_env.pool;
   FlushPipeline& flush = *m_env.flush;
@@ -73,7 +82,7 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
   // When the whole stream fits in free chunks (the common case with the auto pool), the chunks are
   // handed over together at the end: the flush thread then does not compete with the copy for
   // memory bandwidth while the application is blocked. Otherwise they stream one by one.
-  const bool batch = nchunks <= pool.free_chunks();
+  const bool batch = collect != nullptr || nchunks <= pool.free_chunks();
   std::vector<WorkItem> pending;
   Status s;
   std::size_t first_block = 0;
@@ -130,18 +139,20 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
     else
       flush.push(std::move(item));
   }
-  if (!pending.empty()) {
+  if (!pending.empty() && collect == nullptr) {
     job->flush_start = Clock::now();
     flush.push_all(std::move(pending));
   }
   Status e = device.capture_end(stream);
   if (s.ok()) s = e.with_context("capture_end");
-  if (!held) {  // no chunk (an empty stream, or the pool shut down): the job still finishes
-    flush.fail(job, s);
-    return s;
-  }
+  if (!held) held = FlushPipeline::final_item(job, s);  // no chunk (an empty stream, the pool shut down)
   if (held->error.ok()) held->error = s;
-  flush.push(std::move(*held));
+  if (collect != nullptr) {
+    for (WorkItem& w : pending) collect->push_back(std::move(w));
+    collect->push_back(std::move(*held));
+  } else {
+    flush.push(std::move(*held));
+  }
   return s;
 }
 
@@ -188,15 +199,20 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
   }
   double wait_s = 0;
   Span capture_span(m_env.tracer.get(), "ckpt:capture", TraceThread::app, step, job->plan.payload);
-  if (s.ok()) s = m_env.device->capture_begin(stream);
-  if (s.ok()) {
-    (void)copy_chunks(job, stream, wait_s);  // a failure travels with the job
+  if (m_env.launcher != nullptr) {
+    coalesce(job, s, stream, wait_s);
   } else {
-    // Nothing is captured; the job still goes through the flush threads (so that the writers'
-    // collectives and the commit happen on every rank) and fails there.
-    job->flush_start = Clock::now();
-    m_env.flush->fail(job, s);
+    if (s.ok()) s = m_env.device->capture_begin(stream);
+    if (s.ok()) {
+      (void)copy_chunks(job, stream, wait_s);  // a failure travels with the job
+    } else {
+      // Nothing is captured; the job still goes through the flush threads (so that the writers'
+      // collectives and the commit happen on every rank) and fails there.
+      job->flush_start = Clock::now();
+      m_env.flush->fail(job, s);
+    }
   }
+  capture_span.end();
   {
     std::lock_guard<std::mutex> lk(ticket->mu);
     ticket->stats.blocked_s = seconds_since(t0);
@@ -205,14 +221,47 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
     ticket->stats.staging_pinned_bytes = m_env.pool->pinned_bytes();
   }
   m_in_flight.push_back(job);
+  ++m_seq;
   return Ticket(ticket);
+}
+
+void Capture::coalesce(const std::shared_ptr<Job>& job, Status setup, void* stream, double& wait_s) {
+  Launcher& launcher = *m_env.launcher;
+  launcher.supersede_waiting();  // its chunks are this capture's room
+  PendingCapture p;
+  p.job = job;
+  p.seq = m_seq;
+  // The capture waits with all its chunks next to max_in_flight checkpoints in flight; a stream that
+  // does not fit the pool like that streams through it once launched, as on_busy = wait does.
+  std::uint64_t nchunks = 0;
+  for (const Segment& seg : job->plan.segments)
+    nchunks += (seg.end - seg.begin + m_opts.chunk_bytes - 1) / m_opts.chunk_bytes;
+  p.streams = setup.ok() && nchunks * static_cast<std::uint64_t>(m_opts.max_in_flight + 1) > m_env.pool->chunks();
+  if (!p.streams) {
+    if (setup.ok()) setup = m_env.device->capture_begin(stream);
+    if (setup.ok())
+      (void)copy_chunks(job, stream, wait_s, &p.items);  // a failure travels with the job
+    else
+      p.items.push_back(FlushPipeline::final_item(job, setup));
+    (void)launcher.submit(std::move(p));
+    return;
+  }
+  const auto tw = Clock::now();
+  const bool launched = launcher.submit(std::move(p));
+  wait_s += seconds_since(tw);
+  if (!launched) return;  // superseded while it waited: its ticket says so
+  Status s = m_env.device->capture_begin(stream);
+  if (s.ok())
+    (void)copy_chunks(job, stream, wait_s);
+  else
+    m_env.flush->fail(job, s);
 }
 
 Status Capture::wait_all() {
   Status first;
   while (!m_in_flight.empty()) {
     Status s = Ticket(m_in_flight.front()->ticket).wait();
-    if (!s.ok() && first.ok()) first = s.with_context("checkpoint " + std::to_string(m_in_flight.front()->step));
+    if (s.failed() && first.ok()) first = s.with_context("checkpoint " + std::to_string(m_in_flight.front()->step));
     m_in_flight.pop_front();
   }
   return first;

@@ -15,6 +15,7 @@
 #include "base/store.hpp"
 #include "runtime/src/flush.hpp"
 #include "runtime/src/job.hpp"
+#include "runtime/src/launcher.hpp"
 
 namespace ckpt::detail {
 
@@ -33,6 +34,7 @@ struct CaptureEnv {
   const Store* store = nullptr;
   std::shared_ptr<Tracer> tracer;
   FlushPipeline* flush = nullptr;
+  Launcher* launcher = nullptr;  ///< on_busy = coalesce; null for wait
 };
 
 /// Application thread only.
@@ -49,16 +51,22 @@ class Capture {
 
  private:
   /// Waits while max_in_flight checkpoints are in flight; an unobserved failure of one of them.
+  /// With coalesce it waits only for an earlier checkpoint of the same step and forgets done ones.
   Status make_room(std::int64_t step);
   /// The job of `step`: plan, staging directory, digests of empty blocks.
   std::shared_ptr<Job> new_job(std::int64_t step, const std::vector<Region>& regions,
                                std::shared_ptr<TicketState> ticket) const;
-  /// Copies the stream into chunks and hands them over; a failure is handed over with the job.
-  Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s);
+  /// Copies the stream into chunks and hands them over - or, with `collect`, appends them there in
+  /// stream order (the last one last); a failure travels with the job's last item.
+  Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s,
+                     std::vector<WorkItem>* collect = nullptr);
+  /// Captures `job` with on_busy = coalesce (see Launcher).
+  void coalesce(const std::shared_ptr<Job>& job, Status setup, void* stream, double& wait_s);
 
   CaptureEnv m_env;
   const Options& m_opts;
   std::deque<std::shared_ptr<Job>> m_in_flight;
+  std::uint64_t m_seq = 0;  ///< checkpoint() calls past the argument agreement (equal on every rank)
 };
 
 }  // namespace ckpt::detail

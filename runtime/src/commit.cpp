@@ -34,6 +34,8 @@ Committer::~Committer() { close(); }
 void Committer::close() {
   m_queue.close();
   if (m_thread.joinable()) m_thread.join();
+  if (m_unsynced && m_persistent) (void)m_store.sync();  // the end of the run is durable
+  m_unsynced = false;
   free_comm(m_commit_comm);
 }
 
@@ -47,10 +49,12 @@ void Committer::loop() {
   while (m_queue.pop(job)) {
     Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
     Status s = commit(*job);
+    const bool synced = periodic_sync(s.ok()) && s.ok();
     span.end();
     {
       std::lock_guard<std::mutex> lk(job->ticket->mu);
       job->ticket->stats.committed_s = seconds_since(job->t0);
+      job->ticket->stats.synced = synced;
     }
     if (m_cfg.verbose >= 1 && m_rank == 0) {
       const auto st = Ticket(job->ticket).stats();
@@ -67,6 +71,7 @@ void Committer::loop() {
     // Before the ticket is done: whoever waited for the ticket finds the drain already queued.
     if (s.ok() && m_on_committed) m_on_committed(job);
     job->ticket->finish(s);
+    if (m_on_finished) m_on_finished();
     {
       std::lock_guard<std::mutex> lk(m_history_mu);
       CheckpointRecord rec = m_rank == 0 ? m_root_last : CheckpointRecord{};
@@ -146,7 +151,8 @@ Status Committer::commit(Job& job) {
     // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
     // the outcome is sent).
     outcome = idx.status();
-    if (outcome.ok() && m_persistent) outcome = m_store.commit(job.step, encode_index(idx.value()), m_cfg.fsync);
+    if (outcome.ok() && m_persistent)
+      outcome = m_store.commit(job.step, encode_index(idx.value()), m_cfg.fsync && m_cfg.durable_every_ms == 0);
     if (!outcome.ok() && m_persistent) remove_tree(job.tmp_dir);
   }
   outcome = bcast_status(m_commit_comm, outcome, 0);  // everybody learns the outcome
@@ -162,7 +168,8 @@ Status Committer::commit_nodes(const Job& job, Result<Index> idx) {
     if (m_rank == 0) bytes = encode_index(idx.value());
     bcast_bytes(m_commit_comm, bytes, 0);
     // Every node directory gets the whole index (and holds the data files of its own ranks).
-    const Status mine = m_cfg.node_leader ? m_store.commit(job.step, bytes, m_cfg.fsync) : Status::OK();
+    const Status mine =
+        m_cfg.node_leader ? m_store.commit(job.step, bytes, m_cfg.fsync && m_cfg.durable_every_ms == 0) : Status::OK();
     outcome = agree(m_commit_comm, mine);
   }
   if (!outcome.ok() && m_cfg.node_leader) remove_tree(job.tmp_dir);
@@ -271,6 +278,23 @@ Result<Index> Committer::index_on_root(const Job& job, const std::vector<std::ve
     m_root_last.attrs = idx->attrs;
   }
   return idx;
+}
+
+bool Committer::periodic_sync(bool committed) {
+  if (!m_cfg.fsync || !m_persistent) return false;
+  if (m_cfg.durable_every_ms <= 0) return committed;  // fsynced by the commit itself
+  m_unsynced = m_unsynced || committed;
+  int now = 0;
+  if (m_rank == 0) now = m_unsynced && seconds_since(m_last_sync) * 1e3 >= m_cfg.durable_every_ms ? 1 : 0;
+  MPI_Bcast(&now, 1, MPI_INT, 0, m_commit_comm);
+  if (now == 0) return false;
+  Span span(m_tracer, "ckpt:fsync", TraceThread::commit);
+  Status s = agree(m_commit_comm, m_store.sync());
+  m_last_sync = Clock::now();
+  m_unsynced = !s.ok();
+  if (!s.ok() && m_cfg.verbose >= 1 && m_rank == 0)
+    std::fprintf(stderr, "ckpt: periodic sync: %s\n", s.to_string().c_str());
+  return s.ok();
 }
 
 void Committer::apply_retention(std::int64_t just_committed) {

@@ -21,6 +21,7 @@ namespace ckpt::detail {
 /// What the commit needs of the options.
 struct CommitConfig {
   bool fsync = true;
+  int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
   int keep = 2;  ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;
   /// The node level (docs/design.md, "Levels"): rank 0 merges the index, every node leader commits it
@@ -49,7 +50,11 @@ class Committer {
   void on_committed(CommittedFn fn) { m_on_committed = std::move(fn); }
   /// Hands a job whose writers are finished (or failed) to the commit thread; commits run in order.
   void submit(std::shared_ptr<Job> job) { m_queue.push(std::move(job)); }
-  /// Commits what was submitted, stops the thread and frees the communicator.
+  /// Called on the commit thread after each checkpoint's ticket is done (the Launcher's count); set
+  /// before the first submit().
+  void set_on_finished(std::function<void()> f) { m_on_finished = std::move(f); }
+  /// Commits what was submitted, syncs what durable_every_ms left unsynced, stops the thread and
+  /// frees the communicator.
   void close();
   /// The transports' names as the index records them: "posix", or "posix+rbio" with groups.
   const std::string& transport_names() const { return m_transport_names; }
@@ -71,6 +76,9 @@ class Committer {
   /// The node level: rank 0's index to every rank, each node leader's commit, the agreement.
   Status commit_nodes(const Job& job, Result<Index> idx);
   void apply_retention(std::int64_t just_committed);
+  /// Every rank, after a commit's outcome: with durable_every_ms, syncs the store when the period is
+  /// over (rank 0 decides, everybody learns it); true when this checkpoint is now durable.
+  bool periodic_sync(bool committed);
 
   MPI_Comm m_commit_comm;
   int m_rank = 0, m_size = 1;
@@ -86,6 +94,9 @@ class Committer {
   mutable std::mutex m_history_mu;
   std::vector<CheckpointRecord> m_history;  // appended by the commit thread
   CheckpointRecord m_root_last;             // commit thread, rank 0: files/attrs of the last commit
+  std::function<void()> m_on_finished;
+  Clock::time_point m_last_sync = Clock::now();  ///< commit thread: the last periodic sync
+  bool m_unsynced = false;                       ///< commit thread: commits since then
   std::thread m_thread;
 };
 

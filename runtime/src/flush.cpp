@@ -82,12 +82,12 @@ void FlushPipeline::close() {
   free_comm(m_open.comm);
 }
 
-void FlushPipeline::fail(const std::shared_ptr<Job>& job, const Status& error) {
+WorkItem FlushPipeline::final_item(const std::shared_ptr<Job>& job, const Status& error) {
   WorkItem item;
   item.job = job;
   item.last = true;
   item.error = error;
-  m_flush_q.push(std::move(item));
+  return item;
 }
 
 // ---- flush: digest thread, then write thread ------------------------------------------------------

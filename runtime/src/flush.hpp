@@ -66,7 +66,9 @@ class FlushPipeline {
   void push_all(std::vector<WorkItem>&& items) { m_flush_q.push_all(std::move(items)); }
   /// Hands `job` over with `error` and nothing (more) to write: the job still goes through the write
   /// thread (commit order = step order) and the commit, which every rank must run, and fails there.
-  void fail(const std::shared_ptr<Job>& job, const Status& error);
+  void fail(const std::shared_ptr<Job>& job, const Status& error) { push(final_item(job, error)); }
+  /// The item fail() hands over: nothing to write, last, with `error`.
+  static WorkItem final_item(const std::shared_ptr<Job>& job, const Status& error);
   /// Drains both queues, stops the threads and frees the communicator.
   void close();
 

@@ -171,6 +171,12 @@ const std::vector<Field>& fields() {
          o.max_in_flight = static_cast<int>(x.value());
          return Status();
        }},
+      {"on_busy",
+       [](Options& o, const std::string& v) -> Status {
+         if (v != "wait" && v != "coalesce") return bad_value("on_busy", v, "wait, coalesce");
+         o.on_busy = v;
+         return Status();
+       }},
       {"keep",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("keep", v);
@@ -205,6 +211,14 @@ const std::vector<Field>& fields() {
          auto x = parse_int("verbose", v);
          if (!x.ok() || x.value() < 0 || x.value() > 2) return bad_value("verbose", v, "0, 1 or 2");
          o.verbose = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"durable_every_ms",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("durable_every_ms", v);
+         if (!x.ok() || x.value() < 0 || x.value() > 86400000)
+           return bad_value("durable_every_ms", v, "0 (every commit fsynced) to 86400000 ms");
+         o.durable_every_ms = static_cast<int>(x.value());
          return Status();
        }},
       {"flush_delay_ms",
@@ -410,6 +424,8 @@ Status Options::validate() const {
     return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(pool_bytes) +
                                               ") must hold at least two chunks of chunk_bytes (" +
                                               std::to_string(chunk_bytes) + ")");
+  if (on_busy != "wait" && on_busy != "coalesce")
+    return Status(Code::invalid_argument, "option 'on_busy' must be 'wait' or 'coalesce', got '" + on_busy + "'");
   if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");
   if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
@@ -419,6 +435,8 @@ Status Options::validate() const {
     CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
   }
   if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
+  if (durable_every_ms < 0 || durable_every_ms > 86400000)
+    return Status(Code::invalid_argument, "option 'durable_every_ms' must be in [0, 86400000]");
   if (mpiio_files < 1 || rbio_writers < 0 || open_token < 0 || flush_delay_ms < 0 || verbose < 0)
     return Status(
         Code::invalid_argument,

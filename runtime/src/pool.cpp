@@ -124,10 +124,12 @@ std::uint64_t physical_memory() {
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : (4ull << 30);
 }
 
+int streams_in_pool(const Options& opts) { return opts.max_in_flight + (opts.on_busy == "coalesce" ? 1 : 0); }
+
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
   const std::uint64_t want_chunks =
       opts.pool_bytes != 0 ? opts.pool_bytes / opts.chunk_bytes
-                           : auto_pool_chunks(stream_bytes, opts.chunk_bytes, opts.max_in_flight, pool.chunks(),
+                           : auto_pool_chunks(stream_bytes, opts.chunk_bytes, streams_in_pool(opts), pool.chunks(),
                                               physical_memory(), opts.pool_max_fraction, pool.ranks_on_node());
   if (want_chunks <= pool.chunks()) return Status::OK();
   // Growing while chunks are lent is safe: new chunks are added, none move.

@@ -83,6 +83,10 @@ class StagingPool {
   bool m_down = false;
 };
 
+/// Whole checkpoints the auto pool holds: max_in_flight, and one more for the capture that waits with
+/// on_busy = coalesce.
+int streams_in_pool(const Options& opts);
+
 /// Grows `pool` so that it can hold what a stream of `stream_bytes` needs under the options' budget
 /// (pool_bytes, or max_in_flight streams capped at this rank's share of pool_max_fraction of the
 /// node's memory; growth by half again; see auto_pool_chunks).

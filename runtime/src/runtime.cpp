@@ -206,6 +206,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) m_status = make_transports();
   if (m_status.ok() && m_levels) m_status = make_node_level();
+  // A transport that writes inside checkpoint() cannot leave a capture waiting to be replaced.
+  if (m_status.ok() && m_opts.on_busy == "coalesce" && opens_on_app_thread(m_transports))
+    m_status = Status(Code::invalid_argument,
+                      "option 'on_busy': coalesce needs an asynchronous transport (hdf5-sync writes inside "
+                      "checkpoint())");
   if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     // One job per directory: without the lock a second job's start-up recovery deletes the first
@@ -249,8 +254,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
   if (m_opts.pool_bytes != 0) (void)reserve_for_stream(*m_pool, m_opts, 0);
   m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment);
+  // durable_every_ms: writers and the store's commit skip their fsyncs; the commit thread syncs.
+  const bool sync_each = m_opts.fsync && m_opts.durable_every_ms == 0;
   CommitConfig commit_cfg;
   commit_cfg.fsync = m_opts.fsync;
+  commit_cfg.durable_every_ms = m_opts.durable_every_ms;
   commit_cfg.keep = m_opts.keep;
   commit_cfg.verbose = m_opts.verbose;
   if (m_levels) {
@@ -260,7 +268,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_global_committer =
         std::make_unique<Committer>(m_global_commit_comm, global_cfg, m_transports, *m_store, m_run_id, m_tracer.get());
     m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
-    const OpenEnv drain_open{m_drain_comm, m_rank, m_size, &m_transports, m_persistent, m_run_id, m_opts.fsync};
+    const OpenEnv drain_open{m_drain_comm, m_rank, m_size, &m_transports, m_persistent, m_run_id, sync_each};
     m_drainer =
         std::make_unique<Drainer>(DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, m_opts.chunk_bytes},
                                   drain_open, *m_local_store, *m_store, *m_global_committer);
@@ -277,18 +285,24 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                                             m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
   if (m_drainer) m_committer->on_committed([d = m_drainer.get()](std::shared_ptr<Job> j) { d->submit(std::move(j)); });
-  const OpenEnv open{MPI_COMM_NULL, m_rank,      m_size, &pipeline_transports, m_persistent || m_levels,
-                     m_run_id,      m_opts.fsync};
+  const OpenEnv open{MPI_COMM_NULL, m_rank,   m_size, &pipeline_transports, m_persistent || m_levels,
+                     m_run_id,      sync_each};
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, flush_open, *m_device,
                                             *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
+  if (m_opts.on_busy == "coalesce") {
+    MPI_Comm launch_comm = MPI_COMM_NULL;
+    MPI_Comm_dup(m_app_comm, &launch_comm);
+    m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, *m_device, *m_flush, *m_pool);
+    m_committer->set_on_finished([l = m_launcher.get()] { l->finished(); });
+  }
   OpenEnv app_open = open;
   app_open.comm = m_app_comm;
-  m_capture =
-      std::make_unique<Capture>(CaptureEnv{m_app_comm, m_rank, m_size, &m_opts, m_device.get(), m_pool.get(),
-                                           &pipeline_transports, app_open, &pipeline_store, m_tracer, m_flush.get()});
+  m_capture = std::make_unique<Capture>(CaptureEnv{m_app_comm, m_rank, m_size, &m_opts, m_device.get(), m_pool.get(),
+                                                   &pipeline_transports, app_open, &pipeline_store, m_tracer,
+                                                   m_flush.get(), m_launcher.get()});
   m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(),
                                           m_node_leader, *m_device, *m_pool, m_tracer.get());
 }
@@ -367,6 +381,7 @@ Status RuntimeImpl::close() {
   MPI_Finalized(&finalized);
   Status first = m_status.ok() ? wait_all() : Status::OK();  // before m_closed: wait_all() refuses after
   m_closed = true;
+  if (m_launcher) m_launcher->close();  // before the flush threads: it pushes into them
   if (m_flush) m_flush->close();
   if (m_committer) m_committer->close();
   if (m_drainer) m_drainer->close();  // after the Committer, which feeds it

@@ -18,6 +18,7 @@
 #include "runtime/src/dir_lock.hpp"
 #include "runtime/src/drain.hpp"
 #include "runtime/src/flush.hpp"
+#include "runtime/src/launcher.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
 #include "runtime/src/restart.hpp"
@@ -111,6 +112,7 @@ class RuntimeImpl {
   std::unique_ptr<Registry> m_registry;
   std::unique_ptr<Committer> m_committer;
   std::unique_ptr<FlushPipeline> m_flush;
+  std::unique_ptr<Launcher> m_launcher;  ///< on_busy = coalesce
   std::unique_ptr<Capture> m_capture;
   std::unique_ptr<Restorer> m_restorer;
 };

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   /* ---- create: error paths, then from a YAML file ---- */
   CHECK(strlen(ckpt_version()) > 0);
   CHECK(strcmp(ckpt_code_name(CKPT_MISMATCH), "mismatch") == 0);
+  CHECK(strcmp(ckpt_code_name(CKPT_SUPERSEDED), "superseded") == 0);
   CHECK(strcmp(ckpt_code_name(42), "unknown") == 0);
   ckpt_runtime* rt = (ckpt_runtime*)&rt; /* must be reset to NULL on failure */
   CHECK_RC(ckpt_create(MPI_COMM_WORLD, bad_yaml, &rt), CKPT_INVALID_ARGUMENT, NULL);

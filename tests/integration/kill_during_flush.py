@@ -5,7 +5,8 @@ Each trial starts `heat_restart` on 4 ranks with a slowed flush (CKPT_FLUSH_DELA
 checkpoint has been committed and the next one is in flight (a ckpt.<n>.tmp directory with data
 files), kills the whole job with SIGKILL, then restarts (on 4 or 3 ranks). The restart must load a
 complete checkpoint, verify the restored state bit for bit against a recomputation, and finish with
-the same `state:` digest as an uninterrupted run.
+the same `state:` digest as an uninterrupted run, from a checkpoint at least as new as the newest one
+complete on disk when the kill was sent. --env KEY=VALUE adds options (e.g. CKPT_ON_BUSY=coalesce).
 """
 import argparse
 import glob
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the killed runs")
     a = ap.parse_args()
     shm_at_start = shm_names()  # Open MPI segments that are not ours: never touched
     rng = random.Random(a.seed)
@@ -55,6 +57,7 @@ def main():
         return 1
 
     env = dict(os.environ, CKPT_FLUSH_DELAY_MS="15", CKPT_CHUNK_BYTES="256K")
+    env.update(kv.split("=", 1) for kv in a.env)
     failures, in_flight_kills = 0, 0
     for t in range(a.trials):
         d = os.path.join(a.dir, f"trial{t}")
@@ -70,6 +73,7 @@ def main():
             time.sleep(0.005)
         time.sleep(rng.uniform(0, 0.03))
         flushing = bool(glob.glob(os.path.join(d, "ckpt.*.tmp")))
+        complete = [int(m.group(1)) for x in os.listdir(d) if (m := re.fullmatch(r"ckpt\.(\d+)", x))]
         # Open MPI gives each rank a process group of its own: kill the whole session, ranks included,
         # and wait until none is left (an orphaned rank would keep writing).
         kill_session(job, shm_at_start)
@@ -81,9 +85,11 @@ def main():
         nranks = 4 if t % 2 == 0 else 3
         rc, out = run(mpi(nranks) + [a.app] + common + ["--dir", d, "--restart"])
         loaded = re.search(r"loaded checkpoint (\d+)", out)
+        newest = max(complete, default=-1)
         ok = rc == 0 and loaded and "verified bit for bit" in out and state_of(out) == ref
-        print(f"trial {t}: killed with a flush in flight: {flushing}; restart on {nranks} ranks from "
-              f"{loaded.group(1) if loaded else 'nothing'}: {'ok' if ok else 'FAIL'}")
+        ok = ok and int(loaded.group(1)) >= newest
+        print(f"trial {t}: killed with a flush in flight: {flushing}; newest complete then: {newest}; restart on "
+              f"{nranks} ranks from {loaded.group(1) if loaded else 'nothing'}: {'ok' if ok else 'FAIL'}")
         if not ok:
             print(out)
             failures += 1

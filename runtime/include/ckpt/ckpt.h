@@ -48,6 +48,7 @@ extern "C" {
 #define CKPT_UNAVAILABLE 6         /* feature not compiled in, MPI without the needed thread level */
 #define CKPT_FAILED_PRECONDITION 7 /* call made in the wrong state (e.g. after ckpt_close) */
 #define CKPT_INTERNAL 8            /* a bug in ckpt, or out of memory */
+#define CKPT_SUPERSEDED 9          /* not a failure: on_busy=coalesce replaced this checkpoint by a newer one */
 
 /* Element types (ckpt::DType). */
 #define CKPT_U8 1

@@ -115,6 +115,10 @@ struct CheckpointStats {
   /// Part of staging_bytes the GPU can DMA to (pinned). Less than staging_bytes: pinning failed for some
   /// chunks, and device data copied into them is copied synchronously (slower). 0 on the host device.
   std::uint64_t staging_pinned_bytes = 0;
+  /// Whether the checkpoint was fsynced (data, index, directories: it survives a crash of the node)
+  /// before its ticket completed. False with fsync off, and with durable_every_ms > 0 until the next
+  /// periodic sync (it is visible and survives a crash of the processes).
+  bool synced = false;
 };
 
 namespace detail {

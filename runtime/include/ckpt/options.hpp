@@ -55,10 +55,19 @@ struct CKPT_API Options {
   /// Checkpoints that may be captured but not yet committed; checkpoint() waits beyond this.
   /// 1 = double buffering (the application's data + one staged copy). [CKPT_MAX_IN_FLIGHT]
   int max_in_flight = 1;
+  /// What checkpoint() does when max_in_flight checkpoints are in flight: "wait" for the oldest to
+  /// commit, or "coalesce": capture anyway (into a spare set of chunks) and replace the capture that
+  /// waits to be flushed, whose ticket ends with Code::superseded (not a failure). [CKPT_ON_BUSY]
+  std::string on_busy = "wait";
   /// Complete checkpoints kept on disk; older ones are removed after a newer commit. [CKPT_KEEP]
   int keep = 2;
   /// fdatasync data and fsync index and directories before a checkpoint counts. [CKPT_FSYNC]
   bool fsync = true;
+  /// With fsync: 0 = every commit is fsynced before its ticket completes. N > 0 = a commit is visible at
+  /// once (it survives a crash of the processes) and the checkpoint directory is fsynced at most every
+  /// N ms (then it survives a crash of the node); CheckpointStats::synced says which. close() syncs
+  /// what is left. [CKPT_DURABLE_EVERY_MS]
+  int durable_every_ms = 0;
   /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
   std::uint64_t alignment = 4096;
   /// Compute per-block min/max of numeric data into the index. [CKPT_STATS]

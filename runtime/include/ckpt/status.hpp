@@ -23,6 +23,9 @@ enum class Code {
   unavailable,          ///< a feature not compiled in, or an MPI without the needed thread level
   failed_precondition,  ///< call made in the wrong state (e.g. after close())
   internal,             ///< a bug in ckpt: please report it
+  /// Not a failure: with on_busy = coalesce, a newer checkpoint replaced this one before it was
+  /// flushed (Status::failed() is false; see docs/options.md).
+  superseded,
 };
 
 /// Name of a code, e.g. "io_error".
@@ -37,6 +40,8 @@ class CKPT_API Status {
 
   static Status OK() { return Status(); }
   bool ok() const noexcept { return m_code == Code::ok; }
+  /// Not ok and not `superseded`: something went wrong.
+  bool failed() const noexcept { return m_code != Code::ok && m_code != Code::superseded; }
   Code code() const noexcept { return m_code; }
   /// The message, without the code; empty when ok.
   const std::string& message() const noexcept { return m_message; }

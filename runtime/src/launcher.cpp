@@ -1,0 +1,144 @@
+// on_busy = coalesce: the capture that waits, and the launcher thread's agreement. See launcher.hpp.
+#include "runtime/src/launcher.hpp"
+
+#include <string>
+#include <utility>
+
+#include "base/mpi.hpp"
+
+namespace ckpt::detail {
+
+Launcher::Launcher(MPI_Comm comm, int max_in_flight, Device& device, FlushPipeline& flush, StagingPool& pool)
+    : m_comm(comm), m_max_in_flight(max_in_flight), m_device(device), m_flush(flush), m_pool(pool) {
+  m_thread = std::thread([this] {
+    nvtx_name_thread("ckpt launch");
+    m_bound = m_device.bind_thread();
+    loop();
+  });
+}
+
+Launcher::~Launcher() { close(); }
+
+void Launcher::close() {
+  {
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_closing = true;
+  }
+  m_cv.notify_all();
+  if (m_thread.joinable()) m_thread.join();
+  std::lock_guard<std::mutex> lk(m_mu);
+  if (m_waiting) {
+    drop(*m_waiting);
+    m_waiting.reset();
+  }
+  free_comm(m_comm);
+}
+
+void Launcher::drop(PendingCapture& p) {
+  // The copies into the chunks must have landed before a chunk goes back (a device copy may still be
+  // in flight); a chunk whose fence cannot be waited on is retired.
+  for (WorkItem& item : p.items) {
+    if (item.chunk == nullptr) continue;
+    if (item.keep_chunk || !m_device.wait(item.fence).ok())
+      m_pool.retire(item.chunk);
+    else
+      m_pool.release(item.chunk);
+    item.chunk = nullptr;
+  }
+  p.items.clear();
+  p.job->ticket->finish(Status(Code::superseded, "checkpoint " + std::to_string(p.job->step) +
+                                                     " was superseded by a newer one before it was flushed"));
+  if (p.streams) {
+    m_verdict_seq = p.seq;
+    m_has_verdict = true;
+    m_verdict_launched = false;
+    m_app_cv.notify_all();
+  }
+}
+
+void Launcher::launch(PendingCapture& p) {
+  ++m_in_flight;
+  p.job->flush_start = Clock::now();
+  if (p.streams) {
+    m_verdict_seq = p.seq;
+    m_has_verdict = true;
+    m_verdict_launched = true;
+    m_app_cv.notify_all();
+    return;
+  }
+  // The launcher's device binding failed: the job fails in the flush threads, on every rank's commit.
+  if (!m_bound.ok() && !p.items.empty() && p.items.front().error.ok())
+    p.items.front().error = m_bound.with_context("binding the launcher thread to the device");
+  m_flush.push_all(std::move(p.items));
+}
+
+void Launcher::supersede_waiting() {
+  std::lock_guard<std::mutex> lk(m_mu);
+  if (m_waiting && !m_waiting->streams) {
+    drop(*m_waiting);
+    m_waiting.reset();
+  }
+}
+
+bool Launcher::submit(PendingCapture p) {
+  const bool streams = p.streams;
+  const std::uint64_t seq = p.seq;
+  std::unique_lock<std::mutex> lk(m_mu);
+  if (m_waiting) drop(*m_waiting);
+  m_waiting = std::move(p);
+  lk.unlock();
+  m_cv.notify_all();
+  if (!streams) return true;
+  lk.lock();
+  m_app_cv.wait(lk, [&] { return m_has_verdict && m_verdict_seq == seq; });
+  m_has_verdict = false;
+  return m_verdict_launched;
+}
+
+void Launcher::finished() {
+  {
+    std::lock_guard<std::mutex> lk(m_mu);
+    --m_in_flight;
+  }
+  m_cv.notify_all();
+}
+
+void Launcher::loop() {
+  std::unique_lock<std::mutex> lk(m_mu);
+  for (;;) {
+    m_cv.wait(lk, [&] { return m_closing || (m_in_flight < m_max_in_flight && m_waiting); });
+    if (m_closing) return;                        // after wait_all on every rank: nothing waits anywhere
+    PendingCapture mine = std::move(*m_waiting);  // claimed: the application can no longer replace it
+    m_waiting.reset();
+    for (;;) {
+      // Every rank proposes the capture it holds; equal proposals launch. The same number of rounds
+      // on every rank: the loop's exit depends on the allreduce's result alone.
+      lk.unlock();
+      long long v[2] = {static_cast<long long>(mine.seq), -static_cast<long long>(mine.seq)}, r[2] = {0, 0};
+      MPI_Allreduce(v, r, 2, MPI_LONG_LONG, MPI_MAX, m_comm);
+      lk.lock();
+      const auto newest = static_cast<std::uint64_t>(r[0]), oldest = static_cast<std::uint64_t>(-r[1]);
+      if (newest == oldest) {
+        launch(mine);
+        break;
+      }
+      if (mine.seq == newest) continue;  // the others catch up to it
+      // Behind: `newest` was captured elsewhere, so this rank's application captures it too (the
+      // calls are collective). Drop what is older, wait for it (or a newer one) and propose again.
+      drop(mine);
+      for (;;) {
+        if (m_closing) return;  // ranks disagree on the number of checkpoints: nothing can launch
+        if (m_waiting) {
+          if (m_waiting->seq >= newest) break;
+          drop(*m_waiting);  // older than what every rank will launch (also wakes a streaming one)
+          m_waiting.reset();
+        }
+        m_cv.wait(lk);
+      }
+      mine = std::move(*m_waiting);
+      m_waiting.reset();
+    }
+  }
+}
+
+}  // namespace ckpt::detail

@@ -1,0 +1,147 @@
+// on_busy = coalesce (issue 15): checkpoint() never waits for the disk; a capture that waits to be
+// flushed is replaced by a newer one, whose predecessor's ticket ends `superseded`. Checked at 4 ranks
+// with ranks out of phase: every rank supersedes the same checkpoints, the last one commits, restart
+// loads the newest state bit for bit - also for checkpoints larger than the staging pool.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <numeric>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "test_util.hpp"
+
+using namespace ckpt;
+using ckpt::test::all_true;
+using ckpt::test::scratch_dir;
+using ckpt::test::world_rank;
+using ckpt::test::world_size;
+
+namespace {
+
+Options coalesce_opts(const std::string& dir) {
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.on_busy = "coalesce";
+  o.chunk_bytes = 64 << 10;
+  return o;
+}
+
+void fill(std::vector<double>& v, int step, int rank) {
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = step * 1e6 + rank * 1e4 + static_cast<double>(i % 9973);
+}
+
+/// Takes `n` checkpoints of `v` back to back (ranks out of phase by a few ms), waits for all, and
+/// checks the outcomes: each ok or superseded, the same on every rank, the last one ok.
+std::vector<Code> checkpoint_burst(Runtime& rt, std::vector<double>& v, int n) {
+  const int rank = world_rank();
+  std::vector<Ticket> tickets;
+  for (int k = 0; k < n; ++k) {
+    fill(v, k, rank);
+    ::usleep(static_cast<useconds_t>(((rank * 7 + k * 13) % 5) * 1000));
+    tickets.push_back(rt.checkpoint(k));
+  }
+  EXPECT_TRUE(rt.wait_all().ok());
+  std::vector<Code> codes;
+  std::vector<int> mine;
+  for (auto& t : tickets) {
+    const Status s = t.wait();
+    EXPECT_TRUE(s.ok() || s.code() == Code::superseded) << "step " << t.step() << ": " << s.to_string();
+    EXPECT_FALSE(s.failed()) << s.to_string();
+    codes.push_back(s.code());
+    mine.push_back(static_cast<int>(s.code()));
+  }
+  EXPECT_EQ(codes.back(), Code::ok) << "the newest checkpoint is never superseded";
+  std::vector<int> all(mine.size() * static_cast<std::size_t>(world_size()));
+  MPI_Allgather(mine.data(), n, MPI_INT, all.data(), n, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 0; r < world_size(); ++r)
+    for (int k = 0; k < n; ++k)
+      EXPECT_EQ(all[static_cast<std::size_t>(r * n + k)], mine[static_cast<std::size_t>(k)])
+          << "step " << k << ": rank " << r << " and rank " << rank << " disagree";
+  return codes;
+}
+
+}  // namespace
+
+TEST(Coalesce, SupersededTicketsSameOnEveryRankNewestRestored) {
+  const auto dir = scratch_dir();
+  const int rank = world_rank();
+  Options o = coalesce_opts(dir);
+  o.flush_delay_ms = 20;  // every chunk write takes >= 20 ms: the pipeline is busy
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  std::vector<double> v(40000);  // 312.5 KiB: 5 chunks, ~100 ms per flush
+  ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+  const int n = 12;
+  const auto codes = checkpoint_burst(rt, v, n);
+  const auto superseded = std::count(codes.begin(), codes.end(), Code::superseded);
+  EXPECT_GE(superseded, 1) << "12 back-to-back checkpoints of 100 ms flushes: some must be replaced";
+  EXPECT_EQ(std::string(code_name(Code::superseded)), "superseded");
+
+  // The newest state is what restart loads.
+  auto latest = rt.latest();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(*latest, n - 1);
+  std::fill(v.begin(), v.end(), -1.0);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), n - 1);
+  std::vector<double> want(v.size());
+  fill(want, n - 1, rank);
+  EXPECT_EQ(v, want);
+  EXPECT_TRUE(rt.close().ok());
+}
+
+TEST(Coalesce, CheckpointLargerThanThePool) {
+  const auto dir = scratch_dir();
+  const int rank = world_rank();
+  Options o = coalesce_opts(dir);
+  o.pool_bytes = 4 * o.chunk_bytes;  // 256 KiB of staging for 1 MiB per rank: the capture streams
+  o.flush_delay_ms = 2;
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  std::vector<double> v(131072);
+  ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+  const int n = 5;
+  (void)checkpoint_burst(rt, v, n);
+  std::fill(v.begin(), v.end(), -1.0);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), n - 1);
+  std::vector<double> want(v.size());
+  fill(want, n - 1, rank);
+  EXPECT_EQ(v, want);
+  EXPECT_TRUE(rt.close().ok());
+}
+
+TEST(Coalesce, NoStateNoWaitAndClose) {
+  // Closing right after a burst: every waiting capture is flushed or superseded, nothing hangs.
+  const auto dir = scratch_dir();
+  Options o = coalesce_opts(dir);
+  o.fsync = false;
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok());
+  double x = 0;
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  std::vector<Ticket> t;
+  for (int k = 0; k < 30; ++k) {
+    x = k;
+    t.push_back(rt.checkpoint(k));
+  }
+  EXPECT_TRUE(rt.close().ok());
+  for (auto& tk : t) EXPECT_FALSE(tk.wait().failed()) << tk.wait().to_string();
+  EXPECT_TRUE(t.back().wait().ok());
+}
+
+TEST(Coalesce, Options) {
+  Options o = Options::defaults();
+  EXPECT_EQ(o.on_busy, "wait");
+  o.on_busy = "drop";
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument);
+  o = coalesce_opts(scratch_dir());
+  o.transport = "hdf5-sync";  // writes inside checkpoint(): nothing can wait to be replaced
+  Runtime rt(MPI_COMM_WORLD, o);
+  EXPECT_TRUE(rt.status().code() == Code::invalid_argument || rt.status().code() == Code::unavailable)
+      << rt.status().to_string();
+  EXPECT_TRUE(all_true(!rt.status().ok()));
+}
