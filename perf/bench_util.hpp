@@ -3,11 +3,15 @@
 #ifndef CKPT_PERF_BENCH_UTIL_HPP
 #define CKPT_PERF_BENCH_UTIL_HPP
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -56,6 +60,37 @@ inline std::vector<std::string> split_list(const std::string& v) {
     p = e + 1;
   }
   return out;
+}
+
+/// fsync of a file or directory; false when it could not be opened or synced.
+inline bool fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  const bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+/// fsync of every regular file in `dir`, then of `dir` and its parent (what a writer that does not
+/// sync itself, like ADIOS2, needs to be durable); the path that failed, empty on success.
+inline std::string fsync_tree(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return dir;
+  std::string bad;
+  while (dirent* e = ::readdir(d))
+    if (e->d_type == DT_REG && bad.empty() && !fsync_path(dir + "/" + e->d_name)) bad = dir + "/" + e->d_name;
+  ::closedir(d);
+  if (bad.empty() && !fsync_path(dir)) bad = dir;
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  if (bad.empty() && !fsync_path(parent)) bad = parent;
+  return bad;
+}
+
+/// Creates `dir` and its parents; the error, empty on success.
+inline std::string make_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return ec ? "cannot create " + dir + ": " + ec.message() : std::string();
 }
 
 }  // namespace ckpt::bench

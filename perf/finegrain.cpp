@@ -200,23 +200,6 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
 // ---- ADIOS2 -----------------------------------------------------------------------------------------
 
 #ifdef CKPT_HAVE_ADIOS2
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail("open " + path + " for fsync failed");
-  if (::fsync(fd) != 0) fail("fsync " + path + " failed");
-  ::close(fd);
-}
-
-/// Every regular file in `dir`, then `dir` itself and its parent.
-void fsync_tree(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) fail("opendir " + dir + " failed");
-  while (dirent* e = ::readdir(d))
-    if (e->d_type == DT_REG) fsync_path(dir + "/" + e->d_name);
-  ::closedir(d);
-  fsync_path(dir);
-  fsync_path(std::filesystem::path(dir).parent_path().string());
-}
 
 class Adios2Mode {
  public:
@@ -240,7 +223,7 @@ class Adios2Mode {
       blocked.push_back(since(tb));
     }
     e.Close();
-    fsync_tree(path);
+    if (const std::string bad = fsync_tree(path); !bad.empty()) fail("fsync " + bad + " failed");
     Sample out{since(t0), median(blocked), steps};
     std::filesystem::remove_all(path);  // untimed
     return out;
@@ -278,12 +261,6 @@ double memcpy_seconds(const App& app) {
     t.push_back(since(t0));
   }
   return max_over_ranks(median(t));
-}
-
-void make_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) fail("cannot create " + dir + ": " + ec.message());
 }
 
 }  // namespace
@@ -331,7 +308,8 @@ int main(int argc, char** argv) {
         CkptSpec{"ckpt-coalesce-null", "null", true, "coalesce"}}) {
     if (!wanted(c.name)) continue;
     const std::string dir = args.dir + "/" + c.name;
-    if (rank == 0) make_dir(dir);
+    if (rank == 0)
+      if (const std::string e = make_dir(dir); !e.empty()) fail(e);
     MPI_Barrier(MPI_COMM_WORLD);
     auto m = std::make_unique<CkptMode>();
     m->rt = make_runtime(base, app, dir, c.transport, c.fsync, c.on_busy);
@@ -345,7 +323,8 @@ int main(int argc, char** argv) {
     const std::string name = async ? "adios2-bp5-async" : "adios2-bp5";
     if (!wanted(name)) continue;
     const std::string dir = args.dir + "/" + name;
-    if (rank == 0) make_dir(dir);
+    if (rank == 0)
+      if (const std::string e = make_dir(dir); !e.empty()) fail(e);
     adios.push_back(std::make_unique<Adios2Mode>(app, async));
     Adios2Mode* ap = adios.back().get();
     modes.push_back({name,

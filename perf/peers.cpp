@@ -69,13 +69,6 @@ T h5_check(T rc, const char* call) {
   return rc;
 }
 
-void fsync_path(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) fail("open " + path + " for fsync failed");
-  if (::fsync(fd) != 0) fail("fsync " + path + " failed");
-  ::close(fd);
-}
-
 /// This rank's part of the global array.
 struct Slice {
   std::vector<double> data;
@@ -129,8 +122,7 @@ Sample run_hdf5(const Slice& s, const std::string& dir) {
   Sample out;
   out.blocked_s = since(t0);
   if (world_rank() == 0) {
-    fsync_path(path);
-    fsync_path(dir);
+    if (!fsync_path(path) || !fsync_path(dir)) fail("fsync " + path + " or " + dir + " failed");
   }
   out.durable_s = since(t0);
   mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
@@ -141,16 +133,6 @@ Sample run_hdf5(const Slice& s, const std::string& dir) {
 // ---- adios2-bp5 -----------------------------------------------------------------------------------
 
 #ifdef CKPT_HAVE_ADIOS2
-/// Every regular file in `dir`, then `dir` itself and its parent.
-void fsync_tree(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) fail("opendir " + dir + " failed");
-  while (dirent* e = ::readdir(d))
-    if (e->d_type == DT_REG) fsync_path(dir + "/" + e->d_name);
-  ::closedir(d);
-  fsync_path(dir);
-  fsync_path(std::filesystem::path(dir).parent_path().string());
-}
 
 /// One serial ADIOS2 BP5 output per rank (the wheel has no MPI).
 class Adios2Peer {
@@ -170,7 +152,7 @@ class Adios2Peer {
     e.Close();
     Sample out;
     out.blocked_s = since(t0);
-    fsync_tree(path);
+    if (const std::string bad = fsync_tree(path); !bad.empty()) fail("fsync " + bad + " failed");
     out.durable_s = since(t0);
     std::filesystem::remove_all(path);  // untimed: every round creates a new output
     return out;
@@ -300,12 +282,6 @@ void remove_outputs(const std::string& dir) {
     std::filesystem::remove_all(dir + "/" + sub, ec);
 }
 
-void make_dir(const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) fail("cannot create " + dir + ": " + ec.message());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -324,8 +300,8 @@ int main(int argc, char** argv) {
   Slice slice = make_slice(args.bytes, rank, size);
   const std::string h5dir = args.dir + "/hdf5-c", bpdir = args.dir + "/adios2";
   if (rank == 0) {
-    make_dir(h5dir);
-    make_dir(bpdir);
+    if (const std::string e = make_dir(h5dir); !e.empty()) fail(e);
+    if (const std::string e = make_dir(bpdir); !e.empty()) fail(e);
   }
   mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 

@@ -61,11 +61,21 @@ std::vector<Code> checkpoint_burst(Runtime& rt, std::vector<double>& v, int n) {
   return codes;
 }
 
+/// restart() loads checkpoint `step` into `v`, bit for bit.
+void expect_restored(Runtime& rt, std::vector<double>& v, int step) {
+  std::fill(v.begin(), v.end(), -1.0);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), step);
+  std::vector<double> want(v.size());
+  fill(want, step, world_rank());
+  EXPECT_EQ(v, want);
+}
+
 }  // namespace
 
 TEST(Coalesce, SupersededTicketsSameOnEveryRankNewestRestored) {
   const auto dir = scratch_dir();
-  const int rank = world_rank();
   Options o = coalesce_opts(dir);
   o.flush_delay_ms = 20;  // every chunk write takes >= 20 ms: the pipeline is busy
   Runtime rt(MPI_COMM_WORLD, o);
@@ -82,19 +92,12 @@ TEST(Coalesce, SupersededTicketsSameOnEveryRankNewestRestored) {
   auto latest = rt.latest();
   ASSERT_TRUE(latest.has_value());
   EXPECT_EQ(*latest, n - 1);
-  std::fill(v.begin(), v.end(), -1.0);
-  auto r = rt.restart();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r.value(), n - 1);
-  std::vector<double> want(v.size());
-  fill(want, n - 1, rank);
-  EXPECT_EQ(v, want);
+  expect_restored(rt, v, n - 1);
   EXPECT_TRUE(rt.close().ok());
 }
 
 TEST(Coalesce, CheckpointLargerThanThePool) {
   const auto dir = scratch_dir();
-  const int rank = world_rank();
   Options o = coalesce_opts(dir);
   o.pool_bytes = 4 * o.chunk_bytes;  // 256 KiB of staging for 1 MiB per rank: the capture streams
   o.flush_delay_ms = 2;
@@ -104,13 +107,7 @@ TEST(Coalesce, CheckpointLargerThanThePool) {
   ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
   const int n = 5;
   (void)checkpoint_burst(rt, v, n);
-  std::fill(v.begin(), v.end(), -1.0);
-  auto r = rt.restart();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r.value(), n - 1);
-  std::vector<double> want(v.size());
-  fill(want, n - 1, rank);
-  EXPECT_EQ(v, want);
+  expect_restored(rt, v, n - 1);
   EXPECT_TRUE(rt.close().ok());
 }
 
