@@ -6,8 +6,6 @@
 #include <optional>
 #include <utility>
 
-#include "base/mpi.hpp"
-
 namespace ckpt::detail {
 
 Ticket failed_ticket(std::int64_t step, Status s) {
@@ -166,33 +164,23 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
     ticket->finish(std::move(s));
     return Ticket(ticket);
   };
-  // The arguments are agreed before anything else: a rank that returned alone here would leave the
-  // others waiting in the commit forever, and ranks that pass different steps would commit one
-  // directory holding the data of several steps. One small allreduce: {error, step, -step}.
+  // The arguments are checked here and agreed on the write thread (agree_on_job, with the step), before
+  // anything touches the file system: no collective on this thread. A refused checkpoint still goes
+  // through the pipeline on this rank, with nothing captured, so that it fails alike on every rank.
   Status arg;
   std::uint64_t total = 0;
   for (const Region& r : regions)
     if (__builtin_add_overflow(total, r.bytes(), &total))
       arg = Status(Code::invalid_argument, "the protected regions together exceed 2^64 bytes");
   if (step < 0) arg = Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
-  {
-    long long v[3] = {arg.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step)};
-    long long agreed[3] = {0, 0, 0};
-    MPI_Allreduce(v, agreed, 3, MPI_LONG_LONG, MPI_MAX, m_env.comm);
-    if (agreed[0] != 0) return fail(agree(m_env.comm, arg).with_context("checkpoint " + std::to_string(step)));
-    if (agreed[1] != -agreed[2])
-      return fail(Status(Code::invalid_argument, "checkpoint(): the ranks passed different steps (from " +
-                                                     std::to_string(-agreed[2]) + " to " + std::to_string(agreed[1]) +
-                                                     "); every rank must pass the same step. Nothing was written"));
-  }
   if (Status s = make_room(step); !s.ok()) return fail(s);
 
-  auto job = new_job(step, regions, ticket);
+  auto job = new_job(step, arg.ok() ? regions : std::vector<Region>{}, ticket);
   job->t0 = t0;
   ticket->stats.step = step;
   ticket->stats.bytes = job->plan.payload;
   // The pool grows here only when the regions grew past what protect()/update() reserved.
-  Status s = reserve_for_stream(*m_env.pool, m_opts, job->plan.bytes);
+  Status s = arg.ok() ? reserve_for_stream(*m_env.pool, m_opts, job->plan.bytes) : arg;
   if (opens_on_app_thread(*m_env.transports)) {
     Span open_span(m_env.tracer.get(), "ckpt:open", TraceThread::app, step);
     s = open_writers(m_env.open, *job, s);

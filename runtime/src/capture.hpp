@@ -5,8 +5,6 @@
 #ifndef CKPT_RUNTIME_CAPTURE_HPP
 #define CKPT_RUNTIME_CAPTURE_HPP
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -24,13 +22,11 @@ Ticket failed_ticket(std::int64_t step, Status s);
 
 /// Everything checkpoint() uses; each referenced object must outlive the Capture.
 struct CaptureEnv {
-  MPI_Comm comm = MPI_COMM_NULL;  ///< the application thread's communicator
-  int rank = 0, size = 1;
   const Options* options = nullptr;
   Device* device = nullptr;
   StagingPool* pool = nullptr;
   const std::vector<std::unique_ptr<Transport>>* transports = nullptr;  ///< [g] = transport group g
-  OpenEnv open;  ///< for transports that open on this thread (opens_on_app_thread); comm = the one above
+  OpenEnv open;  ///< for transports that open on this thread (opens_on_app_thread): the app's comm
   const Store* store = nullptr;
   std::shared_ptr<Tracer> tracer;
   FlushPipeline* flush = nullptr;

@@ -186,7 +186,8 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
   idx.attrs.emplace_back("ckpt_version", version());
   idx.rank_file.assign(static_cast<std::size_t>(m_size), 0);
 
-  std::string failures;
+  std::string failures, agreed;  // agreed: the one message while every rank reported the same
+  int failed_ranks = 0;
   Code first_code = Code::ok;
   bool have_code = false;
   std::vector<Index> reps;
@@ -199,6 +200,8 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
         if (kv.first != "error" && kv.first != "error_code") idx.attrs.push_back(kv);
     for (auto& kv : d->attrs)
       if (kv.first == "error") {
+        if (failed_ranks++ == 0) agreed = kv.second;
+        if (kv.second != agreed) agreed.clear();
         if (failures.size() < 2000)
           failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
         if (first_code == Code::ok) first_code = Code::io_error;  // unless the rank's code follows
@@ -209,6 +212,9 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
       }
     reps.push_back(std::move(d).value());
   }
+  // A failure the ranks agreed on (agree_on_job: an argument, the steps) is the same on every rank:
+  // said once.
+  if (failed_ranks == m_size && !agreed.empty()) failures = agreed;
   if (!failures.empty())
     return Status(first_code, "checkpoint " + std::to_string(job.step) + " not committed: " + failures);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
@@ -20,17 +21,33 @@ std::vector<BlockDigest> segment_digests(const Job& job, std::size_t segment) {
   return digests;
 }
 
+Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local) {
+  if (comm == MPI_COMM_NULL) return local;
+  long long v[3] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step)};
+  long long r[3] = {0, 0, 0};
+  MPI_Allreduce(v, r, 3, MPI_LONG_LONG, MPI_MAX, comm);
+  if (r[0] != 0) return agree(comm, local);  // the lowest failing rank's Status, on every rank
+  if (r[1] != -r[2])
+    return Status(Code::invalid_argument, "checkpoint(): the ranks passed different steps (from " +
+                                              std::to_string(-r[2]) + " to " + std::to_string(r[1]) +
+                                              "); every rank must pass the same step. Nothing was written");
+  return Status::OK();
+}
+
 Status open_writers(const OpenEnv& env, Job& job, Status setup) {
   const auto& transports = *env.transports;
   job.write.opened = true;
-  Status s = std::move(setup);
-  if (s.ok() && env.persistent) s = make_dirs_nofollow(job.tmp_dir);
+  // Before any file-system work: a refused argument on one rank, or ranks that passed different steps
+  // (whose staging directories differ), fail the checkpoint on every rank and nothing is created.
+  Status s = agree_on_job(env.comm, job.step, setup);
+  const bool agreed = s.ok();  // the same on every rank
+  if (agreed && env.persistent) s = make_dirs_nofollow(job.tmp_dir);
   // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
   // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
   // need no agreement: a failed rank just does not open.
   const bool collective =
       std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->collective_open(); });
-  if (collective) s = agree(env.comm, s);
+  if (collective && agreed) s = agree(env.comm, s);
   const bool setup_ok = s.ok();  // after this, a failed open() does not stop the other groups' opens
   for (const Segment& seg : job.plan.segments) {
     if (!setup_ok) {  // the job still goes through the flush threads and fails at the commit

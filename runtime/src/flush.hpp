@@ -25,7 +25,7 @@ struct FlushConfig {
 
 /// What opening a checkpoint's writers needs (open_writers).
 struct OpenEnv {
-  MPI_Comm comm = MPI_COMM_NULL;  ///< the setup agreement of collective opens; one thread's only
+  MPI_Comm comm = MPI_COMM_NULL;  ///< the setup agreement (agree_on_job); one thread's only
   int rank = 0, size = 1;
   const std::vector<std::unique_ptr<Transport>>* transports = nullptr;  ///< [g] = transport group g
   bool persistent = false;                                              ///< some transport writes files
@@ -37,10 +37,17 @@ struct OpenEnv {
 /// on the application thread, inside checkpoint().
 bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports);
 
+/// The agreement every checkpoint makes before it touches the file system (collective over `comm`, one
+/// allreduce when all is well): ok when every rank's `local` is ok and every rank passed the same
+/// `step`; otherwise the same failure on every rank (the lowest failing rank's Status, or
+/// invalid_argument naming the range of steps).
+Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local);
+
 /// Creates `job`'s staging directory and opens one writer per segment into job.write.writers
 /// (collective for MPI transports: every rank opens every group, in order, even after a failure).
-/// `setup` is a failure found before (pool, capture): with collective opens the ranks agree on the
-/// setup first and after a failure anywhere nobody opens. Returns the first failure on this rank.
+/// `setup` is a failure found before (arguments, pool, capture): the ranks agree on it and on the step
+/// first (agree_on_job), and after a failure anywhere nobody creates or opens anything; with
+/// collective opens they also agree on the staging directory. Returns the first failure on this rank.
 /// Runs on the write thread (or the application thread, see opens_on_app_thread), once per job.
 Status open_writers(const OpenEnv& env, Job& job, Status setup);
 

@@ -300,9 +300,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   OpenEnv app_open = open;
   app_open.comm = m_app_comm;
-  m_capture = std::make_unique<Capture>(CaptureEnv{m_app_comm, m_rank, m_size, &m_opts, m_device.get(), m_pool.get(),
-                                                   &pipeline_transports, app_open, &pipeline_store, m_tracer,
-                                                   m_flush.get(), m_launcher.get()});
+  m_capture =
+      std::make_unique<Capture>(CaptureEnv{&m_opts, m_device.get(), m_pool.get(), &pipeline_transports, app_open,
+                                           &pipeline_store, m_tracer, m_flush.get(), m_launcher.get()});
   m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(),
                                           m_node_leader, *m_device, *m_pool, m_tracer.get());
 }

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -184,6 +186,27 @@ TEST_F(Adversarial, DifferentStepsAreRefusedOnEveryRank) {
   EXPECT_FALSE(rt.latest().has_value());
   if (world_rank() == 0)
     for (int r = 0; r < 4; ++r) EXPECT_FALSE(exists(dir + "/ckpt." + std::to_string(10 + r)));
+}
+
+// Promise: checkpoint() does not wait for the other ranks (no collective on the application thread):
+// it returns on the other ranks while rank 1 has not called it yet, with on_busy wait and coalesce,
+// and the checkpoint commits on every rank once rank 1 catches up.
+TEST_F(Adversarial, CheckpointDoesNotWaitForOtherRanks) {
+  for (const char* on_busy : {"wait", "coalesce"}) {
+    Options o = opts(scratch_dir());
+    o.on_busy = on_busy;
+    Runtime rt(MPI_COMM_WORLD, o);
+    double x = world_rank();
+    ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const auto t0 = std::chrono::steady_clock::now();
+    Ticket t = rt.checkpoint(3);
+    const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (world_rank() != 1) EXPECT_LT(blocked, 0.5) << on_busy << ": checkpoint() waited for rank 1";
+    EXPECT_TRUE(t.wait().ok()) << on_busy;
+    EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(3)) << on_busy;
+  }
 }
 
 // Promise: the same step twice while the first is in flight (max_in_flight 2) commits both in order;

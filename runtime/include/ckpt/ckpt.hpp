@@ -209,7 +209,8 @@ class CKPT_API Runtime {
 
   /// Collective. Every rank must pass the same `step`: a rank with a bad argument, or ranks that
   /// disagree on the step, make every rank's ticket fail with the same invalid_argument (no rank is
-  /// left waiting). A step still in flight is waited for first, then written again.
+  /// left waiting; agreed in the background, so reported by the ticket, and nothing is written). A
+  /// step still in flight is waited for first, then written again.
   /// Captures every registered region for `step` (>= 0) and returns once the data is
   /// copied (host) or its copies are ordered on `stream` (device; a cudaStream_t, nullptr = default
   /// stream). The host may overwrite its buffers at once. Writing and committing continue in the
