@@ -236,7 +236,7 @@ void FlushPipeline::write_item(WorkItem& item) {
   }
   if (!j.write.opened) {
     // The staging directory, the setup agreement and the opens, here and not on the application
-    // thread (issue 15): checkpoint() costs its copy. A capture failure in the first item is the
+    // thread: checkpoint() costs its copy. A capture failure in the first item is the
     // setup's: with collective opens nobody opens then.
     Span span(m_tracer, "ckpt:open", TraceThread::write, j.step);
     Status s = open_writers(m_open, j, item.error);
