@@ -213,8 +213,9 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
     reps.push_back(std::move(d).value());
   }
   // A failure the ranks agreed on (agree_on_job: an argument, the steps) is the same on every rank:
-  // said once.
-  if (failed_ranks == m_size && !agreed.empty()) failures = agreed;
+  // said once (it names the rank it came from). With one rank every failure looks agreed: it keeps
+  // its "rank 0: " like any rank's own failure.
+  if (m_size > 1 && failed_ranks == m_size && !agreed.empty()) failures = agreed;
   if (!failures.empty())
     return Status(first_code, "checkpoint " + std::to_string(job.step) + " not committed: " + failures);
 
