@@ -36,7 +36,8 @@ std::vector<std::int64_t> Restorer::local_steps() {
     for (auto& r : reports) {
       if (r.empty()) continue;  // not a node leader
       std::vector<std::int64_t> steps((r.size() - 1) / sizeof(std::int64_t));
-      std::memcpy(steps.data(), r.data() + 1, steps.size() * sizeof(std::int64_t));
+      if (!steps.empty())  // a node with no step: memcpy of a null pointer is undefined even for 0 bytes
+        std::memcpy(steps.data(), r.data() + 1, steps.size() * sizeof(std::int64_t));
       std::sort(steps.begin(), steps.end());
       if (first) {
         have = steps;
