@@ -150,6 +150,33 @@ std::vector<std::uint8_t> encode_index(const Index& idx) {
   return std::move(w.bytes());
 }
 
+namespace {
+/// The blocks of every joined array tile its rows [0, global[0]) without gap or overlap, in rank order
+/// (the commit assigns them so; anything else is damage).
+Status check_joined_rows(const Index& idx) {
+  std::vector<std::uint64_t> next(idx.vars.size(), 0);
+  std::vector<std::uint32_t> last_rank(idx.vars.size(), 0);
+  std::vector<bool> seen(idx.vars.size(), false);
+  for (std::size_t i = 0; i < idx.blocks.size(); ++i) {
+    const BlockRecord& b = idx.blocks[i];
+    const VarRecord& v = idx.vars[b.var];
+    if (v.kind != RegionKind::joined) continue;
+    if (b.start[0] != next[b.var] || (seen[b.var] && b.rank <= last_rank[b.var]))
+      return corrupt("index: block " + std::to_string(i) + " of joined array '" + v.name + "' starts at row " +
+                     std::to_string(b.start[0]) + ", expected row " + std::to_string(next[b.var]) +
+                     " (the rows of the ranks must follow each other in rank order)");
+    next[b.var] += b.count[0];
+    last_rank[b.var] = b.rank;
+    seen[b.var] = true;
+  }
+  for (std::size_t v = 0; v < idx.vars.size(); ++v)
+    if (idx.vars[v].kind == RegionKind::joined && next[v] != idx.vars[v].global[0])
+      return corrupt("index: joined array '" + idx.vars[v].name + "' has " + std::to_string(idx.vars[v].global[0]) +
+                     " rows but its blocks hold " + std::to_string(next[v]));
+  return Status::OK();
+}
+}  // namespace
+
 Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   if (n < kIndexHeaderBytes + kIndexFooterBytes) return corrupt("index truncated (" + std::to_string(n) + " bytes)");
   if (std::memcmp(p, kIndexMagic, 8) != 0) return corrupt("index magic missing");
@@ -201,7 +228,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     if (!check_name(v.name).ok()) return fail("variable name '" + v.name + "' not allowed");
     if (!names.insert(v.name).second) return fail("variable '" + v.name + "' appears twice");
     if (!valid_dtype(dt)) return fail("variable '" + v.name + "' has unknown dtype " + std::to_string(dt));
-    if (kind > 2) return fail("variable '" + v.name + "' has unknown kind");
+    if (kind > 3) return fail("variable '" + v.name + "' has unknown kind");
     if (v.ndim > kMaxDims) return fail("variable '" + v.name + "' has too many dimensions");
     if (uni > 1) return fail("variable '" + v.name + "' has uniform = " + std::to_string(uni) + " (0 or 1)");
     if (pad != 0) return fail("variable '" + v.name + "' has a non-zero reserved byte");
@@ -209,7 +236,8 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     v.kind = static_cast<RegionKind>(kind);
     v.uniform = uni != 0;
     if (v.kind == RegionKind::scalar && v.ndim != 0) return fail("scalar '" + v.name + "' has dimensions");
-    if (v.kind == RegionKind::global) {
+    if (v.kind == RegionKind::joined && v.ndim == 0) return fail("joined array '" + v.name + "' has no dimensions");
+    if (has_global_shape(v.kind)) {
       v.global.resize(v.ndim);
       for (auto& g : v.global)
         if (!r.get(g)) return fail("bad global shape");
@@ -247,10 +275,12 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     std::uint64_t elems = 1, bytes = 0;
     for (std::uint32_t d = 0; d < v.ndim; ++d) {
       if (mul_overflows(elems, b.count[d], elems)) return fail("block extents overflow");
-      if (v.kind == RegionKind::global) {
+      if (has_global_shape(v.kind)) {
         std::uint64_t end = 0;
         if (__builtin_add_overflow(b.start[d], b.count[d], &end) || end > v.global[d])
           return fail("block " + std::to_string(i) + " of '" + v.name + "' lies outside the global shape");
+        if (v.kind == RegionKind::joined && d > 0 && (b.start[d] != 0 || b.count[d] != v.global[d]))
+          return fail("block " + std::to_string(i) + " of joined array '" + v.name + "' is not a set of whole rows");
       } else if (b.start[d] != 0) {
         return fail("local block with a non-zero start");
       }
@@ -260,6 +290,7 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     std::uint64_t end = 0;
     if (__builtin_add_overflow(b.offset, b.length, &end)) return fail("block offset overflows");
   }
+  CKPT_RETURN_IF_ERROR(check_joined_rows(idx));
   std::uint32_t nmap = 0;
   if (!r.count(nmap, 4, 1u << 24)) return fail("bad writer map");
   if (nmap != idx.nranks) return fail("writer map size differs from the rank count");

@@ -7,6 +7,7 @@ const char* region_kind_name(RegionKind k) noexcept {
     case RegionKind::local: return "local";
     case RegionKind::global: return "global";
     case RegionKind::scalar: return "scalar";
+    case RegionKind::joined: return "joined";
   }
   return "?";
 }

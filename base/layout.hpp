@@ -16,8 +16,15 @@ enum class RegionKind : std::uint8_t {
   local = 0,   ///< this rank's own array; restarts on the same rank
   global = 1,  ///< a Block of a global array; restarts on any rank count
   scalar = 2,  ///< a single value; restarts anywhere if it was equal on every rank
+  joined = 3,  ///< rows of a joined array (every rank's rows, concatenated in rank order); any rank count
 };
 const char* region_kind_name(RegionKind k) noexcept;
+/// True for the kinds stored as boxes of one global shape (global and joined): restartable on any rank
+/// count, compared and converted as one array.
+inline bool has_global_shape(RegionKind k) { return k == RegionKind::global || k == RegionKind::joined; }
+
+/// Region::first_row of a joined region that restarts from its share of the balanced split.
+constexpr std::uint64_t kBalancedRows = ~std::uint64_t{0};
 
 using Attributes = std::vector<std::pair<std::string, std::string>>;
 
@@ -31,6 +38,8 @@ struct Region {
   Shape global;  ///< global kind only
   Shape start;   ///< global kind only
   Shape count;   ///< the local extents (all kinds; {} for a scalar)
+  /// Joined kind, restart only: the first stored row read into this rank's rows, or kBalancedRows.
+  std::uint64_t first_row = kBalancedRows;
   Attributes attrs;
   std::uint32_t group = 0;  ///< transport group (0 = the default transport)
   std::uint64_t elements() const;

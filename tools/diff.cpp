@@ -131,7 +131,7 @@ class Differ {
       return incompatible(std::string("dtype ") + dtype_name(va.dtype) + " vs " + dtype_name(vb.dtype));
     const std::size_t nda = ndim(va), ndb = ndim(vb);
     if (nda != ndb) return incompatible("rank " + std::to_string(nda) + " vs " + std::to_string(ndb));
-    if (va.kind == VarKind::global) {
+    if (has_global_shape(va.kind)) {
       if (va.shape != vb.shape)
         return incompatible("global shape " + shape_to_string(va.shape) + " vs " + shape_to_string(vb.shape));
       CKPT_RETURN_IF_ERROR(compare_global(va, vb, out));
@@ -148,9 +148,10 @@ class Differ {
   }
 
  private:
-  /// Dimensions of a variable: its global shape's, or its blocks' (a local array may have no block).
+  /// Dimensions of a variable: its global (or joined) shape's, or its blocks' (a local array may have no
+  /// block).
   static std::size_t ndim(const VariableInfo& v) {
-    if (v.kind == VarKind::global || v.blocks.empty()) return v.shape.size();
+    if (has_global_shape(v.kind) || v.blocks.empty()) return v.shape.size();
     return v.blocks.front().count.size();
   }
 

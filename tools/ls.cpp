@@ -101,7 +101,7 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
     jv["kind"] = detail::region_kind_name(r.kind);
     jv["uniform"] = r.uniform;
     jv["ndim"] = r.ndim;
-    jv["shape"] = r.kind == RegionKind::global ? json(r.global) : json(nullptr);
+    jv["shape"] = detail::has_global_shape(r.kind) ? json(r.global) : json(nullptr);
     jv["blocks"] = blocks.size();
     jv["bytes"] = bytes_of(blocks);
     jv["min"] = st.valid ? stat_json(r.dtype, st.min_bits) : json(nullptr);
@@ -118,9 +118,9 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
   return j;
 }
 
-/// Shape column: the global shape, or the local extents of rank 0's block ("local [3]").
+/// Shape column: the global (or joined) shape, or the local extents of rank 0's block ("local [3]").
 std::string shape_text(const VarRecord& r, const Blocks& blocks) {
-  if (r.kind == RegionKind::global) return shape_to_string(r.global);
+  if (detail::has_global_shape(r.kind)) return shape_to_string(r.global);
   if (r.kind == RegionKind::scalar) return "-";
   bool same = true;
   for (auto* b : blocks) same = same && b->count == blocks.front()->count;

@@ -57,6 +57,9 @@ Result<Checkpoint> open_checkpoint(const std::string& dir);
 /// checkpoint of a root: how every subcommand reads data. Errors are one line, as open_checkpoint's.
 Result<CheckpointReader> open_reader(const std::string& path);
 
+/// Whether variables of kind `k` are one array read by box (global and joined), as for the stored kind.
+inline bool has_global_shape(VarKind k) { return detail::has_global_shape(static_cast<RegionKind>(k)); }
+
 /// Calls `f(T{})` with the C++ element type of `t` (`bytes` maps to std::uint8_t).
 template <class F>
 decltype(auto) visit_dtype(DType t, F&& f) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -445,6 +446,14 @@ ckpt::Status sync_region(ckpt::Runtime& rt, bool first, const std::string& name,
   for (std::uint64_t w : tail) b.global.push_back(w), b.start.push_back(0), b.count.push_back(w);
   return first ? rt.protect(name, ptr, t, b) : rt.update(name, ptr, b);
 }
+
+/// Registers (first) or re-points (later) this rank's rows of a joined array; `first_row` only for a
+/// restart.
+ckpt::Status sync_rows(ckpt::Runtime& rt, bool first, const std::string& name, void* ptr, ckpt::DType t,
+                       ckpt::Dims count, std::optional<std::uint64_t> first_row = std::nullopt) {
+  const ckpt::Joined rows{std::move(count), first_row};
+  return first ? rt.protect(name, ptr, t, rows) : rt.update(name, ptr, rows);
+}
 }  // namespace
 
 ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
@@ -476,11 +485,8 @@ ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
     m_ck_bbox[4 * b + 2] = k.j * s, m_ck_bbox[4 * b + 3] = (k.j + 1) * s;
     if (b < m_flags.size()) m_ck_flag[b] = m_flags[b];
   }
-  // Particles: a global array with per-rank offsets (exclusive prefix sum of the counts).
+  // Particles: joined arrays (each rank's rows, concatenated in rank order by the runtime at commit).
   const std::int64_t np = static_cast<std::int64_t>(m_particles.size());
-  std::int64_t offset = 0;
-  MPI_Exscan(&np, &offset, 1, MPI_INT64_T, MPI_SUM, m_comm);
-  if (m_rank == 0) offset = 0;
   m_s.nparticles = global_particles();
   m_ck_ppos.resize(std::max<std::size_t>(2 * np, 2));
   m_ck_pprop.resize(std::max<std::size_t>(2 * np, 2));
@@ -502,15 +508,10 @@ ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/coord", m_ck_coord.data(), DType::i32, nb, first, nl, {2}));
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/bbox", m_ck_bbox.data(), DType::f64, nb, first, nl, {4}));
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/refine_flag", m_ck_flag.data(), DType::i32, nb, first, nl, {}));
-  const std::uint64_t npg = static_cast<std::uint64_t>(m_s.nparticles), off = static_cast<std::uint64_t>(offset);
   const std::uint64_t npl = static_cast<std::uint64_t>(np);
-  // ckpt rejects a global array of extent 0, so a run without tracers has no particle regions (the
-  // number of tracers never changes: they cannot leave the domain).
-  if (npg > 0) {
-    CKPT_RETURN_IF_ERROR(sync_region(rt, f, "particles/pos", m_ck_ppos.data(), DType::f64, npg, off, npl, {2}));
-    CKPT_RETURN_IF_ERROR(sync_region(rt, f, "particles/dens_temp", m_ck_pprop.data(), DType::f64, npg, off, npl, {2}));
-    CKPT_RETURN_IF_ERROR(sync_region(rt, f, "particles/id", m_ck_pid.data(), DType::i64, npg, off, npl, {2}));
-  }
+  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/pos", m_ck_ppos.data(), DType::f64, {npl, 2}));
+  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/dens_temp", m_ck_pprop.data(), DType::f64, {npl, 2}));
+  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/id", m_ck_pid.data(), DType::i64, {npl, 2}));
   m_arrays_protected = true;
   return ckpt::Status::OK();
 }
@@ -558,12 +559,12 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/coord", m_ck_coord.data(), DType::i32, unb, ufirst, nl, {2}));
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/bbox", m_ck_bbox.data(), DType::f64, unb, ufirst, nl, {4}));
   CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/refine_flag", m_ck_flag.data(), DType::i32, unb, ufirst, nl, {}));
-  const std::uint64_t unp = static_cast<std::uint64_t>(np), upf = static_cast<std::uint64_t>(pfirst);
-  if (unp > 0) {
-    CKPT_RETURN_IF_ERROR(sync_region(rt, f, "particles/pos", m_ck_ppos.data(), DType::f64, unp, upf, pl, {2}));
-    CKPT_RETURN_IF_ERROR(sync_region(rt, f, "particles/dens_temp", m_ck_pprop.data(), DType::f64, unp, upf, pl, {2}));
-    CKPT_RETURN_IF_ERROR(sync_region(rt, f, "particles/id", m_ck_pid.data(), DType::i64, unp, upf, pl, {2}));
-  }
+  // This rank's rows [pfirst, pfirst + pl) of the stored particles (the split of the blocks, not
+  // ckpt's balanced one, so given explicitly); they are relocated to their blocks after the restart.
+  const std::uint64_t upf = static_cast<std::uint64_t>(pfirst);
+  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/pos", m_ck_ppos.data(), DType::f64, {pl, 2}, upf));
+  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/dens_temp", m_ck_pprop.data(), DType::f64, {pl, 2}, upf));
+  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/id", m_ck_pid.data(), DType::i64, {pl, 2}, upf));
   m_arrays_protected = true;
   ckpt::Status st = rt.restart(step);
   int ok = st.ok() ? 1 : 0, all = 0;

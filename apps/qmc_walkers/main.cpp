@@ -122,9 +122,11 @@ std::string state_digest(const qmc::Population& pop, const State& s) {
   return hex;
 }
 
-ckpt::Block walker_block(const qmc::Population& pop, std::uint64_t width) {
-  if (width == 0) return ckpt::Block{{pop.global_count()}, {pop.global_offset()}, {pop.local_count()}};
-  return ckpt::Block{{pop.global_count(), width}, {pop.global_offset(), 0}, {pop.local_count(), width}};
+/// This rank's walkers as rows of a joined array: ckpt concatenates every rank's rows at commit, and
+/// a restart reads this rank's share of their balanced split (the split allocate_balanced() makes).
+ckpt::Joined walker_rows(const qmc::Population& pop, std::uint64_t width) {
+  if (width == 0) return ckpt::Joined{{pop.local_count()}, std::nullopt};
+  return ckpt::Joined{{pop.local_count(), width}, std::nullopt};
 }
 
 /// Registers (first call) or re-points (later calls) the walker arrays: their pointers and per-rank
@@ -146,8 +148,8 @@ ckpt::Status sync_walker_regions(ckpt::Runtime& rt, qmc::Population& pop, int di
     regions.push_back(
         {"walkers/history", pop.histories(), ckpt::DType::f64, static_cast<std::uint64_t>(pop.history())});
   for (const Region& r : regions) {
-    const ckpt::Block b = walker_block(pop, r.width);
-    CKPT_RETURN_IF_ERROR(first ? rt.protect(r.name, r.ptr, r.type, b) : rt.update(r.name, r.ptr, b));
+    const ckpt::Joined rows = walker_rows(pop, r.width);
+    CKPT_RETURN_IF_ERROR(first ? rt.protect(r.name, r.ptr, r.type, rows) : rt.update(r.name, r.ptr, rows));
   }
   return ckpt::Status::OK();
 }

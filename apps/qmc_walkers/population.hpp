@@ -95,7 +95,6 @@ class Population {
 
   std::uint64_t local_count() const { return m_count; }
   std::uint64_t global_count() const { return m_global; }
-  std::uint64_t global_offset() const { return m_offset; }
   int history() const { return m_history; }
 
   // This rank's arrays, first local_count() rows valid; pointers change when the population does.

@@ -47,7 +47,7 @@ _CODES = {0: "ok", 1: "invalid_argument", 2: "not_found", 3: "mismatch", 4: "cor
           6: "unavailable", 7: "failed_precondition", 8: "internal"}
 _DTYPES = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32, 7: np.uint64,
            8: np.int64, 9: np.float32, 10: np.float64, 11: np.uint8}
-_KINDS = {0: "local", 1: "global", 2: "scalar"}
+_KINDS = {0: "local", 1: "global", 2: "scalar", 3: "joined"}
 
 _u64p = ctypes.POINTER(ctypes.c_uint64)
 _u32p = ctypes.POINTER(ctypes.c_uint32)
@@ -244,11 +244,11 @@ class Variable:
         return f"ckpt.Variable({self.name!r}, kind={self.kind!r}, dtype={self.dtype}, shape={self.shape})"
 
     def read(self, rank=None):
-        """Global: the whole array. Local or scalar: the block of writer rank `rank` (a uniform
-        variable may omit it); a scalar comes back as a numpy scalar."""
-        if self.kind == "global":
+        """Global or joined: the whole array. Local or scalar: the block of writer rank `rank` (a
+        uniform variable may omit it); a scalar comes back as a numpy scalar."""
+        if self.kind in ("global", "joined"):
             if rank is not None:
-                raise ValueError(f"{self.name!r} is a global array: read() takes no rank")
+                raise ValueError(f"{self.name!r} is a {self.kind} array: read() takes no rank")
             return self._box((0,) * self.ndim, self.shape)
         if rank is None:
             if not self.uniform:
@@ -271,7 +271,7 @@ class Variable:
     def __getitem__(self, key):
         """numpy basic indexing (integers, slices with steps, Ellipsis) of a global array; reads the
         bounding box of the selection, so only the blocks that intersect it."""
-        if self.kind != "global":
+        if self.kind not in ("global", "joined"):
             return self.read()[key]
         if not isinstance(key, tuple):
             key = (key,)

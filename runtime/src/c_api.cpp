@@ -151,6 +151,16 @@ ckpt::Result<ckpt::Block> block_of(int ndims, const std::uint64_t* global, const
   return ckpt::Block{*g, *s, *c};
 }
 
+/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row < 0 for the balanced split.
+ckpt::Result<ckpt::Joined> joined_of(int ndims, const std::uint64_t* dims, std::int64_t first_row) {
+  if (ndims < 1) return ckpt::Status(ckpt::Code::invalid_argument, "a joined array needs ndims >= 1 (its rows first)");
+  auto d = shape_of(ndims, dims, "dims");
+  if (!d.ok()) return d.status();
+  ckpt::Joined j{*d, std::nullopt};
+  if (first_row >= 0) j.first_row = static_cast<std::uint64_t>(first_row);
+  return j;
+}
+
 ckpt::Result<ckpt::DType> dtype_of(int dtype) {
   if (dtype < CKPT_U8 || dtype > CKPT_BYTES)
     return ckpt::Status(ckpt::Code::invalid_argument, "unknown dtype " + std::to_string(dtype));
@@ -310,6 +320,46 @@ int ckpt_update_block(ckpt_runtime* rt, const char* name, void* ptr, int ndims, 
     auto b = block_of(ndims, global, start, count);
     if (!b.ok()) return b.status();
     return rt->rt->update(name, ptr, *b);
+  });
+}
+
+int ckpt_protect_joined(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims, const uint64_t* dims,
+                        int64_t first_row) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto t = dtype_of(dtype);
+    if (!t.ok()) return t.status();
+    auto j = joined_of(ndims, dims, first_row);
+    if (!j.ok()) return j.status();
+    return rt->rt->protect(name, ptr, *t, *j);
+  });
+}
+
+int ckpt_update_joined(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* dims,
+                       int64_t first_row) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto j = joined_of(ndims, dims, first_row);
+    if (!j.ok()) return j.status();
+    return rt->rt->update(name, ptr, *j);
+  });
+}
+
+int ckpt_joined_rows(ckpt_runtime* rt, int64_t step, const char* name, uint64_t* total, uint64_t* begin,
+                     uint64_t* end) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    if (total == nullptr || begin == nullptr || end == nullptr)
+      return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_joined_rows: total, begin or end is NULL");
+    auto r = rt->rt->joined_rows(step, name);
+    if (!r.ok()) return r.status();
+    *total = r->total;
+    *begin = r->begin;
+    *end = r->end;
+    return ckpt::Status::OK();
   });
 }
 

@@ -117,6 +117,7 @@ Index Committer::report_of(const Job& job) const {
       v.kind = r.kind;
       v.ndim = static_cast<std::uint32_t>(r.count.size());
       if (r.kind == RegionKind::global) v.global = r.global;
+      if (r.kind == RegionKind::joined) v.global = r.count;  // this rank's rows; join_rows() sums them
       v.attrs = r.attrs;
       rep.vars.push_back(std::move(v));
       BlockRecord b;
@@ -241,7 +242,11 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
         idx.vars.push_back(v);
       } else {
         const VarRecord& have = idx.vars[it->second];
-        if (have.dtype != v.dtype || have.kind != v.kind || have.ndim != v.ndim || have.global != v.global)
+        // A joined array's row count differs per rank (summed by join_rows()); its row extents may not.
+        const bool same_shape = v.kind == RegionKind::joined ? std::equal(have.global.begin() + 1, have.global.end(),
+                                                                          v.global.begin() + 1, v.global.end())
+                                                             : have.global == v.global;
+        if (have.dtype != v.dtype || have.kind != v.kind || have.ndim != v.ndim || !same_shape)
           return Status(Code::invalid_argument, "checkpoint " + std::to_string(job.step) + ": variable '" + v.name +
                                                     "' is registered differently on rank " + std::to_string(r) +
                                                     " (dtype, kind, rank or global shape)");
@@ -254,15 +259,38 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
       idx.blocks.push_back(std::move(b));
     }
   }
+  CKPT_RETURN_IF_ERROR(join_rows(idx).with_context("checkpoint " + std::to_string(job.step) + " not committed"));
   mark_uniform(idx);
   return idx;
+}
+
+Status Committer::join_rows(Index& idx) {
+  // Blocks are in rank order: each rank's rows follow those of the ranks before it.
+  std::vector<std::uint64_t> rows(idx.vars.size(), 0);
+  for (BlockRecord& b : idx.blocks) {
+    VarRecord& v = idx.vars[b.var];
+    if (v.kind != RegionKind::joined) continue;
+    b.start[0] = rows[b.var];
+    if (__builtin_add_overflow(rows[b.var], b.count[0], &rows[b.var]))
+      return Status(Code::invalid_argument, "joined array '" + v.name + "': the row count overflows");
+  }
+  for (std::size_t i = 0; i < idx.vars.size(); ++i) {
+    VarRecord& v = idx.vars[i];
+    if (v.kind != RegionKind::joined) continue;
+    v.global[0] = rows[i];
+    std::uint64_t bytes = dtype_size(v.dtype);
+    for (auto g : v.global)
+      if (__builtin_mul_overflow(bytes, g, &bytes))
+        return Status(Code::invalid_argument, "joined array '" + v.name + "': its size in bytes exceeds 2^64");
+  }
+  return Status::OK();
 }
 
 void Committer::mark_uniform(Index& idx) const {
   // Scalars and local arrays equal on every rank are `uniform`: they restart on any rank count.
   const IndexLookup look(idx);
   for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
-    if (idx.vars[v].kind == RegionKind::global) continue;
+    if (has_global_shape(idx.vars[v].kind)) continue;
     const auto& blocks = look.blocks(v);
     bool same = true;
     for (const std::uint32_t bi : blocks) {

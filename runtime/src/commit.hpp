@@ -69,6 +69,8 @@ class Committer {
   Index report_of(const Job& job) const;
   /// Rank 0: the index from every rank's report, or the ranks' failures.
   Result<Index> merge_reports(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) const;
+  /// Gives every joined array's blocks their first rows (rank order) and the array its row count.
+  static Status join_rows(Index& idx);
   /// Marks local variables and scalars stored with the same bytes by every rank as uniform.
   void mark_uniform(Index& idx) const;
   /// Rank 0: merge_reports() and the checks of the index to commit.

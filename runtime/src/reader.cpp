@@ -34,7 +34,7 @@ struct CheckpointReaderState {
   /// Per variable: (writer rank, block index) sorted by rank, so that read_rank finds a rank's block
   /// in log(blocks) instead of scanning them.
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> by_rank;
-  /// Per global variable: (first index along dimension 0, block index) sorted, and the largest extent
+  /// Per global or joined variable: (first index along dimension 0, block index) sorted, and the largest extent
   /// of a block along dimension 0, so that a box read visits only the blocks whose rows along that
   /// dimension can meet the box instead of every block (reading every block's box, as diff and
   /// convert do, would otherwise be quadratic in the rank count).
@@ -81,7 +81,7 @@ struct CheckpointReaderState {
       info.blocks.push_back(block_info(b));
       info.ranks.push_back(b.rank);
       by_rank[v].emplace_back(b.rank, bi);
-      if (r.kind == RegionKind::global && !b.start.empty()) {
+      if (has_global_shape(r.kind) && !b.start.empty()) {
         by_start[v].emplace_back(b.start[0], bi);
         max_count0[v] = std::max(max_count0[v], b.count[0]);
       }
@@ -90,7 +90,7 @@ struct CheckpointReaderState {
     std::sort(by_start[v].begin(), by_start[v].end());
     std::sort(info.ranks.begin(), info.ranks.end());
     info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
-    if (r.kind == RegionKind::global) {
+    if (has_global_shape(r.kind)) {
       info.shape = r.global;
     } else if (!info.blocks.empty()) {
       const auto lowest = std::min_element(info.blocks.begin(), info.blocks.end(),
@@ -102,7 +102,7 @@ struct CheckpointReaderState {
 
   std::string what() const { return "checkpoint " + std::to_string(index.step) + " (" + dir + ")"; }
 
-  /// Calls `fn(block index)` for each block of global variable `v` that may intersect the box at
+  /// Calls `fn(block index)` for each block of global or joined variable `v` that may intersect the box at
   /// `start` of `count` (all of them for a 0-d variable), in increasing first index along dimension 0.
   template <class Fn>
   Status candidates(long v, const Shape& start, const Shape& count, const Fn& fn) const {
@@ -213,7 +213,7 @@ Status CheckpointReader::read(const std::string& name, const Shape& start, const
   if (!vi.ok()) return vi.status();
   const detail::VarRecord& v = m_s->index.vars[static_cast<std::size_t>(vi.value())];
   const std::string var = "variable '" + name + "' of " + m_s->what();
-  if (v.kind != detail::RegionKind::global)
+  if (!detail::has_global_shape(v.kind))
     return Status(Code::invalid_argument,
                   var + " is a " + detail::region_kind_name(v.kind) + " variable: read it by rank (read_rank)");
   if (start.size() != v.global.size() || count.size() != v.global.size())
@@ -268,8 +268,9 @@ Status CheckpointReader::read_rank(const std::string& name, std::uint32_t rank, 
   if (!vi.ok()) return vi.status();
   const detail::VarRecord& v = m_s->index.vars[static_cast<std::size_t>(vi.value())];
   const std::string var = "variable '" + name + "' of " + m_s->what();
-  if (v.kind == detail::RegionKind::global)
-    return Status(Code::invalid_argument, var + " is a global array: read a box of it (read)");
+  if (detail::has_global_shape(v.kind))
+    return Status(Code::invalid_argument,
+                  var + " is a " + detail::region_kind_name(v.kind) + " array: read a box of it (read)");
   const auto& ranks = m_s->by_rank[static_cast<std::size_t>(vi.value())];
   const auto it = std::lower_bound(ranks.begin(), ranks.end(), std::make_pair(rank, std::uint32_t{0}));
   if (it != ranks.end() && it->first == rank) {

@@ -32,6 +32,17 @@ Status check_extents(const std::string& name, DType dtype, RegionKind kind, cons
       return bad("global shape overflows: its size in bytes exceeds 2^64");
     return Status::OK();
   }
+  if (kind == RegionKind::joined) {
+    if (count.empty()) return bad("a joined array needs at least one dimension (its rows)");
+    std::uint64_t row = 1;
+    for (std::size_t d = 1; d < count.size(); ++d) {
+      if (count[d] == 0) return bad("zero-size dimension " + std::to_string(d) + " of a joined array's rows");
+      if (__builtin_mul_overflow(row, count[d], &row)) return bad("shape overflows");
+    }
+    if (__builtin_mul_overflow(row, count[0], &row) || __builtin_mul_overflow(row, dtype_size(dtype), &row))
+      return bad("shape overflows: its size in bytes exceeds 2^64");
+    return Status::OK();  // zero rows are allowed: a rank may contribute nothing
+  }
   std::uint64_t total = 1;
   for (auto c : count) {
     if (c == 0)
@@ -43,6 +54,19 @@ Status check_extents(const std::string& name, DType dtype, RegionKind kind, cons
   if (__builtin_mul_overflow(total, dtype_size(dtype), &total))
     return bad("shape overflows: its size in bytes exceeds 2^64");
   return Status::OK();
+}
+}  // namespace
+
+namespace {
+/// The extents as the Region keeps them: a joined region's `start` is {first_row} or {} (balanced).
+void set_extents(Region& r, Shape global, Shape start, Shape count) {
+  if (r.kind == RegionKind::joined) {
+    r.first_row = start.empty() ? kBalancedRows : start[0];
+    start.clear();
+  }
+  r.global = std::move(global);
+  r.start = std::move(start);
+  r.count = std::move(count);
 }
 }  // namespace
 
@@ -74,9 +98,7 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
   r.ptr = ptr;
   r.dtype = dtype;
   r.kind = kind;
-  r.global = std::move(global);
-  r.start = std::move(start);
-  r.count = std::move(count);
+  set_extents(r, std::move(global), std::move(start), std::move(count));
   CKPT_RETURN_IF_ERROR(locate(r, "region"));
   for (std::size_t g = 0; g < m_groups.size() && r.group == 0; ++g)
     for (auto& pattern : m_groups[g].match)
@@ -90,10 +112,12 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
   return Status::OK();
 }
 
-Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count) {
+Status Registry::update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start, Shape count) {
   Region* r = find(name);
   if (r == nullptr) return Status(Code::not_found, "update: region '" + name + "' is not protected");
-  if (is_block != (r->kind == RegionKind::global))
+  // Dims update scalars and local arrays; a Block a global region; Joined a joined one.
+  const bool plain = kind == RegionKind::local || kind == RegionKind::scalar;
+  if (plain ? has_global_shape(r->kind) : kind != r->kind)
     return Status(Code::invalid_argument, "update: region '" + name + "' was protected as " +
                                               region_kind_name(r->kind) + "; its kind cannot change");
   if (r->kind == RegionKind::scalar && !count.empty())
@@ -103,9 +127,7 @@ Status Registry::update(const std::string& name, void* ptr, bool is_block, Shape
   CKPT_RETURN_IF_ERROR(check_extents(name, r->dtype, r->kind, global, start, count));
   Region n = *r;
   n.ptr = ptr;
-  n.global = std::move(global);
-  n.start = std::move(start);
-  n.count = std::move(count);
+  set_extents(n, std::move(global), std::move(start), std::move(count));
   CKPT_RETURN_IF_ERROR(locate(n, "update: region"));
   m_stream_bound = m_stream_bound - bound(*r) + bound(n);
   *r = std::move(n);

@@ -24,7 +24,7 @@ class Registry {
 
   Status protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                  Shape count);
-  Status update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count);
+  Status update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start, Shape count);
   Status unprotect(const std::string& name);
   Status annotate(const std::string& name, const std::string& key, const std::string& value);
   /// Every region, in registration order.

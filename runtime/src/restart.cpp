@@ -86,6 +86,45 @@ Result<Index> Restorer::read_index_collective(std::int64_t step, const Store& st
   return decode_checkpoint_index(bytes.value(), store.checkpoint_dir(step), step);
 }
 
+Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Region& r) const {
+  const auto rows_text = [](std::uint64_t a, std::uint64_t b) {
+    return "rows [" + std::to_string(a) + ", " + std::to_string(b) + ")";
+  };
+  for (std::size_t d = 1; d < r.count.size(); ++d)
+    if (v.global[d] != r.count[d])
+      return Status(Code::mismatch, "stored rows of extents " +
+                                        shape_text(Shape(v.global.begin() + 1, v.global.end())) + ", registered " +
+                                        shape_text(Shape(r.count.begin() + 1, r.count.end())));
+  const std::uint64_t total = v.global[0], n = r.count[0];
+  if (r.first_row == kBalancedRows) {
+    const JoinedRows share = balanced_rows(total, m_rank, m_size);
+    if (share.count() != n)
+      return Status(Code::mismatch, std::to_string(n) + " rows registered on rank " + std::to_string(m_rank) +
+                                        ", but its share of the balanced split of the " + std::to_string(total) +
+                                        " stored rows is " + rows_text(share.begin, share.end) +
+                                        " (allocate what joined_rows() says, or give Joined::first_row)");
+    return share.begin;
+  }
+  if (r.first_row > total || n > total - r.first_row)
+    return Status(Code::mismatch, rows_text(r.first_row, r.first_row + n) + " registered on rank " +
+                                      std::to_string(m_rank) + ", but the checkpoint holds " + std::to_string(total) +
+                                      " rows");
+  return r.first_row;
+}
+
+Result<JoinedRows> Restorer::joined_rows(std::int64_t step, const std::string& name, Capture& capture) {
+  (void)capture.wait_all();  // the step asked for may be in flight
+  auto idx = read_index_collective(step, m_store);
+  if (!idx.ok()) return idx.status();
+  const long vi = idx->find_var(name);
+  if (vi < 0) return Status(Code::not_found, "variable '" + name + "' is not in checkpoint " + std::to_string(step));
+  const VarRecord& v = idx->vars[static_cast<std::size_t>(vi)];
+  if (v.kind != RegionKind::joined)
+    return Status(Code::mismatch, "variable '" + name + "' of checkpoint " + std::to_string(step) + " is a " +
+                                      region_kind_name(v.kind) + " region, not a joined array");
+  return balanced_rows(v.global[0], m_rank, m_size);
+}
+
 Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
                                 Bounces& bounces) {
   const long vi = look.var(r.name);
@@ -97,18 +136,24 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
   };
   if (v.dtype != r.dtype)
     return mismatch(std::string("stored as ") + dtype_name(v.dtype) + ", registered as " + dtype_name(r.dtype));
-  const bool want_global = r.kind == RegionKind::global;
-  if ((v.kind == RegionKind::global) != want_global)
+  const bool want_global = has_global_shape(r.kind);
+  if ((want_global || has_global_shape(v.kind)) && v.kind != r.kind)
     return mismatch(std::string("stored as a ") + region_kind_name(v.kind) + " region, registered as " +
                     region_kind_name(r.kind));
-  if (want_global && v.global != r.global)
-    return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
-  if (!want_global && v.ndim != r.count.size())
+  if (v.ndim != r.count.size())
     return mismatch("stored with " + std::to_string(v.ndim) + " dimensions, registered with " +
                     std::to_string(r.count.size()) + " " + shape_text(r.count));
+  Shape mstart = want_global ? r.start : Shape(r.count.size(), 0);
+  if (r.kind == RegionKind::joined) {
+    auto first = joined_first_row(v, r);
+    if (!first.ok()) return mismatch(first.status().message());
+    mstart.assign(r.count.size(), 0);
+    mstart[0] = first.value();
+  } else if (want_global && v.global != r.global) {
+    return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
+  }
 
   const std::size_t esize = dtype_size(r.dtype);
-  const Shape mstart = want_global ? r.start : Shape(r.count.size(), 0);
   std::uint64_t copied_elems = 0;
 
   for (const std::uint32_t bi : look.blocks(vi)) {

@@ -55,6 +55,8 @@ class Restorer {
   Result<Index> inspect(std::int64_t step, Capture& capture);
   /// restart() of the newest step that restores, falling back to older ones.
   Result<std::int64_t> restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture);
+  /// The stored rows of joined array `name` in `step` and this rank's balanced share (collective).
+  Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name, Capture& capture);
 
  private:
   /// Steps that every node holds complete in its directory, newest first; empty without a node level.
@@ -63,6 +65,9 @@ class Restorer {
   /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
   Status restart_from(std::int64_t step, void* stream, const std::vector<Region>& regions, const Store& store);
   Result<Index> read_index_collective(std::int64_t step, const Store& store);
+  /// The first stored row of joined region `r` on this rank (its balanced share or r.first_row), or
+  /// why its rows do not fit the stored ones `v`.
+  Result<std::uint64_t> joined_first_row(const VarRecord& v, const Region& r) const;
   Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
                         Bounces& bounces);
 

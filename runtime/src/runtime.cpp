@@ -60,6 +60,9 @@ int Runtime::size() const { return m_impl->size(); }
 const Options& Runtime::options() const { return m_impl->options(); }
 
 namespace {
+/// The registry's `start` of a joined region: {first_row}, or {} for the balanced split.
+Shape joined_start(const Joined& j) { return j.first_row ? Shape{*j.first_row} : Shape{}; }
+
 Status check_signs(const char* call, const std::string& name, const Dims& a, const Dims& b = {}, const Dims& c = {}) {
   if (!a.has_negative() && !b.has_negative() && !c.has_negative()) return Status::OK();
   return Status(Code::invalid_argument, std::string(call) + ": region '" + name + "': negative extent or start");
@@ -75,13 +78,35 @@ Status Runtime::protect(const std::string& name, void* ptr, DType dtype, const B
   CKPT_RETURN_IF_ERROR(check_signs("protect", name, b.global, b.start, b.count));
   return m_impl->protect(name, ptr, dtype, detail::RegionKind::global, b.global, b.start, b.count);
 }
+Status Runtime::protect(const std::string& name, void* ptr, DType dtype, const Joined& j) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect", name, j.count));
+  return m_impl->protect(name, ptr, dtype, detail::RegionKind::joined, {}, joined_start(j), j.count);
+}
 Status Runtime::update(const std::string& name, void* ptr, Dims dims) {
   CKPT_RETURN_IF_ERROR(check_signs("update", name, dims));
-  return m_impl->update(name, ptr, false, {}, {}, std::move(dims));
+  const auto kind = dims.empty() ? detail::RegionKind::scalar : detail::RegionKind::local;
+  return m_impl->update(name, ptr, kind, {}, {}, std::move(dims));
 }
 Status Runtime::update(const std::string& name, void* ptr, const Block& b) {
   CKPT_RETURN_IF_ERROR(check_signs("update", name, b.global, b.start, b.count));
-  return m_impl->update(name, ptr, true, b.global, b.start, b.count);
+  return m_impl->update(name, ptr, detail::RegionKind::global, b.global, b.start, b.count);
+}
+Status Runtime::update(const std::string& name, void* ptr, const Joined& j) {
+  CKPT_RETURN_IF_ERROR(check_signs("update", name, j.count));
+  return m_impl->update(name, ptr, detail::RegionKind::joined, {}, joined_start(j), j.count);
+}
+Result<JoinedRows> Runtime::joined_rows(std::int64_t step, const std::string& name) {
+  return m_impl->joined_rows(step, name);
+}
+
+JoinedRows balanced_rows(std::uint64_t total, int rank, int size) noexcept {
+  JoinedRows r;
+  r.total = total;
+  if (size <= 0 || rank < 0 || rank >= size) return r;
+  using U = unsigned __int128;  // total * rank must not overflow
+  r.begin = static_cast<std::uint64_t>(U(total) * U(rank) / U(size));
+  r.end = static_cast<std::uint64_t>(U(total) * U(rank + 1) / U(size));
+  return r;
 }
 Status Runtime::unprotect(const std::string& name) { return m_impl->unprotect(name); }
 Status Runtime::annotate(const std::string& name, const std::string& key, const std::string& value) {
@@ -416,9 +441,10 @@ Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, Reg
   reserve_for_regions();
   return Status::OK();
 }
-Status RuntimeImpl::update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count) {
+Status RuntimeImpl::update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start,
+                           Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
-  CKPT_RETURN_IF_ERROR(m_registry->update(name, ptr, is_block, std::move(global), std::move(start), std::move(count)));
+  CKPT_RETURN_IF_ERROR(m_registry->update(name, ptr, kind, std::move(global), std::move(start), std::move(count)));
   reserve_for_regions();
   return Status::OK();
 }
@@ -473,6 +499,10 @@ Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   auto idx = m_restorer->inspect(step, *m_capture);
   if (!idx.ok()) return idx.status();
   return make_checkpoint_reader(m_store->checkpoint_dir(step), std::move(idx).value());
+}
+Result<JoinedRows> RuntimeImpl::joined_rows(std::int64_t step, const std::string& name) {
+  CKPT_RETURN_IF_ERROR(usable());
+  return m_restorer->joined_rows(step, name, *m_capture);
 }
 Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
   CKPT_RETURN_IF_ERROR(usable());

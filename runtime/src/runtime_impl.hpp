@@ -49,7 +49,7 @@ class RuntimeImpl {
 
   Status protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                  Shape count);
-  Status update(const std::string& name, void* ptr, bool is_block, Shape global, Shape start, Shape count);
+  Status update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start, Shape count);
   Status unprotect(const std::string& name);
   Status annotate(const std::string& name, const std::string& key, const std::string& value);
 
@@ -60,6 +60,7 @@ class RuntimeImpl {
   Result<std::int64_t> restart_newest(void* stream);
   Result<CheckpointReader> inspect(std::int64_t step);
   const std::string& restart_level() const;
+  Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name);
   Status close();
   /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.
   void close_at_finalize();

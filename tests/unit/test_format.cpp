@@ -350,3 +350,78 @@ TEST(Format, IndexOfOnlyScalarsDecodes) {
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->blocks.size(), 4u);
 }
+
+namespace {
+/// Two ranks' rows of a joined array [5 rows, 3]: rank 0 rows [0, 2), rank 1 rows [2, 5).
+Index joined_sample() {
+  Index idx = sample();
+  VarRecord w;
+  w.name = "walkers";
+  w.dtype = DType::f64;
+  w.kind = RegionKind::joined;
+  w.ndim = 2;
+  w.global = {5, 3};
+  idx.vars.push_back(w);
+  BlockRecord b;
+  b.var = 2;
+  b.rank = 0;
+  b.offset = 8192;
+  b.start = {0, 0};
+  b.count = {2, 3};
+  b.length = 2 * 3 * 8;
+  idx.blocks.push_back(b);
+  b.rank = 1;
+  b.file = 1;
+  b.start = {2, 0};
+  b.count = {3, 3};
+  b.length = 3 * 3 * 8;
+  idx.blocks.push_back(b);
+  return idx;
+}
+}  // namespace
+
+TEST(Format, JoinedArrayRoundTrips) {
+  auto bytes = encode_index(joined_sample());
+  auto back = decode_index(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->vars[2].kind, RegionKind::joined);
+  EXPECT_EQ(back->vars[2].global, (Shape{5, 3}));
+  EXPECT_EQ(back->blocks[4].start, (Shape{2, 0}));
+}
+
+TEST(Format, JoinedRowsThatDoNotTileAreCorrupt) {
+  auto check = [](Index idx, const char* what) {
+    auto bytes = encode_index(idx);
+    auto r = decode_index(bytes.data(), bytes.size());
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.status().code(), Code::corrupt) << what;
+  };
+  {
+    Index i = joined_sample();
+    i.blocks[4].start = {1, 0};  // overlaps rank 0's rows
+    check(i, "overlapping rows");
+  }
+  {
+    Index i = joined_sample();
+    i.vars[2].global = {6, 3};  // a row nobody stored
+    check(i, "row count larger than the blocks");
+  }
+  {
+    Index i = joined_sample();
+    std::swap(i.blocks[3].rank, i.blocks[4].rank);  // rank 1's rows before rank 0's
+    check(i, "rows out of rank order");
+  }
+  {
+    Index i = joined_sample();
+    i.blocks[4].count = {3, 2};  // not whole rows
+    i.blocks[4].length = 3 * 2 * 8;
+    i.vars[2].global = {5, 3};
+    check(i, "partial rows");
+  }
+  {
+    Index i = joined_sample();
+    i.vars[2].ndim = 0;
+    i.vars[2].global.clear();
+    check(i, "a joined array without dimensions");
+  }
+}

@@ -134,6 +134,22 @@ CKPT_API int ckpt_update(ckpt_runtime* rt, const char* name, void* ptr, int ndim
 /** Changes the pointer and box of a registered global-array region. */
 CKPT_API int ckpt_update_block(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* global,
                                const uint64_t* start, const uint64_t* count);
+/** Registers this rank's rows of a joined array (ckpt::Joined): the global array is every rank's
+ *  rows concatenated in rank order; the runtime gathers the row counts at each commit. dims[0] is this
+ *  rank's row count (0 allowed; then ptr may be NULL), dims[1..ndims) the extents of a row, equal on
+ *  every rank. first_row: restart only, the first stored row this rank reads; -1 (CKPT_BALANCED) for
+ *  this rank's share of the balanced split (see ckpt_joined_rows). Restartable on any rank count. */
+CKPT_API int ckpt_protect_joined(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims,
+                                 const uint64_t* dims, int64_t first_row);
+/** Changes the pointer, rows and first_row of a registered joined array. */
+CKPT_API int ckpt_update_joined(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* dims,
+                                int64_t first_row);
+/** Collective. The rows of joined array `name` in checkpoint `step`: *total of them, and this rank's
+ *  share [*begin, *end) of their balanced split (what to allocate before ckpt_restart_step). */
+CKPT_API int ckpt_joined_rows(ckpt_runtime* rt, int64_t step, const char* name, uint64_t* total, uint64_t* begin,
+                              uint64_t* end);
+/** first_row of ckpt_protect_joined / ckpt_update_joined: this rank's share of the balanced split. */
+#define CKPT_BALANCED (-1)
 /** Forgets a region. */
 CKPT_API int ckpt_unprotect(ckpt_runtime* rt, const char* name);
 /** Attaches a string attribute to a region, stored in the index of every later checkpoint. */
@@ -175,6 +191,7 @@ typedef struct ckpt_reader_step ckpt_reader_step;
 #define CKPT_KIND_LOCAL 0
 #define CKPT_KIND_GLOBAL 1
 #define CKPT_KIND_SCALAR 2
+#define CKPT_KIND_JOINED 3 /* rows of every rank, concatenated: read like a global array */
 
 /** A stored variable (ckpt::VariableInfo). Every pointer belongs to the ckpt_reader_step it came from
  *  and stays valid until ckpt_reader_step_free. */

@@ -97,6 +97,30 @@ struct Block {
   Dims count;   ///< extents of this rank's box (the local array); a zero count is allowed
 };
 
+/// This rank's rows of a joined array (ADIOS2's JoinedArray): the global array is every rank's rows,
+/// concatenated in rank order, for per-rank lists whose lengths change every step (particles,
+/// walkers, atoms). The runtime gathers the row counts at each commit; no offsets to compute.
+/// Restartable on any rank count: each rank reads its share of a balanced split of the stored rows
+/// (see Runtime::joined_rows), or rows [first_row, first_row + count[0]) when first_row is given.
+struct Joined {
+  Dims count;  ///< this rank's extents: count[0] rows (0 allowed), the other extents equal on every rank
+  /// Restart only: the first stored row this rank reads. Unset: this rank's share of the balanced
+  /// split, which count[0] must then equal (restart() fails with mismatch otherwise).
+  std::optional<std::uint64_t> first_row;
+};
+
+/// The rows of a joined array in a checkpoint, and this rank's share of their balanced split.
+struct JoinedRows {
+  std::uint64_t total = 0;  ///< rows of every rank together
+  std::uint64_t begin = 0;  ///< this rank's balanced share is rows [begin, end)
+  std::uint64_t end = 0;
+  std::uint64_t count() const { return end - begin; }  ///< rows this rank restores with a balanced split
+};
+
+/// Rank `rank`'s share [begin, end) of `total` rows split over `size` ranks: begin = total * rank / size
+/// (rounded down), so shares differ by at most one row and rank order follows row order.
+JoinedRows balanced_rows(std::uint64_t total, int rank, int size) noexcept;
+
 /// Where a registered pointer lives, as detected by the device layer.
 enum class MemoryKind : std::uint8_t { host, host_pinned, device, managed };
 CKPT_API const char* memory_kind_name(MemoryKind k) noexcept;
@@ -192,6 +216,9 @@ class CKPT_API Runtime {
   Status protect(const std::string& name, void* ptr, DType dtype, Dims dims);
   /// Registers this rank's box of a global array (see Block); restartable on other rank counts.
   Status protect(const std::string& name, void* ptr, DType dtype, const Block& block);
+  /// Registers this rank's rows of a joined array (see Joined); restartable on any rank count.
+  /// `ptr` may be null while count[0] is 0.
+  Status protect(const std::string& name, void* ptr, DType dtype, const Joined& rows);
   /// Registers a single value (step, time, dt, RNG seed). Values equal on every rank restart on any
   /// rank count.
   template <class T>
@@ -202,6 +229,7 @@ class CKPT_API Runtime {
   /// step). The dtype and the kind (local or Block) stay.
   Status update(const std::string& name, void* ptr, Dims dims);
   Status update(const std::string& name, void* ptr, const Block& block);
+  Status update(const std::string& name, void* ptr, const Joined& rows);
   /// Forgets a region.
   Status unprotect(const std::string& name);
   /// Attaches a string attribute to a region; stored in the index of every later checkpoint.
@@ -230,6 +258,11 @@ class CKPT_API Runtime {
   /// The level the last successful restart read from: "local" (the node directories of
   /// options().local_dir), "global" (options().dir), or "" before any.
   const std::string& restart_level() const;
+
+  /// Collective. The rows of joined array `name` in checkpoint `step` and this rank's balanced share:
+  /// what to allocate before restart(step). not_found without such a checkpoint or variable;
+  /// mismatch when `name` is not a joined array there.
+  Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name);
 
   /// Collective. Fills every protected region from checkpoint `step`, verifying checksums. On a
   /// failure the regions' contents are unspecified and the Status names the variable and block.

@@ -31,16 +31,17 @@
 
 namespace ckpt {
 
-/// How a variable was registered: a Block of a global array, a rank's own array, or a single value.
+/// How a variable was registered: a Block of a global array, a rank's own array, a single value, or
+/// rows of a joined array (every rank's rows concatenated in rank order; read like a global array).
 /// The values are those of the stored format.
-enum class VarKind : std::uint8_t { local = 0, global = 1, scalar = 2 };
-/// "local", "global", "scalar".
+enum class VarKind : std::uint8_t { local = 0, global = 1, scalar = 2, joined = 3 };
+/// "local", "global", "scalar", "joined".
 CKPT_API const char* var_kind_name(VarKind k) noexcept;
 
 /// One stored block of a variable: the part one rank wrote.
 struct BlockInfo {
   std::uint32_t rank = 0;    ///< rank that wrote it
-  Shape start;               ///< global variables: first index of the box; others: zeros
+  Shape start;               ///< global and joined variables: first index of the box; others: zeros
   Shape count;               ///< extents of the box (local variables: the rank's array)
   std::uint64_t bytes = 0;   ///< payload bytes
   std::string file;          ///< data file holding it, relative to the checkpoint directory
@@ -54,7 +55,7 @@ struct VariableInfo {
   VarKind kind = VarKind::local;
   /// Scalars and local arrays: every rank stored the same bytes.
   bool uniform = false;
-  /// Global: the extents of the whole array. Local and scalar: the extents of the lowest writer
+  /// Global and joined: the extents of the whole array. Local and scalar: the extents of the lowest writer
   /// rank's block ({} for a scalar); blocks[i].count has each rank's.
   Shape shape;
   std::vector<std::pair<std::string, std::string>> attrs;  ///< from annotate(), in order
@@ -99,16 +100,16 @@ class CKPT_API CheckpointReader {
   /// The variable `name`; not_found naming it and the step.
   Result<VariableInfo> variable(const std::string& name) const;
 
-  /// Reads the box [start, start + count) of global variable `name` into `out` (`out_bytes` >= the
-  /// box's elements * dtype_size, row-major, the stored dtype). `out` may be host memory or memory of
-  /// the GPU (the device layer classifies it, as it does registered regions): device memory is filled
+  /// Reads the box [start, start + count) of global (or joined) variable `name` into `out` (`out_bytes`
+  /// >= the box's elements * dtype_size, row-major, the stored dtype). `out` may be host memory or memory
+  /// of the GPU (the device layer classifies it, as it does registered regions): device memory is filled
   /// through a host bounce buffer and the copy has completed when read returns. Reads only the
   /// blocks that intersect the box, each one whole and verified. Errors: not_found (no such
-  /// variable), invalid_argument (not global, wrong rank of start/count, box outside the array,
+  /// variable), invalid_argument (neither global nor joined, wrong rank of start/count, box outside the array,
   /// `out_bytes` too small), corrupt (checksum, short file), mismatch (part of the box was stored
   /// by no block).
   Status read(const std::string& name, const Shape& start, const Shape& count, void* out, std::size_t out_bytes);
-  /// Reads the whole of global variable `name`.
+  /// Reads the whole of global (or joined) variable `name`.
   Status read(const std::string& name, void* out, std::size_t out_bytes);
   /// Reads the block rank `rank` wrote of local or scalar variable `name` (its extents are in
   /// VariableInfo::blocks); not_found when that rank wrote none. A uniform variable may be read
