@@ -3,6 +3,7 @@
 #define CKPT_BASE_LAYOUT_HPP
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@ struct Region {
   Shape count;   ///< the local extents (all kinds; {} for a scalar)
   /// Joined kind, restart only: the first stored row read into this rank's rows, or kBalancedRows.
   std::uint64_t first_row = kBalancedRows;
+  bool optional = false;                 ///< a restart from a checkpoint without it leaves it untouched
+  std::shared_ptr<const Source> source;  ///< located anew at each checkpoint and restart (Runtime::protect)
   Attributes attrs;
   std::uint32_t group = 0;  ///< transport group (0 = the default transport)
   std::uint64_t elements() const;

@@ -138,9 +138,10 @@ Result<Layout> gather_layout(MPI_Comm comm, const WriteContext& ctx) {
   return out;
 }
 
-/// File offset of this rank's block of a dataset starting at `dset_off`, if the block is contiguous in it.
-Result<std::uint64_t> block_offset_in(const Region& r, std::uint64_t dset_off) {
-  if (r.kind != RegionKind::global) return dset_off;
+/// Whether this rank's block of a global region is one contiguous piece of its dataset (the index
+/// records each block as one byte range of the file).
+Status check_contiguous(const Region& r) {
+  if (r.kind != RegionKind::global) return Status::OK();
   const std::size_t n = r.global.size();
   // Contiguous iff, for some k, count[d] == 1 for d < k and count[d] == global[d] for d > k.
   std::size_t k = 0;
@@ -148,8 +149,19 @@ Result<std::uint64_t> block_offset_in(const Region& r, std::uint64_t dset_off) {
   for (std::size_t d = k + 1; d < n; ++d)
     if (r.count[d] != r.global[d] && r.elements() != 0)
       return Status(Code::invalid_argument,
-                    "hdf5: the block of '" + r.name +
-                        "' is not contiguous in its dataset; split global arrays along the first dimension");
+                    "hdf5: the block of '" + r.name + "' is not contiguous in its dataset (count[" + std::to_string(d) +
+                        "] = " + std::to_string(r.count[d]) + " of " + std::to_string(r.global[d]) +
+                        "): split the global array along its first (C order) dimension only - for a Kokkos "
+                        "LayoutLeft View or a Fortran array that is its LAST index - or use the posix or mpiio "
+                        "transport, which store any box");
+  return Status::OK();
+}
+
+/// File offset of this rank's block of a dataset starting at `dset_off`, if the block is contiguous in it.
+Result<std::uint64_t> block_offset_in(const Region& r, std::uint64_t dset_off) {
+  if (r.kind != RegionKind::global) return dset_off;
+  CKPT_RETURN_IF_ERROR(check_contiguous(r));
+  const std::size_t n = r.global.size();
   std::uint64_t lin = 0;
   for (std::size_t d = 0; d < n; ++d) lin = lin * r.global[d] + r.start[d];
   return dset_off + lin * dtype_size(r.dtype);
@@ -528,6 +540,7 @@ class Hdf5Transport final : public Transport {
   const char* name() const override { return m_sync ? "hdf5-sync" : "hdf5"; }
   bool collective_open() const override { return true; }
   bool synchronous() const override { return m_sync; }
+  Status check_region(const Region& r) const override { return check_contiguous(r); }
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     if (!m_sync) return std::unique_ptr<Writer>(std::make_unique<Hdf5Writer>(ctx, m_comm, m_alignment));
     auto p = write_sync(ctx, m_comm, m_alignment);

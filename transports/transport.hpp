@@ -134,6 +134,13 @@ class Transport {
   /// Whether open() writes the whole checkpoint (hdf5-sync, the papers' blocking baseline): the
   /// runtime then opens on the application thread, inside checkpoint().
   virtual bool synchronous() const { return false; }
+  /// Checks a region of this transport's group when it is protected or updated (or located, for a
+  /// Source), so that a constraint of the transport fails there, naming the variable, and not at the
+  /// commit. Every region by default.
+  virtual Status check_region(const Region& r) const {
+    (void)r;
+    return Status::OK();
+  }
 };
 
 /// Makes the transport called `name`. Known names that were not built answer `unavailable` with the

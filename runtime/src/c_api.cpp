@@ -363,6 +363,14 @@ int ckpt_joined_rows(ckpt_runtime* rt, int64_t step, const char* name, uint64_t*
   });
 }
 
+int ckpt_set_optional(ckpt_runtime* rt, const char* name, int optional) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    return rt->rt->set_optional(name, optional != 0);
+  });
+}
+
 int ckpt_unprotect(ckpt_runtime* rt, const char* name) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));

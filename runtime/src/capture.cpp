@@ -154,7 +154,7 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
   return s;
 }
 
-Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Region>& regions) {
+Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Region>& regions, const Status& local) {
   const auto t0 = Clock::now();
   auto ticket = std::make_shared<TicketState>();
   ticket->step = step;
@@ -164,10 +164,11 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
     ticket->finish(std::move(s));
     return Ticket(ticket);
   };
-  // The arguments are checked here and agreed on the write thread (agree_on_job, with the step), before
-  // anything touches the file system: no collective on this thread. A refused checkpoint still goes
-  // through the pipeline on this rank, with nothing captured, so that it fails alike on every rank.
-  Status arg;
+  // The arguments (and `local`, this rank's failure to locate its regions) are checked here and agreed on
+  // the write thread (agree_on_job, with the step), before anything touches the file system: no
+  // collective on this thread. A refused checkpoint still goes through the pipeline on this rank, with
+  // nothing captured, so that it fails alike on every rank.
+  Status arg = local;
   std::uint64_t total = 0;
   for (const Region& r : regions)
     if (__builtin_add_overflow(total, r.bytes(), &total))

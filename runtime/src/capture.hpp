@@ -38,8 +38,10 @@ class Capture {
  public:
   explicit Capture(CaptureEnv env) : m_env(std::move(env)), m_opts(*m_env.options) {}
 
-  /// Takes checkpoint `step` of `regions` (collective). See Runtime::checkpoint.
-  Ticket checkpoint(std::int64_t step, void* stream, const std::vector<Region>& regions);
+  /// Takes checkpoint `step` of `regions` (collective). See Runtime::checkpoint. `local`: a failure
+  /// found before (e.g. a region that could not be located), agreed like a bad argument.
+  Ticket checkpoint(std::int64_t step, void* stream, const std::vector<Region>& regions,
+                    const Status& local = Status::OK());
   /// Waits for every checkpoint in flight; the first failure.
   Status wait_all();
   /// Forgets the checkpoints in flight (after the pipeline has drained).

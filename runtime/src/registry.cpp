@@ -13,8 +13,9 @@ Region* Registry::find(const std::string& name) {
 }
 
 namespace {
+/// `empty_ok`: a local array may have no element (a Source with a resize: restart() sizes it).
 Status check_extents(const std::string& name, DType dtype, RegionKind kind, const Shape& global, const Shape& start,
-                     const Shape& count) {
+                     const Shape& count, bool empty_ok = false) {
   auto bad = [&](const std::string& why) { return Status(Code::invalid_argument, "region '" + name + "': " + why); };
   if (count.size() > kMaxDims) return bad("more than 16 dimensions");
   if (kind == RegionKind::global) {
@@ -45,7 +46,7 @@ Status check_extents(const std::string& name, DType dtype, RegionKind kind, cons
   }
   std::uint64_t total = 1;
   for (auto c : count) {
-    if (c == 0)
+    if (c == 0 && !empty_ok)
       return bad(
           "zero-size dimension (a zero-size region cannot be restored; use a Block for "
           "arrays whose local part may be empty)");
@@ -100,12 +101,19 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
   r.kind = kind;
   set_extents(r, std::move(global), std::move(start), std::move(count));
   CKPT_RETURN_IF_ERROR(locate(r, "region"));
-  for (std::size_t g = 0; g < m_groups.size() && r.group == 0; ++g)
+  r.group = group_of(name);
+  if (m_check) CKPT_RETURN_IF_ERROR(m_check(r));
+  return add(std::move(r));
+}
+
+std::uint32_t Registry::group_of(const std::string& name) const {
+  for (std::size_t g = 0; g < m_groups.size(); ++g)
     for (auto& pattern : m_groups[g].match)
-      if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0) {
-        r.group = static_cast<std::uint32_t>(g + 1);
-        break;
-      }
+      if (::fnmatch(pattern.c_str(), name.c_str(), 0) == 0) return static_cast<std::uint32_t>(g + 1);
+  return 0;
+}
+
+Status Registry::add(Region r) {
   m_region_at.emplace(r.name, m_regions.size());
   m_stream_bound += bound(r);
   m_regions.push_back(std::move(r));
@@ -115,6 +123,10 @@ Status Registry::protect(const std::string& name, void* ptr, DType dtype, Region
 Status Registry::update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start, Shape count) {
   Region* r = find(name);
   if (r == nullptr) return Status(Code::not_found, "update: region '" + name + "' is not protected");
+  if (r->source)
+    return Status(Code::invalid_argument, "update: region '" + name +
+                                              "' is registered with a Source, which says where it is at each "
+                                              "checkpoint; it takes no update()");
   // Dims update scalars and local arrays; a Block a global region; Joined a joined one.
   const bool plain = kind == RegionKind::local || kind == RegionKind::scalar;
   if (plain ? has_global_shape(r->kind) : kind != r->kind)
@@ -129,8 +141,93 @@ Status Registry::update(const std::string& name, void* ptr, RegionKind kind, Sha
   n.ptr = ptr;
   set_extents(n, std::move(global), std::move(start), std::move(count));
   CKPT_RETURN_IF_ERROR(locate(n, "update: region"));
+  if (m_check) CKPT_RETURN_IF_ERROR(m_check(n).with_context("update"));
   m_stream_bound = m_stream_bound - bound(*r) + bound(n);
   *r = std::move(n);
+  return Status::OK();
+}
+
+namespace {
+/// Calls a user callback; an exception becomes an error naming the region.
+template <class F>
+Status call_user(const std::string& name, const char* what, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Status(Code::invalid_argument, "region '" + name + "': its Source's " + what + "() threw: " + e.what());
+  } catch (...) {
+    return Status(Code::invalid_argument, "region '" + name + "': its Source's " + what + "() threw");
+  }
+}
+}  // namespace
+
+Status Registry::relocate(Region& r, bool registered) {
+  Place place;
+  CKPT_RETURN_IF_ERROR(call_user(r.name, "locate", [&] {
+    place = r.source->locate();
+    return Status::OK();
+  }));
+  if (place.count.has_negative())
+    return Status(Code::invalid_argument, "region '" + r.name + "': its Source's locate() gave a negative extent");
+  Region n = r;
+  if (n.kind != RegionKind::joined) n.kind = place.count.empty() ? RegionKind::scalar : RegionKind::local;
+  CKPT_RETURN_IF_ERROR(check_extents(n.name, n.dtype, n.kind, {}, {}, place.count, r.source->resize != nullptr));
+  n.ptr = place.ptr;
+  n.count = std::move(place.count);
+  CKPT_RETURN_IF_ERROR(locate(n, "region"));
+  if (m_check) CKPT_RETURN_IF_ERROR(m_check(n));
+  if (registered) m_stream_bound = m_stream_bound - bound(r) + bound(n);
+  r = std::move(n);
+  return Status::OK();
+}
+
+Status Registry::protect(const std::string& name, DType dtype, RegionKind kind, std::shared_ptr<const Source> source) {
+  if (!source || !source->locate)
+    return Status(Code::invalid_argument, "region '" + name + "': a Source needs a locate() function");
+  CKPT_RETURN_IF_ERROR(check_name(name));
+  if (find(name) != nullptr) return Status(Code::invalid_argument, "region '" + name + "' is already protected");
+  if (dtype_size(dtype) == 0) return Status(Code::invalid_argument, "region '" + name + "': unknown dtype");
+  Region r;
+  r.name = name;
+  r.dtype = dtype;
+  r.kind = kind;
+  r.source = std::move(source);
+  r.group = group_of(name);
+  CKPT_RETURN_IF_ERROR(relocate(r, false));
+  return add(std::move(r));
+}
+
+Status Registry::protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global,
+                                   Shape start, Shape count) {
+  const Region* r = find(name);
+  if (r == nullptr) return protect(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count));
+  if (r->dtype != dtype)
+    return Status(Code::invalid_argument, "region '" + name + "' was protected as " + dtype_name(r->dtype) + ", not " +
+                                              dtype_name(dtype) + "; its dtype cannot change");
+  return update(name, ptr, kind, std::move(global), std::move(start), std::move(count));
+}
+
+Status Registry::set_optional(const std::string& name, bool optional) {
+  Region* r = find(name);
+  if (r == nullptr) return Status(Code::not_found, "set_optional: region '" + name + "' is not protected");
+  r->optional = optional;
+  return Status::OK();
+}
+
+Status Registry::locate_sources() {
+  for (Region& r : m_regions)
+    if (r.source) CKPT_RETURN_IF_ERROR(relocate(r));
+  return Status::OK();
+}
+
+Status Registry::fit_sources(const std::function<std::optional<Shape>(const Region&)>& wanted) {
+  for (Region& r : m_regions) {
+    if (!r.source || !r.source->resize) continue;
+    const std::optional<Shape> count = wanted(r);
+    if (!count) continue;
+    CKPT_RETURN_IF_ERROR(call_user(r.name, "resize", [&] { return r.source->resize(*count); }));
+    CKPT_RETURN_IF_ERROR(relocate(r));
+  }
   return Status::OK();
 }
 

@@ -4,6 +4,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,12 +22,27 @@ class Registry {
  public:
   /// `device` classifies pointers (host or device memory); `groups` assign regions to transport groups.
   /// `alignment` is the options' block alignment (for stream_bound()).
-  Registry(const Device& device, std::vector<Options::Group> groups, std::uint64_t alignment)
-      : m_device(device), m_groups(std::move(groups)), m_alignment(alignment) {}
+  /// `check` is the constraint of the region's transport group (Transport::check_region), asked at
+  /// every protect, update and Source location.
+  Registry(const Device& device, std::vector<Options::Group> groups, std::uint64_t alignment,
+           std::function<Status(const Region&)> check)
+      : m_device(device), m_groups(std::move(groups)), m_alignment(alignment), m_check(std::move(check)) {}
 
   Status protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                  Shape count);
   Status update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start, Shape count);
+  /// Registers a region found through `source` (local or joined kind); asks locate() once to check it.
+  Status protect(const std::string& name, DType dtype, RegionKind kind, std::shared_ptr<const Source> source);
+  /// protect() when `name` is new, else update() after checking that the dtype is the same.
+  Status protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
+                           Shape count);
+  Status set_optional(const std::string& name, bool optional);
+  /// Asks every Source-registered region where it is now (checkpoint() and restart() do, before they
+  /// read or fill the regions). The first failure, naming the region.
+  Status locate_sources();
+  /// restart(): for every Source-registered region with a resize and extents `wanted` gives for it,
+  /// calls resize with them, then locates the region again.
+  Status fit_sources(const std::function<std::optional<Shape>(const Region&)>& wanted);
   Status unprotect(const std::string& name);
   Status annotate(const std::string& name, const std::string& key, const std::string& value);
   /// Every region, in registration order.
@@ -35,12 +53,20 @@ class Registry {
 
  private:
   Status locate(Region& r, const char* what) const;
+  /// Points `r` at what its source's locate() returns now and checks the extents; keeps the stream
+  /// bound when `r` is registered.
+  Status relocate(Region& r, bool registered = true);
+  /// Appends a checked region.
+  Status add(Region r);
+  /// The transport group of a region called `name` (0: the default transport).
+  std::uint32_t group_of(const std::string& name) const;
   Region* find(const std::string& name);
   std::uint64_t bound(const Region& r) const;
 
   const Device& m_device;
   std::vector<Options::Group> m_groups;
   std::uint64_t m_alignment;
+  std::function<Status(const Region&)> m_check;
   std::uint64_t m_stream_bound = 0;
   std::vector<Region> m_regions;
   std::unordered_map<std::string, std::size_t> m_region_at;  ///< name -> position in m_regions

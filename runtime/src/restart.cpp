@@ -217,7 +217,27 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
   return Status::OK();
 }
 
-Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Region>& regions, Capture& capture) {
+std::optional<Shape> Restorer::stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const {
+  const long vi = look.var(r.name);
+  if (vi < 0) return std::nullopt;
+  const VarRecord& v = idx.vars[static_cast<std::size_t>(vi)];
+  if (v.kind == RegionKind::joined) {
+    if (r.kind != RegionKind::joined) return std::nullopt;  // restore_region() names the mismatch
+    Shape count = v.global;
+    count[0] = balanced_rows(v.global[0], m_rank, m_size).count();
+    return count;
+  }
+  if (has_global_shape(v.kind) || r.kind == RegionKind::joined) return std::nullopt;
+  // A local array: the block of the same rank, or of rank 0 for a value every rank stored the same.
+  const bool same_ranks = idx.nranks == static_cast<std::uint32_t>(m_size);
+  for (const std::uint32_t bi : look.blocks(vi)) {
+    const BlockRecord& b = idx.blocks[bi];
+    if (same_ranks ? b.rank == static_cast<std::uint32_t>(m_rank) : v.uniform && b.rank == 0) return b.count;
+  }
+  return std::nullopt;
+}
+
+Status Restorer::restart(std::int64_t step, void* stream, Registry& registry, Capture& capture) {
   Span span(m_tracer, "ckpt:restart", TraceThread::app, step);
   Status pending = capture.wait_all();  // a restart does not race with our own commits
   (void)pending;
@@ -225,13 +245,13 @@ Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Regi
   const auto local = local_steps();
   Status from_local;
   if (std::find(local.begin(), local.end(), step) != local.end()) {
-    from_local = restart_from(step, stream, regions, *m_local);
+    from_local = restart_from(step, stream, registry, *m_local);
     if (from_local.ok()) {
       m_level = "local";
       return from_local;
     }
   }
-  Status s = restart_from(step, stream, regions, m_store);
+  Status s = restart_from(step, stream, registry, m_store);
   if (s.ok()) {
     m_level = "global";
     return s;
@@ -243,23 +263,31 @@ Status Restorer::restart(std::int64_t step, void* stream, const std::vector<Regi
   return s;
 }
 
-Status Restorer::restart_from(std::int64_t step, void* stream, const std::vector<Region>& regions, const Store& store) {
+Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store) {
   const char* level = &store == m_local ? "local" : "global";
+  m_skipped.clear();
   auto idx = read_index_collective(step, store);
   if (!idx.ok()) return idx.status().with_context("restart from step " + std::to_string(step));
+  const IndexLookup look(idx.value());
 
-  Status local;
+  // Regions registered with a Source: where they are now, resized to what this checkpoint holds.
+  Status local = registry.locate_sources();
+  if (local.ok()) local = registry.fit_sources([&](const Region& r) { return stored_extents(idx.value(), look, r); });
+  const std::vector<Region>& regions = registry.regions();
   std::uint64_t bytes = 0;
   for (auto& r : regions) bytes += r.bytes();
-  local = reserve_for_stream(m_pool, m_opts, bytes);
+  if (local.ok()) local = reserve_for_stream(m_pool, m_opts, bytes);
   if (local.ok()) local = m_device.restore_begin(stream);
   if (local.ok()) {
     Bounces bounces;
     bounces.chunk[0] = m_pool.acquire();
     bounces.chunk[1] = m_pool.acquire();
     BlockReader reader(store.checkpoint_dir(step), idx.value());
-    const IndexLookup look(idx.value());
     for (auto& r : regions) {
+      if (r.optional && look.var(r.name) < 0) {  // a variable added after this checkpoint was written
+        m_skipped.push_back(r.name);
+        continue;
+      }
       local = restore_region(idx.value(), look, r, reader, bounces);
       if (!local.ok()) break;
     }
@@ -288,7 +316,7 @@ Result<Index> Restorer::inspect(std::int64_t step, Capture& capture) {
   return idx;
 }
 
-Result<std::int64_t> Restorer::restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture) {
+Result<std::int64_t> Restorer::restart_newest(void* stream, Registry& registry, Capture& capture) {
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
   const auto local = local_steps();  // collective
@@ -306,13 +334,20 @@ Result<std::int64_t> Restorer::restart_newest(void* stream, const std::vector<Re
   std::string why;
   Code code = Code::ok;  // of the newest candidate's failure that is not a plain not_found
   for (auto s : steps) {
-    Status st = restart(static_cast<std::int64_t>(s), stream, regions, capture);
+    Status st = restart(static_cast<std::int64_t>(s), stream, registry, capture);
     if (st.ok()) {
-      if (why.empty()) return static_cast<std::int64_t>(s);
+      std::string skipped;
+      for (auto& name : m_skipped) skipped += (skipped.empty() ? "" : ", ") + name;
+      if (!skipped.empty())
+        skipped = "optional regions not in checkpoint " + std::to_string(s) + ", left untouched: " + skipped;
+      if (why.empty() && skipped.empty()) return static_cast<std::int64_t>(s);
       // The caller must learn that newer checkpoints were skipped (and why): it may want to stop.
-      return Result<std::int64_t>(static_cast<std::int64_t>(s), Status(code == Code::ok ? Code::not_found : code,
-                                                                       "restarted from step " + std::to_string(s) +
-                                                                           " after skipping newer ones: " + why));
+      std::string warning = why.empty()
+                                ? skipped
+                                : "restarted from step " + std::to_string(s) + " after skipping newer ones: " + why +
+                                      (skipped.empty() ? "" : "; " + skipped);
+      return Result<std::int64_t>(static_cast<std::int64_t>(s),
+                                  Status(code == Code::ok ? Code::not_found : code, warning));
     }
     if (why.size() < 4000) why += (why.empty() ? "" : "; ") + st.message();
     if (code == Code::ok && st.code() != Code::not_found) code = st.code();

@@ -12,6 +12,7 @@
 
 #include "base/store.hpp"
 #include "runtime/src/capture.hpp"
+#include "runtime/src/registry.hpp"
 
 namespace ckpt::detail {
 
@@ -49,12 +50,15 @@ class Restorer {
   const std::string& level() const { return m_level; }
   /// Restores `regions` from step `step`, after the checkpoints `capture` has in flight are done.
   /// Device copies are ordered after the work on `stream` (nullptr: the default stream).
-  Status restart(std::int64_t step, void* stream, const std::vector<Region>& regions, Capture& capture);
+  /// Regions registered with a Source are located and resized (Source::resize) first.
+  Status restart(std::int64_t step, void* stream, Registry& registry, Capture& capture);
   /// The validated index of step `step` (rank 0 reads it, every rank gets it), after the checkpoints
   /// `capture` has in flight are done.
   Result<Index> inspect(std::int64_t step, Capture& capture);
   /// restart() of the newest step that restores, falling back to older ones.
-  Result<std::int64_t> restart_newest(void* stream, const std::vector<Region>& regions, Capture& capture);
+  Result<std::int64_t> restart_newest(void* stream, Registry& registry, Capture& capture);
+  /// The optional regions the last restart(step) left untouched (not in its checkpoint).
+  const std::vector<std::string>& skipped_optional() const { return m_skipped; }
   /// The stored rows of joined array `name` in `step` and this rank's balanced share (collective).
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name, Capture& capture);
 
@@ -63,11 +67,14 @@ class Restorer {
   /// Collective (node leaders list, rank 0 intersects, every rank gets the answer).
   std::vector<std::int64_t> local_steps();
   /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
-  Status restart_from(std::int64_t step, void* stream, const std::vector<Region>& regions, const Store& store);
+  Status restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store);
   Result<Index> read_index_collective(std::int64_t step, const Store& store);
   /// The first stored row of joined region `r` on this rank (its balanced share or r.first_row), or
   /// why its rows do not fit the stored ones `v`.
   Result<std::uint64_t> joined_first_row(const VarRecord& v, const Region& r) const;
+  /// The extents `r` gets from checkpoint `idx` on this rank (what Source::resize is asked for), or
+  /// nullopt when the checkpoint does not say (missing, another kind: restore_region() reports it).
+  std::optional<Shape> stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const;
   Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
                         Bounces& bounces);
 
@@ -82,6 +89,7 @@ class Restorer {
   Device& m_device;
   StagingPool& m_pool;
   Tracer* m_tracer;
+  std::vector<std::string> m_skipped;  ///< optional regions the last restart(step) left untouched
 };
 
 }  // namespace ckpt::detail

@@ -95,6 +95,26 @@ Status Runtime::update(const std::string& name, void* ptr, const Joined& j) {
   CKPT_RETURN_IF_ERROR(check_signs("update", name, j.count));
   return m_impl->update(name, ptr, detail::RegionKind::joined, {}, joined_start(j), j.count);
 }
+Status Runtime::protect(const std::string& name, DType dtype, Source source, SourceKind kind) {
+  return m_impl->protect_source(name, dtype,
+                                kind == SourceKind::joined ? detail::RegionKind::joined : detail::RegionKind::local,
+                                std::make_shared<const Source>(std::move(source)));
+}
+Status Runtime::protect_or_update(const std::string& name, void* ptr, DType dtype, Dims dims) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect_or_update", name, dims));
+  const auto kind = dims.empty() ? detail::RegionKind::scalar : detail::RegionKind::local;
+  return m_impl->protect_or_update(name, ptr, dtype, kind, {}, {}, std::move(dims));
+}
+Status Runtime::protect_or_update(const std::string& name, void* ptr, DType dtype, const Block& b) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect_or_update", name, b.global, b.start, b.count));
+  return m_impl->protect_or_update(name, ptr, dtype, detail::RegionKind::global, b.global, b.start, b.count);
+}
+Status Runtime::protect_or_update(const std::string& name, void* ptr, DType dtype, const Joined& j) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect_or_update", name, j.count));
+  return m_impl->protect_or_update(name, ptr, dtype, detail::RegionKind::joined, {}, joined_start(j), j.count);
+}
+Status Runtime::set_optional(const std::string& name, bool optional) { return m_impl->set_optional(name, optional); }
+const std::vector<std::string>& Runtime::skipped_optional() const { return m_impl->skipped_optional(); }
 Result<JoinedRows> Runtime::joined_rows(std::int64_t step, const std::string& name) {
   return m_impl->joined_rows(step, name);
 }
@@ -278,7 +298,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
   if (m_opts.pool_bytes != 0) (void)reserve_for_stream(*m_pool, m_opts, 0);
-  m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment);
+  m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment, [this](const Region& r) {
+    return m_transports[r.group]->check_region(r);  // e.g. hdf5: the block must be contiguous in its dataset
+  });
   // durable_every_ms: writers and the store's commit skip their fsyncs; the commit thread syncs.
   const bool sync_each = m_opts.fsync && m_opts.durable_every_ms == 0;
   CommitConfig commit_cfg;
@@ -455,6 +477,29 @@ void RuntimeImpl::reserve_for_regions() {
   // the next checkpoint(), which tries again.
   (void)reserve_for_stream(*m_pool, m_opts, m_registry->stream_bound() + m_transports.size() * m_opts.chunk_bytes);
 }
+Status RuntimeImpl::protect_source(const std::string& name, DType dtype, RegionKind kind,
+                                   std::shared_ptr<const Source> source) {
+  CKPT_RETURN_IF_ERROR(usable());
+  CKPT_RETURN_IF_ERROR(m_registry->protect(name, dtype, kind, std::move(source)));
+  reserve_for_regions();
+  return Status::OK();
+}
+Status RuntimeImpl::protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global,
+                                      Shape start, Shape count) {
+  CKPT_RETURN_IF_ERROR(usable());
+  CKPT_RETURN_IF_ERROR(
+      m_registry->protect_or_update(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
+  reserve_for_regions();
+  return Status::OK();
+}
+Status RuntimeImpl::set_optional(const std::string& name, bool optional) {
+  CKPT_RETURN_IF_ERROR(usable());
+  return m_registry->set_optional(name, optional);
+}
+const std::vector<std::string>& RuntimeImpl::skipped_optional() const {
+  static const std::vector<std::string> none;
+  return m_restorer ? m_restorer->skipped_optional() : none;
+}
 Status RuntimeImpl::unprotect(const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());
   return m_registry->unprotect(name);
@@ -466,7 +511,15 @@ Status RuntimeImpl::annotate(const std::string& name, const std::string& key, co
 
 Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   if (Status s = usable(); !s.ok()) return failed_ticket(step, s);
-  return m_capture->checkpoint(step, stream, m_registry->regions());
+  // Regions registered with a Source say where they are now (agreed with the arguments: a rank whose
+  // locate() failed fails every rank's checkpoint, naming the region).
+  Status located;
+  const auto& regions = m_registry->regions();
+  if (std::any_of(regions.begin(), regions.end(), [](const Region& r) { return r.source != nullptr; })) {
+    located = m_registry->locate_sources();
+    if (located.ok()) reserve_for_regions();
+  }
+  return m_capture->checkpoint(step, stream, m_registry->regions(), located);
 }
 Status RuntimeImpl::wait_all() {
   if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
@@ -488,7 +541,7 @@ Status RuntimeImpl::restart(std::int64_t step, void* stream) {
     (void)m_capture->wait_all();  // then the drains those commits started
     wait_drains();
   }
-  return m_restorer->restart(step, stream, m_registry->regions(), *m_capture);
+  return m_restorer->restart(step, stream, *m_registry, *m_capture);
 }
 Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   CKPT_RETURN_IF_ERROR(usable());
@@ -510,7 +563,7 @@ Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
     (void)m_capture->wait_all();
     wait_drains();
   }
-  return m_restorer->restart_newest(stream, m_registry->regions(), *m_capture);
+  return m_restorer->restart_newest(stream, *m_registry, *m_capture);
 }
 
 }  // namespace detail

@@ -50,6 +50,11 @@ class RuntimeImpl {
   Status protect(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                  Shape count);
   Status update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start, Shape count);
+  Status protect_source(const std::string& name, DType dtype, RegionKind kind, std::shared_ptr<const Source> source);
+  Status protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
+                           Shape count);
+  Status set_optional(const std::string& name, bool optional);
+  const std::vector<std::string>& skipped_optional() const;
   Status unprotect(const std::string& name);
   Status annotate(const std::string& name, const std::string& key, const std::string& value);
 

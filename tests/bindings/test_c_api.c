@@ -236,6 +236,15 @@ int main(int argc, char** argv) {
     CHECK_RC(ckpt_restart_step(rt, 5), CKPT_MISMATCH, rt);
     CHECK(strstr(ckpt_error_message(rt), "joined") != NULL);
     CHECK_RC(ckpt_unprotect(rt, "joined"), CKPT_OK, rt);
+    /* an optional region missing from checkpoint 5 is left untouched */
+    double added = 42.0;
+    CHECK_RC(ckpt_protect_scalar(rt, "added", &added, CKPT_F64), CKPT_OK, rt);
+    CHECK_RC(ckpt_restart_step(rt, 5), CKPT_NOT_FOUND, rt);
+    CHECK_RC(ckpt_set_optional(rt, "nope", 1), CKPT_NOT_FOUND, rt);
+    CHECK_RC(ckpt_set_optional(rt, "added", 1), CKPT_OK, rt);
+    CHECK_RC(ckpt_restart_step(rt, 5), CKPT_OK, rt);
+    CHECK(added == 42.0);
+    CHECK_RC(ckpt_unprotect(rt, "added"), CKPT_OK, rt);
   }
 
   /* ---- close: later calls fail, close is idempotent, free is NULL-safe ---- */

@@ -226,3 +226,45 @@ TEST(KokkosAdapter, UpdateFollowsAResize) {
   ASSERT_TRUE(s.ok()) << s.to_string();
   for (int i = 0; i < 33; ++i) EXPECT_EQ(w(i), 7 * i);
 }
+
+TEST(KokkosAdapter, TrackFollowsAResizeWithoutUpdate) {
+  // The case: Kokkos::resize frees the memory a registration points at. track() holds the View
+  // object, so the checkpoint reads the new allocation (1.0, not freed memory) and restart() resizes
+  // the View back to the stored extents.
+  const std::string dir = ckpt::test::scratch_dir();
+  Kokkos::View<double**, Kokkos::LayoutLeft> u("u", 4, 3);
+  Kokkos::deep_copy(u, 0.5);
+  Runtime rt(MPI_COMM_WORLD, options_for(dir));
+  ASSERT_TRUE(track(rt, "u", u).ok());
+  Kokkos::resize(u, 40, 5);
+  Kokkos::deep_copy(u, 1.0);
+  u(39, 4) = 2.0;
+  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  Kokkos::resize(u, 2, 2);
+  scribble(u);
+  Status s = rt.restart(1);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  ASSERT_EQ(u.extent(0), 40u);
+  ASSERT_EQ(u.extent(1), 5u);
+  for (int i = 0; i < 40; ++i)
+    for (int j = 0; j < 5; ++j) ASSERT_EQ(u(i, j), i == 39 && j == 4 ? 2.0 : 1.0) << i << "," << j;
+}
+
+TEST(KokkosAdapter, TrackRowsOfAStructView) {
+  const std::string dir = ckpt::test::scratch_dir();
+  Kokkos::View<Particle*> p("p", 3);
+  Runtime rt(MPI_COMM_WORLD, options_for(dir));
+  ASSERT_TRUE(track_rows(rt, "particles", p).ok());
+  Kokkos::resize(p, 17);
+  for (int i = 0; i < 17; ++i) p(i) = Particle{0.5 * i, -1.0 * i, i, 0};
+  ASSERT_TRUE(rt.checkpoint(2).wait().ok());
+  auto rows = rt.joined_rows(2, "particles");
+  ASSERT_TRUE(rows.ok()) << rows.status().to_string();
+  EXPECT_EQ(rows->total, 17u);
+  Kokkos::resize(p, 0);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(p.extent(0), 17u);
+  for (int i = 0; i < 17; ++i) EXPECT_EQ(p(i).id, i);
+  EXPECT_EQ(p(16).y, -16.0);
+}

@@ -150,6 +150,9 @@ CKPT_API int ckpt_joined_rows(ckpt_runtime* rt, int64_t step, const char* name, 
                               uint64_t* end);
 /** first_row of ckpt_protect_joined / ckpt_update_joined: this rank's share of the balanced split. */
 #define CKPT_BALANCED (-1)
+/** Marks a region optional (optional != 0) or not: a restart from a checkpoint that lacks it leaves it
+ *  untouched instead of failing with CKPT_NOT_FOUND (ckpt::Runtime::set_optional). */
+CKPT_API int ckpt_set_optional(ckpt_runtime* rt, const char* name, int optional);
 /** Forgets a region. */
 CKPT_API int ckpt_unprotect(ckpt_runtime* rt, const char* name);
 /** Attaches a string attribute to a region, stored in the index of every later checkpoint. */

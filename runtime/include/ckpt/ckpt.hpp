@@ -18,9 +18,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -119,7 +121,33 @@ struct JoinedRows {
 
 /// Rank `rank`'s share [begin, end) of `total` rows split over `size` ranks: begin = total * rank / size
 /// (rounded down), so shares differ by at most one row and rank order follows row order.
-JoinedRows balanced_rows(std::uint64_t total, int rank, int size) noexcept;
+CKPT_API JoinedRows balanced_rows(std::uint64_t total, int rank, int size) noexcept;
+
+/// Where a region's data is now: what a Source's locate() returns.
+struct Place {
+  void* ptr = nullptr;  ///< host or device memory; may be null only when the extents hold no element
+  Dims count;           ///< extents of a local array ({} for a scalar), or this rank's rows of a joined array
+};
+
+/// A region found anew at every checkpoint() and restart(): registration that cannot go stale when the
+/// application's memory moves (Kokkos::resize, a std::vector that grows, realloc). See ckpt::track.
+struct Source {
+  /// Required. Where the data is now. Called on the application thread inside protect(), checkpoint()
+  /// and restart(), never concurrently, and must not call the Runtime. An exception it throws is caught
+  /// and becomes an invalid_argument error of that call naming the region.
+  std::function<Place()> locate;
+  /// Optional. Called by restart() before the region is filled, with the extents that it will fill:
+  /// the stored extents of this rank's array (a local array), or this rank's share of the balanced
+  /// split of the stored rows, {rows, row extents...} (a joined array). It makes room (resize,
+  /// reallocate), and locate() is asked again. Without it, locate()'s extents must already be those.
+  std::function<Status(const Shape& count)> resize;
+};
+
+/// What a Source's extents mean.
+enum class SourceKind : std::uint8_t {
+  local,   ///< a local array (a scalar when locate() returns no extents); restarts on the same rank count
+  joined,  ///< this rank's rows of a joined array (see Joined); restarts on any rank count, balanced
+};
 
 /// Where a registered pointer lives, as detected by the device layer.
 enum class MemoryKind : std::uint8_t { host, host_pinned, device, managed };
@@ -153,14 +181,21 @@ class CheckpointReader;
 
 /// Handle on one checkpoint in flight. Cheap to copy; copies share the state.
 /// wait()/done() may be called from any thread.
+///
+/// An empty ticket (default-constructed, or moved from) stands for no checkpoint: it is done() - its
+/// wait() returns at once - and its outcome, wait(), is failed_precondition ("no checkpoint"). done()
+/// says whether wait() would block, never whether the checkpoint succeeded: ask wait() for that.
 class CKPT_API Ticket {
  public:
-  Ticket() = default;  ///< an empty ticket; wait() returns failed_precondition
+  Ticket() = default;  ///< an empty ticket: done(), wait() returns failed_precondition
   /// Blocks until the checkpoint is committed (durable, index written, `latest` updated) or has
-  /// failed; returns the outcome. Every rank gets the same outcome.
+  /// failed; returns the outcome. Every rank gets the same outcome. An empty ticket:
+  /// failed_precondition at once.
   Status wait() const;
-  /// True once wait() would not block.
+  /// True once wait() would not block (always for an empty ticket). Not the outcome: see wait().
   bool done() const;
+  /// True for an empty ticket (no checkpoint behind it).
+  bool empty() const { return m_state == nullptr; }
   /// The step given to checkpoint(), -1 for an empty ticket.
   std::int64_t step() const;
   /// Figures of this rank; complete once done().
@@ -230,6 +265,23 @@ class CKPT_API Runtime {
   Status update(const std::string& name, void* ptr, Dims dims);
   Status update(const std::string& name, void* ptr, const Block& block);
   Status update(const std::string& name, void* ptr, const Joined& rows);
+  /// Registers a region found through `source` at every checkpoint() and restart() (see Source): what
+  /// ckpt reads and fills is always where the application's data is now, never a freed buffer.
+  /// locate() is called once here to check the region. With resize, one restart() call suffices for
+  /// arrays whose extents depend on the checkpoint (joined arrays on another rank count).
+  Status protect(const std::string& name, DType dtype, Source source, SourceKind kind = SourceKind::local);
+  /// protect() the first time `name` is seen, update() afterwards: one call for code that registers
+  /// its buffers wherever it (re)allocates them. The dtype and the kind must stay the same.
+  Status protect_or_update(const std::string& name, void* ptr, DType dtype, Dims dims);
+  Status protect_or_update(const std::string& name, void* ptr, DType dtype, const Block& block);
+  Status protect_or_update(const std::string& name, void* ptr, DType dtype, const Joined& rows);
+  /// Marks region `name` optional (or not again): a restart from a checkpoint that does not have it
+  /// leaves the region untouched and goes on, instead of failing with not_found. For variables added to
+  /// a code after checkpoints were written. The regions skipped so are named by skipped_optional() and
+  /// in the warning() of restart()'s Result.
+  Status set_optional(const std::string& name, bool optional = true);
+  /// The optional regions the last restart left untouched because its checkpoint lacked them.
+  const std::vector<std::string>& skipped_optional() const;
   /// Forgets a region.
   Status unprotect(const std::string& name);
   /// Attaches a string attribute to a region; stored in the index of every later checkpoint.
@@ -298,6 +350,39 @@ class CKPT_API Runtime {
  private:
   std::unique_ptr<detail::RuntimeImpl> m_impl;
 };
+
+/// Registers `v` as a local array region that follows the vector: its current data() and size() are
+/// read at each checkpoint(), and restart() resizes it to the stored size before filling it. `v` must
+/// outlive the registration (until unprotect() or the Runtime's end).
+template <class T>
+Status track(Runtime& rt, const std::string& name, std::vector<T>& v) {
+  Source src;
+  src.locate = [&v] { return Place{v.data(), Dims{v.size()}}; };
+  src.resize = [&v](const Shape& count) {
+    v.resize(static_cast<std::size_t>(count.at(0)));
+    return Status::OK();
+  };
+  return rt.protect(name, dtype_of<T>(), std::move(src), SourceKind::local);
+}
+
+/// Registers `v` as this rank's rows of a joined array of rows of `width` elements (v.size() must be a
+/// multiple of width), followed like track(): restart() resizes it to this rank's balanced share of
+/// the stored rows.
+template <class T>
+Status track_rows(Runtime& rt, const std::string& name, std::vector<T>& v, std::uint64_t width = 1) {
+  if (width == 0) return Status(Code::invalid_argument, "track_rows: region '" + name + "': width 0");
+  Source src;
+  src.locate = [&v, width] {
+    const std::uint64_t rows = v.size() / width;
+    if (rows * width != v.size()) throw std::length_error("the vector's size is not a multiple of its row width");
+    return width == 1 ? Place{v.data(), Dims{rows}} : Place{v.data(), Dims{rows, width}};
+  };
+  src.resize = [&v, width](const Shape& count) {
+    v.resize(static_cast<std::size_t>(count.at(0) * width));
+    return Status::OK();
+  };
+  return rt.protect(name, dtype_of<T>(), std::move(src), SourceKind::joined);
+}
 
 /// Version of ckpt, e.g. "0.1.0".
 CKPT_API const char* version() noexcept;

@@ -6,6 +6,8 @@
 ///     ckpt::protect(rt, "u", u);                      // this rank's array
 ///     ckpt::protect(rt, "rho", rho, block);           // this rank's box of a global array
 ///     ckpt::update(rt, "walkers", walkers);           // after a resize or reallocation
+///     ckpt::track(rt, "u", u);                        // or: follows u through Kokkos::resize, no update()
+///     ckpt::track_rows(rt, "atoms", atoms);           // this rank's rows of a joined array, followed
 ///
 /// What comes from the View's type:
 ///   - dtype: arithmetic value types map to their DType; Kokkos::complex<float|double> to f32|f64 with
@@ -41,6 +43,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -210,7 +213,76 @@ void* data_of(const ViewType& v) {
   return const_cast<void*>(static_cast<const void*>(v.data()));
 }
 
+/// Kokkos::resize(v, count...) for a row-major `count` (reversed back for left order, without the
+/// element's trailing dimension).
+template <class ViewType, std::size_t... I>
+void resize_view(ViewType& v, const Shape& count, Order order, std::index_sequence<I...>) {
+  Shape dims(count.begin(), count.begin() + sizeof...(I));
+  if (order == Order::left) std::reverse(dims.begin(), dims.end());
+  Kokkos::resize(v, static_cast<std::size_t>(dims[I])...);
+}
+
+/// The Source of a View followed through a reference: its current data and extents at each
+/// checkpoint, resized by restart().
+template <class ViewType>
+Source view_source(const std::string& name, ViewType& view) {
+  constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
+  Source src;
+  src.locate = [name, &view] {
+    Shape dims;
+    Order order = Order::right;
+    Status s = row_major_shape(name, view, dims, order);
+    if (!s.ok()) throw std::invalid_argument(s.message());
+    return Place{data_of(view), Dims(std::move(dims))};
+  };
+  if constexpr (rank > 0) {
+    src.resize = [name, &view](const Shape& count) {
+      Shape dims;
+      Order order = Order::right;
+      CKPT_RETURN_IF_ERROR(row_major_shape(name, view, dims, order));
+      if (count.size() != dims.size())
+        return Status(Code::mismatch, "region '" + name + "': the checkpoint holds " + std::to_string(count.size()) +
+                                          " dimensions, the View has " + std::to_string(dims.size()));
+      resize_view(view, count, order, std::make_index_sequence<rank>());
+      return Status::OK();
+    };
+  }
+  return src;
+}
+
 }  // namespace detail::kokkos
+
+/// Registers `view` so that it cannot go stale: ckpt keeps a reference to the View object (not to its
+/// allocation) and reads its current data() and extents at each checkpoint, so Kokkos::resize,
+/// Kokkos::realloc or assigning another View to it need no update(). restart() resizes it
+/// (Kokkos::resize) to the stored extents before filling it. `view` must outlive the registration
+/// (until unprotect() or the Runtime's end). A local array of this rank, like protect(rt, name, view).
+template <class ViewType>
+Status track(Runtime& rt, const std::string& name, ViewType& view) {
+  namespace K = detail::kokkos;
+  K::check_view_type<ViewType>();
+  CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
+  constexpr DType dt = K::element_type<typename ViewType::value_type>().first;
+  CKPT_RETURN_IF_ERROR(rt.protect(name, dt, K::view_source(name, view), SourceKind::local));
+  if (std::is_same<typename ViewType::array_layout, Kokkos::LayoutLeft>::value)
+    return rt.annotate(name, "layout", "left");
+  return Status::OK();
+}
+
+/// As track(), for this rank's rows of a joined array (see Joined): a LayoutRight View whose first
+/// extent is this rank's row count (particles, atoms). restart() resizes it to this rank's share of
+/// the balanced split of the stored rows, on any rank count.
+template <class ViewType>
+Status track_rows(Runtime& rt, const std::string& name, ViewType& view) {
+  namespace K = detail::kokkos;
+  K::check_view_type<ViewType>();
+  static_assert(static_cast<std::size_t>(ViewType::rank) >= 1, "a joined array needs a View of rank >= 1");
+  static_assert(!std::is_same<typename ViewType::array_layout, Kokkos::LayoutLeft>::value,
+                "track_rows: rows must be the slowest dimension; use a LayoutRight View");
+  CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
+  constexpr DType dt = K::element_type<typename ViewType::value_type>().first;
+  return rt.protect(name, dt, K::view_source(name, view), SourceKind::joined);
+}
 
 /// Registers `view` (this rank's array) as region `name`; see the file comment for dtype, extents,
 /// memory space and layout. The View's allocation must stay alive until unprotect() or update().
