@@ -34,6 +34,7 @@ module ckpt
   public :: ckpt_runtime
   public :: ckpt_init, ckpt_protect, ckpt_unprotect, ckpt_annotate, ckpt_checkpoint, ckpt_wait_all
   public :: ckpt_latest, ckpt_restart, ckpt_restart_step, ckpt_error_message, ckpt_finalize
+  public :: ckpt_protect_joined, ckpt_update_joined, ckpt_joined_rows, ckpt_set_optional
 
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
   integer, parameter, public :: CKPT_OK = 0, CKPT_INVALID_ARGUMENT = 1, CKPT_NOT_FOUND = 2, CKPT_MISMATCH = 3, &
@@ -62,6 +63,19 @@ module ckpt
     module procedure protect_r32, protect_r64, protect_i32, protect_i64
     module procedure protect_box_r32, protect_box_r64, protect_box_i32, protect_box_i64
   end interface ckpt_protect
+
+  !> ckpt_protect_joined(rt, name, a, ierr [, first_row]): a holds this rank's rows of a joined array
+  !> (every rank's rows, concatenated in rank order by ckpt at each commit): the rows are the LAST
+  !> Fortran dimension, e.g. x(3, nlocal) is nlocal rows of 3; nlocal may be 0. No offsets to compute.
+  !> first_row (restart only, 0-based): the first stored row read into a; absent: this rank's share of
+  !> the balanced split (see ckpt_joined_rows). ckpt_update_joined: the same for a registered array
+  !> whose address or row count changed.
+  interface ckpt_protect_joined
+    module procedure protect_joined_r32, protect_joined_r64, protect_joined_i32, protect_joined_i64
+  end interface ckpt_protect_joined
+  interface ckpt_update_joined
+    module procedure update_joined_r32, update_joined_r64, update_joined_i32, update_joined_i64
+  end interface ckpt_update_joined
 
   !> ckpt_checkpoint(rt, step, ierr): step is integer(int64) (or a default integer).
   interface ckpt_checkpoint
@@ -119,6 +133,40 @@ module ckpt
       integer(c_int64_t), dimension(*), intent(in) :: global, start, count
       integer(c_int) :: rc
     end function c_protect_block
+    function c_protect_joined(rt, name, ptr, dtype, ndims, dims, first_row) &
+        bind(C, name="ckpt_protect_joined") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t
+      type(c_ptr), value :: rt, ptr
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: dtype, ndims
+      integer(c_int64_t), dimension(*), intent(in) :: dims
+      integer(c_int64_t), value :: first_row
+      integer(c_int) :: rc
+    end function c_protect_joined
+    function c_update_joined(rt, name, ptr, ndims, dims, first_row) bind(C, name="ckpt_update_joined") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t
+      type(c_ptr), value :: rt, ptr
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: ndims
+      integer(c_int64_t), dimension(*), intent(in) :: dims
+      integer(c_int64_t), value :: first_row
+      integer(c_int) :: rc
+    end function c_update_joined
+    function c_joined_rows(rt, step, name, tot, beg, fin) bind(C, name="ckpt_joined_rows") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t
+      type(c_ptr), value :: rt
+      integer(c_int64_t), value :: step
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int64_t), intent(out) :: tot, beg, fin
+      integer(c_int) :: rc
+    end function c_joined_rows
+    function c_set_optional(rt, name, optional) bind(C, name="ckpt_set_optional") result(rc)
+      import :: c_ptr, c_int, c_char
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: optional
+      integer(c_int) :: rc
+    end function c_set_optional
     function c_unprotect(rt, name) bind(C, name="ckpt_unprotect") result(rc)
       import :: c_ptr, c_int, c_char
       type(c_ptr), value :: rt
@@ -384,6 +432,174 @@ contains
     end if
     call protect_any(rt, name, c_loc(a), DT_I64, shape(a, int64), ierr, global, start)
   end subroutine protect_box_i64
+
+  !> Registers (update = .false.) or re-points (update = .true.) this rank's rows of a joined array of
+  !> Fortran extents `shp` (rows last); extents reversed into C order (rows first).
+  subroutine joined_any(rt, name, ptr, dtype, shp, update, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    type(c_ptr), intent(in) :: ptr
+    integer(c_int), intent(in) :: dtype
+    integer(int64), intent(in) :: shp(:)
+    logical, intent(in) :: update
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    integer(c_int64_t) :: cdims(max(1, size(shp))), first
+    integer :: n
+    type(c_ptr) :: p
+    n = size(shp)
+    if (n == 0) then
+      ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect_joined: region '"//trim(name)// &
+                            "': a joined array needs an array (its last dimension is the rows)"))
+      return
+    end if
+    p = ptr
+    if (product(shp) == 0) p = c_null_ptr
+    cdims(1:n) = shp(n:1:-1)
+    first = -1
+    if (present(first_row)) first = int(first_row, c_int64_t)
+    if (update) then
+      ierr = c_update_joined(rt%handle, cstr(name), p, int(n, c_int), cdims, first)
+    else
+      ierr = c_protect_joined(rt%handle, cstr(name), p, dtype, int(n, c_int), cdims, first)
+      if (ierr == CKPT_OK) ierr = c_annotate(rt%handle, cstr(name), cstr("array_order"), cstr("fortran"))
+    end if
+  end subroutine joined_any
+
+  subroutine protect_joined_r32(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    real(real32), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_F32, shape(a, int64), .false., ierr, first_row)
+  end subroutine protect_joined_r32
+
+  subroutine update_joined_r32(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    real(real32), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_F32, shape(a, int64), .true., ierr, first_row)
+  end subroutine update_joined_r32
+
+  subroutine protect_joined_r64(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    real(real64), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_F64, shape(a, int64), .false., ierr, first_row)
+  end subroutine protect_joined_r64
+
+  subroutine update_joined_r64(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    real(real64), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_F64, shape(a, int64), .true., ierr, first_row)
+  end subroutine update_joined_r64
+
+  subroutine protect_joined_i32(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer(int32), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_I32, shape(a, int64), .false., ierr, first_row)
+  end subroutine protect_joined_i32
+
+  subroutine update_joined_i32(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer(int32), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_I32, shape(a, int64), .true., ierr, first_row)
+  end subroutine update_joined_i32
+
+  subroutine protect_joined_i64(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer(int64), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_I64, shape(a, int64), .false., ierr, first_row)
+  end subroutine protect_joined_i64
+
+  subroutine update_joined_i64(rt, name, a, ierr, first_row)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer(int64), intent(inout), target :: a(..)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: first_row
+    if (.not. is_contiguous(a)) then
+      ierr = not_contiguous(rt, name)
+      return
+    end if
+    call joined_any(rt, name, c_loc(a), DT_I64, shape(a, int64), .true., ierr, first_row)
+  end subroutine update_joined_i64
+
+  !> Collective. The rows of joined array `name` in checkpoint `step`: total of them, and this rank's
+  !> share of their balanced split, rows first .. first + count - 1 (0-based): allocate count rows,
+  !> register them, then ckpt_restart_step.
+  subroutine ckpt_joined_rows(rt, step, name, total, first, count, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    integer(int64), intent(in) :: step
+    character(len=*), intent(in) :: name
+    integer(int64), intent(out) :: total, first, count
+    integer, intent(out) :: ierr
+    integer(c_int64_t) :: t, b, e
+    ierr = c_joined_rows(rt%handle, int(step, c_int64_t), cstr(name), t, b, e)
+    total = t
+    first = b
+    count = e - b
+  end subroutine ckpt_joined_rows
+
+  !> Marks a region optional (optional = .true., the default) or not: a restart from a checkpoint
+  !> without it leaves it untouched instead of failing (a variable added after the checkpoint).
+  subroutine ckpt_set_optional(rt, name, ierr, optional)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer, intent(out) :: ierr
+    logical, intent(in), optional :: optional
+    integer(c_int) :: flag
+    flag = 1
+    if (present(optional)) then
+      if (.not. optional) flag = 0
+    end if
+    ierr = c_set_optional(rt%handle, cstr(name), flag)
+  end subroutine ckpt_set_optional
 
   !> Forgets a region.
   subroutine ckpt_unprotect(rt, name, ierr)

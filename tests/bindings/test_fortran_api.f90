@@ -22,6 +22,8 @@ program test_fortran_api
   integer(int64), target :: s_i64, a_i64(2, 3, 4)
   real(real64), target :: box(4, 3, 2)  ! this rank's box of the global array [4, 3, 2 * nranks]
   real(real64), target :: big(6, 6)
+  real(real64), allocatable, target :: rows(:, :)  ! this rank's rows of a joined array
+  integer(int64) :: nrows, first, count
 
   call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -127,6 +129,46 @@ program test_fortran_api
   call fill(0)
   call ckpt_restart_step(rt, 1_int64, ierr); call ok(ierr, "restart step 1 without a_r32")
   call expect(all(a_r32 == rank) .and. s_r64 == 1.5_real64, "a_r32 untouched (as filled for step 0), the others restored")
+
+  ! ---- a joined array: rank r holds r + 1 rows of 2 (rows last); restart a balanced share, explicit rows ----
+  allocate (rows(2, rank + 1))
+  do i = 1, rank + 1
+    rows(1, i) = real(rank * (rank + 1) / 2 + i - 1, real64)  ! its global row, 0-based
+    rows(2, i) = -1.0_real64
+  end do
+  call ckpt_protect_joined(rt, "walkers", rows, ierr); call ok(ierr, "protect a joined array")
+  call ckpt_protect_joined(rt, "walkers0", s_r64, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a scalar is not a joined array")
+  call ckpt_checkpoint(rt, 5_int64, ierr); call ok(ierr, "checkpoint 5 with a joined array")
+  call ckpt_wait_all(rt, ierr); call ok(ierr, "wait_all 5")
+  call ckpt_joined_rows(rt, 5_int64, "walkers", nrows, first, count, ierr); call ok(ierr, "joined_rows")
+  call expect(nrows == int(nranks * (nranks + 1) / 2, int64), "the stored rows of every rank")
+  deallocate (rows)
+  allocate (rows(2, count))
+  rows = 0
+  call ckpt_update_joined(rt, "walkers", rows, ierr); call ok(ierr, "update a joined array")
+  call ckpt_restart_step(rt, 5_int64, ierr); call ok(ierr, "restart the balanced share")
+  call expect(all(rows(2, :) == -1.0_real64), "joined rows restored")
+  do i = 1, int(count)
+    call expect(rows(1, i) == real(first + i - 1, real64), "joined row in order")
+  end do
+  deallocate (rows)
+  allocate (rows(2, 1))
+  call ckpt_update_joined(rt, "walkers", rows, ierr, first_row=nrows - 1); call ok(ierr, "explicit rows")
+  call ckpt_restart_step(rt, 5_int64, ierr); call ok(ierr, "restart the last row on every rank")
+  call expect(rows(1, 1) == real(nrows - 1, real64), "the last row")
+  call ckpt_update_joined(rt, "walkers", rows, ierr, first_row=nrows); call ok(ierr, "rows past the end")
+  call ckpt_restart_step(rt, 5_int64, ierr)
+  call expect(ierr == CKPT_MISMATCH, "rows past the end are a mismatch")
+  call ckpt_unprotect(rt, "walkers", ierr); call ok(ierr, "unprotect walkers")
+  ! An optional variable missing from checkpoint 5 is left alone.
+  call ckpt_protect(rt, "added", big, ierr); call ok(ierr, "protect added")
+  big = 3.0_real64
+  call ckpt_restart_step(rt, 5_int64, ierr)
+  call expect(ierr == CKPT_NOT_FOUND, "a new variable is not in checkpoint 5")
+  call ckpt_set_optional(rt, "added", ierr); call ok(ierr, "set_optional")
+  call ckpt_restart_step(rt, 5_int64, ierr); call ok(ierr, "restart with the optional variable missing")
+  call expect(all(big == 3.0_real64), "the optional variable is untouched")
 
   ! ---- finalize, then use after finalize ----
   call ckpt_finalize(rt, ierr); call ok(ierr, "finalize")
