@@ -164,7 +164,7 @@ Status attr_stat(hid_t obj, const std::string& name, DType t, std::uint64_t bits
 }
 
 std::string dataset_path(const std::string& name, RegionKind kind, std::uint32_t rank) {
-  return kind == RegionKind::global ? "/" + name : "/" + name + "/rank" + std::to_string(rank);
+  return has_global_shape(kind) ? "/" + name : "/" + name + "/rank" + std::to_string(rank);
 }
 
 void StatRange::add(DType t, std::uint64_t lo, std::uint64_t hi) {
@@ -181,7 +181,7 @@ void StatRange::add(DType t, std::uint64_t lo, std::uint64_t hi) {
 Status write_var_attrs(hid_t obj, const VarAttrs& a) {
   CKPT_RETURN_IF_ERROR(attr_string(obj, "ckpt_dtype", dtype_name(a.dtype)));
   CKPT_RETURN_IF_ERROR(attr_string(obj, "ckpt_kind", region_kind_name(a.kind)));
-  CKPT_RETURN_IF_ERROR(attr_string(obj, "ckpt_layout", a.kind == RegionKind::global ? "global" : "per_rank"));
+  CKPT_RETURN_IF_ERROR(attr_string(obj, "ckpt_layout", has_global_shape(a.kind) ? "global" : "per_rank"));
   if (a.stats.valid) {
     CKPT_RETURN_IF_ERROR(attr_stat(obj, "ckpt_min", a.dtype, a.stats.min_bits));
     CKPT_RETURN_IF_ERROR(attr_stat(obj, "ckpt_max", a.dtype, a.stats.max_bits));

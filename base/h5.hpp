@@ -72,7 +72,8 @@ Status attr_stat(hid_t obj, const std::string& name, DType t, std::uint64_t bits
 
 // ---- the layout -----------------------------------------------------------------------------------
 
-/// "/<name>" for a global variable, "/<name>/rank<r>" for rank r's block of any other variable.
+/// "/<name>" for a global or joined variable (one dataset of the whole array), "/<name>/rank<r>" for
+/// rank r's block of any other variable.
 std::string dataset_path(const std::string& name, RegionKind kind, std::uint32_t rank);
 
 /// Min/max over blocks, compared in the stored class (f64, i64 or u64): 64-bit integers keep every bit.
@@ -89,7 +90,7 @@ struct VarAttrs {
   StatRange stats;                     ///< over every block of the variable
   std::vector<std::uint64_t> by_rank;  ///< XXH3-64 of rank r's block (the index's), 0 = no block
 };
-/// On a global variable's dataset or a per-rank variable's group: ckpt_dtype, ckpt_kind,
+/// On a global or joined variable's dataset or a per-rank variable's group: ckpt_dtype, ckpt_kind,
 /// ckpt_layout ("global" | "per_rank"), ckpt_min / ckpt_max (when valid), ckpt_xxh3_by_rank.
 Status write_var_attrs(hid_t obj, const VarAttrs& a);
 /// On a per-rank dataset rank<r>: ckpt_rank, ckpt_xxh3, ckpt_min / ckpt_max (when the block has them).

@@ -88,7 +88,7 @@ class Converter {
   Status convert_var(std::uint32_t v) {
     const VarRecord& r = m_c.index.vars[v];
     if (detail::has_global_shape(r.kind)) {  // global and joined arrays: one dataset
-      auto ds = h5::create_dataset(m_file, h5::dataset_path(r.name, RegionKind::global, 0), r.dtype, r.global);
+      auto ds = h5::create_dataset(m_file, h5::dataset_path(r.name, r.kind, 0), r.dtype, r.global);
       if (!ds.ok()) return ds.status();
       for (std::uint32_t i : m_lookup.blocks(v)) {
         const BlockRecord& b = m_c.index.blocks[i];

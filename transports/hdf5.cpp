@@ -1,6 +1,7 @@
 // HDF5 transports (parallel HDF5 1.10). One file per checkpoint (ckpt.<id>.0.h5; g<k>.ckpt.<id>.0.h5
 // for group k) in the layout of base/h5.hpp (docs/format.md, "HDF5 files"): a global variable is one
-// dataset with its global shape, any other variable a group with one dataset per rank; min/max and
+// dataset with its global shape (a joined one of every rank's rows, in rank order), any other variable
+// a group with one dataset per rank; min/max and
 // XXH3 checksums are attributes. h5dump and h5py read it with no ckpt code, and `ckpt convert`
 // writes the same layout from any checkpoint.
 //
@@ -62,6 +63,16 @@ struct Layout {
   std::vector<VarDesc> vars;
   std::vector<DatasetDesc> datasets;
   std::unordered_map<std::string, std::size_t> by_path;  ///< dataset path -> index
+  /// Joined variables: this rank's first row in their dataset (the rows of lower ranks come first,
+  /// as in the index the commit writes).
+  std::unordered_map<std::string, std::uint64_t> first_row;
+  /// Where this rank's block of plan variable `r` starts in its dataset (global and joined variables).
+  Shape block_start(const Region& r) const {
+    if (r.kind != RegionKind::joined) return r.start;
+    Shape s(r.count.size(), 0);
+    s[0] = first_row.at(r.name);
+    return s;
+  }
   /// Index of the dataset of this rank's block of plan variable `r`.
   std::size_t dataset_of(const Region& r, int rank) const {
     return by_path.at(h5::dataset_path(r.name, r.kind, static_cast<std::uint32_t>(rank)));
@@ -78,6 +89,8 @@ std::vector<const BlockPlan*> group_blocks(const WriteContext& ctx) {
 
 /// Gathers every rank's variables (collective) and lays them out; the same result on every rank.
 Result<Layout> gather_layout(MPI_Comm comm, const WriteContext& ctx) {
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
   ByteWriter w;
   for (const BlockPlan* b : group_blocks(ctx)) {
     const Region& r = ctx.plan->vars[b->var];
@@ -122,6 +135,19 @@ Result<Layout> gather_layout(MPI_Comm comm, const WriteContext& ctx) {
                         "hdf5: variable '" + v.name + "' has another global shape on rank " + std::to_string(rank));
         continue;
       }
+      if (v.kind == RegionKind::joined) {  // one dataset of every rank's rows, in rank order
+        if (shape.empty())
+          return Status(Code::internal,
+                        "hdf5: joined variable '" + v.name + "' without rows on rank " + std::to_string(rank));
+        auto [g, first] = global_shape.emplace(v.name, shape);
+        if (rank == static_cast<std::uint32_t>(me)) out.first_row[v.name] = first ? 0 : g->second[0];
+        if (first) continue;
+        if (!std::equal(shape.begin() + 1, shape.end(), g->second.begin() + 1, g->second.end()))
+          return Status(Code::invalid_argument, "hdf5: joined variable '" + v.name +
+                                                    "' has rows of another shape on rank " + std::to_string(rank));
+        g->second[0] += shape[0];
+        continue;
+      }
       per_rank.push_back({v.name, DatasetDesc{h5::dataset_path(v.name, v.kind, rank), 0, rank, shape}});
     }
   }
@@ -157,13 +183,13 @@ Status check_contiguous(const Region& r) {
   return Status::OK();
 }
 
-/// File offset of this rank's block of a dataset starting at `dset_off`, if the block is contiguous in it.
-Result<std::uint64_t> block_offset_in(const Region& r, std::uint64_t dset_off) {
-  if (r.kind != RegionKind::global) return dset_off;
+/// File offset of this rank's block, starting at `start` of a dataset of extents `shape` stored at
+/// `dset_off`, if the block is contiguous in it (a joined block is: whole rows).
+Result<std::uint64_t> block_offset_in(const Region& r, const Shape& start, const Shape& shape, std::uint64_t dset_off) {
+  if (!has_global_shape(r.kind)) return dset_off;
   CKPT_RETURN_IF_ERROR(check_contiguous(r));
-  const std::size_t n = r.global.size();
   std::uint64_t lin = 0;
-  for (std::size_t d = 0; d < n; ++d) lin = lin * r.global[d] + r.start[d];
+  for (std::size_t d = 0; d < shape.size(); ++d) lin = lin * shape[d] + start[d];
   return dset_off + lin * dtype_size(r.dtype);
 }
 
@@ -251,9 +277,11 @@ class H5Checkpoint {
     for (const BlockPlan* b : group_blocks(ctx)) {
       const Region& r = ctx.plan->vars[b->var];
       const std::size_t i = m_layout.dataset_of(r, rank);
+      const DatasetDesc& d = m_layout.datasets[i];
+      if (r.elements() == 0) continue;  // no bytes; the dataset may have no storage (HADDR_UNDEF)
       const haddr_t a = H5Dget_offset(m_dsets[i].get());
-      if (a == HADDR_UNDEF) return h5::error("H5Dget_offset " + m_layout.datasets[i].path);
-      auto bo = block_offset_in(r, static_cast<std::uint64_t>(a));
+      if (a == HADDR_UNDEF) return h5::error("H5Dget_offset " + d.path);
+      auto bo = block_offset_in(r, m_layout.block_start(r), d.shape, static_cast<std::uint64_t>(a));
       if (!bo.ok()) return bo.status();
       out[b->var] = bo.value();
     }
@@ -263,7 +291,7 @@ class H5Checkpoint {
   /// Writes the attributes of every variable, dataset and the root (collective: `g` is equal everywhere).
   Status write_attributes(const Digests& g, const WriteContext& ctx, const char* transport) {
     for (std::size_t v = 0; v < m_layout.vars.size(); ++v) {
-      if (m_layout.vars[v].kind == RegionKind::global) continue;
+      if (has_global_shape(m_layout.vars[v].kind)) continue;
       auto grp = h5::open_group(m_file.get(), "/" + m_layout.vars[v].name);
       if (!grp.ok()) return grp.status();
       CKPT_RETURN_IF_ERROR(h5::write_var_attrs(grp->get(), g.by_var[v]));
@@ -271,7 +299,7 @@ class H5Checkpoint {
     for (std::size_t i = 0; i < m_layout.datasets.size(); ++i) {
       const DatasetDesc& d = m_layout.datasets[i];
       const VarDesc& v = m_layout.vars[d.var];
-      if (v.kind == RegionKind::global) {
+      if (has_global_shape(v.kind)) {
         CKPT_RETURN_IF_ERROR(h5::write_var_attrs(m_dsets[i].get(), g.by_var[d.var]));
       } else if (g.by_dataset[i].present) {
         const BlockDigest& b = g.by_dataset[i].d;
@@ -432,7 +460,7 @@ class DoneWriter final : public Writer {
   Placement m_p;
 };
 
-/// Writes every dataset of `f`: one collective H5Dwrite per global dataset (a hyperslab per rank, none
+/// Writes every dataset of `f`: one collective H5Dwrite per global (or joined) dataset (a hyperslab per rank, none
 /// for a rank without a block), this rank's per-rank datasets independently.
 Status write_datasets(const H5Checkpoint& f, const WriteContext& ctx, int rank) {
   const Layout& layout = f.layout();
@@ -445,16 +473,20 @@ Status write_datasets(const H5Checkpoint& f, const WriteContext& ctx, int rank) 
   Status s;  // a global dataset's write is collective: keep going after a failure so nobody hangs
   for (std::size_t i = 0; i < layout.datasets.size(); ++i) {
     const DatasetDesc& d = layout.datasets[i];
-    const bool global = layout.vars[d.var].kind == RegionKind::global;
+    const bool global = has_global_shape(layout.vars[d.var].kind);
     const BlockPlan* mb = mine[i];
     if (!global && mb == nullptr) continue;  // somebody else's per-rank dataset
+    // An empty array (a joined one nobody has rows of): nothing to write, and HDF5 refuses a
+    // collective write into a dataset without storage. Its shape is the same on every rank.
+    if (!d.shape.empty() && std::find(d.shape.begin(), d.shape.end(), 0) != d.shape.end()) continue;
     const Region* r = mb ? &ctx.plan->vars[mb->var] : nullptr;
     h5::Id fspace(H5Dget_space(f.dataset(i)), H5Sclose), mspace;
     Status ds = fspace.valid() ? Status::OK() : h5::error("H5Dget_space " + d.path);
     if (!global) {
       mspace = h5::Id(H5Scopy(fspace.get()), H5Sclose);
     } else if (r != nullptr && r->elements() > 0) {
-      std::vector<hsize_t> st(r->start.begin(), r->start.end()), ct(r->count.begin(), r->count.end());
+      const Shape start = layout.block_start(*r);
+      std::vector<hsize_t> st(start.begin(), start.end()), ct(r->count.begin(), r->count.end());
       if (ds.ok())
         ds = h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, st.data(), nullptr, ct.data(), nullptr),
                        "select the block of " + d.path);

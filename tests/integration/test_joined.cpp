@@ -57,27 +57,29 @@ struct Walkers {
   std::uint64_t rows() const { return ids.size(); }
 };
 
-Options options(const std::string& dir) {
+Options options(const std::string& dir, const std::string& transport = "posix") {
   Options o;
   o.dir = dir;
+  o.transport = transport;
   return o;
 }
 
 /// Writes steps 1 and 2 (row counts change between them) with this run's rank count.
-void write_steps(const std::string& dir) {
+void write_steps(const std::string& dir, const std::string& transport = "posix") {
   const int rank = world_rank(), size = world_size();
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options(dir, transport));
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   Walkers w;
   w.fill(rank, size, 1);
   ASSERT_TRUE(rt.protect("walkers/pos", w.pos.data(), DType::f64, Joined{{w.rows(), kWidth}}).ok());
   ASSERT_TRUE(rt.protect("walkers/id", w.ids.data(), DType::i64, Joined{{w.rows()}}).ok());
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  Status s = rt.checkpoint(1).wait();
+  ASSERT_TRUE(s.ok()) << s.to_string();
   w.fill(rank, size, 2);
   // A rank with no rows passes a null pointer (an empty vector's data()).
   ASSERT_TRUE(rt.update("walkers/pos", w.rows() ? w.pos.data() : nullptr, Joined{{w.rows(), kWidth}}).ok());
   ASSERT_TRUE(rt.update("walkers/id", w.rows() ? w.ids.data() : nullptr, Joined{{w.rows()}}).ok());
-  Status s = rt.checkpoint(2).wait();
+  s = rt.checkpoint(2).wait();
   ASSERT_TRUE(s.ok()) << s.to_string();
 }
 
@@ -139,16 +141,39 @@ TEST(Joined, ExplicitRowsMayOverlapAndMissRows) {
     for (std::uint64_t c = 0; c < kWidth; ++c) EXPECT_EQ(pos[i * kWidth + c], value(1, rank + i, c));
 }
 
-TEST(Joined, AllRanksEmpty) {
-  const std::string dir = ckpt::test::scratch_dir();
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+/// A joined array nobody has a row of: it commits, says 0 rows and restarts.
+void all_ranks_empty(const std::string& transport) {
+  const std::string dir = ckpt::test::scratch_dir("-empty-" + transport);
+  Runtime rt(MPI_COMM_WORLD, options(dir, transport));
   ASSERT_TRUE(rt.protect("none", nullptr, DType::f32, Joined{{0, 4}}).ok());
-  ASSERT_TRUE(rt.checkpoint(0).wait().ok());
+  Status s = rt.checkpoint(0).wait();
+  ASSERT_TRUE(s.ok()) << s.to_string();
   auto rows = rt.joined_rows(0, "none");
   ASSERT_TRUE(rows.ok()) << rows.status().to_string();
   EXPECT_EQ(rows->total, 0u);
   EXPECT_EQ(rows->count(), 0u);
-  EXPECT_TRUE(rt.restart(0).ok());
+  s = rt.restart(0);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST(Joined, AllRanksEmpty) { all_ranks_empty("posix"); }
+
+// Every transport stores the rows where the index says (hdf5: one dataset of every rank's rows, in
+// rank order, like a global array; empty ranks and an empty array included).
+TEST(Joined, EveryTransport) {
+  std::vector<std::string> transports = {"posix", "mpiio", "rbio"};
+#if CKPTTEST_HAVE_HDF5
+  transports.push_back("hdf5");
+  transports.push_back("hdf5-sync");
+#endif
+  for (const std::string& t : transports) {
+    SCOPED_TRACE(t);
+    const std::string dir = ckpt::test::scratch_dir("-" + t);
+    write_steps(dir, t);
+    read_balanced(dir, 2);
+    read_balanced(dir, 1);
+    all_ranks_empty(t);
+  }
 }
 
 TEST(Joined, WrongRegistrationsAreNamedNotRestoredFromOtherRows) {

@@ -31,11 +31,18 @@ void split(std::uint64_t n, int rank, int size, std::uint64_t& start, std::uint6
 
 double value(std::uint64_t i, std::uint64_t j) { return 1.0 / (1.0 + i) + 3.0 * j; }
 
+/// Tracers: a joined array of rows [kTracerCols], rank r writing tracer_rows(r) of them (rank 1 none),
+/// global row g holding tracer(g, j).
+constexpr std::uint64_t kTracerCols = 3;
+std::uint64_t tracer_rows(int rank) { return static_cast<std::uint64_t>((rank * 5 + 3) % 8); }
+double tracer(std::uint64_t g, std::uint64_t j) { return 100.0 * static_cast<double>(g) + static_cast<double>(j); }
+
 struct Data {
   std::uint64_t r0 = 0, nr = 0, p0 = 0, np = 0;
   std::vector<double> field;      // [kRows, kCols] split by rows
   std::vector<std::int64_t> ids;  // [kParticles] split unevenly
   double time = 0;                // same on every rank
+  std::int32_t writers = 0;       // the rank count that wrote the checkpoint
   std::int32_t rank_tag = 0;      // differs per rank
   Data(int rank, int size) {
     split(kRows, rank, size, r0, nr);
@@ -47,6 +54,7 @@ struct Data {
   Status protect(Runtime& rt) {
     CKPT_RETURN_IF_ERROR(rt.protect("field", field.data(), DType::f64, Block{{kRows, kCols}, {r0, 0}, {nr, kCols}}));
     CKPT_RETURN_IF_ERROR(rt.protect("particles/id", ids.data(), DType::i64, Block{{kParticles}, {p0}, {np}}));
+    CKPT_RETURN_IF_ERROR(rt.protect_scalar("writers", &writers));
     return rt.protect_scalar("time", &time);
   }
 };
@@ -72,6 +80,13 @@ TEST(NtoM, Phase) {
       for (std::uint64_t j = 0; j < kCols; ++j) d.field[i * kCols + j] = value(d.r0 + i, j);
     for (std::uint64_t k = 0; k < d.np; ++k) d.ids[k] = static_cast<std::int64_t>((d.p0 + k) * 7919);
     d.time = 2.5;
+    d.writers = size;
+    // This rank's tracer rows start after every lower rank's (the joined array's rank order).
+    std::uint64_t t0 = 0;
+    for (int r = 0; r < rank; ++r) t0 += tracer_rows(r);
+    std::vector<double> tracers(tracer_rows(rank) * kTracerCols);
+    for (std::uint64_t k = 0; k < tracers.size(); ++k) tracers[k] = tracer(t0 + k / kTracerCols, k % kTracerCols);
+    ASSERT_TRUE(rt.protect("tracers", tracers.data(), DType::f64, Joined{{tracer_rows(rank), kTracerCols}}).ok());
     ASSERT_TRUE(rt.checkpoint(10).wait().ok());
   } else if (phase == "read") {
     Runtime rt(MPI_COMM_WORLD, o);
@@ -83,6 +98,11 @@ TEST(NtoM, Phase) {
     EXPECT_EQ(refused.code(), Code::mismatch) << refused.to_string();
     EXPECT_NE(refused.message().find("rank_tag"), std::string::npos) << refused.message();
     ASSERT_TRUE(rt.unprotect("rank_tag").ok());
+    // The tracers: this rank's share of the balanced split of every rank's rows.
+    auto share = rt.joined_rows(10, "tracers");
+    ASSERT_TRUE(share.ok()) << share.status().to_string();
+    std::vector<double> tracers(share->count() * kTracerCols, -1.0);
+    ASSERT_TRUE(rt.protect("tracers", tracers.data(), DType::f64, Joined{{share->count(), kTracerCols}}).ok());
     auto r = rt.restart();
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     EXPECT_EQ(r.value(), 10);
@@ -90,6 +110,11 @@ TEST(NtoM, Phase) {
       for (std::uint64_t j = 0; j < kCols; ++j) ASSERT_EQ(d.field[i * kCols + j], value(d.r0 + i, j)) << i << "," << j;
     for (std::uint64_t k = 0; k < d.np; ++k) ASSERT_EQ(d.ids[k], static_cast<std::int64_t>((d.p0 + k) * 7919));
     EXPECT_EQ(d.time, 2.5);
+    std::uint64_t total = 0;
+    for (int w = 0; w < d.writers; ++w) total += tracer_rows(w);
+    EXPECT_EQ(share->total, total);
+    for (std::uint64_t k = 0; k < tracers.size(); ++k)
+      ASSERT_EQ(tracers[k], tracer(share->begin + k / kTracerCols, k % kTracerCols)) << k;
   } else {
     GTEST_SKIP() << "run through CTest (CKPTTEST_PHASE=write|read)";
   }

@@ -46,8 +46,18 @@ with h5py.File(path, "r") as f:
     assert isinstance(tag, h5py.Group) and tag.attrs["ckpt_layout"] == "per_rank"
     assert tag.attrs["ckpt_min"] == 0 and tag.attrs["ckpt_max"] == 3
     assert [tag[f"rank{r}"].attrs["ckpt_xxh3"] for r in range(4)] == list(tag.attrs["ckpt_xxh3_by_rank"])
+    # The joined tracers: one dataset of every rank's rows in rank order (rank r wrote (5r + 3) % 8
+    # rows, rank 1 none), like a global array.
+    tracers = f["tracers"]
+    rows = [(5 * r + 3) % 8 for r in range(4)]
+    assert isinstance(tracers, h5py.Dataset) and tracers.shape == (sum(rows), 3), tracers
+    g, j = np.meshgrid(np.arange(sum(rows)), np.arange(3), indexing="ij")
+    assert np.array_equal(tracers[...], 100.0 * g + j), "tracer rows differ"
+    assert tracers.attrs["ckpt_kind"] == "joined" and tracers.attrs["ckpt_layout"] == "global"
+    assert tracers.attrs["ckpt_min"] == 0 and tracers.attrs["ckpt_max"] == 100.0 * (sum(rows) - 1) + 2
+    assert len(tracers.attrs["ckpt_xxh3_by_rank"]) == 4
     assert f.attrs["ckpt_step"] == 10 and f.attrs["ckpt_nranks"] == 4 and f.attrs["ckpt_transport"] == "hdf5"
-print(f"h5py read {path}: field {field.shape}, particles/id {ids.shape}, attributes ok")
+print(f"h5py read {path}: field {field.shape}, particles/id {ids.shape}, tracers {tracers.shape}, attributes ok")
 
 if a.ckpt:
     out = a.out or os.path.join(os.path.dirname(os.path.abspath(a.dir)), "converted.h5")
