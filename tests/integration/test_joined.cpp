@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "ckpt/reader.hpp"
 #include "test_util.hpp"
 
 using namespace ckpt;
@@ -218,6 +219,56 @@ TEST(Joined, WrongRegistrationsAreNamedNotRestoredFromOtherRows) {
   // joined_rows() of something that is not a joined array, or not there.
   EXPECT_EQ(rt.joined_rows(2, "nope").status().code(), Code::not_found);
   EXPECT_EQ(rt.joined_rows(99, "walkers/pos").status().code(), Code::not_found);
+}
+
+// The public Reader (what the tools read through) reads a joined array like a global array: its shape
+// is every rank's rows, a box may straddle the blocks of several ranks (and the empty block of a rank
+// without rows), and it is not read by rank.
+TEST(Joined, ReaderReadsBoxesAcrossRanks) {
+  const std::string dir = ckpt::test::scratch_dir();
+  write_steps(dir);
+  const int size = world_size();
+  auto r = Reader::open(MPI_COMM_WORLD, dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  for (const std::int64_t step : {1, 2}) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    auto c = r->open_step(step);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    CheckpointReader& cr = c.value();
+    const std::uint64_t total = total_of(step);
+    auto v = cr.variable("walkers/pos");
+    ASSERT_TRUE(v.ok()) << v.status().to_string();
+    EXPECT_EQ(v->kind, VarKind::joined);
+    EXPECT_STREQ(var_kind_name(v->kind), "joined");
+    EXPECT_EQ(v->shape, (Shape{total, kWidth}));
+    ASSERT_EQ(v->blocks.size(), static_cast<std::size_t>(size));
+    for (const BlockInfo& b : v->blocks) {
+      const int br = static_cast<int>(b.rank);
+      EXPECT_EQ(b.start, (Shape{first_of(br, size, step), 0})) << "rank " << br;
+      EXPECT_EQ(b.count, (Shape{rows_of(br, size, step), kWidth})) << "rank " << br;
+    }
+    // The whole array, then a box of rows [2, total - 1) and columns [1, 3) (several ranks' rows).
+    std::vector<double> all(total * kWidth, -1);
+    Status s = cr.read("walkers/pos", all.data(), all.size() * sizeof(double));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (std::uint64_t i = 0; i < total; ++i)
+      for (std::uint64_t k = 0; k < kWidth; ++k) ASSERT_EQ(all[i * kWidth + k], value(step, i, k)) << i << "," << k;
+    const std::uint64_t rows = total - 3;
+    std::vector<double> box(rows * 2, -1);
+    s = cr.read("walkers/pos", {2, 1}, {rows, 2}, box.data(), box.size() * sizeof(double));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (std::uint64_t i = 0; i < rows; ++i)
+      for (std::uint64_t k = 0; k < 2; ++k) ASSERT_EQ(box[i * 2 + k], value(step, 2 + i, 1 + k)) << i << "," << k;
+    std::vector<std::int64_t> ids(total, -1);
+    s = cr.read("walkers/id", ids.data(), ids.size() * sizeof(std::int64_t));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (std::uint64_t i = 0; i < total; ++i) ASSERT_EQ(ids[i], id(step, i)) << i;
+    // Not by rank; a box past the rows is named.
+    EXPECT_EQ(cr.read_rank("walkers/pos", 0, all.data(), all.size() * sizeof(double)).code(), Code::invalid_argument);
+    EXPECT_EQ(cr.read("walkers/pos", {total, 0}, {1, kWidth}, all.data(), all.size() * sizeof(double)).code(),
+              Code::invalid_argument);
+    EXPECT_TRUE(cr.verify().ok());
+  }
 }
 
 TEST(Joined, RanksThatDisagreeOnTheRowExtentsFailTheCommit) {
