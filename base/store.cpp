@@ -23,6 +23,7 @@ const char* entry_suffix(EntryKind k) noexcept {
     case EntryKind::tmp: return "tmp";
     case EntryKind::old: return "old";
     case EntryKind::doomed: return "del";
+    case EntryKind::abandoned: return "abandoned";
   }
   return "?";
 }
@@ -52,6 +53,8 @@ std::optional<StepName> parse_step_name(const std::string& name) {
       out.kind = EntryKind::old;
     else if (suffix == "del")
       out.kind = EntryKind::doomed;
+    else if (suffix == "abandoned")
+      out.kind = EntryKind::abandoned;
     else
       return std::nullopt;
   }
@@ -226,8 +229,9 @@ int kind_rank(EntryKind k) {
     case EntryKind::old: return 1;
     case EntryKind::tmp: return 2;
     case EntryKind::doomed: return 3;
+    case EntryKind::abandoned: return 4;
   }
-  return 4;
+  return 5;
 }
 
 class DirectoryStore final : public Store {
@@ -257,6 +261,9 @@ class DirectoryStore final : public Store {
       switch (e.kind) {
         case EntryKind::tmp: e.reason = "never committed (" + e.name + ")"; continue;
         case EntryKind::doomed: e.reason = "being removed by retention (" + e.name + ")"; continue;
+        case EntryKind::abandoned:
+          e.reason = "rolled back: a later commit of an older step abandoned it (" + e.name + ")";
+          continue;
         case EntryKind::old:
         case EntryKind::committed: break;
       }
@@ -317,7 +324,8 @@ class DirectoryStore final : public Store {
     bool renamed = false;
     for (auto& e : entries) {
       switch (e.kind) {
-        case EntryKind::committed: break;
+        case EntryKind::committed:
+        case EntryKind::abandoned: break;
         case EntryKind::tmp:
         case EntryKind::doomed: note(remove_tree(e.path)); break;
         case EntryKind::old:
@@ -342,6 +350,7 @@ class DirectoryStore final : public Store {
     const std::string tmp = staging_dir(step), fin = checkpoint_dir(step), old = path_of(step, EntryKind::old);
     CKPT_RETURN_IF_ERROR(write_file(tmp + "/index", index.data(), index.size(), sync));
     CKPT_RETURN_IF_ERROR(fsync_dir(tmp, sync));
+    CKPT_RETURN_IF_ERROR(abandon_newer_than(step, sync));
     bool moved = false;
     if (exists_nofollow(fin)) {
       CKPT_RETURN_IF_ERROR(remove_tree(old));  // stale: `fin` is the committed version
@@ -396,6 +405,10 @@ class DirectoryStore final : public Store {
         note(remove_tree(e.path));  // left by a retention that died
         continue;
       }
+      if (e.kind == EntryKind::abandoned) {
+        if (e.step <= just_committed) note(remove_tree(e.path));  // the new timeline has reached it
+        continue;
+      }
       if (e.kind != EntryKind::committed) continue;
       if (e.step == just_committed) {
         ++kept;
@@ -418,6 +431,32 @@ class DirectoryStore final : public Store {
 
  private:
   std::string path_of(std::int64_t step, EntryKind kind) const { return m_root + "/" + step_name(step, kind); }
+
+  /// commit()'s first move: every committed entry newer than `step` becomes ckpt.<s>.abandoned
+  /// (replacing an older abandoned copy of the same step), with one line on stderr. An .old of a newer
+  /// step goes too (the next start-up would otherwise rename it back into the timeline): it becomes
+  /// the abandoned copy when its committed twin is missing, and is removed when the twin was moved.
+  Status abandon_newer_than(std::int64_t step, bool sync) {
+    std::vector<std::int64_t> newer;
+    for (auto& e : scan()) {  // newest first; for one step, committed before old
+      if (e.step <= step || (e.kind != EntryKind::committed && e.kind != EntryKind::old)) continue;
+      const std::string to = path_of(e.step, EntryKind::abandoned);
+      if (e.kind == EntryKind::old && !newer.empty() && newer.back() == e.step) {
+        CKPT_RETURN_IF_ERROR(remove_tree(e.path));
+        continue;
+      }
+      CKPT_RETURN_IF_ERROR(remove_tree(to));
+      if (::rename(e.path.c_str(), to.c_str()) != 0) return errno_status("rename " + e.path + " to " + to);
+      newer.push_back(e.step);
+    }
+    if (newer.empty()) return Status::OK();
+    std::fprintf(stderr,
+                 "ckpt: committing step %lld rolls back %zu newer checkpoint(s) (steps %lld..%lld) of an earlier "
+                 "timeline in %s: renamed to ckpt.<step>.abandoned\n",
+                 static_cast<long long>(step), newer.size(), static_cast<long long>(newer.back()),
+                 static_cast<long long>(newer.front()), m_root.c_str());
+    return fsync_dir(m_root, sync);
+  }
 
   /// Every directory entry of the root with a checkpoint name, newest step first.
   std::vector<StepEntry> scan() const {

@@ -30,8 +30,9 @@ enum class EntryKind {
   tmp,        ///< ckpt.<step>.tmp: being written, or left by a run that died before its commit
   old,        ///< ckpt.<step>.old: the previous ckpt.<step> while a commit of the same step replaces it
   doomed,     ///< ckpt.<step>.del: being removed by retention
+  abandoned,  ///< ckpt.<step>.abandoned: a step of a timeline that a later commit of an older step rolled back
 };
-/// "", "tmp", "old", "del".
+/// "", "tmp", "old", "del", "abandoned".
 const char* entry_suffix(EntryKind k) noexcept;
 
 /// A parsed entry name.
@@ -40,7 +41,7 @@ struct StepName {
   EntryKind kind = EntryKind::committed;
 };
 
-/// Parses "ckpt.<step>" with an optional ".tmp", ".old" or ".del". <step> is the canonical decimal
+/// Parses "ckpt.<step>" with an optional ".tmp", ".old", ".del" or ".abandoned". <step> is the canonical decimal
 /// form of a step in [0, 2^63 - 1]: 1 to 19 digits, no sign, no leading zero (so "ckpt.020" and
 /// "ckpt.-1" are not checkpoints, and every step has exactly one name). Never throws.
 std::optional<StepName> parse_step_name(const std::string& name);
@@ -142,7 +143,7 @@ class Store {
 
   /// Steps with a committed name, newest first (no index is read).
   virtual std::vector<std::int64_t> committed_steps() const = 0;
-  /// Every entry of the root, newest step first (for equal steps: committed, old, tmp, del), each with
+  /// Every entry of the root, newest step first (for equal steps: committed, old, tmp, del, abandoned), each with
   /// its completeness; not_found/invalid_argument when the root is not a directory.
   virtual Result<std::vector<StepEntry>> list() const = 0;
   /// The raw index of committed step `step` (read_index_file()).
@@ -157,11 +158,16 @@ class Store {
   /// Start-up recovery, before the first commit of a run: removes .tmp and .del entries; an .old entry
   /// whose committed twin is complete is removed, one whose twin is missing is renamed back (a commit
   /// died between its two renames: the step is not lost); an .old beside an incomplete twin is kept.
+  /// .abandoned entries are kept (retain() removes them).
   virtual Status recover() = 0;
   /// Publishes staging_dir(step) as step `step` with `index` (encoded): writes the index, fsyncs it and
   /// the directory (when `sync`), moves a committed ckpt.<step> aside to .old, renames, fsyncs the root,
   /// removes the .old and points `latest` at the step. A crash at any point leaves either the previous
   /// checkpoint of `step` (recovered by recover()) or the new one.
+  /// Steps only grow along one timeline: committed entries of steps newer than `step` belong to a
+  /// timeline that was rolled back (a restart from an older step, or an earlier run in the same root)
+  /// and are renamed to ckpt.<s>.abandoned first, so that latest(), restart() and retention never mix
+  /// two timelines (a crash after that leaves the older checkpoints of the new timeline).
   virtual Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) = 0;
   /// Makes what this process committed or wrote under the store so far durable (a commit with
   /// sync = false is only visible). Any rank; for its own files.
@@ -169,7 +175,8 @@ class Store {
   /// Retention: keeps `just_committed` and the newest complete checkpoints up to `keep` in all;
   /// committed entries older than the last one kept are renamed to .del, then removed, so a crash never
   /// leaves a half-removed directory under a committed name. Incomplete entries newer than that are
-  /// left alone and not counted. Leftover .del entries are removed. Returns the first failure.
+  /// left alone and not counted. Leftover .del entries are removed, and so are .abandoned entries of
+  /// steps up to `just_committed` (the new timeline has reached them). Returns the first failure.
   virtual Status retain(int keep, std::int64_t just_committed) = 0;
 };
 

@@ -242,7 +242,7 @@ int run_verify(const VerifyArgs& a) {
         for (auto& b : e.index->blocks) total += b.length;
     Progress bar("verify " + a.path, total);
     for (auto& e : steps.value()) {
-      if (e.kind == EntryKind::tmp || e.kind == EntryKind::doomed) {
+      if (e.kind == EntryKind::tmp || e.kind == EntryKind::doomed || e.kind == EntryKind::abandoned) {
         skipped.push_back(e.name + ": " + e.reason);
         continue;
       }

@@ -117,5 +117,61 @@ TEST_F(Adversarial, StartUpRecoversAnOldLeftByADeadRecommit) {
   EXPECT_EQ(x, 3);
 }
 
+// Promise (store, roll-back): a run that restarts from step 10 while steps 11..20 of the abandoned
+// timeline exist, and commits 11 and 12 with keep=2, is found at 12 after a crash: latest() and
+// restart() never take the abandoned step 20 for the newest state, and retention never removes the
+// new timeline's checkpoints to keep the abandoned ones.
+TEST_F(Adversarial, RollBackDoesNotMixTimelines) {
+  const std::string dir = scratch_dir();
+  Options o = opts(dir);
+  o.keep = 100;
+  double x = 0;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_NO_FATAL_FAILURE(commit_steps(rt, x, {10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}));  // x = step
+  }
+  o.keep = 2;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+    x = -1;
+    auto r = rt.restart(10);
+    ASSERT_TRUE(r.ok()) << r.to_string();
+    EXPECT_EQ(x, 10);
+    EXPECT_EQ(rt.latest().value_or(-1), 20);  // nothing committed yet: the old timeline stands
+    for (std::int64_t s : {11, 12}) {
+      x = 1000 + s;  // the new timeline's values
+      ASSERT_TRUE(rt.checkpoint(s).wait().ok());
+    }
+    EXPECT_EQ(rt.latest().value_or(-1), 12);
+  }  // "crash": a new run looks at the directory
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  EXPECT_EQ(rt.latest().value_or(-1), 12);
+  x = -1;
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 12);
+  EXPECT_EQ(x, 1012);
+  if (world_rank() == 0) {
+    EXPECT_TRUE(exists(dir + "/ckpt.11/index"));  // keep=2 kept the new timeline's two
+    EXPECT_FALSE(exists(dir + "/ckpt.20"));
+    EXPECT_TRUE(exists(dir + "/ckpt.20.abandoned"));   // kept aside until the new timeline reaches 20
+    EXPECT_FALSE(exists(dir + "/ckpt.12.abandoned"));  // reached: removed by retention
+  }
+  // Reaching step 20 again removes the abandoned copies up to it; the new 20 is this timeline's.
+  for (std::int64_t s : {13, 20}) {
+    x = 1000 + s;
+    ASSERT_TRUE(rt.checkpoint(s).wait().ok());
+  }
+  if (world_rank() == 0) {
+    EXPECT_FALSE(exists(dir + "/ckpt.20.abandoned"));
+    EXPECT_FALSE(exists(dir + "/ckpt.15.abandoned"));
+  }
+  x = -1;
+  ASSERT_TRUE(rt.restart().ok());
+  EXPECT_EQ(x, 1020);
+}
+
 }  // namespace
 }  // namespace ckpt::adv

@@ -64,6 +64,7 @@ TEST(StoreNames, Parse) {
   EXPECT_EQ(parse_step_name("ckpt.7.tmp")->kind, EntryKind::tmp);
   EXPECT_EQ(parse_step_name("ckpt.7.old")->kind, EntryKind::old);
   EXPECT_EQ(parse_step_name("ckpt.7.del")->kind, EntryKind::doomed);
+  EXPECT_EQ(parse_step_name("ckpt.7.abandoned")->kind, EntryKind::abandoned);
   for (const char* bad : {"ckpt.", "ckpt", "ckpt.x", "ckpt.-1", "ckpt.+1", "ckpt.020", "ckpt.00", "ckpt.7.bak",
                           "ckpt.7.", "ckpt.7.tmp.old", "ckpt.1e3", "ckpt. 1", "latest", "xckpt.1", "ckpt.7tmp"})
     EXPECT_FALSE(parse_step_name(bad)) << bad;
@@ -79,7 +80,7 @@ TEST(StoreNames, WholeI64Range) {
   EXPECT_FALSE(parse_step_name("ckpt.18446744073709551616"));  // 2^64
   EXPECT_FALSE(parse_step_name("ckpt.10000000000000000000"));  // 20 digits
   for (std::int64_t s : {std::int64_t{0}, std::int64_t{1}, std::int64_t{20}, kMax}) {
-    for (auto k : {EntryKind::committed, EntryKind::tmp, EntryKind::old, EntryKind::doomed}) {
+    for (auto k : {EntryKind::committed, EntryKind::tmp, EntryKind::old, EntryKind::doomed, EntryKind::abandoned}) {
       auto p = parse_step_name(step_name(s, k));
       ASSERT_TRUE(p) << step_name(s, k);
       EXPECT_EQ(p->step, s);
@@ -159,6 +160,47 @@ TEST(Store, CommitAndRecommit) {
   ASSERT_TRUE(store->commit(kMax, index_of(kMax), false).ok());
   EXPECT_EQ(store->newest_complete(), kMax);
   EXPECT_EQ(store->latest_link(), kMax);
+}
+
+TEST(Store, CommitOfAnOlderStepAbandonsTheNewerTimeline) {
+  const std::string root = test::scratch_dir();
+  for (std::int64_t s : {10, 11, 12}) make_entry(root, "ckpt." + std::to_string(s), s, true);
+  make_entry(root, "ckpt.13", 13, false);           // incomplete: abandoned too
+  make_entry(root, "ckpt.12.abandoned", 12, true);  // an earlier roll-back's: replaced
+  mark(root + "/ckpt.12.abandoned", "older");
+  make_entry(root, "ckpt.14.tmp", 14, false);  // not committed: left alone
+  make_entry(root, "ckpt.15.old", 15, true);   // would be renamed back at start-up: abandoned
+  make_entry(root, "ckpt.12.old", 12, true);   // beside its committed twin: removed
+  auto store = make_directory_store(root);
+  ASSERT_TRUE(make_dirs(store->staging_dir(11)).ok());
+  mark(store->staging_dir(11), "new");
+  ASSERT_TRUE(store->commit(11, index_of(11), true).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{11, 10}));
+  EXPECT_EQ(marker(root + "/ckpt.11"), "new");
+  EXPECT_TRUE(is_dir(root + "/ckpt.12.abandoned"));
+  EXPECT_EQ(marker(root + "/ckpt.12.abandoned"), "(none)");
+  EXPECT_TRUE(is_dir(root + "/ckpt.13.abandoned"));
+  EXPECT_TRUE(is_dir(root + "/ckpt.14.tmp"));
+  EXPECT_TRUE(is_dir(root + "/ckpt.15.abandoned"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.15.old"));
+  EXPECT_FALSE(is_dir(root + "/ckpt.12.old"));
+  EXPECT_EQ(store->newest_complete(), 11);
+  // Listed, never complete; recovery keeps them; retention removes those the timeline has reached.
+  auto l = store->list();
+  ASSERT_TRUE(l.ok());
+  int abandoned = 0;
+  for (auto& e : l.value())
+    if (e.kind == EntryKind::abandoned) {
+      ++abandoned;
+      EXPECT_FALSE(e.complete);
+      EXPECT_NE(e.reason.find("rolled back"), std::string::npos) << e.reason;
+    }
+  EXPECT_EQ(abandoned, 3);
+  ASSERT_TRUE(store->recover().ok());
+  EXPECT_TRUE(is_dir(root + "/ckpt.12.abandoned"));
+  ASSERT_TRUE(store->retain(5, 12).ok());
+  EXPECT_FALSE(is_dir(root + "/ckpt.12.abandoned"));
+  EXPECT_TRUE(is_dir(root + "/ckpt.13.abandoned"));
 }
 
 TEST(Store, RecoveryAfterACommitDiedBetweenItsRenames) {
