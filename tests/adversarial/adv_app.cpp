@@ -1,10 +1,14 @@
 // adv_app: the program adversarial.py runs, kills and restarts (issue 14).
 //   adv_app --dir D [--transport T] [--steps N] [--cells C] [--keep K] [--ack FILE] [--recommit]
 //           [--flush-delay MS] [--hold-ms MS] [--mode run|check|finalize-first|finalize-last]
+//           [--timeline T] [--rollback R]
 // run: checkpoint steps 1..N, waiting for each; rank 0 appends "<step>" to --ack after every commit
 //      that returned ok (what the application was promised). --recommit writes step N again at the end.
+//      --rollback R: restart(R) first (it must restore timeline 0's step R), then checkpoint R+1..N.
 // check: restart() the newest checkpoint and compare every byte with what step S captured; prints
-//      "check: ok step S" (exit 0), "check: none" (exit 3) or "check: FAIL ..." (exit 1).
+//      "check: ok step S timeline T" (exit 0), "check: none" (exit 3) or "check: FAIL ..." (exit 1).
+// --timeline T salts every value, so that a run rolled back to an older step writes data that differ
+// from the abandoned timeline's at the same step (check tells which timeline it restored).
 // finalize-first: the Runtime lives in main's scope; MPI_Finalize is called with a checkpoint in
 //      flight, before the Runtime's destructor. finalize-last: the usual order.
 // Every region's content is a pure function of (step, global index).
@@ -28,7 +32,8 @@ using ckpt::test::mix;
 
 struct Args {
   std::string dir, transport = "posix", ack, mode = "run";
-  std::int64_t steps = 3;
+  std::int64_t steps = 3, rollback = -1;
+  std::uint64_t timeline = 0;
   std::uint64_t cells = 4096;
   int keep = 2, flush_delay = 0, hold_ms = 0;
   bool recommit = false;
@@ -52,14 +57,17 @@ struct State {
     wlo = 8 * static_cast<std::uint64_t>(rank > 1 ? rank - 1 : rank);
     walkers.resize(wn);
   }
-  void fill(std::int64_t s) {
-    for (std::uint64_t i = 0; i < n; ++i) field[i] = mix(static_cast<std::uint64_t>(s) << 32 ^ (lo + i));
+  static std::uint64_t value(std::int64_t s, std::uint64_t i, std::uint64_t timeline) {
+    return mix((static_cast<std::uint64_t>(s) << 32 ^ i) + timeline * 0x9e3779b97f4a7c15ull);
+  }
+  void fill(std::int64_t s, std::uint64_t timeline) {
+    for (std::uint64_t i = 0; i < n; ++i) field[i] = value(s, lo + i, timeline);
     for (std::uint64_t i = 0; i < wn; ++i) walkers[i] = static_cast<double>(s * 1000 + wlo + i);
     step = s;
   }
-  bool is(std::int64_t s, bool groups) const {
+  bool is(std::int64_t s, bool groups, std::uint64_t timeline) const {
     for (std::uint64_t i = 0; i < n; ++i)
-      if (field[i] != mix(static_cast<std::uint64_t>(s) << 32 ^ (lo + i))) return false;
+      if (field[i] != value(s, lo + i, timeline)) return false;
     for (std::uint64_t i = 0; i < (groups ? wn : 0); ++i)
       if (walkers[i] != static_cast<double>(s * 1000 + wlo + i)) return false;
     return step == s;
@@ -88,7 +96,7 @@ void protect(ckpt::Runtime& rt, State& st, const Args& a) {
 
 int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
   auto take = [&](std::int64_t s) {
-    st.fill(s);
+    st.fill(s, a.timeline);
     ckpt::Status r = rt.checkpoint(s).wait();
     if (rank == 0) std::printf("checkpoint %lld: %s\n", static_cast<long long>(s), r.to_string().c_str());
     std::fflush(stdout);
@@ -102,7 +110,16 @@ int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
     return r.ok();
   };
   bool ok = true;
-  for (std::int64_t s = 1; s <= a.steps; ++s) ok = take(s) && ok;
+  std::int64_t first = 1;
+  if (a.rollback >= 0) {
+    ckpt::Status r = rt.restart(a.rollback);
+    int same = r.ok() && st.is(a.rollback, a.groups, 0) ? 1 : 0, all = 0;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) std::printf("rollback to %lld: %s\n", static_cast<long long>(a.rollback), all ? "ok" : "FAIL");
+    if (!all) return 1;
+    first = a.rollback + 1;
+  }
+  for (std::int64_t s = first; s <= a.steps; ++s) ok = take(s) && ok;
   if (a.recommit) ok = take(a.steps) && ok;
   if (a.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
   return ok ? 0 : 1;
@@ -117,11 +134,14 @@ int check(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
                               : ("check: FAIL restart: " + r.status().to_string()).c_str());
     return r.status().code() == ckpt::Code::not_found ? 3 : 1;
   }
-  int same = st.is(r.value(), a.groups) ? 1 : 0, all = 0;
-  MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // Which timeline (0 or 1) the restored data belong to: every rank must agree on one.
+  int same[2] = {st.is(r.value(), a.groups, 0) ? 1 : 0, st.is(r.value(), a.groups, 1) ? 1 : 0}, both[2] = {0, 0};
+  MPI_Allreduce(same, both, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const int all = both[0] || both[1] ? 1 : 0;
   if (rank == 0) {
     if (all)
-      std::printf("check: ok step %lld%s\n", static_cast<long long>(r.value()), r.warning().ok() ? "" : " (fell back)");
+      std::printf("check: ok step %lld timeline %d%s\n", static_cast<long long>(r.value()), both[0] ? 0 : 1,
+                  r.warning().ok() ? "" : " (fell back)");
     else
       std::printf("check: FAIL step %lld restored but its data differs (torn)\n", static_cast<long long>(r.value()));
   }
@@ -164,6 +184,10 @@ int main(int argc, char** argv) {
       a.hold_ms = std::atoi(next().c_str());
     else if (k == "--mode")
       a.mode = next();
+    else if (k == "--timeline")
+      a.timeline = std::strtoull(next().c_str(), nullptr, 10);
+    else if (k == "--rollback")
+      a.rollback = std::atoll(next().c_str());
     else {
       if (rank == 0) std::fprintf(stderr, "adv_app: unknown argument %s\n", k.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -179,7 +203,7 @@ int main(int argc, char** argv) {
       return 4;
     }
     protect(rt, st, a);
-    st.fill(1);
+    st.fill(1, a.timeline);
     ckpt::Ticket tk = rt.checkpoint(1);  // still in flight (flush delay) when MPI_Finalize starts
     MPI_Finalize();
     ckpt::Status s = tk.wait();
@@ -200,7 +224,7 @@ int main(int argc, char** argv) {
       if (a.mode == "check")
         rc = check(rt, st, a, rank);
       else if (a.mode == "finalize-last") {
-        st.fill(1);
+        st.fill(1, a.timeline);
         ckpt::Ticket tk = rt.checkpoint(1);
         rc = rt.close().ok() && tk.wait().ok() ? 0 : 1;
         if (rank == 0) std::printf("finalize-last: %s\n", tk.wait().to_string().c_str());

@@ -15,6 +15,7 @@ docs/reliability.md has the table of every case (tests/adversarial/test_api.cpp 
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -283,6 +284,56 @@ def kill_at_every_step_of_a_recommit():
         return kills_skipped()
     kill_sweep("kill_recommit", ["--steps", "1", "--recommit", "--keep", "1", "--transport", ARGS.kill_transport],
                "rename,unlink,rmdir,symlink")
+
+
+@store_case
+def kill_at_every_step_of_a_roll_back():
+    """A run restarts from step 2 while steps 3..6 of another timeline exist and commits 3..5 with
+    keep=2; SIGKILL of rank 0 at each of its rename/unlink/rmdir/symlink/fsync: once a step of the
+    new timeline was acknowledged, restart() finds the new timeline at that step or later - never the
+    abandoned one (its step 6 is newer); before that, either timeline (the abandon renames newest
+    first, so a kill leaves a prefix of the old one)."""
+    if kills_skipped():
+        return kills_skipped()
+    name = "kill_rollback"
+    base = ["--keep", "2", "--transport", ARGS.kill_transport]
+    second = ["--steps", "5", "--rollback", "2", "--timeline", "1"] + base
+    env = {"KILLAT_OPS": "rename,unlink,rmdir,symlink,fsync,fdatasync", "KILLAT_RANK": "0"}
+
+    pristine = fresh(name + "_first")  # the first timeline, written once and copied for every trial
+    rc, out = run(mpi(2, "--dir", pristine, "--steps", "6", "--keep", "10", "--transport", ARGS.kill_transport))
+    check(rc == 0, "first timeline: " + out[-1500:])
+
+    def first_timeline(d):
+        shutil.rmtree(d)
+        shutil.copytree(pristine, d, symlinks=True)
+
+    d = fresh(name)
+    first_timeline(d)
+    ops = commit_ops(d, second, env)
+    check(len(ops) > 0, "no operations")
+    failures = []
+    kills = 0
+    for k in range(1, len(ops) + 1, ARGS.stride):
+        kills += 1
+        d = fresh(name)
+        first_timeline(d)
+        ack = d + ".ack"
+        if os.path.exists(ack):
+            os.unlink(ack)
+        e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N=str(k), KILLAT_UNDER=d)
+        run(mpi(2, "--dir", d, "--ack", ack, *second), timeout=60, env=e)
+        acked = [int(x) for x in open(ack).read().split()] if os.path.exists(ack) else []
+        rc, out = app_check(d)
+        m = re.search(r"check: ok step (\d+) timeline (\d)", out)
+        what = "kill at %s #%d (%s)" % (ops[k - 1][1], k, os.path.basename(ops[k - 1][2]))
+        if not m:
+            failures.append("%s: %s" % (what, out.strip()[-300:]))
+        elif acked and (int(m.group(2)) != 1 or int(m.group(1)) < acked[-1]):
+            failures.append("%s: step %d of the new timeline was committed, restart found step %s of timeline %s"
+                            % (what, acked[-1], m.group(1), m.group(2)))
+    print("  %s: %d kills over %d operations, %d lost, torn or mixed" % (name, kills, len(ops), len(failures)))
+    check(not failures, "\n".join(failures[:10]))
 
 
 def kills_skipped():
