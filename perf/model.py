@@ -23,6 +23,18 @@ Model (per checkpoint of S bytes per node, N nodes, file system bandwidth B, nod
   waste         W(tau) = delta / tau + (tau + R) / (2 M),  R = restart read time N*S/(B*read_eff)
   rbIO speedup  1 / ((alpha + ng/np * (1 - alpha)) * BWcoIO / BWrbIO)   (seed 004, eq. 6)
 
+Two levels (issue 19; SCR's multi-level model, simplified): every checkpoint is committed node-locally
+(with a partner copy) and every k-th one is drained to the file system in the background.
+  T1 = S / (B_local * local_eff) * partner_factor      time to locally complete (the next checkpoint
+                                                       may not start before: tau >= T1)
+  T2 = N*S / (B * flush_eff)                           a drain (k*tau >= T2)
+  cost per checkpoint  delta_1 = capture + overlap * (T1 + T2 / k)
+  waste W(tau, k) = delta_1 / tau + p1 * (tau/2 + R1) / M + (1 - p1) * (k*tau/2 + R2) / M
+  p1 = share of failures the local level survives (one node lost: partner), R1 = S / (B_local * read_eff),
+  R2 = the file-system restart above; minimised over tau and k.
+Measured for it (levels.csv, perf/levels): local_eff = raw local write / ckpt's time to locally
+complete; partner_factor = locally complete with partner / without (2.0 assumed when not measured).
+
   python3 perf/model.py --results results/perf --out results/perf/model
 """
 import argparse
@@ -71,6 +83,11 @@ def measured(results):
             m["alpha"] = float(rb["blocked_max_s"]) / float(rb["committed_max_s"])
             m["model_np"] = np_max
             m["model_ng"] = int(rb["label"].split("ng=")[1].split()[0])
+    lv = {r["mode"]: r for r in read_csv(os.path.join(results, "levels.csv"))}
+    if "local" in lv:
+        m["local_eff"] = float(lv["local"]["raw_local_s"]) / float(lv["local"]["local_s"])
+        if "local-partner" in lv:
+            m["partner_factor"] = float(lv["local-partner"]["local_s"]) / float(lv["local"]["local_s"])
     ov = read_csv(os.path.join(results, "overlap.csv"))
     if ov:
         def loop(mode):
@@ -87,17 +104,34 @@ def young_daly(delta, mtbf, restart, min_tau=0.0):
     return tau, waste
 
 
+def two_levels(capture, overlap, t1, t2, mtbf, r1, r2, p1):
+    """The (tau, k, waste) minimising the two-level waste above (grid over tau, every k)."""
+    best = None
+    tau = max(t1, 1e-3)
+    while tau < 50 * mtbf:
+        k = max(1, math.ceil(t2 / tau))
+        for kk in range(k, k + 200):
+            delta = capture + overlap * (t1 + t2 / kk)
+            w = delta / tau + p1 * (tau / 2 + r1) / mtbf + (1 - p1) * (kk * tau / 2 + r2) / mtbf
+            if best is None or w < best[2]:
+                best = (tau, kk, w)
+        tau *= 1.05
+    return best
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default="results/perf", help="folder with host_path.csv, transports.csv, overlap.csv")
     ap.add_argument("--out", default=None, help="write <out>.md and <out>.csv")
     ap.add_argument("--state-fraction", type=float, default=0.5, help="share of GPU memory that is checkpoint state")
     ap.add_argument("--node-mtbf-years", type=float, default=10.0, help="mean time between failures of one node")
+    ap.add_argument("--p-local", type=float, default=0.85,
+                    help="share of failures a partner-protected node-local level survives (one node lost)")
     a = ap.parse_args()
 
     m = measured(a.results)
     defaults = {"capture_eff": 0.9, "flush_eff": 0.8, "read_eff": 0.8, "alpha": 0.05, "bw_co_over_rb": 1.0,
-                "overlap": 0.02, "model_np": 8, "model_ng": 4}
+                "overlap": 0.02, "model_np": 8, "model_ng": 4, "local_eff": 0.8, "partner_factor": 2.0}
     src = {k: ("measured" if k in m else "assumed") for k in defaults}
     p = {**defaults, **m}
     # On the host a checkpoint can block for less than a memcpy (the copy goes into pinned, pre-touched
@@ -108,10 +142,12 @@ def main():
 
     # Machines (assumptions, vendor figures; the D2H rates are not measured here - see docs/gpu.md).
     machines = [
-        dict(name="Summit-class", nodes=4608, gpus=6, hbm_gib=16, d2h_GBps=45.0, fs_TBps=2.5,
-             note="6 V100 (16 GiB) per node, NVLink2 CPU-GPU ~45 GB/s per GPU, 2.5 TB/s GPFS"),
-        dict(name="H100 cluster", nodes=512, gpus=8, hbm_gib=80, d2h_GBps=50.0, fs_TBps=1.0,
-             note="8 H100 (80 GiB) per node, PCIe Gen5 ~50 GB/s per GPU, 1 TB/s parallel file system"),
+        dict(name="Summit-class", nodes=4608, gpus=6, hbm_gib=16, d2h_GBps=45.0, fs_TBps=2.5, local_GBps=2.1,
+             note="6 V100 (16 GiB) per node, NVLink2 CPU-GPU ~45 GB/s per GPU, 2.5 TB/s GPFS, 1.6 TB NVMe "
+                  "per node writing ~2.1 GB/s"),
+        dict(name="H100 cluster", nodes=512, gpus=8, hbm_gib=80, d2h_GBps=50.0, fs_TBps=1.0, local_GBps=12.0,
+             note="8 H100 (80 GiB) per node, PCIe Gen5 ~50 GB/s per GPU, 1 TB/s parallel file system, "
+                  "local NVMe RAID writing ~12 GB/s"),
     ]
     rows = []
     for mc in machines:  # capture_eff is capped at 1 here (see above)
@@ -128,9 +164,13 @@ def main():
         tau_a, w_a = young_daly(d_async, M, t_read, min_tau=t_flush)
         np_, ng = mc["nodes"] * mc["gpus"], mc["nodes"]
         rb = 1.0 / ((p["alpha"] + ng / np_ * (1 - p["alpha"])) * p["bw_co_over_rb"])
+        t1 = S / (mc["local_GBps"] * 1e9 * p["local_eff"]) * p["partner_factor"]
+        r1 = S / (mc["local_GBps"] * 1e9 * p["read_eff"])
+        tau_2, k_2, w_2 = two_levels(capture, p["overlap"], t1, t_flush, M, r1, t_read, a.p_local)
         rows.append(dict(machine=mc["name"], state_TB=total / 1e12, sync_cost_s=d_sync, async_cost_s=d_async,
                          flush_s=t_flush, restart_s=t_read, mtbf_h=M / 3600, tau_sync_s=tau_s, waste_sync=w_s,
-                         tau_async_s=tau_a, waste_async=w_a, rbio_speedup=rb, note=mc["note"]))
+                         tau_async_s=tau_a, waste_async=w_a, rbio_speedup=rb, local_s=t1, tau_two_s=tau_2,
+                         drain_every=k_2, waste_two=w_2, note=mc["note"]))
 
     # The model checked against this machine: eq. 6 with the measured np, ng, alpha and bandwidth ratio.
     here = 1.0 / ((p["alpha"] + p["model_ng"] / p["model_np"] * (1 - p["alpha"])) * p["bw_co_over_rb"])
@@ -149,6 +189,13 @@ def main():
                      f"{r['mtbf_h']:.1f} | {r['sync_cost_s']:.0f} | {r['tau_sync_s']:.0f} | {100 * r['waste_sync']:.1f} % | "
                      f"{r['async_cost_s']:.2f} | {r['tau_async_s']:.0f} | {100 * r['waste_async']:.1f} % | "
                      f"{r['rbio_speedup']:.1f}x |")
+    lines += ["", f"Two levels (node-local with partner copy, every k-th drained; the local level survives "
+              f"{a.p_local:.0%} of failures):", "",
+              "| machine | locally complete (s) | interval (s) | drain every k | waste | one level (async) waste |",
+              "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['machine']} | {r['local_s']:.1f} | {r['tau_two_s']:.0f} | {r['drain_every']} | "
+                     f"{100 * r['waste_two']:.2f} % | {100 * r['waste_async']:.2f} % |")
     lines += [""] + [f"- {r['machine']}: {r['note']}; state = {a.state_fraction:.0%} of HBM; node MTBF "
                      f"{a.node_mtbf_years:g} years" for r in rows]
     text = "\n".join(lines)

@@ -13,7 +13,9 @@ memcpy, flush vs dd-like write, restart read vs raw read with the page cache dro
 (the seeds' comparison at 1, 2, 4, 8 ranks), peers (C parallel HDF5, ADIOS2 BP5, ckpt), growth
 (variables 1..100000, bytes per rank, ranks; RSS), overlap (compute loop with checkpoints: none, null,
 async, sync, hdf5-sync), finegrain (seed 000: a checkpoint after every ~4 ms step at 2 ranks, 1 and 16
-MiB per rank: none, ckpt wait/coalesce with fsync on and off, ADIOS2 BP5 appending steps), model (rbIO eq. 6 and Young/Daly for large machines), plots.
+MiB per rank: none, ckpt wait/coalesce with fsync on and off, ADIOS2 BP5 appending steps), levels
+(issue 19: node-local level in /dev/shm and drain vs a global directory throttled by perf/slowfs.c),
+model (rbIO eq. 6, Young/Daly for large machines, one level and two), plots.
 """
 import argparse
 import os
@@ -54,6 +56,12 @@ def steps(b, out, scratch, size):
                                   "--compute-ms", "4", "--reps", "3", "--dir", f"{scratch}/finegrain", "--csv",
                                   f"{out}/finegrain_{m}.csv"], {})
         for m in ("1M", "16M")
+    ] + [
+        ("levels", mpi + ["-n", "4", "-x", f"LD_PRELOAD={b}/perf/libslowfs.so", "-x",
+                          f"SLOWFS_UNDER={scratch}/levels-global", "-x", "SLOWFS_MBPS=100", f"{b}/perf/levels",
+                          "--bytes", "32M", "--ranks-per-node", "2", "--reps", "5", "--local",
+                          "/dev/shm/ckpt-perf-levels-local", "--global", f"{scratch}/levels-global", "--csv",
+                          f"{out}/levels.csv"], {}),
     ] + [
         ("model", [sys.executable, f"{HERE}/model.py", "--results", out, "--out", f"{out}/model"], {}),
         ("plots", [sys.executable, f"{HERE}/plots.py", "--results", out], {}),
