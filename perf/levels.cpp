@@ -195,25 +195,25 @@ int main(int argc, char** argv) {
 
   if (rank == 0) {
     const double raw_local = median(modes[0].local), raw_global = median(modes[1].global);
-    std::printf("levels: %d ranks as %d nodes, %.1f MiB per rank, global throttled to %s MB/s per process, "
-                "%d rounds (medians of the maxima over ranks)\n",
-                size, size / a.ranks_per_node, static_cast<double>(a.bytes) / (1 << 20), mbps ? mbps : "(none)",
-                a.reps);
-    std::printf("%-14s %12s %16s %12s %14s %14s\n", "mode", "blocked (s)", "locally (s)", "global (s)",
-                "local / raw", "global / raw");
+    std::printf(
+        "levels: %d ranks as %d nodes, %.1f MiB per rank, global throttled to %s MB/s per process, "
+        "%d rounds (medians of the maxima over ranks)\n",
+        size, size / a.ranks_per_node, static_cast<double>(a.bytes) / (1 << 20), mbps ? mbps : "(none)", a.reps);
+    std::printf("%-14s %12s %16s %12s %14s %14s\n", "mode", "blocked (s)", "locally (s)", "global (s)", "local / raw",
+                "global / raw");
     FILE* csv = a.csv.empty() ? nullptr : std::fopen(a.csv.c_str(), "w");
     if (!a.csv.empty() && csv == nullptr) fail("cannot write " + a.csv);
     if (csv)
-      std::fprintf(csv, "mode,ranks,ranks_per_node,bytes_per_rank,slowfs_mbps,blocked_s,local_s,global_s,"
-                        "raw_local_s,raw_global_s\n");
+      std::fprintf(csv,
+                   "mode,ranks,ranks_per_node,bytes_per_rank,slowfs_mbps,blocked_s,local_s,global_s,"
+                   "raw_local_s,raw_global_s\n");
     for (auto& m : modes) {
       if (!m.unavailable.empty()) {
         std::printf("%-14s unavailable: %s\n", m.name.c_str(), m.unavailable.c_str());
         continue;
       }
       const double b = median(m.blocked), l = median(m.local), g = median(m.global);
-      std::printf("%-14s %12.4f %16.4f %12.4f %14.2f %14.2f\n", m.name.c_str(), b, l, g, l / raw_local,
-                  g / raw_global);
+      std::printf("%-14s %12.4f %16.4f %12.4f %14.2f %14.2f\n", m.name.c_str(), b, l, g, l / raw_local, g / raw_global);
       if (csv)
         std::fprintf(csv, "%s,%d,%d,%llu,%s,%.6f,%.6f,%.6f,%.6f,%.6f\n", m.name.c_str(), size, a.ranks_per_node,
                      static_cast<unsigned long long>(a.bytes), mbps ? mbps : "0", b, l, g, raw_local, raw_global);
