@@ -64,41 +64,33 @@ static void throttle(int fd, size_t n) {
   static ret(*real) args = NULL; \
   if (real == NULL) real = (ret(*) args)dlsym(RTLD_NEXT, name)
 
+/* The mode argument of an open call that creates (only then is it passed). */
+#define OPEN_MODE(flags, mode)           \
+  mode_t mode = 0;                       \
+  if ((flags) & (O_CREAT | O_TMPFILE)) { \
+    va_list ap;                          \
+    va_start(ap, flags);                 \
+    mode = (mode_t)va_arg(ap, int);      \
+    va_end(ap);                          \
+  }
+
 int open(const char* path, int flags, ...) {
   REAL("open", int, (const char*, int, ...));
-  mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-  }
+  OPEN_MODE(flags, mode);
   const int fd = real(path, flags, mode);
   mark(fd, path);
   return fd;
 }
 int open64(const char* path, int flags, ...) {
   REAL("open64", int, (const char*, int, ...));
-  mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-  }
+  OPEN_MODE(flags, mode);
   const int fd = real(path, flags, mode);
   mark(fd, path);
   return fd;
 }
 int openat(int dirfd, const char* path, int flags, ...) {
   REAL("openat", int, (int, const char*, int, ...));
-  mode_t mode = 0;
-  if (flags & (O_CREAT | O_TMPFILE)) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = (mode_t)va_arg(ap, int);
-    va_end(ap);
-  }
+  OPEN_MODE(flags, mode);
   const int fd = real(dirfd, path, flags, mode);
   mark(fd, path); /* a relative path is never under the (absolute) prefix */
   return fd;
