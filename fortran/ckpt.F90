@@ -333,106 +333,6 @@ contains
     if (ierr == CKPT_OK .and. n > 0) ierr = c_annotate(rt%handle, cstr(name), cstr("array_order"), cstr("fortran"))
   end subroutine protect_any
 
-  subroutine protect_r32(rt, name, a, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real32), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_F32, shape(a, int64), ierr)
-  end subroutine protect_r32
-
-  subroutine protect_r64(rt, name, a, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real64), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_F64, shape(a, int64), ierr)
-  end subroutine protect_r64
-
-  subroutine protect_i32(rt, name, a, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int32), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_I32, shape(a, int64), ierr)
-  end subroutine protect_i32
-
-  subroutine protect_i64(rt, name, a, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int64), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_I64, shape(a, int64), ierr)
-  end subroutine protect_i64
-
-  subroutine protect_box_r32(rt, name, a, global, start, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real32), intent(inout), target :: a(..)
-    integer(int64), intent(in) :: global(:), start(:)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_F32, shape(a, int64), ierr, global, start)
-  end subroutine protect_box_r32
-
-  subroutine protect_box_r64(rt, name, a, global, start, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real64), intent(inout), target :: a(..)
-    integer(int64), intent(in) :: global(:), start(:)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_F64, shape(a, int64), ierr, global, start)
-  end subroutine protect_box_r64
-
-  subroutine protect_box_i32(rt, name, a, global, start, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int32), intent(inout), target :: a(..)
-    integer(int64), intent(in) :: global(:), start(:)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_I32, shape(a, int64), ierr, global, start)
-  end subroutine protect_box_i32
-
-  subroutine protect_box_i64(rt, name, a, global, start, ierr)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int64), intent(inout), target :: a(..)
-    integer(int64), intent(in) :: global(:), start(:)
-    integer, intent(out) :: ierr
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call protect_any(rt, name, c_loc(a), DT_I64, shape(a, int64), ierr, global, start)
-  end subroutine protect_box_i64
-
   !> Registers (update = .false.) or re-points (update = .true.) this rank's rows of a joined array of
   !> Fortran extents `shp` (rows last); extents reversed into C order (rows first).
   subroutine joined_any(rt, name, ptr, dtype, shp, update, ierr, first_row)
@@ -466,109 +366,39 @@ contains
     end if
   end subroutine joined_any
 
-  subroutine protect_joined_r32(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real32), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_F32, shape(a, int64), .false., ierr, first_row)
-  end subroutine protect_joined_r32
+  ! ---- the typed procedures (ckpt_typed.inc, once per element type) -------------------------------
 
-  subroutine update_joined_r32(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real32), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_F32, shape(a, int64), .true., ierr, first_row)
-  end subroutine update_joined_r32
+#define CKPT_TYPE real(real32)
+#define CKPT_DT DT_F32
+#define PROTECT protect_r32
+#define PROTECT_BOX protect_box_r32
+#define PROTECT_JOINED protect_joined_r32
+#define UPDATE_JOINED update_joined_r32
+#include "ckpt_typed.inc"
 
-  subroutine protect_joined_r64(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real64), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_F64, shape(a, int64), .false., ierr, first_row)
-  end subroutine protect_joined_r64
+#define CKPT_TYPE real(real64)
+#define CKPT_DT DT_F64
+#define PROTECT protect_r64
+#define PROTECT_BOX protect_box_r64
+#define PROTECT_JOINED protect_joined_r64
+#define UPDATE_JOINED update_joined_r64
+#include "ckpt_typed.inc"
 
-  subroutine update_joined_r64(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    real(real64), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_F64, shape(a, int64), .true., ierr, first_row)
-  end subroutine update_joined_r64
+#define CKPT_TYPE integer(int32)
+#define CKPT_DT DT_I32
+#define PROTECT protect_i32
+#define PROTECT_BOX protect_box_i32
+#define PROTECT_JOINED protect_joined_i32
+#define UPDATE_JOINED update_joined_i32
+#include "ckpt_typed.inc"
 
-  subroutine protect_joined_i32(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int32), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_I32, shape(a, int64), .false., ierr, first_row)
-  end subroutine protect_joined_i32
-
-  subroutine update_joined_i32(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int32), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_I32, shape(a, int64), .true., ierr, first_row)
-  end subroutine update_joined_i32
-
-  subroutine protect_joined_i64(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int64), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_I64, shape(a, int64), .false., ierr, first_row)
-  end subroutine protect_joined_i64
-
-  subroutine update_joined_i64(rt, name, a, ierr, first_row)
-    type(ckpt_runtime), intent(inout) :: rt
-    character(len=*), intent(in) :: name
-    integer(int64), intent(inout), target :: a(..)
-    integer, intent(out) :: ierr
-    integer(int64), intent(in), optional :: first_row
-    if (.not. is_contiguous(a)) then
-      ierr = not_contiguous(rt, name)
-      return
-    end if
-    call joined_any(rt, name, c_loc(a), DT_I64, shape(a, int64), .true., ierr, first_row)
-  end subroutine update_joined_i64
+#define CKPT_TYPE integer(int64)
+#define CKPT_DT DT_I64
+#define PROTECT protect_i64
+#define PROTECT_BOX protect_box_i64
+#define PROTECT_JOINED protect_joined_i64
+#define UPDATE_JOINED update_joined_i64
+#include "ckpt_typed.inc"
 
   !> Collective. The rows of joined array `name` in checkpoint `step`: total of them, and this rank's
   !> share of their balanced split, rows first .. first + count - 1 (0-based): allocate count rows,
