@@ -11,9 +11,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "ckpt/options.hpp"
 
 namespace ckpt::bench {
 
@@ -91,6 +95,31 @@ inline std::string make_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   return ec ? "cannot create " + dir + ": " + ec.message() : std::string();
+}
+
+/// The command line of a benchmark: "--key value" pairs. `set(key, value)` stores one, returning false
+/// for a key it does not know; `fail` (which must not return) gets the message for that, for a key
+/// without a value, and for the values the readers below refuse.
+using FailFn = std::function<void(const std::string&)>;
+inline void parse_options(int argc, char** argv, const std::string& known,
+                          const std::function<bool(const std::string&, const std::string&)>& set, const FailFn& fail) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) fail("option " + k + " needs a value");
+    if (!set(k, argv[i + 1])) fail("unknown option " + k + " (known: " + known + ")");
+  }
+}
+/// A byte count (1M, 64K, ...) rounded down to whole f64 elements, at least one.
+inline std::uint64_t f64_bytes_option(const std::string& k, const std::string& v, const FailFn& fail) {
+  auto b = ckpt::parse_bytes(v);
+  if (!b.ok() || b.value() < sizeof(double)) fail(k + ": not a byte count of at least 8: " + v);
+  return b.value() / sizeof(double) * sizeof(double);
+}
+/// An integer of at least 1.
+inline int positive_option(const std::string& k, const std::string& v, const FailFn& fail) {
+  const int n = std::atoi(v.c_str());
+  if (n < 1) fail(k + " must be at least 1");
+  return n;
 }
 
 }  // namespace ckpt::bench

@@ -209,25 +209,22 @@ struct Args {
 };
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) fail("option " + k + " needs a value");
-    const std::string v = argv[i + 1];
-    if (k == "--bytes") {
-      auto b = ckpt::parse_bytes(v);
-      if (!b.ok() || b.value() < sizeof(double)) fail("--bytes: not a byte count of at least 8: " + v);
-      a.bytes = b.value() / sizeof(double) * sizeof(double);
-    } else if (k == "--reps") {
-      a.reps = std::atoi(v.c_str());
-      if (a.reps < 1) fail("--reps must be at least 1");
-    } else if (k == "--dir") {
-      a.dir = v;
-    } else if (k == "--csv") {
-      a.csv = v;
-    } else {
-      fail("unknown option " + k + " (known: --bytes, --reps, --dir, --csv)");
-    }
-  }
+  parse_options(
+      argc, argv, "--bytes, --reps, --dir, --csv",
+      [&](const std::string& k, const std::string& v) {
+        if (k == "--bytes")
+          a.bytes = f64_bytes_option(k, v, fail);
+        else if (k == "--reps")
+          a.reps = positive_option(k, v, fail);
+        else if (k == "--dir")
+          a.dir = v;
+        else if (k == "--csv")
+          a.csv = v;
+        else
+          return false;
+        return true;
+      },
+      fail);
   return a;
 }
 
