@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <mutex>
 #include <set>
 
 #include "base/hash.hpp"
@@ -384,6 +385,35 @@ class DirectoryStore final : public Store {
     return Status::OK();
   }
 
+  // An .old of a newer step goes too (the next start-up would otherwise rename it back into the
+  // timeline): it becomes the abandoned copy when its committed twin is missing, and is removed when
+  // the twin was moved. An older abandoned copy of the same step is replaced.
+  Status abandon_newer_than(std::int64_t step, bool sync) override {
+    std::lock_guard<std::mutex> lock(m_abandon_mu);  // the node level calls it from a second thread
+    std::vector<std::int64_t> newer;
+    for (auto& e : scan()) {  // newest first; for one step, committed before old
+      if (e.step <= step || (e.kind != EntryKind::committed && e.kind != EntryKind::old)) continue;
+      const std::string to = path_of(e.step, EntryKind::abandoned);
+      if (e.kind == EntryKind::old && !newer.empty() && newer.back() == e.step) {
+        CKPT_RETURN_IF_ERROR(remove_tree(e.path));
+        continue;
+      }
+      CKPT_RETURN_IF_ERROR(remove_tree(to));
+      if (::rename(e.path.c_str(), to.c_str()) != 0) {
+        if (errno == ENOENT) continue;  // moved meanwhile (the drained level: two commit threads)
+        return errno_status("rename " + e.path + " to " + to);
+      }
+      newer.push_back(e.step);
+    }
+    if (newer.empty()) return Status::OK();
+    std::fprintf(stderr,
+                 "ckpt: committing step %lld rolls back %zu newer checkpoint(s) (steps %lld..%lld) of an earlier "
+                 "timeline in %s: renamed to ckpt.<step>.abandoned\n",
+                 static_cast<long long>(step), newer.size(), static_cast<long long>(newer.back()),
+                 static_cast<long long>(newer.front()), m_root.c_str());
+    return fsync_dir(m_root, sync);
+  }
+
   Status sync() override {
     // syncfs: every dirty page of this file system on this node - the data files written since the
     // last sync, the indexes, the renames - in one call, where an fsync per file would need the names.
@@ -432,32 +462,6 @@ class DirectoryStore final : public Store {
  private:
   std::string path_of(std::int64_t step, EntryKind kind) const { return m_root + "/" + step_name(step, kind); }
 
-  /// commit()'s first move: every committed entry newer than `step` becomes ckpt.<s>.abandoned
-  /// (replacing an older abandoned copy of the same step), with one line on stderr. An .old of a newer
-  /// step goes too (the next start-up would otherwise rename it back into the timeline): it becomes
-  /// the abandoned copy when its committed twin is missing, and is removed when the twin was moved.
-  Status abandon_newer_than(std::int64_t step, bool sync) {
-    std::vector<std::int64_t> newer;
-    for (auto& e : scan()) {  // newest first; for one step, committed before old
-      if (e.step <= step || (e.kind != EntryKind::committed && e.kind != EntryKind::old)) continue;
-      const std::string to = path_of(e.step, EntryKind::abandoned);
-      if (e.kind == EntryKind::old && !newer.empty() && newer.back() == e.step) {
-        CKPT_RETURN_IF_ERROR(remove_tree(e.path));
-        continue;
-      }
-      CKPT_RETURN_IF_ERROR(remove_tree(to));
-      if (::rename(e.path.c_str(), to.c_str()) != 0) return errno_status("rename " + e.path + " to " + to);
-      newer.push_back(e.step);
-    }
-    if (newer.empty()) return Status::OK();
-    std::fprintf(stderr,
-                 "ckpt: committing step %lld rolls back %zu newer checkpoint(s) (steps %lld..%lld) of an earlier "
-                 "timeline in %s: renamed to ckpt.<step>.abandoned\n",
-                 static_cast<long long>(step), newer.size(), static_cast<long long>(newer.back()),
-                 static_cast<long long>(newer.front()), m_root.c_str());
-    return fsync_dir(m_root, sync);
-  }
-
   /// Every directory entry of the root with a checkpoint name, newest step first.
   std::vector<StepEntry> scan() const {
     std::vector<StepEntry> out;
@@ -481,6 +485,7 @@ class DirectoryStore final : public Store {
   }
 
   std::string m_root;
+  std::mutex m_abandon_mu;
 };
 
 }  // namespace

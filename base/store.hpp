@@ -169,6 +169,11 @@ class Store {
   /// and are renamed to ckpt.<s>.abandoned first, so that latest(), restart() and retention never mix
   /// two timelines (a crash after that leaves the older checkpoints of the new timeline).
   virtual Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) = 0;
+  /// commit()'s first move, also called alone by the node level for the drained level (a roll-back
+  /// committed locally must not leave the drained level's newer steps in front of it): committed
+  /// entries of steps newer than `step` become ckpt.<s>.abandoned, newest first, with one line on
+  /// stderr. An entry another thread moved meanwhile is skipped.
+  virtual Status abandon_newer_than(std::int64_t step, bool sync) = 0;
   /// Makes what this process committed or wrote under the store so far durable (a commit with
   /// sync = false is only visible). Any rank; for its own files.
   virtual Status sync() = 0;

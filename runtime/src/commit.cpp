@@ -168,9 +168,12 @@ Status Committer::commit_nodes(const Job& job, Result<Index> idx) {
     std::vector<std::uint8_t> bytes;
     if (m_rank == 0) bytes = encode_index(idx.value());
     bcast_bytes(m_commit_comm, bytes, 0);
+    const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
+    Status mine;
+    // The drained level's copy of this very step is the old timeline's too (a drain of this one follows).
+    if (m_rank == 0 && m_cfg.drained != nullptr) mine = m_cfg.drained->abandon_newer_than(job.step - 1, sync);
     // Every node directory gets the whole index (and holds the data files of its own ranks).
-    const Status mine =
-        m_cfg.node_leader ? m_store.commit(job.step, bytes, m_cfg.fsync && m_cfg.durable_every_ms == 0) : Status::OK();
+    if (mine.ok() && m_cfg.node_leader) mine = m_store.commit(job.step, bytes, sync);
     outcome = agree(m_commit_comm, mine);
   }
   if (!outcome.ok() && m_cfg.node_leader) remove_tree(job.tmp_dir);

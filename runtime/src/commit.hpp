@@ -22,13 +22,17 @@ namespace ckpt::detail {
 struct CommitConfig {
   bool fsync = true;
   int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
-  int keep = 2;  ///< retention after each commit; 0 = none here (the drain thread retains the node level)
+  int keep = 2;              ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;
   /// The node level (docs/design.md, "Levels"): rank 0 merges the index, every node leader commits it
   /// into its own node store, and the checkpoint counts when every node's commit succeeded.
   bool node_level = false;
   bool node_leader = false;  ///< with node_level: this rank commits into `store`
-  const char* level = "";    ///< for the verbose line: "", " locally", " (drained)"
+  /// With node_level: the drained level (`dir`). Rank 0 abandons its steps at or after a step committed
+  /// locally before the node commits (a roll-back: the drained level's steps of the old timeline would
+  /// otherwise be taken for the newest state, or restored for this step, until the next drain).
+  Store* drained = nullptr;
+  const char* level = "";  ///< for the verbose line: "", " locally", " (drained)"
 };
 
 /// Called on the commit thread after a job's ticket got its outcome (only for committed jobs).

@@ -325,6 +325,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     commit_cfg.node_level = true;
     commit_cfg.node_leader = m_node_leader;
     commit_cfg.level = " locally";
+    if (m_persistent) commit_cfg.drained = m_store.get();
   }
   auto& pipeline_transports = m_levels ? m_local_transports : m_transports;
   Store& pipeline_store = m_levels ? *m_local_store : *m_store;

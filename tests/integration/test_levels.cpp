@@ -250,3 +250,43 @@ TEST(Levels, OptionsAreParsedAndChecked) {
   same.local_dir = same.dir;
   EXPECT_EQ(same.validate().code(), Code::invalid_argument);
 }
+
+// A roll-back with levels: steps 1..6 exist on both levels; a run restarts from step 3 and commits
+// step 4 of a new timeline locally, never draining it. The drained level's steps 5 and 6 belong to the
+// abandoned timeline: latest() and restart() must find the new step 4, not the drained step 6.
+TEST(Levels, RollBackAbandonsTheDrainedLevelsNewerSteps) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  write_steps(level_opts(root, 1, 10), 1, 6);
+  const Options o = level_opts(root, 0, 10);
+  constexpr int kNewTimeline = 100;  // salt of the new timeline's step 4
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    State s(world_rank(), world_size());
+    ASSERT_TRUE(s.protect(rt).ok());
+    ASSERT_TRUE(rt.restart(3).ok());
+    s.fill(kNewTimeline + 4);
+    Status st = rt.checkpoint(4).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{1, 2, 3}));  // the old 4 too: never restored for 4
+  if (world_rank() == 0) {
+    EXPECT_TRUE(exists(o.dir + "/ckpt.4.abandoned"));
+    EXPECT_TRUE(exists(o.dir + "/ckpt.6.abandoned"));
+    EXPECT_TRUE(exists(o.dir + "/ckpt.5.abandoned"));
+  }
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok());
+  State s(world_rank(), world_size()), expected(world_rank(), world_size());
+  expected.fill(kNewTimeline + 4);
+  ASSERT_TRUE(s.protect(rt).ok());
+  EXPECT_EQ(rt.latest().value_or(-1), 4);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 4);
+  EXPECT_EQ(rt.restart_level(), "local");
+  EXPECT_TRUE(all_true(s == expected)) << "restored data are not the new timeline's step 4";
+}
