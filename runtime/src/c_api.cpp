@@ -532,6 +532,24 @@ int ckpt_reader_open(const char* path, ckpt_reader** out) {
   });
 }
 
+int ckpt_reader_open_handle(const void* comm, size_t comm_size, const char* path, ckpt_reader** out) {
+  if (out != nullptr) *out = nullptr;
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(path, "ckpt_reader_open_handle: path"));
+    CKPT_RETURN_IF_ERROR(need(out, "ckpt_reader_open_handle: out"));
+    if (comm == nullptr || comm_size != sizeof(MPI_Comm))
+      return ckpt::Status(ckpt::Code::invalid_argument,
+                          "ckpt_reader_open_handle: the communicator handle is not an MPI_Comm of the MPI library "
+                          "ckpt was built with");
+    MPI_Comm c;
+    std::memcpy(&c, comm, sizeof c);
+    auto r = ckpt::Reader::open(c, path);
+    if (!r.ok()) return r.status();
+    *out = new ckpt_reader{std::move(r).value()};
+    return ckpt::Status::OK();
+  });
+}
+
 void ckpt_reader_free(ckpt_reader* r) { delete r; }
 
 int ckpt_reader_steps(const ckpt_reader* r, int64_t* steps, size_t capacity, size_t* count) {

@@ -178,6 +178,28 @@ int main(int argc, char** argv) {
     ckpt_reader_free(r);
   }
   CHECK_RC(ckpt_reader_open(NULL, NULL), CKPT_INVALID_ARGUMENT);
+  { /* on the communicator: rank 0's listing and index, each rank reads its own rows */
+    ckpt_reader* r = NULL;
+    ckpt_reader_step* c = NULL;
+    int64_t steps[4];
+    size_t nsteps = 0;
+    double row[COLS];
+    uint64_t s0[2], n0[2] = {1, COLS};
+    s0[0] = (uint64_t)g_rank * ROWS, s0[1] = 0;
+    CHECK_RC(ckpt_reader_open_comm(MPI_COMM_WORLD, dir, &r), CKPT_OK);
+    CHECK_RC(ckpt_reader_steps(r, steps, 4, &nsteps), CKPT_OK);
+    CHECK(nsteps == 1 && steps[0] == 4);
+    CHECK_RC(ckpt_reader_latest(r, &c), CKPT_OK);
+    /* the damaged block is the last rank's: every other rank reads its first row */
+    if (g_rank != size - 1) {
+      CHECK_RC(ckpt_reader_step_read(c, "field", 2, s0, n0, row, sizeof row), CKPT_OK);
+      for (i = 0; i < COLS; ++i) CHECK(row[i] == field_value(s0[0], (uint64_t)i));
+    }
+    ckpt_reader_step_free(c);
+    ckpt_reader_free(r);
+    CHECK_RC(ckpt_reader_open_handle(NULL, 0, dir, &r), CKPT_INVALID_ARGUMENT);
+    CHECK(r == NULL);
+  }
   {
     ckpt_reader* r = NULL;
     char missing[700];

@@ -221,6 +221,18 @@ typedef struct ckpt_var_info {
 /** Opens a checkpoint root or one checkpoint directory; *out receives a handle to free with
  *  ckpt_reader_free. */
 CKPT_API int ckpt_reader_open(const char* path, ckpt_reader** out);
+/** Collective over the communicator whose handle is the `comm_size` bytes at `comm` (an MPI_Comm):
+ *  as ckpt_reader_open, but rank 0 lists `path` and every rank gets the listing or rank 0's error;
+ *  ckpt_reader_open_step and ckpt_reader_latest of this reader are then collective too (rank 0 reads
+ *  the index once, every rank gets it). Reads stay independent: each rank reads its own part. The
+ *  communicator must stay valid while steps are opened. Use ckpt_reader_open_comm(comm, path, out). */
+CKPT_API int ckpt_reader_open_handle(const void* comm, size_t comm_size, const char* path, ckpt_reader** out);
+#ifndef __cplusplus
+/** ckpt_reader_open_comm(MPI_Comm comm, const char* path, ckpt_reader** out): ckpt_reader_open_handle
+ *  on `comm` (a macro, as ckpt_create, so that this header needs no mpi.h). */
+#define ckpt_reader_open_comm(comm, path, out) \
+  ckpt_reader_open_handle(&(MPI_Comm){(comm)}, sizeof(MPI_Comm), (path), (out))
+#endif
 /** Frees a reader (steps opened from it stay valid). NULL is ignored. */
 CKPT_API void ckpt_reader_free(ckpt_reader* r);
 /** Complete steps, oldest first: *count receives how many there are; up to `capacity` of them are
