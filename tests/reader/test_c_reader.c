@@ -1,7 +1,10 @@
 /* The C reader (ckpt_reader_* in ckpt/ckpt.h): a checkpoint written through the C API by every rank,
  * then read by every rank on its own (no communicator): steps, variable descriptions, a box across
- * every rank's block, each rank's local array and scalar, verify; then a flipped byte in one block
- * makes exactly the reads that touch it fail with CKPT_CORRUPT naming the variable. C99, -pedantic
+ * every rank's block, each rank's local array and scalar, verify; then collectively
+ * (ckpt_reader_open_comm on MPI_COMM_WORLD and on a split communicator): boxes across two ranks'
+ * blocks, another rank's local array, and errors every rank agrees on (code and message); then a
+ * flipped byte in one block makes exactly the reads that touch it fail with CKPT_CORRUPT naming the
+ * variable, also collectively, and a damaged index is rank 0's error on every rank. C99, -pedantic
  * -Werror. Scratch directory: $CKPTTEST_TMP. Exit status 0 when every check held. */
 #include <dirent.h>
 #include <mpi.h>
@@ -18,6 +21,29 @@
 enum { ROWS = 3, COLS = 5 };
 
 static double field_value(uint64_t r, uint64_t c) { return 0.5 * (double)(r * COLS + c); }
+
+/* MPI_Bcast calls made by this process (the profiling interface: ckpt's calls land here too), to tell
+ * a collective open from a serial one, which makes none. */
+static int g_bcasts = 0;
+int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  ++g_bcasts;
+  return PMPI_Bcast(buf, count, type, root, comm);
+}
+
+/* Collective: every rank's code and ckpt_last_error() equal rank 0's (a check fails where not); returns the code. */
+static int check_agreed(int rc) {
+  int lo = 0, hi = 0;
+  char mine[512], root[512];
+  MPI_Allreduce(&rc, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&rc, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(lo == hi);
+  snprintf(mine, sizeof mine, "%s", rc == CKPT_OK ? "" : ckpt_last_error());
+  memcpy(root, mine, sizeof root);
+  MPI_Bcast(root, (int)sizeof root, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (strcmp(mine, root) != 0) fprintf(stderr, "rank %d: error '%s', rank 0's '%s'\n", g_rank, mine, root);
+  CHECK(strcmp(mine, root) == 0);
+  return rc;
+}
 
 int main(int argc, char** argv) {
   int provided = 0, size = 0, i;
@@ -122,6 +148,70 @@ int main(int argc, char** argv) {
     ckpt_reader_step_free(c);
     ckpt_reader_free(r);
   }
+  { /* on the communicator: rank 0 lists and reads the index once, every rank reads boxes of its own */
+    ckpt_reader* r = NULL;
+    ckpt_reader_step* c = NULL;
+    int64_t steps[4], step = -1;
+    size_t nsteps = 0, nvars = 0;
+    int nranks = 0;
+    double box[2 * COLS];
+    int32_t local[64];
+    uint64_t bstart[2], bcount[2] = {2, 3}, total = (uint64_t)ROWS * (uint64_t)size;
+    const int next = (g_rank + 1) % size;
+    MPI_Comm half;
+    int before = g_bcasts;
+    CHECK_RC(ckpt_reader_open(dir, &r), CKPT_OK); /* serial: no MPI */
+    CHECK_RC(ckpt_reader_latest(r, &c), CKPT_OK);
+    CHECK(g_bcasts == before);
+    ckpt_reader_step_free(c);
+    ckpt_reader_free(r);
+    c = NULL, r = NULL;
+    CHECK_RC(ckpt_reader_open_comm(MPI_COMM_WORLD, dir, &r), CKPT_OK);
+    CHECK(g_bcasts > before); /* the listing came from rank 0 */
+    before = g_bcasts;
+    CHECK_RC(ckpt_reader_steps(r, steps, 4, &nsteps), CKPT_OK);
+    CHECK(nsteps == 1 && steps[0] == 4);
+    CHECK(check_agreed(ckpt_reader_open_step(r, 5, &c)) == CKPT_NOT_FOUND);
+    CHECK(c == NULL);
+    before = g_bcasts;
+    CHECK_RC(ckpt_reader_latest(r, &c), CKPT_OK);
+    CHECK(g_bcasts > before); /* so did the index */
+    CHECK_RC(ckpt_reader_step_info(c, &step, &nranks, NULL), CKPT_OK);
+    CHECK(step == 4 && nranks == size);
+    CHECK_RC(ckpt_reader_step_nvars(c, &nvars), CKPT_OK);
+    CHECK(nvars == 3);
+    /* a 2x3 box across this rank's last row and the next rank's first (wrapping to row 0 at the end) */
+    bstart[0] = ((uint64_t)g_rank * ROWS + ROWS - 1) % total, bstart[1] = 2;
+    if (bstart[0] + 2 > total) bstart[0] = total - 2;
+    CHECK_RC(ckpt_reader_step_read(c, "field", 2, bstart, bcount, box, sizeof box), CKPT_OK);
+    for (i = 0; i < 6; ++i) CHECK(box[i] == field_value(bstart[0] + (uint64_t)i / 3, 2 + (uint64_t)i % 3));
+    CHECK_RC(ckpt_reader_step_read_rank(c, "local", (uint32_t)next, local, sizeof local), CKPT_OK);
+    for (i = 0; i < 2 + next; ++i) CHECK(local[i] == next * 10 + i);
+    bstart[0] = total - 1; /* a box past the end: an error on the rank that asks, the others unaffected */
+    CHECK_RC(ckpt_reader_step_read(c, "field", 2, bstart, bcount, box, sizeof box), CKPT_INVALID_ARGUMENT);
+    CHECK_RC(ckpt_reader_step_verify(c), CKPT_OK);
+    ckpt_reader_step_free(c);
+    ckpt_reader_free(r);
+
+    /* a communicator other than MPI_COMM_WORLD: the even and the odd ranks, each group on its own */
+    MPI_Comm_split(MPI_COMM_WORLD, g_rank % 2, g_rank, &half);
+    CHECK_RC(ckpt_reader_open_comm(half, dir, &r), CKPT_OK);
+    CHECK_RC(ckpt_reader_open_step(r, 4, &c), CKPT_OK);
+    bstart[0] = (uint64_t)g_rank * ROWS + 1, bcount[0] = 1;
+    CHECK_RC(ckpt_reader_step_read(c, "field", 2, bstart, bcount, box, sizeof box), CKPT_OK);
+    for (i = 0; i < 3; ++i) CHECK(box[i] == field_value(bstart[0], 2 + (uint64_t)i));
+    ckpt_reader_step_free(c);
+    ckpt_reader_free(r);
+    MPI_Comm_free(&half);
+
+    { /* a root that does not exist: rank 0's not_found, on every rank, with its message */
+      char missing[700];
+      snprintf(missing, sizeof missing, "%s/missing", dir);
+      r = NULL;
+      CHECK(check_agreed(ckpt_reader_open_comm(MPI_COMM_WORLD, missing, &r)) == CKPT_NOT_FOUND);
+      CHECK(r == NULL);
+    }
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 
   if (g_rank == 0) { /* flip a byte of the last rank's block of "field": find its last value in the data files */
@@ -178,26 +268,45 @@ int main(int argc, char** argv) {
     ckpt_reader_free(r);
   }
   CHECK_RC(ckpt_reader_open(NULL, NULL), CKPT_INVALID_ARGUMENT);
-  { /* on the communicator: rank 0's listing and index, each rank reads its own rows */
+  { /* on the communicator, after the damage: the index is rank 0's, the reads each rank's own */
     ckpt_reader* r = NULL;
     ckpt_reader_step* c = NULL;
-    int64_t steps[4];
-    size_t nsteps = 0;
     double row[COLS];
     uint64_t s0[2], n0[2] = {1, COLS};
     s0[0] = (uint64_t)g_rank * ROWS, s0[1] = 0;
     CHECK_RC(ckpt_reader_open_comm(MPI_COMM_WORLD, dir, &r), CKPT_OK);
-    CHECK_RC(ckpt_reader_steps(r, steps, 4, &nsteps), CKPT_OK);
-    CHECK(nsteps == 1 && steps[0] == 4);
     CHECK_RC(ckpt_reader_latest(r, &c), CKPT_OK);
-    /* the damaged block is the last rank's: every other rank reads its first row */
+    /* the damaged block is the last rank's: only that rank's read fails, every other rank reads its row */
     if (g_rank != size - 1) {
       CHECK_RC(ckpt_reader_step_read(c, "field", 2, s0, n0, row, sizeof row), CKPT_OK);
       for (i = 0; i < COLS; ++i) CHECK(row[i] == field_value(s0[0], (uint64_t)i));
+    } else {
+      s0[0] += ROWS - 1;
+      CHECK_RC(ckpt_reader_step_read(c, "field", 2, s0, n0, row, sizeof row), CKPT_CORRUPT);
     }
+    CHECK_RC(ckpt_reader_step_verify(c), CKPT_CORRUPT);
     ckpt_reader_step_free(c);
+    c = NULL;
+    /* the index goes bad after the open: rank 0 reads it, every rank gets rank 0's error */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+      char path[700];
+      FILE* f;
+      snprintf(path, sizeof path, "%s/ckpt.4/index", dir);
+      f = fopen(path, "r+b");
+      CHECK(f != NULL);
+      if (f) {
+        CHECK(fseek(f, 40, SEEK_SET) == 0 && fputc(0x5a, f) != EOF);
+        fclose(f);
+      }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(check_agreed(ckpt_reader_latest(r, &c)) != CKPT_OK);
+    CHECK(c == NULL);
     ckpt_reader_free(r);
     CHECK_RC(ckpt_reader_open_handle(NULL, 0, dir, &r), CKPT_INVALID_ARGUMENT);
+    CHECK(r == NULL);
+    CHECK_RC(ckpt_reader_open_handle(&g_rank, 1, dir, &r), CKPT_INVALID_ARGUMENT);
     CHECK(r == NULL);
   }
   {
