@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -42,6 +43,8 @@ struct Args {
   std::string mesh = "amr";
   std::string transport, config;
   std::int64_t particles = 0;
+  double checkpoint_dt = 0;  // > 0: checkpoint at t = k * checkpoint_dt instead of every `every` steps
+  sedov::Cutoffs cutoffs;
 };
 
 int g_rank = 0;
@@ -74,7 +77,7 @@ int run(const Args& a, const ckpt::Options& options) {
     return 1;
   }
   const bool uniform = a.mesh == "uniform";
-  sedov::Simulation sim(comm, NROOT, a.max_level, uniform);
+  sedov::Simulation sim(comm, NROOT, a.max_level, uniform, a.cutoffs);
   sedov::RunScalars& s = sim.scalars();
   if (!all_ok(sim.protect_scalars(rt).ok())) return 1;
   const bool digests = std::getenv("AMR_SEDOV_DIGESTS") != nullptr;  // per-checkpoint digests (tests)
@@ -92,19 +95,25 @@ int run(const Args& a, const ckpt::Options& options) {
         return 1;
       }
       const bool stored_uniform = s.mesh_uniform != 0;
+      const int stored_level = static_cast<int>(s.max_level);
       restored = true;
       say("restored: step %lld time %.9g blocks %lld particles %lld on %d ranks, state %s\n",
           static_cast<long long>(s.step), s.time, static_cast<long long>(s.nblocks),
           static_cast<long long>(s.nparticles), size, sim.digest().c_str());
-      if (stored_uniform != uniform) {
+      if (stored_uniform != uniform || stored_level != a.max_level) {
         // Cross-mesh restart: regrid at once until the mesh is what this run asks for (a uniform
-        // mesh at the finest level, or the AMR mesh the error estimator wants).
+        // mesh at the finest level, or the AMR mesh the error estimator wants), by conservative
+        // prolongation (parent + limited slopes) and restriction (average) of the restored blocks.
         int passes = 0;
-        while (passes < a.max_level && sim.regrid(uniform ? sedov::RegridMode::refine_all : sedov::RegridMode::lohner))
+        const int limit = 2 * std::max(stored_level, a.max_level);
+        while (passes < limit && sim.regrid(uniform ? sedov::RegridMode::refine_all : sedov::RegridMode::lohner))
           ++passes;
         s.mesh_uniform = uniform ? 1 : 0;
-        say("cross-mesh restart: %s checkpoint -> %s mesh, %d regrid passes, %lld blocks\n",
-            stored_uniform ? "uniform" : "amr", a.mesh.c_str(), passes, static_cast<long long>(s.nblocks));
+        s.max_level = a.max_level;
+        say("cross-mesh restart: %s checkpoint (max level %d) -> %s mesh (max level %d), %d regrid passes, "
+            "%lld blocks\n",
+            stored_uniform ? "uniform" : "amr", stored_level, a.mesh.c_str(), a.max_level, passes,
+            static_cast<long long>(s.nblocks));
       }
     } else if (r.status().code() == ckpt::Code::not_found) {
       say("restart: %s; starting from t = 0\n", r.status().to_string().c_str());
@@ -146,13 +155,20 @@ int run(const Args& a, const ckpt::Options& options) {
     return true;
   };
 
+  // With --checkpoint-dt the steps are shortened to land on t = k * checkpoint_dt (as tmax), so that
+  // runs on different meshes (different time steps) have checkpoints at the same times.
+  const double ck_dt = a.checkpoint_dt;
+  auto next_checkpoint_time = [&] { return ck_dt * (std::floor(s.time / ck_dt + 1e-9) + 1); };
+  double next_ck = ck_dt > 0 ? next_checkpoint_time() : a.tmax;
   MPI_Barrier(comm);
   const double t_start = now();
   while (s.time < a.tmax) {
     if (!uniform && s.step % REGRID_EVERY == 0) sim.regrid(sedov::RegridMode::lohner);
     min_blocks = std::min(min_blocks, s.nblocks), max_blocks = std::max(max_blocks, s.nblocks);
-    sim.step(CFL, a.tmax);
-    if (s.step % a.every == 0 && !write()) return 1;
+    sim.step(CFL, std::min(a.tmax, next_ck));
+    const bool due = ck_dt > 0 ? s.time >= next_ck - 1e-12 * ck_dt : s.step % a.every == 0;
+    if (due && !write()) return 1;
+    if (due && ck_dt > 0) next_ck = next_checkpoint_time();
   }
   // FLASH writes a last checkpoint at the end of the run; it cannot overlap with computing.
   if (last_written != s.step && !write()) return 1;
@@ -207,12 +223,24 @@ int main(int argc, char** argv) {
   app.add_option("--transport", a.transport, "ckpt transport (posix, hdf5, hdf5-sync, ...); overrides the config");
   app.add_option("--config", a.config, "ckpt YAML configuration file");
   app.add_option("--particles", a.particles, "tracer particles at the start")->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint-dt", a.checkpoint_dt,
+                 "checkpoint at t = T, 2T, ... (steps shortened to land on them) instead of every K steps")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--refine-cutoff", a.cutoffs.refine, "Lohner estimator: refine a block above this (0.8)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--derefine-cutoff", a.cutoffs.derefine, "Lohner estimator: coarsen a block below this (0.2)")
+      ->check(CLI::Range(0.0, 1.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int rc = g_rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
     MPI_Finalize();
     return rc;
+  }
+  if (a.cutoffs.derefine >= a.cutoffs.refine) {
+    say("amr_sedov: --derefine-cutoff %g must be below --refine-cutoff %g\n", a.cutoffs.derefine, a.cutoffs.refine);
+    MPI_Finalize();
+    return 2;
   }
   ckpt::Options options = a.config.empty() ? ckpt::Options() : ckpt::Options::load(a.config);
   if (!options.error.ok()) {

@@ -1,113 +1,222 @@
 #!/usr/bin/env python3
-"""Magnitude error (FLASH-X eq. 1, sfocu's "mag error") between two amr_sedov checkpoints written with
-the hdf5 transport, on any meshes: both are resampled (piecewise constant) to the uniform grid of the
-finer one's finest level. Tracers are matched by tag.
+"""Magnitude error (FLASH-X eq. 1, sfocu's "mag error", the `mag_error` of `ckpt diff`) between amr_sedov
+checkpoints on any meshes, read through ckpt's Python reader (any transport):
 
     mE = sup|a - b| / max(sup|a|, sup|b|, 1e-99)
 
-  sedov_compare.py A/ckpt.120 B/ckpt.120          -> dens, pres, pdens, ptemp and the two times
-  sedov_compare.py --plot out.png --label L RUN_A RUN_B   -> mE over the checkpoints both runs have
+`ckpt diff` compares global arrays element by element in their index space, which is only meaningful
+on one mesh: here a block index is not a place and tracer rows are ordered by block. So the Eulerian
+variables (density, pressure) are first resampled, piecewise constant, to the uniform grid of the
+finest level either mesh has, and tracers are matched by tag; eq. (1) is then applied as `ckpt diff`
+does. Tracer variables: density and temperature sampled at the tracer (pdens, ptemp) and position
+(ppos, both coordinates).
+
+  sedov_compare.py A/ckpt.120 B/ckpt.240      -> mE of dens, pres, pdens, ptemp, ppos, and both times
+  sedov_compare.py series RUN_A RUN_B          -> the same for every pair of checkpoints at equal times
+  sedov_compare.py figure --app amr_sedov --work DIR --out sedov_cross_mesh.png
+        runs the cross-mesh experiment (a reference run, restarts of one of its checkpoints on other
+        meshes, all continued to tmax), prints mE per later checkpoint and plots it
+        (PYTHONPATH must reach python/ckpt; CKPT_LIBRARY may name libckpt).
 """
 import argparse
-import glob
+import math
 import os
-import re
+import shutil
+import subprocess
 import sys
 
-import h5py
 import numpy as np
 
+import ckpt
+
 GAMMA = 1.4
+NB = 16  # cells per block side
+NROOT = 2  # root blocks per side
 
 
 def load(path):
-    """Checkpoint directory or its .h5 file -> dict of arrays."""
-    if os.path.isdir(path):
-        path = sorted(glob.glob(os.path.join(path, "ckpt.*.h5")))[0]
-    with h5py.File(path, "r") as f:
-        d = {k: f[f"unk/{k}"][...] for k in ("dens", "momx", "momy", "ener")}
-        d["level"], d["coord"] = f["grid/level"][...], f["grid/coord"][...]
-        d["time"] = float(f["run/time/rank0"][()])
-        if "particles" in f:
-            d["pid"], d["pprop"] = f["particles/id"][...], f["particles/dens_temp"][...]
+    """One checkpoint directory -> dict of numpy arrays (block data, tree, tracers, time)."""
+    c = ckpt.open(path).latest()
+    d = {k: c[f"unk/{k}"].read() for k in ("dens", "momx", "momy", "ener")}
+    d["level"], d["coord"] = c["grid/level"].read(), c["grid/coord"].read()
+    d["time"] = float(c["run/time"].read())
+    if "particles/pos" in c:
+        d["ppos"], d["pprop"], d["pid"] = (c[f"particles/{k}"].read() for k in ("pos", "dens_temp", "id"))
     return d
 
 
 def uniform(d, level):
-    """Block data -> images of density and pressure at `level` (2 root blocks of 16 cells per side)."""
-    n = 2 * 16 * 2 ** (level - 1)
+    """Block data -> images of density and pressure on the uniform grid of `level`."""
+    n = NROOT * NB * 2 ** (level - 1)
     pres_blocks = (GAMMA - 1) * (d["ener"] - 0.5 * (d["momx"] ** 2 + d["momy"] ** 2) / d["dens"])
-    out = {"dens": np.zeros((n, n)), "pres": np.zeros((n, n))}
+    out = {"dens": np.full((n, n), np.nan), "pres": np.full((n, n), np.nan)}
     for b, (lev, (bi, bj)) in enumerate(zip(d["level"], d["coord"])):
-        f = 2 ** (level - lev)  # finest cells per cell of this block
+        f = 2 ** (level - int(lev))  # cells of `level` per cell of this block, per side
         for name, blk in (("dens", d["dens"][b]), ("pres", pres_blocks[b])):
-            img = np.kron(blk, np.ones((f, f)))
-            out[name][bj * 16 * f:(bj + 1) * 16 * f, bi * 16 * f:(bi + 1) * 16 * f] = img
+            out[name][bj * NB * f:(bj + 1) * NB * f, bi * NB * f:(bi + 1) * NB * f] = np.kron(blk, np.ones((f, f)))
+    if np.isnan(out["dens"]).any():
+        raise ValueError("the blocks do not cover the domain")
     return out
 
 
+METRICS = ("dens", "pres", "pdens", "ptemp", "ppos")
+
+
 def mag_error(a, b):
-    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), np.max(np.abs(b)), 1e-99))
+    """Eq. (1), as `ckpt diff` computes it (0 when equal)."""
+    diff = float(np.max(np.abs(a - b)))
+    return 0.0 if diff == 0 else diff / max(float(np.max(np.abs(a))), float(np.max(np.abs(b))), 1e-99)
 
 
-def compare(path_a, path_b):
-    a, b = load(path_a), load(path_b)
+def compare_loaded(a, b):
     level = int(max(a["level"].max(), b["level"].max()))
     ua, ub = uniform(a, level), uniform(b, level)
     out = {"dens": mag_error(ua["dens"], ub["dens"]), "pres": mag_error(ua["pres"], ub["pres"])}
     if "pid" in a and "pid" in b:
-        oa, ob = np.argsort(a["pid"][:, 1]), np.argsort(b["pid"][:, 1])
-        if np.array_equal(a["pid"][oa, 1], b["pid"][ob, 1]):
-            out["pdens"] = mag_error(a["pprop"][oa, 0], b["pprop"][ob, 0])
-            out["ptemp"] = mag_error(a["pprop"][oa, 1], b["pprop"][ob, 1])
+        oa, ob = np.argsort(a["pid"][:, 1], kind="stable"), np.argsort(b["pid"][:, 1], kind="stable")
+        if not np.array_equal(a["pid"][oa, 1], b["pid"][ob, 1]):
+            raise ValueError("the two checkpoints hold different tracers")
+        out["pdens"] = mag_error(a["pprop"][oa, 0], b["pprop"][ob, 0])
+        out["ptemp"] = mag_error(a["pprop"][oa, 1], b["pprop"][ob, 1])
+        out["ppos"] = mag_error(a["ppos"][oa], b["ppos"][ob])
     out["time_a"], out["time_b"] = a["time"], b["time"]
+    out["same_tree"] = bool(np.array_equal(a["level"], b["level"]) and np.array_equal(a["coord"], b["coord"]))
     return out
 
 
-def steps(run):
-    return sorted(int(m.group(1)) for x in os.listdir(run) if (m := re.fullmatch(r"ckpt\.(\d+)", x)))
+def describe(me):
+    """One line: every mE, and whether the two meshes were the same."""
+    return "  ".join(f"{k} {v:.3e}" for k, v in me.items() if k in METRICS) + \
+        ("  (same mesh)" if me["same_tree"] else "  (meshes differ)")
+
+
+def compare(path_a, path_b):
+    """mE of every compared variable between two checkpoint directories, and their times."""
+    return compare_loaded(load(path_a), load(path_b))
+
+
+def series(run_a, run_b, after=-1.0):
+    """[(time, mE dict)] for the checkpoints of two runs at equal times (relative 1e-9) later than `after`."""
+    def by_time(run):
+        s = ckpt.open(run)
+        return {float(s[st]["run/time"].read()): os.path.join(run, f"ckpt.{st}") for st in s.steps}
+    ta, tb = by_time(run_a), by_time(run_b)
+    rows = []
+    for t in sorted(ta):
+        match = [u for u in tb if abs(u - t) <= 1e-9 * max(t, 1e-30)]
+        if match and t > after * (1 + 1e-9):
+            rows.append((t, compare(ta[t], tb[match[0]])))
+    return rows
+
+
+def run_app(cmd, what):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, CKPT_KEEP="100000"))
+    if p.returncode != 0:
+        sys.stdout.write(p.stdout + p.stderr)
+        raise RuntimeError(f"{what} failed ({p.returncode}): {' '.join(cmd)}")
+    return p.stdout
+
+
+def experiment(app, work, mpiexec="mpiexec", ranks=4, max_level=4, tmax=0.05, ck_dt=0.0025, restart_at=0.02,
+               particles=1024, variants=None, log=print):
+    """The cross-mesh experiment. A reference AMR run at `max_level` checkpoints every `ck_dt` of
+    simulated time; its checkpoint at `restart_at` is restarted, on `ranks` - 1 ranks, once per
+    variant (name -> extra amr_sedov options: another maximum level, other refinement cutoffs, or
+    none: the same mesh, the control), and every run continues to `tmax`. Returns {variant: [(time,
+    mE dict)]} for the checkpoints after the restart, each against the reference run's at that time."""
+    if variants is None:
+        variants = {f"max level {max_level} -> {max_level + 1}": ["--max-level", str(max_level + 1)],
+                    f"max level {max_level} -> {max_level - 1}": ["--max-level", str(max_level - 1)],
+                    "cutoffs 0.8/0.2 -> 0.9/0.6": ["--refine-cutoff", "0.9", "--derefine-cutoff", "0.6"]}
+    shutil.rmtree(work, ignore_errors=True)
+    common = ["--tmax", repr(tmax), "--checkpoint-dt", repr(ck_dt), "--particles", str(particles)]
+    ref = os.path.join(work, "reference")
+    out = run_app([mpiexec, "-n", str(ranks), app] + common + ["--max-level", str(max_level), "--dir", ref],
+                  "reference run")
+    log(f"reference: {[x for x in out.splitlines() if x.startswith('summary:')][0]}")
+    s = ckpt.open(ref)
+    start = [st for st in s.steps if abs(float(s[st]["run/time"].read()) - restart_at) <= 1e-9 * restart_at]
+    if not start:
+        raise RuntimeError(f"the reference run has no checkpoint at t = {restart_at}")
+    results = {}
+    for n, (name, extra) in enumerate(variants.items()):
+        d = os.path.join(work, f"restart{n}")
+        os.makedirs(d)
+        shutil.copytree(os.path.join(ref, f"ckpt.{start[0]}"), os.path.join(d, f"ckpt.{start[0]}"))
+        opts = extra if "--max-level" in extra else ["--max-level", str(max_level)] + extra
+        out = run_app([mpiexec, "-n", str(max(ranks - 1, 1)), app] + common + opts + ["--dir", d, "--restart"],
+                      f"restart '{name}'")
+        for line in out.splitlines():
+            if line.startswith(("cross-mesh restart:", "summary:")):
+                log(f"{name}: {line}")
+        results[name] = series(ref, d, after=restart_at)
+        for t, me in results[name]:
+            log(f"  t = {t:.4f}  {describe(me)}")
+    return results
+
+
+def plot(results, out, title, restart_at):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6), sharey=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, (name, rows) in enumerate(results.items()):
+        c = colors[n % len(colors)]
+        for ax, key, style in ((axes[0], "dens", "-"), (axes[0], "pres", ":"), (axes[1], "pdens", "-"),
+                               (axes[1], "ppos", "--")):
+            pts = [(t, me[key]) for t, me in rows if me.get(key, 0) > 0]  # exact zeros cannot be drawn
+            if pts:
+                ax.semilogy(*zip(*pts), style, color=c, marker="o", ms=3, label=f"{key}: {name}")
+    axes[0].set_title("Eulerian: density (dens), pressure (pres)")
+    axes[1].set_title("Lagrangian tracers: density at the tracer (pdens), position (ppos)")
+    for ax in axes:
+        ax.axvline(restart_at, color="gray", lw=1)
+        ax.text(restart_at, 2e-6, " restart", color="gray", fontsize=8, va="bottom")
+        ax.set_xlabel("time of the checkpoint")
+        ax.set_ylim(1e-6, 2.0)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right", ncol=2)
+    axes[0].set_ylabel("magnitude error, eq. (1), vs the run on the original mesh")
+    fig.suptitle(title + "\n(points at exactly 0 are not drawn)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("a")
-    ap.add_argument("b")
-    ap.add_argument("--plot", help="a and b are run directories: plot mE over their common checkpoints")
-    ap.add_argument("--label", action="append", default=[], help="curve label (with --plot; repeat with --pair)")
-    ap.add_argument("--pair", nargs=2, action="append", default=[], help="another pair of runs for the plot")
-    ap.add_argument("--title", default="")
-    a = ap.parse_args()
-    if not a.plot:
-        for k, v in compare(a.a, a.b).items():
-            print(f"{k:6s} {v:.6g}")
+    sub = ap.add_subparsers(dest="cmd")
+    f = sub.add_parser("figure", help="run the cross-mesh experiment and plot it")
+    f.add_argument("--app", required=True, help="the amr_sedov executable")
+    f.add_argument("--mpiexec", default="mpiexec")
+    f.add_argument("--work", required=True, help="scratch directory (removed first)")
+    f.add_argument("--out", required=True, help="PNG to write")
+    f.add_argument("--ranks", type=int, default=4)
+    f.add_argument("--max-level", type=int, default=4)
+    f.add_argument("--tmax", type=float, default=0.05)
+    f.add_argument("--checkpoint-dt", type=float, default=0.0025)
+    f.add_argument("--restart-at", type=float, default=0.02)
+    f.add_argument("--particles", type=int, default=1024)
+    s = sub.add_parser("series", help="mE per pair of checkpoints at equal times of two runs")
+    s.add_argument("run_a")
+    s.add_argument("run_b")
+    if len(sys.argv) > 1 and sys.argv[1] not in ("figure", "series", "-h", "--help"):
+        a, b = sys.argv[1:3] if len(sys.argv) == 3 else ap.error("expected A B, series, or figure")
+        for k, v in compare(a, b).items():
+            print(f"{k:9s} {v:.6g}")
         return 0
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    pairs = [(a.a, a.b)] + [tuple(p) for p in a.pair]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for n, (ra, rb) in enumerate(pairs):
-        label = a.label[n] if n < len(a.label) else f"{ra} vs {rb}"
-        common = sorted(set(steps(ra)) & set(steps(rb)))
-        rows = [(s, compare(f"{ra}/ckpt.{s}", f"{rb}/ckpt.{s}")) for s in common]
-        for line in rows:
-            print(label, line[0], {k: round(v, 6) for k, v in line[1].items()})
-        x = [s for s, _ in rows]
-        for ax, keys in ((axes[0], ("dens", "pres")), (axes[1], ("pdens", "ptemp"))):
-            for k in keys:
-                if all(k in r for _, r in rows):
-                    ax.semilogy(x, [max(r[k], 1e-17) for _, r in rows], marker="o", ms=3, label=f"{k}: {label}")
-    axes[0].set_title("Eulerian variables")
-    axes[1].set_title("Lagrangian (tracer) variables")
-    for ax in axes:
-        ax.set_xlabel("checkpoint (step)")
-        ax.set_ylabel("magnitude error, eq. (1)")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle(a.title or "cross-mesh restart vs same-mesh run")
-    fig.tight_layout()
-    fig.savefig(a.plot, dpi=110)
-    print(f"wrote {a.plot}")
+    a = ap.parse_args()
+    if a.cmd == "series":
+        for t, me in series(a.run_a, a.run_b):
+            print(f"t = {t:.6g}  {describe(me)}")
+        return 0
+    if a.cmd != "figure":
+        ap.error("expected A B, series, or figure")
+    res = experiment(a.app, a.work, a.mpiexec, a.ranks, a.max_level, a.tmax, a.checkpoint_dt, a.restart_at,
+                     a.particles)
+    plot(res, a.out, f"amr_sedov cross-mesh restart at t = {a.restart_at} from a max-level-{a.max_level} run "
+                     f"({a.particles} tracers)", a.restart_at)
+    print(f"wrote {a.out}")
     return 0
 
 

@@ -20,7 +20,6 @@ namespace {
 constexpr double SEDOV_E = 1.0;  // blast energy per unit length of the full cylinder
 constexpr double RHO0 = 1.0, P0 = 1e-5;
 constexpr double R_INIT_CELLS = 3.5;  // deposit radius in finest cells (FLASH's sim_nsubzones setup)
-constexpr double REFINE_CUTOFF = 0.8, DEREFINE_CUTOFF = 0.2;  // FLASH defaults
 
 const char* const UNK_NAMES[NVAR] = {"unk/dens", "unk/momx", "unk/momy", "unk/ener"};
 
@@ -45,8 +44,8 @@ struct Counts {
 
 }  // namespace
 
-Simulation::Simulation(MPI_Comm comm, int nroot, int max_level, bool uniform)
-    : m_comm(comm), m_uniform(uniform), m_tree(nroot, max_level) {
+Simulation::Simulation(MPI_Comm comm, int nroot, int max_level, bool uniform, Cutoffs cutoffs)
+    : m_comm(comm), m_uniform(uniform), m_cutoffs(cutoffs), m_tree(nroot, max_level) {
   MPI_Comm_rank(comm, &m_rank);
   MPI_Comm_size(comm, &m_size);
   m_s.max_level = max_level;
@@ -348,11 +347,15 @@ bool Simulation::regrid(RegridMode mode) {
   if (mode == RegridMode::lohner) {
     lohner_error(m_u, m_nlocal, m_error);
     for (int b = 0; b < m_nlocal; ++b)
-      m_flags[b] = m_error(b) > REFINE_CUTOFF ? 1 : (m_error(b) < DEREFINE_CUTOFF ? -1 : 0);
+      m_flags[b] = m_error(b) > m_cutoffs.refine ? 1 : (m_error(b) < m_cutoffs.derefine ? -1 : 0);
   } else {
     for (int b = 0; b < m_nlocal; ++b)
       m_flags[b] = m_tree.leaf(static_cast<int>(m_first + b)).level < m_tree.max_level() ? 1 : 0;
   }
+  // Blocks finer than the maximum level (a restart that lowered it) are coarsened, whatever the
+  // estimator says; a family goes once no neighbour is finer than it, so a pass per excess level.
+  for (int b = 0; b < m_nlocal; ++b)
+    if (m_tree.leaf(static_cast<int>(m_first + b)).level > m_tree.max_level()) m_flags[b] = -1;
   std::vector<int> counts(m_size), displs(m_size), flags(static_cast<std::size_t>(m_s.nblocks));
   for (int r = 0; r < m_size; ++r) {
     displs[r] = static_cast<int>(Tree::first(r, m_size, m_s.nblocks));
@@ -570,10 +573,11 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   int ok = st.ok() ? 1 : 0, all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m_comm);
   if (!all) return st.ok() ? ckpt::Status(ckpt::Code::corrupt, "restart failed on another rank") : st;
-  if (m_s.max_level != m_tree.max_level() || m_s.nroot != m_tree.nroot())
-    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " has max level " +
-                                                  std::to_string(m_s.max_level) + ", the run asks for " +
-                                                  std::to_string(m_tree.max_level()));
+  // Another maximum level is a cross-mesh restart (the caller regrids); another root grid is not.
+  if (m_s.nroot != m_tree.nroot())
+    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " has " +
+                                                  std::to_string(m_s.nroot) + " root blocks per side, the run " +
+                                                  std::to_string(m_tree.nroot()));
 
   // Every rank needs the whole tree: gather the levels and coordinates.
   std::vector<int> counts(m_size), displs(m_size);

@@ -36,9 +36,15 @@ struct RunScalars {
 
 enum class RegridMode { lohner, refine_all };
 
+/// Thresholds of the Lohner estimator (FLASH's refine_cutoff, derefine_cutoff): a block is refined
+/// above `refine`, may be coarsened below `derefine`.
+struct Cutoffs {
+  double refine = 0.8, derefine = 0.2;  // FLASH defaults
+};
+
 class Simulation {
  public:
-  Simulation(MPI_Comm comm, int nroot, int max_level, bool uniform);
+  Simulation(MPI_Comm comm, int nroot, int max_level, bool uniform, Cutoffs cutoffs = {});
 
   /// Sedov initial state: energy E (per unit length, full plane) in the cells within 3.5 finest
   /// cells of the origin; the domain is the quadrant [0,1]^2 with reflecting walls at x=0 and y=0.
@@ -46,7 +52,8 @@ class Simulation {
 
   /// One time step: CFL dt (at most tmax - time), hydro, tracers; returns dt.
   double step(double cfl, double tmax);
-  /// Error estimation and regrid; returns whether the mesh changed.
+  /// Error estimation and regrid; returns whether the mesh changed. Blocks finer than the maximum
+  /// level (restored from a run with a higher one) are coarsened in either mode.
   bool regrid(RegridMode mode);
 
   /// Registers the run scalars (before a restart's first phase) and, later, the arrays.
@@ -84,6 +91,7 @@ class Simulation {
   MPI_Comm m_comm;
   int m_rank = 0, m_size = 1;
   bool m_uniform;
+  Cutoffs m_cutoffs;
   RunScalars m_s;
   Tree m_tree;
   std::int64_t m_first = 0;

@@ -13,9 +13,15 @@
                          both must finish with the shock within 3 %, and (with --h5) the magnitude error
                          (FLASH-X eq. 1) of density/pressure at tmax against the same-mesh run must be
                          below 0.1 and that of the tracers' density below 0.3.
+  meshdiff               the cross-mesh experiment of sedov_compare.py, small: a max-level-3 run
+                         checkpointed every 0.005 of time, restarted at t = 0.01 on max level 4 and,
+                         as a control, on the same mesh (3 ranks); per later checkpoint the magnitude
+                         error against the reference run must be finite, non-zero and bounded (density,
+                         tracer density and position) on the other mesh, and exactly 0 on the same mesh.
 Exit status 0 on success; every failure prints the output of the job that failed.
 """
 import argparse
+import math
 import os
 import re
 import shutil
@@ -105,7 +111,8 @@ def cmd_crossmesh(a):
         shutil.copytree(f"{d_ref}/ckpt.{mid}", f"{d_x}/ckpt.{mid}")
         x = run(mpi(a, 3) + common + ["--mesh", dst, "--dir", d_x, "--restart"],
                 f"{src} checkpoint {mid} -> {dst} mesh, 3 ranks", env)
-        ok &= check(f"cross-mesh restart: {src} checkpoint -> {dst} mesh" in x, f"{src} -> {dst}: the app converted the mesh")
+        ok &= check(re.search(rf"^cross-mesh restart: {src} checkpoint .*-> {dst} mesh", x, re.M) is not None,
+                    f"{src} -> {dst}: the app converted the mesh")
         ok &= shock_ok(x, a.tmax, f"{src} -> {dst}")
         if a.h5:
             final = max(int(s.split(".")[1]) for s in os.listdir(d_x) if re.fullmatch(r"ckpt\.\d+", s))
@@ -113,16 +120,47 @@ def cmd_crossmesh(a):
             sys.path.insert(0, a.compare_dir)
             import sedov_compare
             me = sedov_compare.compare(f"{d_ref}/ckpt.{final_ref}", f"{d_x}/ckpt.{final}")
-            print("      magnitude errors at tmax: " + ", ".join(f"{k} {v:.3g}" for k, v in me.items()))
+            print("      magnitude errors at tmax: " + sedov_compare.describe(me))
             ok &= check(me["dens"] < 0.1 and me["pres"] < 0.1, f"{src} -> {dst}: mE of dens and pres < 0.1")
             if "pdens" in me:
                 ok &= check(me["pdens"] < 0.3, f"{src} -> {dst}: mE of the tracers' density < 0.3")
     return ok
 
 
+def cmd_meshdiff(a):
+    sys.path.insert(0, a.compare_dir)
+    import sedov_compare
+    import ckpt
+    work = os.path.join(a.dir, "meshdiff")
+    finer, coarser = "max level 3 -> 4", "max level 3 -> 2"
+    res = sedov_compare.experiment(a.app, work, a.mpiexec, ranks=4, max_level=3, tmax=0.03, ck_dt=0.005,
+                                   restart_at=0.01, particles=256,
+                                   variants={finer: ["--max-level", "4"], coarser: ["--max-level", "2"],
+                                             "same mesh": []},
+                                   log=lambda s: print("      " + s))
+    ok = check(all(len(rows) == 4 for rows in res.values()),
+               f"4 checkpoints after the restart in each run ({[len(rows) for rows in res.values()]})")
+    # Bounds: about twice what this size measures (dens 0.3-0.45, pdens 0.2-0.3, ppos 2e-3-6e-3).
+    bounds = {"dens": 0.8, "pdens": 0.6, "ppos": 0.02}
+    for name in (finer, coarser):
+        for t, me in res[name]:
+            for k, bound in bounds.items():
+                ok &= check(math.isfinite(me[k]) and 0 < me[k] < bound,
+                            f"{name}, t = {t:.3f}: 0 < mE({k}) = {me[k]:.3g} < {bound}")
+            ok &= check(not me["same_tree"], f"{name}, t = {t:.3f}: the meshes differ")
+    for n, want in ((0, 4), (1, 2)):  # restart{n} is the n-th variant's run
+        last = ckpt.open(os.path.join(work, f"restart{n}")).latest()
+        got = int(last["grid/level"].read().max())
+        ok &= check(got == want, f"the restart on max level {want} ends with finest level {got}")
+    for t, me in res["same mesh"]:
+        ok &= check(all(me[k] == 0 for k in sedov_compare.METRICS) and me["same_tree"],
+                    f"same mesh, t = {t:.3f}: every mE is exactly 0 and the meshes are equal")
+    return ok
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["shock", "restart", "crossmesh"])
+    ap.add_argument("what", choices=["shock", "restart", "crossmesh", "meshdiff"])
     ap.add_argument("--mpiexec", default="mpiexec")
     ap.add_argument("--app", required=True)
     ap.add_argument("--compare-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
@@ -136,7 +174,7 @@ def main():
     ap.add_argument("--h5", action="store_true", help="crossmesh: write with the hdf5 transport and compare")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
-    ok = {"shock": cmd_shock, "restart": cmd_restart, "crossmesh": cmd_crossmesh}[a.what](a)
+    ok = {"shock": cmd_shock, "restart": cmd_restart, "crossmesh": cmd_crossmesh, "meshdiff": cmd_meshdiff}[a.what](a)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
