@@ -13,6 +13,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
@@ -104,16 +105,19 @@ int run(const Args& a, const ckpt::Options& options) {
         // Cross-mesh restart: regrid at once until the mesh is what this run asks for (a uniform
         // mesh at the finest level, or the AMR mesh the error estimator wants), by conservative
         // prolongation (parent + limited slopes) and restriction (average) of the restored blocks.
+        const std::array<double, sedov::NVAR> before = sim.totals();
         int passes = 0;
         const int limit = 2 * std::max(stored_level, a.max_level);
         while (passes < limit && sim.regrid(uniform ? sedov::RegridMode::refine_all : sedov::RegridMode::lohner))
           ++passes;
         s.mesh_uniform = uniform ? 1 : 0;
         s.max_level = a.max_level;
+        const std::array<double, sedov::NVAR> after = sim.totals();
         say("cross-mesh restart: %s checkpoint (max level %d) -> %s mesh (max level %d), %d regrid passes, "
-            "%lld blocks\n",
+            "%lld blocks; mass %.17g -> %.17g, energy %.17g -> %.17g\n",
             stored_uniform ? "uniform" : "amr", stored_level, a.mesh.c_str(), a.max_level, passes,
-            static_cast<long long>(s.nblocks));
+            static_cast<long long>(s.nblocks), before[sedov::DENS], after[sedov::DENS], before[sedov::ENER],
+            after[sedov::ENER]);
       }
     } else if (r.status().code() == ckpt::Code::not_found) {
       say("restart: %s; starting from t = 0\n", r.status().to_string().c_str());

@@ -59,6 +59,19 @@ std::int64_t Simulation::global_particles() const {
   return all;
 }
 
+std::array<double, NVAR> Simulation::totals() const {
+  std::array<double, NVAR> mine{}, all{};
+  for (int b = 0; b < m_nlocal; ++b)
+    for (int v = 0; v < NVAR; ++v) {
+      double sum = 0;
+      for (int j = NG; j < NG + NB; ++j)
+        for (int i = NG; i < NG + NB; ++i) sum += m_u(b, v, j, i);
+      mine[v] += sum * m_dx(b) * m_dx(b);
+    }
+  MPI_Allreduce(mine.data(), all.data(), NVAR, MPI_DOUBLE, MPI_SUM, m_comm);
+  return all;
+}
+
 // ---- mesh, ghosts, guard plan ---------------------------------------------------------------------
 
 int Simulation::slot_of(int global) const {

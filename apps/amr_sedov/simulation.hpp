@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -73,6 +74,9 @@ class Simulation {
   const Tree& tree() const { return m_tree; }
   int nlocal() const { return m_nlocal; }
   std::int64_t global_particles() const;
+  /// Domain integrals of the conserved variables (mass, x and y momentum, energy) over all ranks'
+  /// blocks: a conservative regrid keeps them up to round-off.
+  std::array<double, NVAR> totals() const;
 
  private:
   struct Exchange {

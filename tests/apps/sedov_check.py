@@ -132,12 +132,13 @@ def cmd_meshdiff(a):
     import sedov_compare
     import ckpt
     work = os.path.join(a.dir, "meshdiff")
+    lines = []
     finer, coarser = "max level 3 -> 4", "max level 3 -> 2"
     res = sedov_compare.experiment(a.app, work, a.mpiexec, ranks=4, max_level=3, tmax=0.03, ck_dt=0.005,
                                    restart_at=0.01, particles=256,
                                    variants={finer: ["--max-level", "4"], coarser: ["--max-level", "2"],
                                              "same mesh": []},
-                                   log=lambda s: print("      " + s))
+                                   log=lambda s: (print("      " + s), lines.append(s)))
     ok = check(all(len(rows) == 4 for rows in res.values()),
                f"4 checkpoints after the restart in each run ({[len(rows) for rows in res.values()]})")
     # Bounds: about twice what this size measures (dens 0.3-0.45, pdens 0.2-0.3, ppos 2e-3-6e-3).
@@ -148,6 +149,14 @@ def cmd_meshdiff(a):
                 ok &= check(math.isfinite(me[k]) and 0 < me[k] < bound,
                             f"{name}, t = {t:.3f}: 0 < mE({k}) = {me[k]:.3g} < {bound}")
             ok &= check(not me["same_tree"], f"{name}, t = {t:.3f}: the meshes differ")
+    for name in (finer, coarser):  # the conversion is conservative: mass and energy kept to round-off
+        m = [re.search(r"mass (\S+) -> (\S+), energy (\S+) -> (\S+)$", x) for x in lines
+             if x.startswith(f"{name}: cross-mesh restart:")]
+        ok &= check(len(m) == 1 and m[0] is not None, f"{name}: the app converted the mesh")
+        if len(m) == 1 and m[0] is not None:
+            v = [float(x) for x in m[0].groups()]
+            ok &= check(abs(v[1] - v[0]) <= 1e-12 * abs(v[0]) and abs(v[3] - v[2]) <= 1e-12 * abs(v[2]),
+                        f"{name}: mass {v[0]:.15g} -> {v[1]:.15g}, energy {v[2]:.15g} -> {v[3]:.15g} (1e-12)")
     for n, want in ((0, 4), (1, 2)):  # restart{n} is the n-th variant's run
         last = ckpt.open(os.path.join(work, f"restart{n}")).latest()
         got = int(last["grid/level"].read().max())
