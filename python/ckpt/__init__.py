@@ -2,6 +2,7 @@
 
     import ckpt
     s = ckpt.open("/scratch/run/ckpt")      # the `dir` of a run (or one ckpt.<step> directory)
+    s = ckpt.open(path, comm=MPI.COMM_WORLD)  # collective, on an mpi4py communicator
     s.steps                                 # complete steps, oldest first
     c = s.latest()                          # or s[20]; KeyError when absent
     c.step, c.nranks, c.transport, c.variables
@@ -86,6 +87,7 @@ _lib = _load_library()
 _P = ctypes.c_void_p
 for _name, _args in {
     "ckpt_reader_open": [ctypes.c_char_p, ctypes.POINTER(_P)],
+    "ckpt_reader_open_handle": [_P, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(_P)],
     "ckpt_reader_free": [_P],
     "ckpt_reader_steps": [_P, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     "ckpt_reader_open_step": [_P, ctypes.c_int64, ctypes.POINTER(_P)],
@@ -124,18 +126,31 @@ def _u64_array(values):
     return (ctypes.c_uint64 * max(1, len(values)))(*values)
 
 
-def open(path):  # noqa: A001 - the name the interface promises (ckpt.open)
-    """Opens a checkpoint root (the `dir` of a run) or one checkpoint directory."""
-    return Series(path)
+def open(path, comm=None):  # noqa: A001 - the name the interface promises (ckpt.open)
+    """Opens a checkpoint root (the `dir` of a run) or one checkpoint directory.
+
+    comm: an mpi4py communicator to open on collectively (ckpt_reader_open_comm): every process of it
+    calls open() with the same path; rank 0 lists the root, and then indexing the Series (s[step],
+    s.latest(), iteration) is collective too: rank 0 reads each index once and every process gets it,
+    or rank 0's error. Reads (v.read(), slicing, verify) stay each process's own. mpi4py is imported
+    only when comm is given; it must use the MPI library libckpt was built with."""
+    return Series(path, comm)
 
 
 class Series:
     """The complete checkpoints under a root, as of when it was opened."""
 
-    def __init__(self, path):
+    def __init__(self, path, comm=None):
         self.path = os.fspath(path)
+        self.comm = comm  # kept alive: collective step opens use it
         h = _P()
-        _check(_lib.ckpt_reader_open(self.path.encode(), ctypes.byref(h)))
+        if comm is None:
+            _check(_lib.ckpt_reader_open(self.path.encode(), ctypes.byref(h)))
+        else:
+            from mpi4py import MPI  # the handle's address and size, as ckpt_reader_open_comm passes them
+
+            _check(_lib.ckpt_reader_open_handle(ctypes.c_void_p(MPI._addressof(comm)), MPI._sizeof(comm),
+                                                self.path.encode(), ctypes.byref(h)))
         self._h = h
         n = ctypes.c_size_t(0)
         _check(_lib.ckpt_reader_steps(self._h, None, 0, ctypes.byref(n)))
