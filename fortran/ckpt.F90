@@ -32,7 +32,7 @@ module ckpt
   private
 
   public :: ckpt_runtime
-  public :: ckpt_init, ckpt_protect, ckpt_unprotect, ckpt_annotate, ckpt_checkpoint, ckpt_wait_all
+  public :: ckpt_init, ckpt_protect, ckpt_unprotect, ckpt_annotate, ckpt_checkpoint, ckpt_wait_all, ckpt_poll
   public :: ckpt_latest, ckpt_restart, ckpt_restart_step, ckpt_error_message, ckpt_finalize
   public :: ckpt_protect_joined, ckpt_update_joined, ckpt_joined_rows, ckpt_set_optional
 
@@ -190,6 +190,11 @@ module ckpt
       type(c_ptr), value :: rt
       integer(c_int) :: rc
     end function c_wait_all
+    function c_poll(rt) bind(C, name="ckpt_poll") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      integer(c_int) :: rc
+    end function c_poll
     function c_latest(rt, step) bind(C, name="ckpt_latest") result(rc)
       import :: c_ptr, c_int, c_int64_t
       type(c_ptr), value :: rt
@@ -473,6 +478,14 @@ contains
     integer, intent(out) :: ierr
     ierr = c_wait_all(rt%handle)
   end subroutine ckpt_wait_all
+
+  !> Collective. With funneled MPI calls (option mpi_threads): commits the checkpoints every rank has
+  !> written, on this thread; otherwise nothing.
+  subroutine ckpt_poll(rt, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    integer, intent(out) :: ierr
+    ierr = c_poll(rt%handle)
+  end subroutine ckpt_poll
 
   !> Collective. step = the newest checkpoint whose index validates, -1 if there is none.
   subroutine ckpt_latest(rt, step, ierr)

@@ -572,6 +572,7 @@ class Hdf5Transport final : public Transport {
   const char* name() const override { return m_sync ? "hdf5-sync" : "hdf5"; }
   bool collective_open() const override { return true; }
   bool synchronous() const override { return m_sync; }
+  bool writes_with_mpi() const override { return !m_sync; }  // hdf5-sync writes everything in open()
   Status check_region(const Region& r) const override { return check_contiguous(r); }
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     if (!m_sync) return std::unique_ptr<Writer>(std::make_unique<Hdf5Writer>(ctx, m_comm, m_alignment));

@@ -94,6 +94,7 @@ class MpiioTransport final : public Transport {
   }
   const char* name() const override { return "mpiio"; }
   bool collective_open() const override { return true; }
+  bool writes_with_mpi() const override { return true; }
 
   // Application thread, collective over the group.
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {

@@ -134,6 +134,10 @@ class Transport {
   /// Whether open() writes the whole checkpoint (hdf5-sync, the papers' blocking baseline): the
   /// runtime then opens on the application thread, inside checkpoint().
   virtual bool synchronous() const { return false; }
+  /// Whether its writers call MPI after open() (start(), write(), finish() on the write thread: mpiio,
+  /// rbio, hdf5). Such a transport cannot run when ckpt's MPI calls are funneled through the
+  /// application thread (Options::mpi_threads).
+  virtual bool writes_with_mpi() const { return false; }
   /// Checks a region of this transport's group when it is protected or updated (or located, for a
   /// Source), so that a constraint of the transport fails there, naming the variable, and not at the
   /// commit. Every region by default.

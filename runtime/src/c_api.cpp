@@ -475,6 +475,13 @@ int ckpt_wait_all(ckpt_runtime* rt) {
   });
 }
 
+int ckpt_poll(ckpt_runtime* rt) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    return rt->rt->poll();
+  });
+}
+
 int ckpt_latest(ckpt_runtime* rt, int64_t* step) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));

@@ -33,6 +33,7 @@ Status Capture::make_room(std::int64_t step) {
     auto oldest = m_in_flight.front();
     m_in_flight.pop_front();
     TicketState& ts = *oldest->ticket;
+    if (auto funnel = m_env.funnel.lock()) funnel->settle(ts);  // funneled: commit it here
     std::unique_lock<std::mutex> lk(ts.mu);
     const bool seen = ts.observed;
     ts.cv.wait(lk, [&] { return ts.done; });
@@ -159,6 +160,7 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
   auto ticket = std::make_shared<TicketState>();
   ticket->step = step;
   ticket->tracer = m_env.tracer;
+  ticket->funnel = m_env.funnel;
   Span call_span(m_env.tracer.get(), "ckpt:checkpoint", TraceThread::app, step);
   auto fail = [&](Status s) {
     ticket->finish(std::move(s));
@@ -167,13 +169,20 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
   // The arguments (and `local`, this rank's failure to locate its regions) are checked here and agreed on
   // the write thread (agree_on_job, with the step), before anything touches the file system: no
   // collective on this thread. A refused checkpoint still goes through the pipeline on this rank, with
-  // nothing captured, so that it fails alike on every rank.
+  // nothing captured, so that it fails alike on every rank. Funneled (no MPI call off this thread), the
+  // agreement is made here instead, and carries the count of checkpoints this rank has written, so
+  // that those every rank has written commit here.
   Status arg = local;
   std::uint64_t total = 0;
   for (const Region& r : regions)
     if (__builtin_add_overflow(total, r.bytes(), &total))
       arg = Status(Code::invalid_argument, "the protected regions together exceed 2^64 bytes");
   if (step < 0) arg = Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
+  if (auto funnel = m_env.funnel.lock()) {
+    std::uint64_t ready = funnel->ready();
+    arg = agree_on_job(m_env.open.comm, step, arg, &ready);  // the same on every rank now
+    for (std::uint64_t i = 0; i < ready; ++i) funnel->commit_next();
+  }
   if (Status s = make_room(step); !s.ok()) return fail(s);
 
   auto job = new_job(step, arg.ok() ? regions : std::vector<Region>{}, ticket);
@@ -182,7 +191,7 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
   ticket->stats.bytes = job->plan.payload;
   // The pool grows here only when the regions grew past what protect()/update() reserved.
   Status s = arg.ok() ? reserve_for_stream(*m_env.pool, m_opts, job->plan.bytes) : arg;
-  if (opens_on_app_thread(*m_env.transports)) {
+  if (opens_on_app_thread(*m_env.transports, m_env.funneled)) {
     Span open_span(m_env.tracer.get(), "ckpt:open", TraceThread::app, step);
     s = open_writers(m_env.open, *job, s);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/store.hpp"
+#include "runtime/src/commit.hpp"
 #include "runtime/src/flush.hpp"
 #include "runtime/src/job.hpp"
 #include "runtime/src/launcher.hpp"
@@ -31,6 +32,9 @@ struct CaptureEnv {
   std::shared_ptr<Tracer> tracer;
   FlushPipeline* flush = nullptr;
   Launcher* launcher = nullptr;  ///< on_busy = coalesce; null for wait
+  /// Funneled mode (Options::mpi_threads): the commits this thread runs; empty otherwise.
+  std::weak_ptr<Funnel> funnel;
+  bool funneled = false;
 };
 
 /// Application thread only.

@@ -23,10 +23,27 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     m_group_persistent.push_back(t->persistent());
     m_persistent = m_persistent || t->persistent();
   }
+  if (cfg.funneled) {
+    m_funnel = std::make_shared<Funnel>(*this);
+    return;
+  }
   m_thread = std::thread([this] {
     nvtx_name_thread("ckpt commit");
     loop();
   });
+}
+
+std::size_t Funnel::ready() const { return m_c.m_queue.size(); }
+
+void Funnel::commit_next() {
+  std::shared_ptr<Job> job;
+  if (m_c.m_queue.pop(job)) m_c.commit_and_finish(job);
+}
+
+void Funnel::commit_ready(MPI_Comm comm) {
+  unsigned long long mine = ready(), all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, comm);
+  for (unsigned long long i = 0; i < all; ++i) commit_next();
 }
 
 Committer::~Committer() { close(); }
@@ -34,6 +51,11 @@ Committer::~Committer() { close(); }
 void Committer::close() {
   m_queue.close();
   if (m_thread.joinable()) m_thread.join();
+  m_funnel.reset();
+  // Funneled: nothing should be left (the Runtime committed everything in flight); no collective here.
+  std::shared_ptr<Job> left;
+  while (m_queue.pop(left))
+    left->ticket->finish(Status(Code::failed_precondition, "the Runtime was closed before this checkpoint's commit"));
   if (m_unsynced && m_persistent) (void)m_store.sync();  // the end of the run is durable
   m_unsynced = false;
   free_comm(m_commit_comm);
@@ -47,40 +69,44 @@ std::vector<CheckpointRecord> Committer::history() const {
 void Committer::loop() {
   std::shared_ptr<Job> job;
   while (m_queue.pop(job)) {
-    Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
-    Status s = commit(*job);
-    const bool synced = periodic_sync(s.ok()) && s.ok();
-    span.end();
-    {
-      std::lock_guard<std::mutex> lk(job->ticket->mu);
-      job->ticket->stats.committed_s = seconds_since(job->t0);
-      job->ticket->stats.synced = synced;
-    }
-    if (m_cfg.verbose >= 1 && m_rank == 0) {
-      const auto st = Ticket(job->ticket).stats();
-      if (s.ok())
-        std::fprintf(
-            stderr,
-            "ckpt: step %lld committed%s: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
-            static_cast<long long>(job->step), m_cfg.level, static_cast<double>(st.bytes) / (1 << 20),
-            st.blocked_s * 1e3, st.durable_s, st.committed_s);
-      else
-        std::fprintf(stderr, "ckpt: step %lld failed%s: %s\n", static_cast<long long>(job->step), m_cfg.level,
-                     s.to_string().c_str());
-    }
-    // Before the ticket is done: whoever waited for the ticket finds the drain already queued.
-    if (s.ok() && m_on_committed) m_on_committed(job);
-    job->ticket->finish(s);
-    if (m_on_finished) m_on_finished();
-    {
-      std::lock_guard<std::mutex> lk(m_history_mu);
-      CheckpointRecord rec = m_rank == 0 ? m_root_last : CheckpointRecord{};
-      rec.stats = Ticket(job->ticket).stats();
-      rec.ok = s.ok();
-      m_history.push_back(std::move(rec));
-      m_root_last = CheckpointRecord{};
-    }
+    commit_and_finish(job);
     job.reset();
+  }
+}
+
+void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
+  Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
+  Status s = commit(*job);
+  const bool synced = periodic_sync(s.ok()) && s.ok();
+  span.end();
+  {
+    std::lock_guard<std::mutex> lk(job->ticket->mu);
+    job->ticket->stats.committed_s = seconds_since(job->t0);
+    job->ticket->stats.synced = synced;
+  }
+  if (m_cfg.verbose >= 1 && m_rank == 0) {
+    const auto st = Ticket(job->ticket).stats();
+    if (s.ok())
+      std::fprintf(
+          stderr,
+          "ckpt: step %lld committed%s: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
+          static_cast<long long>(job->step), m_cfg.level, static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
+          st.durable_s, st.committed_s);
+    else
+      std::fprintf(stderr, "ckpt: step %lld failed%s: %s\n", static_cast<long long>(job->step), m_cfg.level,
+                   s.to_string().c_str());
+  }
+  // Before the ticket is done: whoever waited for the ticket finds the drain already queued.
+  if (s.ok() && m_on_committed) m_on_committed(job);
+  job->ticket->finish(s);
+  if (m_on_finished) m_on_finished();
+  {
+    std::lock_guard<std::mutex> lk(m_history_mu);
+    CheckpointRecord rec = m_rank == 0 ? m_root_last : CheckpointRecord{};
+    rec.stats = Ticket(job->ticket).stats();
+    rec.ok = s.ok();
+    m_history.push_back(std::move(rec));
+    m_root_last = CheckpointRecord{};
   }
 }
 

@@ -33,13 +33,39 @@ struct CommitConfig {
   /// otherwise be taken for the newest state, or restored for this step, until the next drain).
   Store* drained = nullptr;
   const char* level = "";  ///< for the verbose line: "", " locally", " (drained)"
+  /// Options::mpi_threads resolved to funneled: no commit thread; the application thread commits
+  /// through the Funnel.
+  bool funneled = false;
 };
 
 /// Called on the commit thread after a job's ticket got its outcome (only for committed jobs).
 using CommittedFn = std::function<void(std::shared_ptr<Job>)>;
 
-/// Owns the commit thread and its communicator. submit() is called by the write thread; history() by
-/// any thread; close() by the application thread once no more jobs come.
+class Committer;
+
+/// Funneled mode: the commits, run on the application thread at the collective points of the API.
+/// Every rank commits the same checkpoints at the same points (the counts come from collectives or
+/// from the in-flight window, equal everywhere), so the commit's collectives match.
+class Funnel {
+ public:
+  explicit Funnel(Committer& c) : m_c(c) {}
+  /// Checkpoints whose data this rank has written, waiting for their commit (in step order).
+  std::size_t ready() const;
+  /// Commits the oldest checkpoint not committed yet, after waiting for its data to be written here.
+  void commit_next();
+  /// Commits checkpoints, oldest first, until `ts` is done.
+  void settle(const TicketState& ts) {
+    while (!ts.is_done()) commit_next();
+  }
+  /// Commits the checkpoints every rank has written (an MPI_Allreduce on `comm`); waits for no I/O.
+  void commit_ready(MPI_Comm comm);
+
+ private:
+  Committer& m_c;
+};
+
+/// Owns the commit thread (funneled: the Funnel) and its communicator. submit() is called by the write
+/// thread; history() by any thread; close() by the application thread once no more jobs come.
 class Committer {
  public:
   /// `comm` is a communicator of its own (a dup), freed by close(). `transports` ([g] = group g) and
@@ -58,15 +84,21 @@ class Committer {
   /// before the first submit().
   void set_on_finished(std::function<void()> f) { m_on_finished = std::move(f); }
   /// Commits what was submitted, syncs what durable_every_ms left unsynced, stops the thread and
-  /// frees the communicator.
+  /// frees the communicator. Funneled: what was submitted and not committed fails (the Runtime
+  /// commits everything in flight before).
   void close();
+  /// Funneled mode only (else null): the commits of the application thread. Expires at close().
+  std::shared_ptr<Funnel> funnel() const { return m_funnel; }
   /// The transports' names as the index records them: "posix", or "posix+rbio" with groups.
   const std::string& transport_names() const { return m_transport_names; }
   /// One record per finished checkpoint on this rank, in order.
   std::vector<CheckpointRecord> history() const;
 
  private:
+  friend class Funnel;
   void loop();
+  /// Commits `job` and finishes its ticket (the commit thread, or the application thread's Funnel).
+  void commit_and_finish(const std::shared_ptr<Job>& job);
   /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
   Status commit(Job& job);
   /// This rank's report: its variables and block records (persistent groups only), or its error.
@@ -104,6 +136,7 @@ class Committer {
   Clock::time_point m_last_sync = Clock::now();  ///< commit thread: the last periodic sync
   bool m_unsynced = false;                       ///< commit thread: commits since then
   std::thread m_thread;
+  std::shared_ptr<Funnel> m_funnel;
 };
 
 }  // namespace ckpt::detail

@@ -10,8 +10,9 @@
 
 namespace ckpt::detail {
 
-bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports) {
-  return std::any_of(transports.begin(), transports.end(), [](const auto& t) { return t->synchronous(); });
+bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports, bool funneled) {
+  return std::any_of(transports.begin(), transports.end(),
+                     [&](const auto& t) { return t->synchronous() || (funneled && t->collective_open()); });
 }
 
 std::vector<BlockDigest> segment_digests(const Job& job, std::size_t segment) {
@@ -21,11 +22,13 @@ std::vector<BlockDigest> segment_digests(const Job& job, std::size_t segment) {
   return digests;
 }
 
-Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local) {
+Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::uint64_t* ready) {
   if (comm == MPI_COMM_NULL) return local;
-  long long v[3] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step)};
-  long long r[3] = {0, 0, 0};
-  MPI_Allreduce(v, r, 3, MPI_LONG_LONG, MPI_MAX, comm);
+  long long v[4] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step),
+                    ready != nullptr ? -static_cast<long long>(*ready) : 0};
+  long long r[4] = {0, 0, 0, 0};
+  MPI_Allreduce(v, r, ready != nullptr ? 4 : 3, MPI_LONG_LONG, MPI_MAX, comm);
+  if (ready != nullptr) *ready = static_cast<std::uint64_t>(-r[3]);
   if (r[0] != 0) return agree(comm, local);  // the lowest failing rank's Status, on every rank
   if (r[1] != -r[2])
     return Status(Code::invalid_argument, "checkpoint(): the ranks passed different steps (from " +
@@ -39,9 +42,11 @@ Status open_writers(const OpenEnv& env, Job& job, Status setup) {
   job.write.opened = true;
   // Before any file-system work: a refused argument on one rank, or ranks that passed different steps
   // (whose staging directories differ), fail the checkpoint on every rank and nothing is created.
-  Status s = agree_on_job(env.comm, job.step, setup);
-  const bool agreed = s.ok();  // the same on every rank
-  if (agreed && env.persistent) s = make_dirs_nofollow(job.tmp_dir);
+  // Funneled, checkpoint() made that agreement: `setup` may then be this rank's own failure (the pool),
+  // and the agreement below (collective opens) is made whatever it is.
+  Status s = env.agreed_before ? std::move(setup) : agree_on_job(env.comm, job.step, setup);
+  const bool agreed = env.agreed_before || s.ok();  // the same on every rank
+  if (s.ok() && env.persistent) s = make_dirs_nofollow(job.tmp_dir);
   // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
   // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
   // need no agreement: a failed rank just does not open.

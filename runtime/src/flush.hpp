@@ -31,22 +31,29 @@ struct OpenEnv {
   bool persistent = false;                                              ///< some transport writes files
   std::uint64_t run_id = 0;
   bool fsync = true;
+  /// Funneled mode (Options::mpi_threads): checkpoint() agreed the arguments and the step on the
+  /// application thread already, so open_writers makes no agree_on_job (the write thread calls no MPI).
+  bool agreed_before = false;
 };
 
 /// Whether some transport writes the whole checkpoint in open() (hdf5-sync): then open_writers runs
 /// on the application thread, inside checkpoint().
-bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports);
+/// `funneled`: ckpt's MPI calls are the application thread's (Options::mpi_threads), so collective
+/// opens (their setup agreement, posix's open token) run there too.
+bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transports, bool funneled);
 
 /// The agreement every checkpoint makes before it touches the file system (collective over `comm`, one
 /// allreduce when all is well): ok when every rank's `local` is ok and every rank passed the same
 /// `step`; otherwise the same failure on every rank (the lowest failing rank's Status, or
-/// invalid_argument naming the range of steps).
-Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local);
+/// invalid_argument naming the range of steps). `ready` (funneled mode, checkpoint()): this rank's count
+/// of checkpoints written and waiting for their commit, replaced by the smallest count of any rank
+/// (carried by the same allreduce).
+Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::uint64_t* ready = nullptr);
 
 /// Creates `job`'s staging directory and opens one writer per segment into job.write.writers
 /// (collective for MPI transports: every rank opens every group, in order, even after a failure).
 /// `setup` is a failure found before (arguments, pool, capture): the ranks agree on it and on the step
-/// first (agree_on_job), and after a failure anywhere nobody creates or opens anything; with
+/// first (agree_on_job, unless env.agreed_before), and after a failure anywhere nobody creates or opens anything; with
 /// collective opens they also agree on the staging directory. Returns the first failure on this rank.
 /// Runs on the write thread (or the application thread, see opens_on_app_thread), once per job.
 Status open_writers(const OpenEnv& env, Job& job, Status setup);

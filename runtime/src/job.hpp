@@ -26,6 +26,8 @@ using Clock = std::chrono::steady_clock;
 inline double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 /// Shared between a checkpoint's Ticket copies and the pipeline.
+class Funnel;
+
 struct TicketState {
   std::int64_t step = -1;
   mutable std::mutex mu;
@@ -35,7 +37,14 @@ struct TicketState {
   Status status;
   CheckpointStats stats;
   std::shared_ptr<Tracer> tracer;  ///< records wait() calls when tracing
+  /// Funneled mode (Options::mpi_threads): wait() commits on the calling (application) thread through
+  /// it; expired once the Runtime is closed (every ticket is done by then).
+  std::weak_ptr<Funnel> funnel;
   void finish(Status s);
+  bool is_done() const {
+    std::lock_guard<std::mutex> lk(mu);
+    return done;
+  }
 };
 
 /// What the summary needs of one finished checkpoint on this rank.
@@ -124,6 +133,11 @@ class BlockingQueue {
     }
     m_cv.notify_one();
   }
+  /// Items queued now.
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_q.size();
+  }
   /// False once closed and drained.
   bool pop(T& out) {
     std::unique_lock<std::mutex> lk(m_mu);
@@ -142,7 +156,7 @@ class BlockingQueue {
   }
 
  private:
-  std::mutex m_mu;
+  mutable std::mutex m_mu;
   std::condition_variable m_cv;
   std::deque<T> m_q;
   bool m_closed = false;

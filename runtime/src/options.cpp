@@ -69,6 +69,18 @@ const std::vector<Field>& fields() {
          o.gpu_double_buffer = *mode;
          return Status();
        }},
+      {"mpi_threads",
+       [](Options& o, const std::string& v) -> Status {
+         if (v == "auto")
+           o.mpi_threads = Options::MpiThreads::automatic;
+         else if (v == "multiple")
+           o.mpi_threads = Options::MpiThreads::multiple;
+         else if (v == "funneled")
+           o.mpi_threads = Options::MpiThreads::funneled;
+         else
+           return bad_value("mpi_threads", v, "auto, multiple, funneled");
+         return Status();
+       }},
       {"gpu_spare_bytes",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);

@@ -30,6 +30,7 @@ void TicketState::finish(Status s) {
 Status Ticket::wait() const {
   if (!m_state) return Status(Code::failed_precondition, "wait() on an empty ticket");
   detail::Span span(m_state->tracer.get(), "ckpt:wait", detail::TraceThread::app, m_state->step);
+  if (auto funnel = m_state->funnel.lock()) funnel->settle(*m_state);  // funneled: commit on this thread
   std::unique_lock<std::mutex> lk(m_state->mu);
   m_state->cv.wait(lk, [&] { return m_state->done; });
   m_state->observed = true;
@@ -134,6 +135,8 @@ Status Runtime::annotate(const std::string& name, const std::string& key, const 
 }
 Ticket Runtime::checkpoint(std::int64_t step, void* stream) { return m_impl->checkpoint(step, stream); }
 Status Runtime::wait_all() { return m_impl->wait_all(); }
+Status Runtime::poll() { return m_impl->poll(); }
+bool Runtime::funneled() const { return m_impl->funneled(); }
 std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
@@ -236,12 +239,17 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   MPI_Comm_size(m_app_comm, &m_size);
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
-  if (m_status.ok() && provided < MPI_THREAD_MULTIPLE)
+  // Funneled: ckpt's threads make no MPI call (its commit and collective opens run on this thread), so
+  // any thread level works; MPI_THREAD_SINGLE too, as no other thread calls MPI.
+  m_funneled = m_opts.mpi_threads == Options::MpiThreads::funneled ||
+               (m_opts.mpi_threads == Options::MpiThreads::automatic && provided < MPI_THREAD_MULTIPLE);
+  if (m_status.ok() && !m_funneled && provided < MPI_THREAD_MULTIPLE)
     m_status = Status(Code::unavailable,
-                      std::string("ckpt runs its commit on a background thread and needs MPI_THREAD_MULTIPLE, but "
-                                  "MPI was initialised with ") +
+                      std::string("mpi_threads is 'multiple': ckpt runs its commit on a background thread and needs "
+                                  "MPI_THREAD_MULTIPLE, but MPI was initialised with ") +
                           thread_level_name(provided) +
-                          "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided)");
+                          "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) or set mpi_threads "
+                          "to 'funneled' or 'auto'");
   // Touching a pool larger than the machine gets the job OOM-killed: a clear error instead.
   if (m_status.ok() && m_opts.pool_bytes > physical_memory())
     m_status = Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(m_opts.pool_bytes) +
@@ -250,9 +258,10 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_store = make_directory_store(m_opts.dir);
   m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) m_status = make_transports();
+  if (m_status.ok() && m_funneled) m_status = funneled_refusal(provided);
   if (m_status.ok() && m_levels) m_status = make_node_level();
   // A transport that writes inside checkpoint() cannot leave a capture waiting to be replaced.
-  if (m_status.ok() && m_opts.on_busy == "coalesce" && opens_on_app_thread(m_transports))
+  if (m_status.ok() && m_opts.on_busy == "coalesce" && opens_on_app_thread(m_transports, m_funneled))
     m_status = Status(Code::invalid_argument,
                       "option 'on_busy': coalesce needs an asynchronous transport (hdf5-sync writes inside "
                       "checkpoint())");
@@ -308,6 +317,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   commit_cfg.durable_every_ms = m_opts.durable_every_ms;
   commit_cfg.keep = m_opts.keep;
   commit_cfg.verbose = m_opts.verbose;
+  commit_cfg.funneled = m_funneled;
   if (m_levels) {
     // `dir` is the drained level: a second Committer, fed by the drain thread.
     CommitConfig global_cfg = commit_cfg;
@@ -337,6 +347,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                      m_run_id,      sync_each};
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
+  flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
   m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, flush_open, *m_device,
                                             *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
@@ -348,11 +359,34 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   OpenEnv app_open = open;
   app_open.comm = m_app_comm;
-  m_capture =
-      std::make_unique<Capture>(CaptureEnv{&m_opts, m_device.get(), m_pool.get(), &pipeline_transports, app_open,
-                                           &pipeline_store, m_tracer, m_flush.get(), m_launcher.get()});
+  app_open.agreed_before = m_funneled;
+  m_capture = std::make_unique<Capture>(CaptureEnv{&m_opts, m_device.get(), m_pool.get(), &pipeline_transports,
+                                                   app_open, &pipeline_store, m_tracer, m_flush.get(), m_launcher.get(),
+                                                   m_committer->funnel(), m_funneled});
   m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(),
                                           m_node_leader, *m_device, *m_pool, m_tracer.get());
+}
+
+Status RuntimeImpl::funneled_refusal(int provided) const {
+  // What needs MPI on a thread of ckpt's own cannot run funneled: said at construction, naming the way out.
+  const std::string why = std::string("ckpt's MPI calls are funneled through the application thread (mpi_threads '") +
+                          (m_opts.mpi_threads == Options::MpiThreads::funneled ? "funneled" : "auto") +
+                          "', MPI initialised with " + thread_level_name(provided) + ")";
+  for (const auto& t : m_transports)
+    if (t->writes_with_mpi())
+      return Status(Code::failed_precondition,
+                    std::string("transport '") + t->name() + "' calls MPI on ckpt's write thread, but " + why +
+                        ": use posix or hdf5-sync, or MPI_Init_thread with MPI_THREAD_MULTIPLE");
+  if (m_levels)
+    return Status(Code::failed_precondition,
+                  "option local_dir: the node-local level drains on a thread of its own that calls MPI, but " + why +
+                      ": leave local_dir empty or initialise MPI with MPI_THREAD_MULTIPLE");
+  if (m_opts.on_busy == "coalesce")
+    return Status(Code::failed_precondition,
+                  "option on_busy 'coalesce': a launcher thread of its own agrees with the other ranks (MPI) which "
+                  "capture to flush, but " +
+                      why + ": use on_busy 'wait', or initialise MPI with MPI_THREAD_MULTIPLE");
+  return Status::OK();
 }
 
 Status RuntimeImpl::make_node_level() {
@@ -531,8 +565,14 @@ Status RuntimeImpl::wait_all() {
   }
   return s;
 }
+Status RuntimeImpl::poll() {
+  CKPT_RETURN_IF_ERROR(usable());
+  if (auto funnel = m_committer->funnel()) funnel->commit_ready(m_app_comm);
+  return Status::OK();
+}
 std::optional<std::int64_t> RuntimeImpl::latest() {
   if (!usable().ok()) return std::nullopt;
+  (void)poll();
   wait_drains();
   return m_restorer->latest();
 }

@@ -60,6 +60,8 @@ class RuntimeImpl {
 
   Ticket checkpoint(std::int64_t step, void* stream);
   Status wait_all();
+  Status poll();
+  bool funneled() const { return m_funneled; }
   std::optional<std::int64_t> latest();
   Status restart(std::int64_t step, void* stream);
   Result<std::int64_t> restart_newest(void* stream);
@@ -76,6 +78,9 @@ class RuntimeImpl {
   Status usable() const;
   /// Makes the default transport and one per group, in order, on every rank (collective).
   Status make_transports();
+  /// Funneled mode: why these options cannot run with every MPI call on the application thread
+  /// (transports whose writers call MPI, local_dir's drain thread, on_busy coalesce's launcher), or ok.
+  Status funneled_refusal(int provided) const;
   /// With options.local_dir: this rank's node, its directory, the posix transports of the node
   /// level and (node leaders) the directory, its lock and its recovery. Collective.
   Status make_node_level();
@@ -112,6 +117,7 @@ class RuntimeImpl {
   std::unique_ptr<Drainer> m_drainer;
   std::vector<std::unique_ptr<Transport>> m_transports;  ///< [0] default, [g] = options.groups[g - 1]
   bool m_persistent = false;                             ///< some transport writes files
+  bool m_funneled = false;  ///< every MPI call on the application thread (Options::mpi_threads)
   std::shared_ptr<Tracer> m_tracer;
   std::unique_ptr<Device> m_device;
   std::unique_ptr<StagingPool> m_pool;

@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
 
   fill(2, field, local, &t);
   CHECK_RC(ckpt_checkpoint(rt, 2, NULL, NULL), CKPT_OK, rt);
+  CHECK_RC(ckpt_poll(rt), CKPT_OK, rt); /* funneled: commits what every rank wrote; threaded: nothing */
+  CHECK_RC(ckpt_poll(NULL), CKPT_INVALID_ARGUMENT, NULL);
   CHECK_RC(ckpt_wait_all(rt), CKPT_OK, rt);
   CHECK_RC(ckpt_checkpoint(rt, -1, NULL, NULL), CKPT_INVALID_ARGUMENT, rt);
   CHECK(strstr(ckpt_error_message(rt), "-1") != NULL);

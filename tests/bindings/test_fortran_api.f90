@@ -110,6 +110,7 @@ program test_fortran_api
   call ckpt_checkpoint(rt, 1_int64, ierr); call ok(ierr, "checkpoint 1")
   call fill(2)
   call ckpt_checkpoint(rt, 2, ierr); call ok(ierr, "checkpoint 2 (default-integer step)")
+  call ckpt_poll(rt, ierr); call ok(ierr, "poll")
   call ckpt_wait_all(rt, ierr); call ok(ierr, "wait_all")
   call ckpt_latest(rt, step, ierr)
   call expect(ierr == CKPT_OK .and. step == 2, "latest is 2")

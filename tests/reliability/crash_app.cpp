@@ -54,7 +54,11 @@ struct State {
 
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  // CKPTTEST_MPI_THREAD_LEVEL=funneled: MPI as an application that never asked for threads has it
+  // (ckpt's "auto" then funnels every MPI call through this thread).
+  const char* level = std::getenv("CKPTTEST_MPI_THREAD_LEVEL");
+  const bool funneled = level != nullptr && std::string(level) == "funneled";
+  MPI_Init_thread(&argc, &argv, funneled ? MPI_THREAD_FUNNELED : MPI_THREAD_MULTIPLE, &provided);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -1,9 +1,11 @@
-// main() of every ckpt test: MPI with MPI_THREAD_MULTIPLE, GoogleTest, output from rank 0 only
-// (other ranks print their failures), and the scratch directory from CKPTTEST_TMP.
+// main() of every ckpt test: MPI with MPI_THREAD_MULTIPLE (CKPTTEST_MPI_THREAD_LEVEL=single, funneled
+// or serialized asks for another level), GoogleTest, output from rank 0 only (other ranks print their
+// failures), and the scratch directory from CKPTTEST_TMP.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -28,11 +30,21 @@ class RankFailurePrinter : public ::testing::EmptyTestEventListener {
   int m_rank;
   std::string m_test;
 };
+
+/// The thread level CKPTTEST_MPI_THREAD_LEVEL names (MPI_THREAD_MULTIPLE by default).
+int thread_level() {
+  const char* v = std::getenv("CKPTTEST_MPI_THREAD_LEVEL");
+  const std::string s = v ? v : "";
+  if (s == "single") return MPI_THREAD_SINGLE;
+  if (s == "funneled") return MPI_THREAD_FUNNELED;
+  if (s == "serialized") return MPI_THREAD_SERIALIZED;
+  return MPI_THREAD_MULTIPLE;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Init_thread(&argc, &argv, thread_level(), &provided);
   ::testing::InitGoogleTest(&argc, argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

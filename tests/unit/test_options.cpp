@@ -119,3 +119,21 @@ TEST(Options, DoubleBufferSpellings) {
   EXPECT_EQ(*parse_double_buffer("off"), Options::DoubleBuffer::off);
   EXPECT_FALSE(parse_double_buffer("ON").ok());
 }
+
+TEST(Options, MpiThreadsSpellings) {
+  EXPECT_EQ(Options::defaults().mpi_threads, Options::MpiThreads::automatic);
+  ::setenv("CKPT_MPI_THREADS", "funneled", 1);
+  Options a;
+  ::unsetenv("CKPT_MPI_THREADS");
+  EXPECT_TRUE(a.error.ok()) << a.error.message();
+  EXPECT_EQ(a.mpi_threads, Options::MpiThreads::funneled);
+  ::setenv("CKPT_MPI_THREADS", "MPI_THREAD_FUNNELED", 1);  // the MPI constant is not a spelling
+  Options b;
+  ::unsetenv("CKPT_MPI_THREADS");
+  EXPECT_EQ(b.error.code(), Code::invalid_argument);
+  EXPECT_NE(b.error.message().find("auto, multiple, funneled"), std::string::npos) << b.error.message();
+  const std::string dir = ckpt::test::scratch_dir();
+  auto r = Options::try_load(write_yaml(dir, "mpi_threads: multiple\n"));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->mpi_threads, Options::MpiThreads::multiple);
+}

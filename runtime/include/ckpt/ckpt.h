@@ -174,6 +174,9 @@ CKPT_API int ckpt_ticket_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats*
 CKPT_API void ckpt_ticket_free(ckpt_ticket* ticket);
 /** Collective. Blocks until every checkpoint in flight is done; returns the first failure. */
 CKPT_API int ckpt_wait_all(ckpt_runtime* rt);
+/** Collective. With funneled MPI calls (option mpi_threads): commits the checkpoints every rank has
+ *  written, on this thread (ckpt::Runtime::poll); otherwise nothing. */
+CKPT_API int ckpt_poll(ckpt_runtime* rt);
 
 /** Collective. *step = newest checkpoint whose index validates, or -1 if there is none. */
 CKPT_API int ckpt_latest(ckpt_runtime* rt, int64_t* step);

@@ -180,7 +180,9 @@ class RuntimeImpl;
 class CheckpointReader;
 
 /// Handle on one checkpoint in flight. Cheap to copy; copies share the state.
-/// wait()/done() may be called from any thread.
+/// wait()/done() may be called from any thread; with funneled MPI calls (Options::mpi_threads) wait()
+/// commits on the calling thread, so it is the application thread's and collective: every rank waits
+/// on the same checkpoint (or reaches another collective call that commits it).
 ///
 /// An empty ticket (default-constructed, or moved from) stands for no checkpoint: it is done() - its
 /// wait() returns at once - and its outcome, wait(), is failed_precondition ("no checkpoint"). done()
@@ -193,6 +195,8 @@ class CKPT_API Ticket {
   /// failed_precondition at once.
   Status wait() const;
   /// True once wait() would not block (always for an empty ticket). Not the outcome: see wait().
+  /// Funneled (Options::mpi_threads): a checkpoint becomes done only at a collective call of the
+  /// application thread (checkpoint(), wait(), poll(), wait_all(), restart(), latest(), close()).
   bool done() const;
   /// True for an empty ticket (no checkpoint behind it).
   bool empty() const { return m_state == nullptr; }
@@ -290,7 +294,9 @@ class CKPT_API Runtime {
   /// Collective. Every rank must pass the same `step`: a rank with a bad argument, or ranks that
   /// disagree on the step, make every rank's ticket fail with the same invalid_argument (no rank is
   /// left waiting; agreed in the background, so reported by the ticket, and nothing is written). A
-  /// step still in flight is waited for first, then written again.
+  /// step still in flight is waited for first, then written again. Funneled (Options::mpi_threads):
+  /// the ranks agree here instead (one allreduce: it waits for the other ranks to call it) and
+  /// commit the earlier checkpoints every rank has written.
   /// Captures every registered region for `step` (>= 0) and returns once the data is
   /// copied (host) or its copies are ordered on `stream` (device; a cudaStream_t, nullptr = default
   /// stream). The host may overwrite its buffers at once. Writing and committing continue in the
@@ -302,6 +308,15 @@ class CKPT_API Runtime {
   /// options().local_dir it also waits for the drains to options().dir in flight and reports a drain
   /// that failed since the last call (tickets report the node-local commit).
   Status wait_all();
+
+  /// Collective. With funneled MPI calls (Options::mpi_threads): commits, on this thread, the
+  /// checkpoints whose data every rank has written (one MPI_Allreduce; waits for no I/O), so that an
+  /// application that checkpoints rarely can see them done() sooner. Otherwise it does nothing (the
+  /// commit thread commits). The Runtime's status.
+  Status poll();
+  /// Whether this Runtime's MPI calls are all made on the application thread (Options::mpi_threads,
+  /// "auto" resolved with MPI_Query_thread).
+  bool funneled() const;
 
   /// Collective. Newest checkpoint in options().dir whose index validates; nullopt if none. With
   /// options().local_dir: the newer of the newest step every node holds locally and the newest

@@ -90,6 +90,14 @@ struct CKPT_API Options {
   std::string trace;
   /// Testing aid: the flush thread sleeps this many ms before each chunk write. [CKPT_FLUSH_DELAY_MS]
   int flush_delay_ms = 0;
+  /// Which threads make ckpt's MPI calls. "multiple": the commit runs on a background thread and the
+  /// write thread calls MPI (mpiio, rbio, hdf5); needs MPI_THREAD_MULTIPLE. "funneled": every MPI call
+  /// of ckpt is made on the application thread, inside checkpoint(), Ticket::wait(), poll(),
+  /// wait_all(), restart(), latest() and close() (a commit then waits for one of them; transports whose
+  /// writers call MPI are refused). "auto": multiple when MPI_Query_thread says MPI_THREAD_MULTIPLE,
+  /// funneled otherwise. [CKPT_MPI_THREADS]
+  enum class MpiThreads { automatic /* "auto" */, multiple, funneled };
+  MpiThreads mpi_threads = MpiThreads::automatic;
 
   /// rbio: number of writer ranks ng; 0 = one per node (ranks sharing a host name). [CKPT_RBIO_WRITERS]
   int rbio_writers = 0;
