@@ -162,6 +162,7 @@ program test_fortran_api
   call ckpt_restart_step(rt, 5_int64, ierr)
   call expect(ierr == CKPT_MISMATCH, "rows past the end are a mismatch")
   call ckpt_unprotect(rt, "walkers", ierr); call ok(ierr, "unprotect walkers")
+  deallocate (rows)
   ! An optional variable missing from checkpoint 5 is left alone.
   call ckpt_protect(rt, "added", big, ierr); call ok(ierr, "protect added")
   big = 3.0_real64
