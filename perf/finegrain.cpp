@@ -19,7 +19,9 @@
 // Reported per mode: run time (s) and its ratio to none, and the median time the application was
 // blocked per checkpoint (ckpt: Ticket stats blocked_s; ADIOS2: BeginStep..EndStep) next to a memcpy
 // of the same bytes measured in the same run, and how many checkpoints were written (coalesce
-// supersedes some; the last one is always written). Other ckpt options come from CKPT_* variables
+// supersedes some; the last one is always written); per ckpt mode also the time blocked in the
+// Runtime's first checkpoint (in the warm-up round, the maximum over ranks) and the size of the staging
+// pool (rank 0). Other ckpt options come from CKPT_* variables
 // (transport, fsync, on_busy and dir are set here).
 //
 //   mpiexec -n 2 build/perf/finegrain --bytes 1M --steps 100 --compute-ms 4 --reps 3
@@ -38,6 +40,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -150,6 +153,8 @@ Sample run_none(App& app, int steps) {
 struct CkptMode {
   std::unique_ptr<ckpt::Runtime> rt;
   std::int64_t next_step = 0;
+  double first_s = 0;         ///< blocked time of the Runtime's first checkpoint (warm-up round)
+  std::uint64_t staging = 0;  ///< staging pool bytes at the last checkpoint
 };
 
 std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app, const std::string& dir,
@@ -170,6 +175,7 @@ std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app,
 Sample run_ckpt(App& app, CkptMode& m, int steps) {
   std::vector<ckpt::Ticket> tickets;
   tickets.reserve(static_cast<std::size_t>(steps));
+  const bool first = m.next_step == 0;
   MPI_Barrier(MPI_COMM_WORLD);
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
@@ -190,6 +196,8 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
   }
   out.blocked_s = median(blocked);
   out.kept = steps - superseded;
+  if (first) m.first_s = max_over_ranks(blocked.front());
+  m.staging = tickets.back().stats().staging_bytes;
   return out;
 }
 
@@ -290,6 +298,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Mode> modes;
   std::vector<std::unique_ptr<CkptMode>> ckpts;
+  std::map<std::string, const CkptMode*> first_of;  // ckpt modes by name
   modes.push_back({"none", [&](int) { return run_none(app, args.steps); }, {}});
   struct CkptSpec {
     const char* name;
@@ -312,6 +321,7 @@ int main(int argc, char** argv) {
     CkptMode* mp = m.get();
     ckpts.push_back(std::move(m));
     modes.push_back({c.name, [&app, mp, &args](int) { return run_ckpt(app, *mp, args.steps); }, {}});
+    first_of[c.name] = mp;
   }
 #ifdef CKPT_HAVE_ADIOS2
   std::vector<std::unique_ptr<Adios2Mode>> adios;
@@ -343,6 +353,8 @@ int main(int argc, char** argv) {
     }
   const double copy_s = memcpy_seconds(app);
 
+  std::map<std::string, std::pair<double, std::uint64_t>> first;  // mode -> first blocked, staging bytes
+  for (const auto& kv : first_of) first[kv.first] = {kv.second->first_s, kv.second->staging};
   for (auto& c : ckpts) {
     ckpt::Status s = c->rt->close();
     if (!s.ok()) fail("ckpt close: " + s.to_string());
@@ -355,12 +367,15 @@ int main(int argc, char** argv) {
 #ifndef CKPT_HAVE_ADIOS2
     std::printf("adios2: not available (pip install adios2, then reconfigure)\n");
 #endif
-    std::printf("%-22s %8s %8s %6s %16s %26s\n", "mode", "run s", "x none", "kept", "blocked us/ckpt",
-                "blocked/(1.5 memcpy+50us)");
+    std::printf("%-22s %8s %8s %6s %16s %26s %14s %12s\n", "mode", "run s", "x none", "kept", "blocked us/ckpt",
+                "blocked/(1.5 memcpy+50us)", "first ckpt us", "staging KiB");
     for (const Mode& m : modes) {
       const double r = median_of(m, &Sample::run_s), b = median_of(m, &Sample::blocked_s);
-      std::printf("%-22s %8.3f %8.3f %6d %16.1f %26.2f\n", m.name.c_str(), r, r / base_s, m.rounds.back().kept, b * 1e6,
+      std::printf("%-22s %8.3f %8.3f %6d %16.1f %26.2f", m.name.c_str(), r, r / base_s, m.rounds.back().kept, b * 1e6,
                   b / (1.5 * copy_s + 50e-6));
+      if (auto f = first.find(m.name); f != first.end())
+        std::printf(" %14.1f %12.1f", f->second.first * 1e6, static_cast<double>(f->second.second) / 1024);
+      std::printf("\n");
     }
     if (!args.csv.empty()) {
       std::FILE* f = std::fopen(args.csv.c_str(), "w");
