@@ -52,8 +52,9 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   auto job = std::make_shared<Job>();
   job->ticket = std::move(ticket);
   job->step = step;
+  job->chunk_bytes = m_env.pool->chunk_bytes();
   job->plan =
-      plan_stream(regions, m_opts.alignment, m_opts.chunk_bytes, static_cast<std::uint32_t>(m_env.transports->size()));
+      plan_stream(regions, m_opts.alignment, job->chunk_bytes, static_cast<std::uint32_t>(m_env.transports->size()));
   job->tmp_dir = m_env.store->staging_dir(step);
   job->digest.progress.resize(job->plan.blocks.size());
   static const std::uint64_t empty_digest = Hasher().digest();
@@ -73,7 +74,7 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
   StagingPool& pool = *m_env.pool;
   FlushPipeline& flush = *m_env.flush;
   // Chunk windows: each segment (transport group) is cut into chunk-sized windows of its own.
-  const std::uint64_t chunk = m_opts.chunk_bytes;
+  const std::uint64_t chunk = job->chunk_bytes;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> windows;
   for (const Segment& seg : job->plan.segments)
     for (std::uint64_t a = seg.begin; a < seg.end; a += chunk) windows.emplace_back(a, std::min(a + chunk, seg.end));
@@ -233,7 +234,7 @@ void Capture::coalesce(const std::shared_ptr<Job>& job, Status setup, void* stre
   // does not fit the pool like that streams through it once launched, as on_busy = wait does.
   std::uint64_t nchunks = 0;
   for (const Segment& seg : job->plan.segments)
-    nchunks += (seg.end - seg.begin + m_opts.chunk_bytes - 1) / m_opts.chunk_bytes;
+    nchunks += (seg.end - seg.begin + job->chunk_bytes - 1) / job->chunk_bytes;
   p.streams = setup.ok() && nchunks * static_cast<std::uint64_t>(m_opts.max_in_flight + 1) > m_env.pool->chunks();
   if (!p.streams) {
     if (setup.ok()) setup = m_env.device->capture_begin(stream);

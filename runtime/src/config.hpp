@@ -12,6 +12,12 @@
 
 namespace ckpt::detail {
 
+/// Largest chunk the auto chunk size picks (chunk_bytes = 0; see auto_chunk_bytes in pool.hpp), and
+/// the piece the transports and the drain read and write in when chunk_bytes is auto.
+constexpr std::uint64_t kMaxAutoChunk = std::uint64_t{16} << 20;
+/// The piece size of transports and the drain: chunk_bytes, or kMaxAutoChunk when it is auto.
+inline std::uint64_t io_piece_bytes(const Options& o) { return o.chunk_bytes != 0 ? o.chunk_bytes : kMaxAutoChunk; }
+
 /// Checks "key=value,..." MPI-IO hints and returns them as pairs, byte counts in bytes
 /// (invalid_argument naming the option otherwise). Options' validation and transport_config() use it.
 Result<Attributes> parse_mpiio_hints(const std::string& text);

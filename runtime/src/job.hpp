@@ -95,6 +95,9 @@ struct Job {
   std::shared_ptr<TicketState> ticket;
   std::int64_t step = 0;
   StreamPlan plan;
+  /// The staging chunk size the plan was made with (segments start at its multiples; one window per
+  /// chunk). The pool keeps it while any chunk is lent (StagingPool::rechunk).
+  std::uint64_t chunk_bytes = 0;
   std::string tmp_dir;  ///< the checkpoint's staging directory (Store::staging_dir)
   Clock::time_point t0;
   Clock::time_point flush_start;  ///< when the first chunk was handed over

@@ -170,8 +170,8 @@ const std::vector<Field>& fields() {
       {"chunk_bytes",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
-         if (!b.ok() || b.value() < 4096 || b.value() > (1ull << 32) || b.value() % 4096 != 0)
-           return bad_value("chunk_bytes", v, "a multiple of 4K from 4K to 4G, like 16M");
+         if (!b.ok() || (b.value() != 0 && (b.value() < 4096 || b.value() > (1ull << 32) || b.value() % 4096 != 0)))
+           return bad_value("chunk_bytes", v, "0 (auto) or a multiple of 4K from 4K to 4G, like 16M");
          o.chunk_bytes = b.value();
          return Status();
        }},
@@ -338,7 +338,7 @@ Result<Attributes> parse_mpiio_hints(const std::string& v) {
 TransportConfig transport_config(const Options& o) {
   TransportConfig c;
   c.alignment = o.alignment;
-  c.chunk_bytes = o.chunk_bytes;
+  c.chunk_bytes = io_piece_bytes(o);
   c.open_token = o.open_token;
   c.mpiio_files = o.mpiio_files;
   c.rbio_writers = o.rbio_writers;
@@ -430,12 +430,12 @@ Status Options::apply_env() {
 
 Status Options::validate() const {
   if (dir.empty()) return Status(Code::invalid_argument, "option 'dir' is empty");
-  if (chunk_bytes < 4096 || chunk_bytes % 4096 != 0)
-    return Status(Code::invalid_argument, "option 'chunk_bytes' must be a multiple of 4096");
-  if (pool_bytes != 0 && pool_bytes < 2 * chunk_bytes)
+  if (chunk_bytes != 0 && (chunk_bytes < 4096 || chunk_bytes % 4096 != 0))
+    return Status(Code::invalid_argument, "option 'chunk_bytes' must be 0 (auto) or a multiple of 4096");
+  if (pool_bytes != 0 && pool_bytes < 2 * (chunk_bytes != 0 ? chunk_bytes : 4096))
     return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(pool_bytes) +
                                               ") must hold at least two chunks of chunk_bytes (" +
-                                              std::to_string(chunk_bytes) + ")");
+                                              std::to_string(chunk_bytes != 0 ? chunk_bytes : 4096) + ")");
   if (on_busy != "wait" && on_busy != "coalesce")
     return Status(Code::invalid_argument, "option 'on_busy' must be 'wait' or 'coalesce', got '" + on_busy + "'");
   if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");

@@ -26,6 +26,19 @@ std::uint64_t auto_pool_chunks(std::uint64_t stream_bytes, std::uint64_t chunk_b
   return want;
 }
 
+std::uint64_t auto_chunk_bytes(std::uint64_t stream_bound, std::size_t groups) {
+  const std::uint64_t parts = 2 * std::max<std::uint64_t>(1, groups);
+  const std::uint64_t c = (stream_bound + parts - 1) / parts;
+  return std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, (c + 4095) / 4096 * 4096));
+}
+
+std::uint64_t initial_chunk_bytes(const Options& opts) {
+  if (opts.chunk_bytes != 0) return opts.chunk_bytes;
+  if (opts.pool_bytes != 0)
+    return std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, opts.pool_bytes / 2 / 4096 * 4096));
+  return 4096;
+}
+
 StagingPool::StagingPool(Device& device, std::size_t chunk_bytes) : m_device(device), m_chunk_bytes(chunk_bytes) {}
 
 StagingPool::~StagingPool() {
@@ -38,10 +51,12 @@ Status StagingPool::reserve(std::size_t chunks) {
   const std::size_t have = m_free.size() + m_lent;  // retired chunks are replaced
   if (chunks <= have) return Status::OK();
   const std::size_t add = chunks - have;
+  // rechunk() is called on the thread that reserves (the application's), never while chunks are lent.
+  const std::size_t chunk_bytes = m_chunk_bytes;
   lk.unlock();  // allocation and touching can take a while; chunks are added atomically below
   std::vector<StagingBlock> blocks;
-  for (std::size_t n : staging_pieces(add, m_chunk_bytes)) {
-    auto block = m_device.alloc_staging(n * m_chunk_bytes);
+  for (std::size_t n : staging_pieces(add, chunk_bytes)) {
+    auto block = m_device.alloc_staging(n * chunk_bytes);
     if (!block.ok()) {
       for (auto& b : blocks) m_device.free_staging(b);
       return block.status().with_context("staging pool");
@@ -54,8 +69,8 @@ Status StagingPool::reserve(std::size_t chunks) {
   for (const StagingBlock& b : blocks) {
     m_blocks.push_back(b);
     auto* base = static_cast<std::uint8_t*>(b.ptr);
-    for (std::size_t k = 0; k < b.bytes / m_chunk_bytes; ++k, ++i) {
-      chunks_arr[i] = Chunk{base + k * m_chunk_bytes, m_chunk_bytes};
+    for (std::size_t k = 0; k < b.bytes / chunk_bytes; ++k, ++i) {
+      chunks_arr[i] = Chunk{base + k * chunk_bytes, chunk_bytes};
       m_free.push_back(&chunks_arr[i]);
     }
   }
@@ -63,6 +78,18 @@ Status StagingPool::reserve(std::size_t chunks) {
   lk.unlock();
   m_cv.notify_all();
   return Status::OK();
+}
+
+bool StagingPool::rechunk(std::size_t chunk_bytes) {
+  std::lock_guard<std::mutex> lk(m_mu);
+  if (chunk_bytes == m_chunk_bytes) return true;
+  if (m_lent > 0 || m_retired > 0) return false;  // a retired chunk's block may still be written by a copy
+  for (auto& b : m_blocks) m_device.free_staging(b);
+  m_blocks.clear();
+  m_free.clear();
+  m_storage.clear();
+  m_chunk_bytes = chunk_bytes;
+  return true;
 }
 
 Chunk* StagingPool::acquire() {
@@ -103,6 +130,14 @@ std::size_t StagingPool::chunks() const {
   std::lock_guard<std::mutex> lk(m_mu);
   return m_free.size() + m_lent;
 }
+std::size_t StagingPool::bytes() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  return (m_free.size() + m_lent) * m_chunk_bytes;
+}
+std::size_t StagingPool::chunk_bytes() const {
+  std::lock_guard<std::mutex> lk(m_mu);
+  return m_chunk_bytes;
+}
 std::size_t StagingPool::free_chunks() const {
   std::lock_guard<std::mutex> lk(m_mu);
   return m_free.size();
@@ -127,13 +162,26 @@ std::uint64_t physical_memory() {
 int streams_in_pool(const Options& opts) { return opts.max_in_flight + (opts.on_busy == "coalesce" ? 1 : 0); }
 
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
+  const std::uint64_t chunk = pool.chunk_bytes();
   const std::uint64_t want_chunks =
-      opts.pool_bytes != 0 ? opts.pool_bytes / opts.chunk_bytes
-                           : auto_pool_chunks(stream_bytes, opts.chunk_bytes, streams_in_pool(opts), pool.chunks(),
+      opts.pool_bytes != 0 ? opts.pool_bytes / chunk
+                           : auto_pool_chunks(stream_bytes, chunk, streams_in_pool(opts), pool.chunks(),
                                               physical_memory(), opts.pool_max_fraction, pool.ranks_on_node());
   if (want_chunks <= pool.chunks()) return Status::OK();
   // Growing while chunks are lent is safe: new chunks are added, none move.
   return pool.reserve(static_cast<std::size_t>(want_chunks));
+}
+
+Status reserve_for_regions(StagingPool& pool, const Options& opts, std::uint64_t stream_bound, std::size_t groups,
+                           bool registering) {
+  if (opts.chunk_bytes == 0 && opts.pool_bytes == 0) {
+    const std::uint64_t want = auto_chunk_bytes(stream_bound, groups), have = pool.chunk_bytes();
+    if (want != have && (registering || want > 2 * have || want < have / 4)) (void)pool.rechunk(want);
+  }
+  // Each group's segment starts at a chunk boundary: a stream of `stream_bound` bytes in `groups`
+  // segments takes at most ceil(stream_bound / chunk) + groups - 1 chunks.
+  const std::uint64_t chunk = pool.chunk_bytes();
+  return reserve_for_stream(pool, opts, stream_bound + (groups > 0 ? groups - 1 : 0) * chunk);
 }
 
 }  // namespace ckpt::detail

@@ -11,6 +11,7 @@
 
 #include "ckpt/options.hpp"
 #include "gpu/device.hpp"
+#include "runtime/src/config.hpp"
 
 namespace ckpt::detail {
 
@@ -35,6 +36,16 @@ std::vector<std::size_t> staging_pieces(std::size_t chunks, std::size_t chunk_by
 std::uint64_t auto_pool_chunks(std::uint64_t stream_bytes, std::uint64_t chunk_bytes, int max_in_flight,
                                std::uint64_t have, std::uint64_t node_memory, double fraction, int ranks_on_node);
 
+/// The auto chunk size (chunk_bytes = 0) for a stream of at most `stream_bound` bytes in `groups`
+/// transport groups: the stream in 2 x groups chunks, rounded up to 4 KiB, from 4 KiB to kMaxAutoChunk.
+/// One stream then takes at most 1.5x its bytes of staging (exactly its bytes, rounded up to pages,
+/// with one group), instead of two chunks of 16 MiB for a state of some KiB.
+std::uint64_t auto_chunk_bytes(std::uint64_t stream_bound, std::size_t groups);
+
+/// The chunk size a Runtime starts with: chunk_bytes when set; with chunk_bytes = 0, half of a fixed
+/// pool_bytes (at most kMaxAutoChunk), or 4 KiB until regions are protected (see reserve_for_regions).
+std::uint64_t initial_chunk_bytes(const Options& opts);
+
 /// Thread-safety: all methods are safe to call from any thread.
 class StagingPool {
  public:
@@ -46,6 +57,10 @@ class StagingPool {
 
   /// Grows the pool to at least `chunks` chunks (never shrinks). Allocation and first touch happen here.
   Status reserve(std::size_t chunks);
+  /// Frees every chunk and makes later chunks `chunk_bytes` long, when no chunk is lent or retired (a
+  /// stream being captured, written or restored keeps the size it was planned with); returns whether
+  /// the chunks now have that size. The caller reserve()s again.
+  bool rechunk(std::size_t chunk_bytes);
   /// Takes a free chunk, blocking while none is free. Returns nullptr after shutdown().
   Chunk* acquire();
   /// Gives a chunk back and wakes one waiter.
@@ -59,7 +74,9 @@ class StagingPool {
 
   std::size_t chunks() const;
   std::size_t free_chunks() const;
-  std::size_t bytes() const { return chunks() * m_chunk_bytes; }
+  std::size_t bytes() const;
+  /// Size of every chunk; changes only through rechunk().
+  std::size_t chunk_bytes() const;
   /// Most chunks lent out at the same time since construction.
   std::size_t high_water() const;
   /// Bytes of the pool the GPU can DMA to (StagingBlock::pinned); < bytes() means the device fell
@@ -71,8 +88,8 @@ class StagingPool {
 
  private:
   Device& m_device;
-  const std::size_t m_chunk_bytes;
   mutable std::mutex m_mu;
+  std::size_t m_chunk_bytes;
   std::condition_variable m_cv;
   std::vector<StagingBlock> m_blocks;
 
@@ -89,8 +106,18 @@ int streams_in_pool(const Options& opts);
 
 /// Grows `pool` so that it can hold what a stream of `stream_bytes` needs under the options' budget
 /// (pool_bytes, or max_in_flight streams capped at this rank's share of pool_max_fraction of the
-/// node's memory; growth by half again; see auto_pool_chunks).
+/// node's memory; growth by half again; see auto_pool_chunks). Keeps the pool's chunk size.
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes);
+
+/// Sizes `pool` for the protected regions (`stream_bound`, Registry::stream_bound, in `groups` transport
+/// groups), outside checkpoint(). With chunk_bytes = 0 and an auto pool, the chunks follow the state
+/// (auto_chunk_bytes): `registering` (protect) re-chunks the pool to the exact size whenever it
+/// differs; otherwise (update, every step in some applications) only when the size is off by more
+/// than 2x up or 4x down, so that a state that fluctuates does not re-allocate its pool each time.
+/// Nothing is re-chunked while chunks are lent (checkpoints in flight): the pool then grows in its
+/// present size. Then the pool is reserved for one stream of the regions.
+Status reserve_for_regions(StagingPool& pool, const Options& opts, std::uint64_t stream_bound, std::size_t groups,
+                           bool registering);
 
 /// Bytes of physical memory of this node (4 GiB when unknown).
 std::uint64_t physical_memory();

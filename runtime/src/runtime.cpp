@@ -293,7 +293,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_status = agree(m_app_comm, device.ok() ? Status::OK() : device.status());
   if (!m_status.ok()) return;
   m_device = std::move(device).value();
-  m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(m_opts.chunk_bytes));
+  m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(initial_chunk_bytes(m_opts)));
   {
     // The auto pool's cap is a share of the node's memory: ranks on one node split it.
     MPI_Comm node = MPI_COMM_NULL;
@@ -327,7 +327,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
     const OpenEnv drain_open{m_drain_comm, m_rank, m_size, &m_transports, m_persistent, m_run_id, sync_each};
     m_drainer =
-        std::make_unique<Drainer>(DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, m_opts.chunk_bytes},
+        std::make_unique<Drainer>(DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts)},
                                   drain_open, *m_local_store, *m_store, *m_global_committer);
     m_drain_comm = MPI_COMM_NULL;  // the Drainer's now
     // The pipeline commits into the node directories; the drain thread retains them.
@@ -495,36 +495,37 @@ Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, Reg
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(
       m_registry->protect(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
-  reserve_for_regions();
+  reserve_for_regions(true);
   return Status::OK();
 }
 Status RuntimeImpl::update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start,
                            Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(m_registry->update(name, ptr, kind, std::move(global), std::move(start), std::move(count)));
-  reserve_for_regions();
+  reserve_for_regions(false);
   return Status::OK();
 }
 
-void RuntimeImpl::reserve_for_regions() {
-  // Outside checkpoint(): pinned allocations take seconds at 16 GiB and synchronise the device. One
-  // chunk per transport group on top (segments start at chunk boundaries). A failure is reported by
-  // the next checkpoint(), which tries again.
-  (void)reserve_for_stream(*m_pool, m_opts, m_registry->stream_bound() + m_transports.size() * m_opts.chunk_bytes);
+void RuntimeImpl::reserve_for_regions(bool registering) {
+  // Outside checkpoint(): pinned allocations take seconds at 16 GiB and synchronise the device; the
+  // auto chunk size follows the state here. A failure is reported by the next checkpoint(), which
+  // tries again.
+  (void)detail::reserve_for_regions(*m_pool, m_opts, m_registry->stream_bound(), m_transports.size(), registering);
 }
 Status RuntimeImpl::protect_source(const std::string& name, DType dtype, RegionKind kind,
                                    std::shared_ptr<const Source> source) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(m_registry->protect(name, dtype, kind, std::move(source)));
-  reserve_for_regions();
+  reserve_for_regions(true);
   return Status::OK();
 }
 Status RuntimeImpl::protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global,
                                       Shape start, Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
+  const std::size_t had = m_registry->regions().size();
   CKPT_RETURN_IF_ERROR(
       m_registry->protect_or_update(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
-  reserve_for_regions();
+  reserve_for_regions(m_registry->regions().size() > had);  // registering when it protected
   return Status::OK();
 }
 Status RuntimeImpl::set_optional(const std::string& name, bool optional) {
@@ -552,7 +553,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   const auto& regions = m_registry->regions();
   if (std::any_of(regions.begin(), regions.end(), [](const Region& r) { return r.source != nullptr; })) {
     located = m_registry->locate_sources();
-    if (located.ok()) reserve_for_regions();
+    if (located.ok()) reserve_for_regions(false);
   }
   return m_capture->checkpoint(step, stream, m_registry->regions(), located);
 }

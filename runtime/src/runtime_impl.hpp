@@ -86,8 +86,9 @@ class RuntimeImpl {
   Status make_node_level();
   /// Waits for the drains in flight (restart and latest read what they write and retain).
   void wait_drains();
-  /// Grows the staging pool for what is registered now (see Registry::stream_bound).
-  void reserve_for_regions();
+  /// Sizes the staging pool for what is registered now (see Registry::stream_bound and
+  /// detail::reserve_for_regions); `registering`: from protect().
+  void reserve_for_regions(bool registering);
   /// Chrome trace and I/O summary (trace.cpp), collective, at close().
   void write_trace_and_summary();
 

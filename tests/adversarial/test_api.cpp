@@ -651,7 +651,11 @@ TEST_F(Adversarial, DegenerateOptionValues) {
   check("dir empty", [](Options& o) { o.dir.clear(); });
   check("fraction nan", [](Options& o) { o.pool_max_fraction = std::nan(""); });
   check("fraction 5", [](Options& o) { o.pool_max_fraction = 5; });
-  check("pool 1 chunk", [](Options& o) { o.pool_bytes = o.chunk_bytes; });
+  check("pool 1 chunk", [](Options& o) {
+    o.chunk_bytes = 64 << 10;
+    o.pool_bytes = o.chunk_bytes;
+  });
+  check("pool 1 auto chunk", [](Options& o) { o.pool_bytes = 4096; });
   check("mpiio_files 0", [](Options& o) { o.mpiio_files = 0; });
   check("pool 1 PiB", [](Options& o) { o.pool_bytes = 1ull << 50; });
   Options o = opts(dir);

@@ -153,6 +153,53 @@ TEST(RoundTrip, CheckpointEightTimesThePoolStreamsThroughIt) {
   EXPECT_EQ(big, expected);
 }
 
+TEST(RoundTrip, SmallStateStagesSmallFromTheFirstCheckpointAndRestores) {
+  // LULESH-like (issue 15): 39 arrays of 6 KiB (234 KiB per rank), protected one by one, a scalar, a
+  // checkpoint every step. Default chunk_bytes and pool_bytes: the staging is about the state, not two
+  // 16 MiB chunks, and is all there at the first checkpoint (allocated in protect(), not in checkpoint()).
+  const int rank = world_rank();
+  for (const char* busy : {"wait", "coalesce"}) {
+    SCOPED_TRACE(busy);
+    const auto dir = scratch_dir();
+    Options o = opts_for(dir);
+    o.on_busy = busy;
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    std::vector<std::vector<double>> fields(39, std::vector<double>(768));
+    std::uint64_t cycle = 0;
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      ASSERT_TRUE(rt.protect("f" + std::to_string(f), fields[f].data(), DType::f64, {fields[f].size()}).ok());
+    ASSERT_TRUE(rt.protect_scalar("cycle", &cycle).ok());
+    const std::uint64_t payload = 39 * 768 * 8 + 8;
+    std::vector<Ticket> tickets;
+    for (int k = 0; k < 6; ++k) {
+      cycle = static_cast<std::uint64_t>(k);
+      for (std::size_t f = 0; f < fields.size(); ++f)
+        for (std::size_t i = 0; i < fields[f].size(); ++i) fields[f][i] = k * 1e6 + rank * 1e3 + f + i * 1e-3;
+      tickets.push_back(rt.checkpoint(k));
+      if (std::string(busy) == "wait") ASSERT_TRUE(tickets.back().wait().ok());
+    }
+    ASSERT_TRUE(rt.wait_all().ok());
+    const std::uint64_t staging = tickets.front().stats().staging_bytes;
+    EXPECT_EQ(tickets.front().stats().bytes, payload);
+    // One stream rounded up to pages (wait); two with coalesce (a capture waits next to one in flight).
+    const std::uint64_t streams = std::string(busy) == "wait" ? 1 : 2;
+    EXPECT_LE(staging, streams * ((payload + 4095) / 4096 + 1) * 4096) << staging;
+    EXPECT_LE(staging, 2 * payload + streams * 2 * 4096) << staging;
+    for (auto& t : tickets) {
+      EXPECT_FALSE(t.wait().failed()) << t.wait().to_string();
+      EXPECT_EQ(t.stats().staging_bytes, staging) << "the pool did not grow in checkpoint " << t.step();
+    }
+    for (auto& f : fields) std::fill(f.begin(), f.end(), -1.0);
+    cycle = 99;
+    ASSERT_TRUE(rt.restart(5).ok());
+    EXPECT_EQ(cycle, 5u);
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      for (std::size_t i = 0; i < fields[f].size(); i += 97)
+        ASSERT_EQ(fields[f][i], 5 * 1e6 + rank * 1e3 + f + i * 1e-3) << "field " << f << " element " << i;
+  }
+}
+
 TEST(RoundTrip, CorruptedBlockIsDetectedAndRestartFallsBack) {
   const auto dir = scratch_dir();
   const int rank = world_rank(), size = world_size();

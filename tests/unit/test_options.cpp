@@ -23,7 +23,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.transport, "posix");
   EXPECT_EQ(o.keep, 2);
   EXPECT_EQ(o.max_in_flight, 1);
-  EXPECT_EQ(o.chunk_bytes, 16u << 20);
+  EXPECT_EQ(o.chunk_bytes, 0u) << "auto: the chunks follow the protected state";
   EXPECT_TRUE(o.fsync);
 }
 
@@ -70,6 +70,10 @@ TEST(Options, BadValueIsNamedWithAllowedValues) {
   EXPECT_NE(r.status().message().find("allowed"), std::string::npos);
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "chunk_bytes: 5000\n")).ok()) << "not a multiple of 4K";
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "pool_bytes: 8K\nchunk_bytes: 8K\n")).ok()) << "pool < 2 chunks";
+  EXPECT_FALSE(Options::try_load(write_yaml(dir, "pool_bytes: 4K\n")).ok()) << "pool < 2 chunks of the auto size";
+  auto auto_chunk = Options::try_load(write_yaml(dir, "chunk_bytes: 0\npool_bytes: 8K\n"));
+  ASSERT_TRUE(auto_chunk.ok()) << auto_chunk.status().to_string();
+  EXPECT_EQ(auto_chunk.value().chunk_bytes, 0u);
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "- a\n- b\n")).ok()) << "not a map";
   EXPECT_EQ(Options::try_load(dir + "/missing.yaml").status().code(), Code::not_found);
 }

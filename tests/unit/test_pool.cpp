@@ -8,6 +8,7 @@
 #include "runtime/src/pool.hpp"
 
 using namespace ckpt::detail;
+using ckpt::Options;
 
 TEST(Pool, ReserveAcquireRelease) {
   auto dev = make_host_device();
@@ -109,4 +110,98 @@ TEST(Pool, RetiredChunksAreNeverHandedOutAgain) {
   EXPECT_NE(d, a);
   pool.release(c);
   pool.release(d);
+}
+
+TEST(Pool, AutoChunkFollowsTheState) {
+  constexpr std::uint64_t KiB = 1024, MiB = KiB * KiB;
+  EXPECT_EQ(auto_chunk_bytes(0, 1), 4 * KiB);                // nothing protected yet
+  EXPECT_EQ(auto_chunk_bytes(1, 1), 4 * KiB);                // a scalar
+  EXPECT_EQ(auto_chunk_bytes(240 * KiB, 1), 120 * KiB);      // half the stream
+  EXPECT_EQ(auto_chunk_bytes(240 * KiB + 1, 1), 124 * KiB);  // rounded up to 4 KiB
+  EXPECT_EQ(auto_chunk_bytes(240 * KiB, 2), 60 * KiB);       // per transport group
+  EXPECT_EQ(auto_chunk_bytes(32 * MiB, 1), 16 * MiB);
+  EXPECT_EQ(auto_chunk_bytes(1ull << 40, 1), 16 * MiB);  // large states: 16 MiB writes
+  Options o = Options::defaults();
+  EXPECT_EQ(initial_chunk_bytes(o), 4 * KiB);
+  o.pool_bytes = 100 * KiB;
+  EXPECT_EQ(initial_chunk_bytes(o), 48 * KiB);  // half a fixed pool, whole pages
+  o.pool_bytes = 1ull << 30;
+  EXPECT_EQ(initial_chunk_bytes(o), 16 * MiB);
+  o.chunk_bytes = 64 * KiB;  // explicit wins
+  EXPECT_EQ(initial_chunk_bytes(o), 64 * KiB);
+}
+
+// LULESH's 234 KiB of state: the auto pool holds it in two chunks, not 2 x 16 MiB.
+TEST(Pool, SmallStateGetsASmallPool) {
+  constexpr std::uint64_t KiB = 1024, payload = 234 * KiB;
+  const std::uint64_t bound = payload + 4096;  // Registry::stream_bound of one array >= 64 KiB
+  for (const char* busy : {"wait", "coalesce"}) {
+    SCOPED_TRACE(busy);
+    auto dev = make_host_device();
+    Options o = Options::defaults();
+    o.on_busy = busy;
+    StagingPool pool(*dev, initial_chunk_bytes(o));
+    ASSERT_TRUE(reserve_for_regions(pool, o, bound, 1, true).ok());
+    EXPECT_EQ(pool.chunk_bytes(), auto_chunk_bytes(bound, 1));
+    // One stream (wait, max_in_flight 1): the stream rounded up to pages. Two with coalesce, each
+    // rounded up to pages: <= 2x the checkpoint plus a page per chunk.
+    const std::uint64_t streams = o.on_busy == "coalesce" ? 2 : 1;
+    EXPECT_GE(pool.bytes(), streams * bound);
+    EXPECT_LE(pool.bytes(), streams * (payload + 2 * 4096)) << pool.bytes();
+    EXPECT_LE(pool.bytes(), 2 * payload + (streams == 2 ? 4 * 4096 : 0)) << pool.bytes();
+    // What checkpoint() reserves for the planned stream is there already: no allocation inside it.
+    const std::size_t before = pool.bytes();
+    ASSERT_TRUE(reserve_for_stream(pool, o, payload).ok());
+    EXPECT_EQ(pool.bytes(), before);
+  }
+}
+
+TEST(Pool, RechunkOnlyWithNothingLentAndUpdatesKeepTheirPool) {
+  constexpr std::uint64_t KiB = 1024;
+  auto dev = make_host_device();
+  Options o = Options::defaults();
+  StagingPool pool(*dev, initial_chunk_bytes(o));
+  // Registered region by region: the pool follows exactly.
+  ASSERT_TRUE(reserve_for_regions(pool, o, 8 * KiB, 1, true).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 4 * KiB);
+  ASSERT_TRUE(reserve_for_regions(pool, o, 400 * KiB, 1, true).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 200 * KiB);
+  EXPECT_EQ(pool.chunks(), 2u);
+  // update(): a state that fluctuates keeps its chunks (the count grows as for a fixed chunk size).
+  ASSERT_TRUE(reserve_for_regions(pool, o, 500 * KiB, 1, false).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 200 * KiB);
+  EXPECT_GE(pool.bytes(), 500 * KiB);
+  ASSERT_TRUE(reserve_for_regions(pool, o, 300 * KiB, 1, false).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 200 * KiB);
+  // ... until it is off by more than 2x.
+  ASSERT_TRUE(reserve_for_regions(pool, o, 2000 * KiB, 1, false).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 1000 * KiB);
+  EXPECT_EQ(pool.chunks(), 2u);
+  // A lent chunk (a checkpoint in flight) keeps the size: the pool grows in it instead.
+  Chunk* lent = pool.acquire();
+  ASSERT_NE(lent, nullptr);
+  EXPECT_FALSE(pool.rechunk(64 * KiB));
+  ASSERT_TRUE(reserve_for_regions(pool, o, 8000 * KiB, 1, true).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 1000 * KiB);
+  EXPECT_EQ(lent->bytes, 1000 * KiB);
+  EXPECT_GE(pool.bytes(), 8000 * KiB);
+  lent->data[lent->bytes - 1] = 1;  // still the lender's memory
+  pool.release(lent);
+  EXPECT_TRUE(pool.rechunk(64 * KiB));
+  EXPECT_EQ(pool.chunks(), 0u);
+  ASSERT_TRUE(pool.reserve(3).ok());
+  Chunk* c = pool.acquire();
+  EXPECT_EQ(c->bytes, 64 * KiB);
+  c->data[64 * KiB - 1] = 1;
+  pool.release(c);
+  // A retired chunk's memory may still be written: never re-chunked away.
+  Chunk* r = pool.acquire();
+  pool.retire(r);
+  EXPECT_FALSE(pool.rechunk(128 * KiB));
+  // Explicit chunk_bytes: never re-chunked.
+  Options fixed = Options::defaults();
+  fixed.chunk_bytes = 64 * KiB;
+  StagingPool p2(*dev, initial_chunk_bytes(fixed));
+  ASSERT_TRUE(reserve_for_regions(p2, fixed, 8000 * KiB, 1, true).ok());
+  EXPECT_EQ(p2.chunk_bytes(), 64 * KiB);
 }

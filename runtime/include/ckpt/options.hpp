@@ -42,16 +42,18 @@ struct CKPT_API Options {
   std::string dir = "ckpt";
   /// Transport name: posix, null (mpiio, rbio, hdf5, hdf5-sync when built). [CKPT_TRANSPORT]
   std::string transport = "posix";
-  /// Staging pool budget in bytes; 0 = auto (one whole checkpoint x max_in_flight, capped at this
-  /// rank's share of pool_max_fraction of the node's memory). Reserved when the Runtime is made (a
-  /// fixed budget) or as regions are protected (auto), not inside checkpoint().
-  /// [CKPT_POOL_BYTES, accepts 64M, 1G, 512KiB]
+  /// Staging pool budget in bytes; 0 = auto (one whole checkpoint x max_in_flight, one more with
+  /// on_busy = coalesce, capped at this rank's share of pool_max_fraction of the node's memory). Reserved when the
+  /// Runtime is made (a fixed budget) or as regions are protected (auto), not inside checkpoint(). [CKPT_POOL_BYTES,
+  /// accepts 64M, 1G, 512KiB]
   std::uint64_t pool_bytes = 0;
   /// Cap of the auto pools of all ranks of a node together, as a fraction of the node's physical memory,
   /// in (0, 0.9]; each rank gets 1/(ranks on the node) of it. [CKPT_POOL_MAX_FRACTION]
   double pool_max_fraction = 0.25;
-  /// Size of one staging chunk and of one write, bytes. [CKPT_CHUNK_BYTES]
-  std::uint64_t chunk_bytes = 16ull << 20;
+  /// Size of one staging chunk and of one write, bytes; 0 = auto: the chunks follow the protected state
+  /// (half of it, rounded up to 4 KiB, at most 16 MiB; half of a fixed pool_bytes), so that a small
+  /// state gets a small pool. [CKPT_CHUNK_BYTES]
+  std::uint64_t chunk_bytes = 0;
   /// Checkpoints that may be captured but not yet committed; checkpoint() waits beyond this.
   /// 1 = double buffering (the application's data + one staged copy). [CKPT_MAX_IN_FLIGHT]
   int max_in_flight = 1;
