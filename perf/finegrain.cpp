@@ -158,7 +158,7 @@ struct CkptMode {
 };
 
 std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app, const std::string& dir,
-                                            const std::string& transport, bool fsync, const std::string& on_busy) {
+                                            const std::string& transport, bool fsync, ckpt::Options::OnBusy on_busy) {
   ckpt::Options o = base;
   o.transport = transport;
   o.fsync = fsync;
@@ -304,13 +304,14 @@ int main(int argc, char** argv) {
     const char* name;
     const char* transport;
     bool fsync;
-    const char* on_busy;
+    ckpt::Options::OnBusy on_busy;
   };
-  for (const CkptSpec& c :
-       {CkptSpec{"ckpt-wait-fsync", "posix", true, "wait"}, CkptSpec{"ckpt-wait-nofsync", "posix", false, "wait"},
-        CkptSpec{"ckpt-coalesce-fsync", "posix", true, "coalesce"},
-        CkptSpec{"ckpt-coalesce-nofsync", "posix", false, "coalesce"}, CkptSpec{"ckpt-wait-null", "null", true, "wait"},
-        CkptSpec{"ckpt-coalesce-null", "null", true, "coalesce"}}) {
+  for (const CkptSpec& c : {CkptSpec{"ckpt-wait-fsync", "posix", true, ckpt::Options::OnBusy::wait},
+                            CkptSpec{"ckpt-wait-nofsync", "posix", false, ckpt::Options::OnBusy::wait},
+                            CkptSpec{"ckpt-coalesce-fsync", "posix", true, ckpt::Options::OnBusy::coalesce},
+                            CkptSpec{"ckpt-coalesce-nofsync", "posix", false, ckpt::Options::OnBusy::coalesce},
+                            CkptSpec{"ckpt-wait-null", "null", true, ckpt::Options::OnBusy::wait},
+                            CkptSpec{"ckpt-coalesce-null", "null", true, ckpt::Options::OnBusy::coalesce}}) {
     if (!wanted(c.name)) continue;
     const std::string dir = args.dir + "/" + c.name;
     if (rank == 0)

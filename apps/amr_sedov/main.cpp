@@ -145,7 +145,8 @@ int run(const Args& a, const ckpt::Options& options) {
     // checkpoint() waited until at most max_in_flight were uncommitted: the older ticket is done
     // everywhere, and its outcome (the same on every rank) can stop the run collectively.
     const std::size_t n = tickets.size(), k = static_cast<std::size_t>(options.max_in_flight);
-    if (options.on_busy != "coalesce" && n > k) {  // coalesce never waits: wait_all() reports failures
+    if (options.on_busy != ckpt::Options::OnBusy::coalesce &&
+        n > k) {  // coalesce never waits: wait_all() reports failures
       ckpt::Status old = tickets[n - 1 - k].wait();
       if (old.failed()) {
         say("amr_sedov: checkpoint %lld failed: %s\n", static_cast<long long>(tickets[n - 1 - k].step()),

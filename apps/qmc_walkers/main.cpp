@@ -311,7 +311,7 @@ Summary run(const Args& a, const ckpt::Options& options, bool restart, bool quie
       // done on every rank and its outcome (the same everywhere) can stop the run collectively. With
       // on_busy = coalesce checkpoint() never waits: failures come from wait_all() at the end.
       const std::size_t n = tickets.size();
-      if (rt.options().on_busy != "coalesce" && n > static_cast<std::size_t>(in_flight)) {
+      if (rt.options().on_busy != ckpt::Options::OnBusy::coalesce && n > static_cast<std::size_t>(in_flight)) {
         ckpt::Status old = tickets[n - 1 - in_flight].wait();
         if (old.failed()) {
           say("qmc_walkers: checkpoint %lld failed: %s\n", static_cast<long long>(tickets[n - 1 - in_flight].step()),

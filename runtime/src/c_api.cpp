@@ -402,13 +402,14 @@ int ckpt_checkpoint(ckpt_runtime* rt, int64_t step, void* stream, ckpt_ticket** 
     if (step < 0)
       return ckpt::Status(ckpt::Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
     const std::size_t max_in_flight = static_cast<std::size_t>(std::max(1, rt->rt->options().max_in_flight));
-    if (rt->rt->options().on_busy == "coalesce") {
+    const bool coalesce = rt->rt->options().on_busy == ckpt::Options::OnBusy::coalesce;
+    if (coalesce) {
       // Never waits on I/O: done tickets are forgotten unless they failed (wait_all and close report
       // those); deciding on done-ness would differ between ranks.
       for (auto it = rt->unclaimed.begin(); it != rt->unclaimed.end();)
         it = it->done() && !it->wait().failed() ? rt->unclaimed.erase(it) : it + 1;
     }
-    while (rt->rt->options().on_busy != "coalesce" && rt->unclaimed.size() >= max_in_flight) {
+    while (!coalesce && rt->unclaimed.size() >= max_in_flight) {
       ckpt::Ticket old = rt->unclaimed.front();
       rt->unclaimed.pop_front();
       ckpt::Status s = old.wait();

@@ -185,8 +185,9 @@ const std::vector<Field>& fields() {
        }},
       {"on_busy",
        [](Options& o, const std::string& v) -> Status {
-         if (v != "wait" && v != "coalesce") return bad_value("on_busy", v, "wait, coalesce");
-         o.on_busy = v;
+         Result<Options::OnBusy> mode = parse_on_busy(v);
+         if (!mode.ok()) return bad_value("on_busy", v, "wait, coalesce");
+         o.on_busy = *mode;
          return Status();
        }},
       {"keep",
@@ -361,6 +362,20 @@ CudaDeviceConfig device_config(const Options& o) {
 
 }  // namespace detail
 
+Result<Options::OnBusy> parse_on_busy(const std::string& text) {
+  if (text == "wait") return Options::OnBusy::wait;
+  if (text == "coalesce") return Options::OnBusy::coalesce;
+  return Status(Code::invalid_argument, "'" + text + "' is not wait or coalesce");
+}
+
+const char* on_busy_name(Options::OnBusy v) noexcept {
+  switch (v) {
+    case Options::OnBusy::wait: return "wait";
+    case Options::OnBusy::coalesce: return "coalesce";
+  }
+  return "?";
+}
+
 Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text) {
   if (text == "off") return Options::DoubleBuffer::off;
   if (text == "on") return Options::DoubleBuffer::on;
@@ -436,8 +451,9 @@ Status Options::validate() const {
     return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(pool_bytes) +
                                               ") must hold at least two chunks of chunk_bytes (" +
                                               std::to_string(chunk_bytes != 0 ? chunk_bytes : 4096) + ")");
-  if (on_busy != "wait" && on_busy != "coalesce")
-    return Status(Code::invalid_argument, "option 'on_busy' must be 'wait' or 'coalesce', got '" + on_busy + "'");
+  if (on_busy != OnBusy::wait && on_busy != OnBusy::coalesce)  // set in code from an integer
+    return Status(Code::invalid_argument,
+                  "option 'on_busy' must be wait or coalesce, got " + std::to_string(static_cast<int>(on_busy)));
   if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");
   if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)

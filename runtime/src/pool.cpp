@@ -159,7 +159,9 @@ std::uint64_t physical_memory() {
   return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : (4ull << 30);
 }
 
-int streams_in_pool(const Options& opts) { return opts.max_in_flight + (opts.on_busy == "coalesce" ? 1 : 0); }
+int streams_in_pool(const Options& opts) {
+  return opts.max_in_flight + (opts.on_busy == Options::OnBusy::coalesce ? 1 : 0);
+}
 
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
   const std::uint64_t chunk = pool.chunk_bytes();

@@ -261,7 +261,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (m_status.ok() && m_funneled) m_status = funneled_refusal(provided);
   if (m_status.ok() && m_levels) m_status = make_node_level();
   // A transport that writes inside checkpoint() cannot leave a capture waiting to be replaced.
-  if (m_status.ok() && m_opts.on_busy == "coalesce" && opens_on_app_thread(m_transports, m_funneled))
+  if (m_status.ok() && m_opts.on_busy == Options::OnBusy::coalesce && opens_on_app_thread(m_transports, m_funneled))
     m_status = Status(Code::invalid_argument,
                       "option 'on_busy': coalesce needs an asynchronous transport (hdf5-sync writes inside "
                       "checkpoint())");
@@ -351,7 +351,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, flush_open, *m_device,
                                             *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
-  if (m_opts.on_busy == "coalesce") {
+  if (m_opts.on_busy == Options::OnBusy::coalesce) {
     MPI_Comm launch_comm = MPI_COMM_NULL;
     MPI_Comm_dup(m_app_comm, &launch_comm);
     m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, *m_device, *m_flush, *m_pool);
@@ -381,7 +381,7 @@ Status RuntimeImpl::funneled_refusal(int provided) const {
     return Status(Code::failed_precondition,
                   "option local_dir: the node-local level drains on a thread of its own that calls MPI, but " + why +
                       ": leave local_dir empty or initialise MPI with MPI_THREAD_MULTIPLE");
-  if (m_opts.on_busy == "coalesce")
+  if (m_opts.on_busy == Options::OnBusy::coalesce)
     return Status(Code::failed_precondition,
                   "option on_busy 'coalesce': a launcher thread of its own agrees with the other ranks (MPI) which "
                   "capture to flush, but " +

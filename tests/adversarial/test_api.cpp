@@ -192,7 +192,7 @@ TEST_F(Adversarial, DifferentStepsAreRefusedOnEveryRank) {
 // it returns on the other ranks while rank 1 has not called it yet, with on_busy wait and coalesce,
 // and the checkpoint commits on every rank once rank 1 catches up.
 TEST_F(Adversarial, CheckpointDoesNotWaitForOtherRanks) {
-  for (const char* on_busy : {"wait", "coalesce"}) {
+  for (Options::OnBusy on_busy : {Options::OnBusy::wait, Options::OnBusy::coalesce}) {
     Options o = opts(scratch_dir());
     o.on_busy = on_busy;
     Runtime rt(MPI_COMM_WORLD, o);
@@ -203,9 +203,9 @@ TEST_F(Adversarial, CheckpointDoesNotWaitForOtherRanks) {
     const auto t0 = std::chrono::steady_clock::now();
     Ticket t = rt.checkpoint(3);
     const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (world_rank() != 1) EXPECT_LT(blocked, 0.5) << on_busy << ": checkpoint() waited for rank 1";
-    EXPECT_TRUE(t.wait().ok()) << on_busy;
-    EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(3)) << on_busy;
+    if (world_rank() != 1) EXPECT_LT(blocked, 0.5) << on_busy_name(on_busy) << ": checkpoint() waited for rank 1";
+    EXPECT_TRUE(t.wait().ok()) << on_busy_name(on_busy);
+    EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(3)) << on_busy_name(on_busy);
   }
 }
 

@@ -22,7 +22,7 @@ namespace {
 Options coalesce_opts(const std::string& dir) {
   Options o = Options::defaults();
   o.dir = dir;
-  o.on_busy = "coalesce";
+  o.on_busy = Options::OnBusy::coalesce;
   o.chunk_bytes = 64 << 10;
   return o;
 }
@@ -132,8 +132,13 @@ TEST(Coalesce, NoStateNoWaitAndClose) {
 
 TEST(Coalesce, Options) {
   Options o = Options::defaults();
-  EXPECT_EQ(o.on_busy, "wait");
-  o.on_busy = "drop";
+  EXPECT_EQ(o.on_busy, Options::OnBusy::wait);
+  EXPECT_EQ(parse_on_busy("coalesce").value(), Options::OnBusy::coalesce);
+  EXPECT_EQ(parse_on_busy("wait").value(), Options::OnBusy::wait);
+  EXPECT_STREQ(on_busy_name(Options::OnBusy::coalesce), "coalesce");
+  EXPECT_FALSE(parse_on_busy("drop").ok());
+  EXPECT_FALSE(parse_on_busy("Wait").ok());
+  o.on_busy = static_cast<Options::OnBusy>(7);  // set in code from an integer
   EXPECT_EQ(o.validate().code(), Code::invalid_argument);
   o = coalesce_opts(scratch_dir());
   o.transport = "hdf5-sync";  // writes inside checkpoint(): nothing can wait to be replaced

@@ -343,7 +343,7 @@ TEST(Funneled, TheNodeLevelIsRefused) {
 TEST(Funneled, CoalesceIsRefusedNamingTheWayOut) {
   // on_busy coalesce agrees on its launcher thread which capture to flush (MPI): refused funneled.
   Options o = funneled_options(ckpt::test::scratch_dir());
-  o.on_busy = "coalesce";
+  o.on_busy = Options::OnBusy::coalesce;
   Runtime rt(MPI_COMM_WORLD, o);
   EXPECT_EQ(rt.status().code(), Code::failed_precondition) << rt.status().to_string();
   for (const char* word : {"on_busy", "'wait'", "MPI_THREAD_MULTIPLE", "funneled"})

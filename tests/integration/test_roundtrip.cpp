@@ -158,8 +158,8 @@ TEST(RoundTrip, SmallStateStagesSmallFromTheFirstCheckpointAndRestores) {
   // checkpoint every step. Default chunk_bytes and pool_bytes: the staging is about the state, not two
   // 16 MiB chunks, and is all there at the first checkpoint (allocated in protect(), not in checkpoint()).
   const int rank = world_rank();
-  for (const char* busy : {"wait", "coalesce"}) {
-    SCOPED_TRACE(busy);
+  for (Options::OnBusy busy : {Options::OnBusy::wait, Options::OnBusy::coalesce}) {
+    SCOPED_TRACE(on_busy_name(busy));
     const auto dir = scratch_dir();
     Options o = opts_for(dir);
     o.on_busy = busy;
@@ -177,13 +177,13 @@ TEST(RoundTrip, SmallStateStagesSmallFromTheFirstCheckpointAndRestores) {
       for (std::size_t f = 0; f < fields.size(); ++f)
         for (std::size_t i = 0; i < fields[f].size(); ++i) fields[f][i] = k * 1e6 + rank * 1e3 + f + i * 1e-3;
       tickets.push_back(rt.checkpoint(k));
-      if (std::string(busy) == "wait") ASSERT_TRUE(tickets.back().wait().ok());
+      if (busy == Options::OnBusy::wait) ASSERT_TRUE(tickets.back().wait().ok());
     }
     ASSERT_TRUE(rt.wait_all().ok());
     const std::uint64_t staging = tickets.front().stats().staging_bytes;
     EXPECT_EQ(tickets.front().stats().bytes, payload);
     // One stream rounded up to pages (wait); two with coalesce (a capture waits next to one in flight).
-    const std::uint64_t streams = std::string(busy) == "wait" ? 1 : 2;
+    const std::uint64_t streams = busy == Options::OnBusy::wait ? 1 : 2;
     EXPECT_LE(staging, streams * ((payload + 4095) / 4096 + 1) * 4096) << staging;
     EXPECT_LE(staging, 2 * payload + streams * 2 * 4096) << staging;
     for (auto& t : tickets) {

@@ -141,3 +141,22 @@ TEST(Options, MpiThreadsSpellings) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(r->mpi_threads, Options::MpiThreads::multiple);
 }
+
+TEST(Options, OnBusySpellings) {
+  ::setenv("CKPT_ON_BUSY", "coalesce", 1);
+  Options a;
+  EXPECT_TRUE(a.error.ok()) << a.error.message();
+  EXPECT_EQ(a.on_busy, Options::OnBusy::coalesce);
+  ::setenv("CKPT_ON_BUSY", "drop", 1);
+  Options b;
+  ::unsetenv("CKPT_ON_BUSY");
+  EXPECT_EQ(b.error.code(), Code::invalid_argument);
+  EXPECT_NE(b.error.message().find("wait, coalesce"), std::string::npos) << b.error.message();
+  auto dir = test::scratch_dir();
+  auto y = Options::try_load(write_yaml(dir, "on_busy: coalesce\n"));
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(y.value().on_busy, Options::OnBusy::coalesce);
+  EXPECT_EQ(Options::defaults().on_busy, Options::OnBusy::wait);
+  EXPECT_FALSE(Options::try_load(write_yaml(dir, "on_busy: Coalesce\n")).ok());
+  for (auto v : {Options::OnBusy::wait, Options::OnBusy::coalesce}) EXPECT_EQ(*parse_on_busy(on_busy_name(v)), v);
+}

@@ -135,8 +135,8 @@ TEST(Pool, AutoChunkFollowsTheState) {
 TEST(Pool, SmallStateGetsASmallPool) {
   constexpr std::uint64_t KiB = 1024, payload = 234 * KiB;
   const std::uint64_t bound = payload + 4096;  // Registry::stream_bound of one array >= 64 KiB
-  for (const char* busy : {"wait", "coalesce"}) {
-    SCOPED_TRACE(busy);
+  for (Options::OnBusy busy : {Options::OnBusy::wait, Options::OnBusy::coalesce}) {
+    SCOPED_TRACE(ckpt::on_busy_name(busy));
     auto dev = make_host_device();
     Options o = Options::defaults();
     o.on_busy = busy;
@@ -145,7 +145,7 @@ TEST(Pool, SmallStateGetsASmallPool) {
     EXPECT_EQ(pool.chunk_bytes(), auto_chunk_bytes(bound, 1));
     // One stream (wait, max_in_flight 1): the stream rounded up to pages. Two with coalesce, each
     // rounded up to pages: <= 2x the checkpoint plus a page per chunk.
-    const std::uint64_t streams = o.on_busy == "coalesce" ? 2 : 1;
+    const std::uint64_t streams = o.on_busy == Options::OnBusy::coalesce ? 2 : 1;
     EXPECT_GE(pool.bytes(), streams * bound);
     EXPECT_LE(pool.bytes(), streams * (payload + 2 * 4096)) << pool.bytes();
     EXPECT_LE(pool.bytes(), 2 * payload + (streams == 2 ? 4 * 4096 : 0)) << pool.bytes();

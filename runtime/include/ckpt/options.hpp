@@ -57,10 +57,12 @@ struct CKPT_API Options {
   /// Checkpoints that may be captured but not yet committed; checkpoint() waits beyond this.
   /// 1 = double buffering (the application's data + one staged copy). [CKPT_MAX_IN_FLIGHT]
   int max_in_flight = 1;
-  /// What checkpoint() does when max_in_flight checkpoints are in flight: "wait" for the oldest to
-  /// commit, or "coalesce": capture anyway (into a spare set of chunks) and replace the capture that
-  /// waits to be flushed, whose ticket ends with Code::superseded (not a failure). [CKPT_ON_BUSY]
-  std::string on_busy = "wait";
+  /// What checkpoint() does when max_in_flight checkpoints are in flight: wait for the oldest to
+  /// commit, or coalesce: capture anyway (into a spare set of chunks) and replace the capture that
+  /// waits to be flushed, whose ticket ends with Code::superseded (not a failure). Spelled "wait" and
+  /// "coalesce" in files and variables (parse_on_busy). [CKPT_ON_BUSY]
+  enum class OnBusy { wait, coalesce };
+  OnBusy on_busy = OnBusy::wait;
   /// Complete checkpoints kept on disk; older ones are removed after a newer commit. [CKPT_KEEP]
   int keep = 2;
   /// fdatasync data and fsync index and directories before a checkpoint counts. [CKPT_FSYNC]
@@ -145,6 +147,11 @@ struct CKPT_API Options {
 
 /// Parses a byte count such as "4096", "64M", "64MiB", "1G", "512k" (binary multiples).
 CKPT_API Result<std::uint64_t> parse_bytes(const std::string& text);
+
+/// Parses on_busy's spelling in files and CKPT_* variables: "wait" or "coalesce".
+CKPT_API Result<Options::OnBusy> parse_on_busy(const std::string& text);
+/// The spelling of an on_busy value ("wait", "coalesce"), as parse_on_busy() reads it.
+CKPT_API const char* on_busy_name(Options::OnBusy v) noexcept;
 
 /// Parses gpu_double_buffer's spelling in files and CKPT_* variables: "off", "on" or "auto".
 CKPT_API Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text);
