@@ -239,6 +239,9 @@ int main(int argc, char** argv) {
     }
     o.dir = dir + "/" + std::to_string(bytes);
     o.keep = 1;
+    // The raw write and the reads go in ckpt's write pieces: chunk_bytes, or 16 MiB when it is auto (0)
+    // (the auto chunk of states of 32 MiB and more).
+    const std::size_t piece = o.chunk_bytes != 0 ? o.chunk_bytes : (std::size_t{16} << 20);
     std::vector<double> mc, bl, fl, du, cm, raw;
     {
       ckpt::Runtime rt(MPI_COMM_WORLD, o);
@@ -262,12 +265,12 @@ int main(int argc, char** argv) {
         cm.push_back(st.committed_s);
         MPI_Barrier(MPI_COMM_WORLD);
         raw.push_back(time_raw_write(o.dir + "/raw." + std::to_string(rank), reinterpret_cast<const char*>(data.data()),
-                                     n * sizeof(double), o.chunk_bytes));
+                                     n * sizeof(double), piece));
         if (out)
           std::fprintf(out, "%d,%llu,%d,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", size, static_cast<unsigned long long>(bytes),
                        r, mc.back(), bl.back(), fl.back(), du.back(), cm.back(), raw.back());
       }
-      read_rows.push_back(measure_reads(rt, o.dir, reps, data, copy, o.chunk_bytes, reps, read_out));
+      read_rows.push_back(measure_reads(rt, o.dir, reps, data, copy, piece, reps, read_out));
     }
     if (rank == 0) {
       const double gb = static_cast<double>(bytes) / 1e9;
