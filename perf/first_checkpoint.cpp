@@ -41,30 +41,27 @@ struct Args {
 
 Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) fail("option " + k + " needs a value");
-    const std::string v = argv[i + 1];
-    if (k == "--bytes") {
-      auto b = ckpt::parse_bytes(v);
-      if (!b.ok() || b.value() < 8) fail("--bytes: not a byte count of at least 8: " + v);
-      a.bytes = b.value();
-    } else if (k == "--regions") {
-      a.regions = std::atoi(v.c_str());
-    } else if (k == "--runs") {
-      a.runs = std::atoi(v.c_str());
-    } else if (k == "--ckpts") {
-      a.ckpts = std::atoi(v.c_str());
-    } else if (k == "--gap-ms") {
-      a.gap_ms = std::atof(v.c_str());
-    } else if (k == "--dir") {
-      a.dir = v;
-    } else {
-      fail("unknown option " + k + " (known: --bytes, --regions, --runs, --ckpts, --gap-ms, --dir)");
-    }
-  }
-  if (a.regions < 1 || a.runs < 1 || a.ckpts < 2 || a.gap_ms < 0)
-    fail("--regions and --runs must be >= 1, --ckpts >= 2, --gap-ms >= 0");
+  parse_options(
+      argc, argv, "--bytes, --regions, --runs, --ckpts, --gap-ms, --dir",
+      [&](const std::string& k, const std::string& v) {
+        if (k == "--bytes")
+          a.bytes = f64_bytes_option(k, v, fail);
+        else if (k == "--regions")
+          a.regions = positive_option(k, v, fail);
+        else if (k == "--runs")
+          a.runs = positive_option(k, v, fail);
+        else if (k == "--ckpts")
+          a.ckpts = positive_option(k, v, fail);
+        else if (k == "--gap-ms")
+          a.gap_ms = std::atof(v.c_str());
+        else if (k == "--dir")
+          a.dir = v;
+        else
+          return false;
+        return true;
+      },
+      fail);
+  if (a.ckpts < 2 || !(a.gap_ms >= 0)) fail("--ckpts must be at least 2 and --gap-ms >= 0");
   return a;
 }
 
