@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -92,6 +93,26 @@ Status write_file(const std::string& path, const void* p, std::size_t n, bool sy
   Status s = pwrite_all(fd, p, n, 0, path);
   if (s.ok() && sync && ::fsync(fd) != 0) s = errno_status("fsync " + path);
   if (::close(fd) != 0 && s.ok()) s = errno_status("close " + path);
+  return s;
+}
+
+Status copy_file(const std::string& from, const std::string& to, bool create, bool sync) {
+  std::uint64_t size = 0;
+  auto in = open_regular(from, &size);
+  if (!in.ok()) return in.status();
+  const int out = ::open(to.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT | O_TRUNC : 0), 0666);
+  Status s = out < 0 ? errno_status((create ? "create " : "open ") + to) : Status::OK();
+  std::vector<std::uint8_t> buf(static_cast<std::size_t>(std::min<std::uint64_t>(size, 8ull << 20)));
+  for (std::uint64_t off = 0; off < size && s.ok(); off += buf.size()) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
+    s = pread_all(in.value(), buf.data(), n, off, from);
+    if (s.ok()) s = pwrite_all(out, buf.data(), n, off, to);
+  }
+  if (out >= 0) {
+    if (s.ok() && sync && ::fdatasync(out) != 0) s = errno_status("fdatasync " + to);
+    if (::close(out) != 0 && s.ok()) s = errno_status("close " + to);
+  }
+  ::close(in.value());
   return s;
 }
 

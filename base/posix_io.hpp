@@ -26,6 +26,10 @@ Result<int> open_regular(const std::string& path, std::uint64_t* size);
 Result<std::vector<std::uint8_t>> read_file(const std::string& path, std::uint64_t max_bytes);
 /// Writes a whole file (O_NOFOLLOW, truncating), fsyncs it when `sync`.
 Status write_file(const std::string& path, const void* p, std::size_t n, bool sync);
+/// Copies the regular file `from` (open_regular()) to `to` in 8 MiB pieces: `to` is created and
+/// truncated when `create`, else it must exist and is overwritten from its start (longer stays longer).
+/// fdatasync of `to` when `sync`.
+Status copy_file(const std::string& from, const std::string& to, bool create, bool sync);
 /// fsync of a directory.
 Status fsync_dir(const std::string& dir, bool sync);
 /// mkdir -p.

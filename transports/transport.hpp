@@ -97,6 +97,9 @@ struct Placement {
   std::uint64_t file_bytes = 0;              ///< size of the file this rank wrote (0 if another rank owns it)
   Attributes attrs;                          ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
   std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear
+  /// The node level (runtime/src/spill.hpp): the node's disk was full, so this file went to the
+  /// staging directory of `dir` instead.
+  bool spilled = false;
 };
 
 /// Writes one rank's stream of one checkpoint. Created by Transport::open(), then used by the

@@ -1,6 +1,7 @@
 // The commit thread: agreement, index, the store's commit, retention. See docs/design.md.
 #include "runtime/src/commit.hpp"
 #include "runtime/src/overlap.hpp"
+#include "runtime/src/partner.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <map>
 
 #include "base/mpi.hpp"
+#include "base/posix_io.hpp"
 
 namespace ckpt::detail {
 
@@ -76,7 +78,7 @@ void Committer::loop() {
 
 void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
   Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
-  Status s = commit(*job);
+  Status s = commit(job);
   const bool synced = periodic_sync(s.ok()) && s.ok();
   span.end();
   {
@@ -90,14 +92,14 @@ void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
       std::fprintf(
           stderr,
           "ckpt: step %lld committed%s: %.1f MiB on rank 0, blocked %.2f ms, durable %.3f s, committed %.3f s\n",
-          static_cast<long long>(job->step), m_cfg.level, static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3,
-          st.durable_s, st.committed_s);
+          static_cast<long long>(job->step), job->spilled ? " in dir (a node disk was full)" : m_cfg.level,
+          static_cast<double>(st.bytes) / (1 << 20), st.blocked_s * 1e3, st.durable_s, st.committed_s);
     else
-      std::fprintf(stderr, "ckpt: step %lld failed%s: %s\n", static_cast<long long>(job->step), m_cfg.level,
-                   s.to_string().c_str());
+      std::fprintf(stderr, "ckpt: step %lld failed%s: %s\n", static_cast<long long>(job->step),
+                   job->spilled ? " in dir (a node disk was full)" : m_cfg.level, s.to_string().c_str());
   }
   // Before the ticket is done: whoever waited for the ticket finds the drain already queued.
-  if (s.ok() && m_on_committed) m_on_committed(job);
+  if (s.ok() && m_on_committed && !job->spilled) m_on_committed(job);
   job->ticket->finish(s);
   if (m_on_finished) m_on_finished();
   {
@@ -166,7 +168,16 @@ Index Committer::report_of(const Job& job) const {
   return rep;
 }
 
-Status Committer::commit(Job& job) {
+Status Committer::commit(const std::shared_ptr<Job>& jp) {
+  Job& job = *jp;
+  if (m_cfg.node_level && m_spill) {
+    // Did some rank's node disk fill up (its file went to `dir`)? Then the checkpoint goes to `dir`.
+    int spilled = 0;
+    for (auto& p : job.write.placements) spilled |= p.spilled ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &spilled, 1, MPI_INT, MPI_MAX, m_commit_comm);
+    if (spilled) return commit_spilled(jp);
+  }
+  if (m_cfg.partner || m_cfg.xor_parity) protect(job);
   // Gather every rank's report (encoded with the index codec) on rank 0: this is also the agreement
   // that all ranks succeeded.
   const auto reports = gatherv_bytes(m_commit_comm, encode_index(report_of(job)), 0);
@@ -186,6 +197,44 @@ Status Committer::commit(Job& job) {
   if (outcome.ok() && m_rank == 0 && m_persistent && m_cfg.keep > 0)
     apply_retention(job.step);  // off the other ranks' path
   return outcome;
+}
+
+Status Committer::commit_spilled(const std::shared_ptr<Job>& jp) {
+  Job& job = *jp;
+  job.spilled = true;
+  const std::string global = m_spill_store->staging_dir(job.step);
+  Status mine = job.write.error;
+  if (mine.ok()) mine = make_dirs_nofollow(global);
+  for (auto& p : job.write.placements)
+    if (mine.ok() && !p.spilled && !p.file.empty() && p.file != "none")
+      mine = copy_file(job.tmp_dir + "/" + p.file, global + "/" + p.file, true, m_cfg.fsync);
+  // Every rank's copy is done before the node's staging directory goes (the commit in `dir` agrees
+  // again, and fails on every rank when one failed).
+  (void)agree(m_commit_comm, mine);
+  if (m_cfg.node_leader) remove_tree(job.tmp_dir);
+  if (!mine.ok() && job.write.error.ok()) job.write.error = mine.with_context("node disk full, copying to " + global);
+  job.tmp_dir = global;
+  return m_spill(jp);
+}
+
+void Committer::protect(Job& job) {
+  // Every rank takes part, also after a failure (then it sends no files), so that nobody waits.
+  std::vector<std::string> names;
+  if (job.write.error.ok())
+    for (auto& p : job.write.placements)
+      if (!p.file.empty() && p.file != "none") names.push_back(p.file);
+  const auto t0 = Clock::now();
+  std::uint64_t sent = 0;
+  Status s = m_cfg.xor_parity ? xor_encode(m_commit_comm, m_cfg.xor_group, job.tmp_dir, names, m_cfg.fsync, &sent)
+                              : exchange_files(m_commit_comm, m_cfg.partner_to, job.tmp_dir, names, m_cfg.partner_from,
+                                               job.tmp_dir + "/partner", m_cfg.fsync, &sent);
+  {
+    std::lock_guard<std::mutex> lk(job.ticket->mu);
+    job.ticket->stats.redundancy_s = seconds_since(t0);
+    job.ticket->stats.redundancy_bytes = sent;
+  }
+  if (!s.ok() && job.write.error.ok())
+    job.write.error = s.with_context(m_cfg.xor_parity ? "redundancy" : "partner copy");  // fails the commit
 }
 
 Status Committer::commit_nodes(const Job& job, Result<Index> idx) {

@@ -15,6 +15,7 @@
 
 #include "base/store.hpp"
 #include "runtime/src/job.hpp"
+#include "runtime/src/xor.hpp"
 
 namespace ckpt::detail {
 
@@ -36,10 +37,21 @@ struct CommitConfig {
   /// Options::mpi_threads resolved to funneled: no commit thread; the application thread commits
   /// through the Funnel.
   bool funneled = false;
+  /// With node_level: partner redundancy; this rank's files go to rank `partner_to` (same position,
+  /// next node) and it keeps those of `partner_from` in <staging dir>/partner/ before the commit.
+  bool partner = false;
+  int partner_to = -1, partner_from = -1;
+  /// With node_level: XOR redundancy over this rank's parity group (runtime/src/xor.hpp); the parity
+  /// file is written into the staging dir before the commit.
+  bool xor_parity = false;
+  XorGroup xor_group;
 };
 
 /// Called on the commit thread after a job's ticket got its outcome (only for committed jobs).
 using CommittedFn = std::function<void(std::shared_ptr<Job>)>;
+/// The node level: commits a spilled job (its files all in `dir`'s staging directory) in `dir` and
+/// returns the outcome (Drainer::commit_spilled).
+using SpillFn = std::function<Status(std::shared_ptr<Job>)>;
 
 class Committer;
 
@@ -78,6 +90,12 @@ class Committer {
 
   /// Calls `fn` with every committed job, in order, on the commit thread. Before the first submit().
   void on_committed(CommittedFn fn) { m_on_committed = std::move(fn); }
+  /// The node level: where a checkpoint goes when some rank's node disk was full (spill.hpp): `fn`
+  /// commits it in `global` (whose staging directory the files are copied into). Before the first submit().
+  void on_spilled(const Store& global, SpillFn fn) {
+    m_spill_store = &global;
+    m_spill = std::move(fn);
+  }
   /// Hands a job whose writers are finished (or failed) to the commit thread; commits run in order.
   void submit(std::shared_ptr<Job> job) { m_queue.push(std::move(job)); }
   /// Called on the commit thread after each checkpoint's ticket is done (the Launcher's count); set
@@ -100,7 +118,10 @@ class Committer {
   /// Commits `job` and finishes its ticket (the commit thread, or the application thread's Funnel).
   void commit_and_finish(const std::shared_ptr<Job>& job);
   /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
-  Status commit(Job& job);
+  Status commit(const std::shared_ptr<Job>& job);
+  /// The node level, after some rank's disk was full: every rank's files to `dir`'s staging directory,
+  /// the node's staging directory removed, and the commit in `dir` through m_spill.
+  Status commit_spilled(const std::shared_ptr<Job>& job);
   /// This rank's report: its variables and block records (persistent groups only), or its error.
   Index report_of(const Job& job) const;
   /// Rank 0: the index from every rank's report, or the ranks' failures.
@@ -111,6 +132,10 @@ class Committer {
   void mark_uniform(Index& idx) const;
   /// Rank 0: merge_reports() and the checks of the index to commit.
   Result<Index> index_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
+  /// Redundancy of the node level: partner (this rank's files to its partner, its predecessor's into
+  /// partner/) or xor (the group's parity into xor.<rank>). The checkpoint fails when that fails: it is
+  /// locally complete only with its redundancy data.
+  void protect(Job& job);
   /// The node level: rank 0's index to every rank, each node leader's commit, the agreement.
   Status commit_nodes(const Job& job, Result<Index> idx);
   void apply_retention(std::int64_t just_committed);
@@ -128,6 +153,8 @@ class Committer {
   std::uint64_t m_run_id;
   Tracer* m_tracer;
   CommittedFn m_on_committed;
+  const Store* m_spill_store = nullptr;
+  SpillFn m_spill;
   BlockingQueue<std::shared_ptr<Job>> m_queue;
   mutable std::mutex m_history_mu;
   std::vector<CheckpointRecord> m_history;  // appended by the commit thread

@@ -35,6 +35,13 @@ void Drainer::submit(std::shared_ptr<Job> job) {
   m_queue.push(std::move(job));
 }
 
+Status Drainer::commit_spilled(std::shared_ptr<Job> job) {
+  job->spill_done = std::make_shared<TicketState>();
+  Ticket done(job->spill_done);
+  submit(std::move(job));
+  return done.wait();
+}
+
 Status Drainer::wait_idle(bool take) {
   std::unique_lock<std::mutex> lk(m_mu);
   m_cv.wait(lk, [&] { return m_pending == 0; });
@@ -46,8 +53,23 @@ Status Drainer::wait_idle(bool take) {
 void Drainer::loop() {
   std::shared_ptr<Job> job;
   while (m_queue.pop(job)) {
-    ++m_count;  // the same on every rank: the local outcome was agreed
     Status s;
+    if (job->spilled) {
+      // Not on the node level: its files are in `dir`'s staging directory already; the commit thread
+      // waits for the outcome (the application's ticket reports it).
+      auto g = global_job(*job);
+      g->write = std::move(job->write);
+      g->write.handed_over = true;
+      Ticket t(g->ticket);
+      m_global.submit(std::move(g));
+      job->spill_done->finish(t.wait());
+      job.reset();
+      std::lock_guard<std::mutex> lk(m_mu);
+      --m_pending;
+      m_cv.notify_all();
+      continue;
+    }
+    ++m_count;  // the same on every rank: the local outcome was agreed
     if (m_cfg.drain_every > 0 && m_count % static_cast<std::uint64_t>(m_cfg.drain_every) == 0) s = drain(*job);
     // Retention of the node level here, after the drain: a checkpoint is never removed locally while
     // it is being read.
@@ -62,7 +84,7 @@ void Drainer::loop() {
   }
 }
 
-Status Drainer::drain(const Job& local) {
+std::shared_ptr<Job> Drainer::global_job(const Job& local) const {
   auto g = std::make_shared<Job>();
   g->ticket = std::make_shared<TicketState>();
   g->ticket->step = local.step;
@@ -73,6 +95,11 @@ Status Drainer::drain(const Job& local) {
   g->t0 = local.t0;
   g->flush_start = Clock::now();
   g->digest.progress = local.digest.progress;  // the checksums the digest thread computed
+  return g;
+}
+
+Status Drainer::drain(const Job& local) {
+  auto g = global_job(local);
   const std::size_t nseg = g->plan.segments.size();
   g->write.segment_done.assign(nseg, false);
   g->write.placements.resize(nseg);

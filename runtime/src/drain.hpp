@@ -38,6 +38,9 @@ class Drainer {
 
   /// Queues a locally committed job (its writers' placements name the local files).
   void submit(std::shared_ptr<Job> job);
+  /// The commit thread: commits a spilled job (files in `dir`'s staging directory, job.tmp_dir) in
+  /// `dir`, in order with the drains, and returns the outcome.
+  Status commit_spilled(std::shared_ptr<Job> job);
   /// Waits until every submitted job was drained (or skipped) and retained; returns the first drain
   /// failure not yet taken (the application's tickets report the local level only); `take` clears it.
   Status wait_idle(bool take);
@@ -49,6 +52,8 @@ class Drainer {
   /// Writes `local`'s segments from the node directory through the configured transports into
   /// `dir`'s staging directory and hands the result to the global Committer; returns its outcome.
   Status drain(const Job& local);
+  /// The global job of `local` (a copy of its plan and checksums, a ticket of its own) for `dir`.
+  std::shared_ptr<Job> global_job(const Job& local) const;
 
   DrainConfig m_cfg;
   OpenEnv m_open;

@@ -103,6 +103,10 @@ struct Job {
   Clock::time_point flush_start;  ///< when the first chunk was handed over
   DigestState digest;
   WriteState write;
+  /// The node level: some rank's node disk was full, so the commit thread commits this checkpoint in
+  /// `dir` (through the drain thread, which finishes `spill_done` with the outcome).
+  bool spilled = false;
+  std::shared_ptr<TicketState> spill_done;
 };
 
 /// A chunk on its way from capture to the flush thread. chunk == nullptr with last = true marks an

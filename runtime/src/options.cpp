@@ -143,6 +143,28 @@ const std::vector<Field>& fields() {
          o.drain_every = static_cast<int>(x.value());
          return Status();
        }},
+      {"redundancy",
+       [](Options& o, const std::string& v) -> Status {
+         if (v != "none" && v != "partner" && v != "xor") return bad_value("redundancy", v, "none, partner, xor");
+         o.redundancy = v;
+         return Status();
+       }},
+      {"xor_group",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("xor_group", v);
+         if (!x.ok() || x.value() < 2 || x.value() > (1 << 16))
+           return bad_value("xor_group", v, "nodes per parity group, >= 2");
+         o.xor_group = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"keep_global",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("keep_global", v);
+         if (!x.ok() || x.value() < 0 || x.value() > 1000000)
+           return bad_value("keep_global", v, "0 (as keep) or an integer >= 1");
+         o.keep_global = static_cast<int>(x.value());
+         return Status();
+       }},
       {"ranks_per_node",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("ranks_per_node", v);
@@ -471,6 +493,10 @@ Status Options::validate() const {
         "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
   if (drain_every < 0 || ranks_per_node < 0)
     return Status(Code::invalid_argument, "options drain_every and ranks_per_node must be >= 0");
+  if (redundancy != "none" && redundancy != "partner" && redundancy != "xor")
+    return Status(Code::invalid_argument, "option 'redundancy' must be none, partner or xor");
+  if (xor_group < 2) return Status(Code::invalid_argument, "option 'xor_group' must be >= 2");
+  if (keep_global < 0) return Status(Code::invalid_argument, "option 'keep_global' must be >= 0 (0: as keep)");
   if (!local_dir.empty() && local_dir == dir)
     return Status(Code::invalid_argument, "option 'local_dir' must differ from 'dir' (" + dir + ")");
   if (!(pool_max_fraction > 0 && pool_max_fraction <= 0.9))

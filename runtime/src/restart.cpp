@@ -8,59 +8,181 @@
 #include <iterator>
 
 #include "base/box.hpp"
+#include "base/bytes.hpp"
 #include "base/mpi.hpp"
 #include "gpu/plan.hpp"
 
 namespace ckpt::detail {
 
-std::vector<std::int64_t> Restorer::local_steps() {
+std::vector<Restorer::LocalCandidate> Restorer::local_candidates() {
   if (m_local == nullptr) return {};
-  // A node leader's report: a marker byte, then the complete steps of its node directory.
-  std::vector<std::uint8_t> mine;
-  if (m_node_leader) {
-    mine.push_back(1);
+  // A node leader's report: its node, then the complete steps of its node directory.
+  ByteWriter mine;
+  if (m_layout.leader()) {
+    std::vector<std::int64_t> steps;
     auto entries = m_local->list();
     if (entries.ok())
       for (auto& e : entries.value())
-        if (e.complete) {
-          const std::int64_t st = e.step;
-          const auto* p = reinterpret_cast<const std::uint8_t*>(&st);
-          mine.insert(mine.end(), p, p + sizeof st);
-        }
+        if (e.complete) steps.push_back(e.step);
+    mine.put<std::int32_t>(m_layout.node);
+    mine.put<std::uint64_t>(steps.size());
+    for (auto st : steps) mine.put<std::int64_t>(st);
   }
-  const auto reports = gatherv_bytes(m_app_comm, mine, 0);
-  std::vector<std::uint8_t> common;  // rank 0: the steps every node has, newest first
+  const auto reports = gatherv_bytes(m_app_comm, mine.bytes(), 0);
+  ByteWriter out;  // rank 0: count, then per candidate (newest first) its step and lost nodes
   if (m_rank == 0) {
-    bool first = true;
-    std::vector<std::int64_t> have;
+    const int n = m_layout.nodes();
+    std::vector<std::vector<std::int64_t>> have(static_cast<std::size_t>(n));  // per node, sorted
+    std::vector<std::int64_t> all;
     for (auto& r : reports) {
       if (r.empty()) continue;  // not a node leader
-      std::vector<std::int64_t> steps((r.size() - 1) / sizeof(std::int64_t));
-      if (!steps.empty())  // a node with no step: memcpy of a null pointer is undefined even for 0 bytes
-        std::memcpy(steps.data(), r.data() + 1, steps.size() * sizeof(std::int64_t));
-      std::sort(steps.begin(), steps.end());
-      if (first) {
-        have = steps;
-        first = false;
-      } else {
-        std::vector<std::int64_t> both;
-        std::set_intersection(have.begin(), have.end(), steps.begin(), steps.end(), std::back_inserter(both));
-        have.swap(both);
+      ByteReader in(r.data(), r.size());
+      std::int32_t node = 0;
+      std::uint64_t count = 0;
+      in.get(node);
+      in.get(count);
+      if (node < 0 || node >= n) continue;
+      auto& h = have[static_cast<std::size_t>(node)];
+      for (std::uint64_t i = 0; i < count && in.left() >= sizeof(std::int64_t); ++i) {
+        std::int64_t st = 0;
+        in.get(st);
+        h.push_back(st);
+        all.push_back(st);
       }
+      std::sort(h.begin(), h.end());
     }
-    std::reverse(have.begin(), have.end());
-    common.resize(have.size() * sizeof(std::int64_t));
-    if (!have.empty()) std::memcpy(common.data(), have.data(), common.size());
+    std::sort(all.rbegin(), all.rend());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    std::vector<LocalCandidate> cands;
+    for (auto st : all) {
+      LocalCandidate c;
+      c.step = st;
+      auto holds = [&](int k) { return std::binary_search(have[k].begin(), have[k].end(), st); };
+      bool ok = true;
+      for (int k = 0; k < n; ++k)
+        if (!holds(k)) c.lost.push_back(k);
+      for (int k : c.lost) {
+        if (m_opts.redundancy == "partner") {
+          // A lost node comes back from the partner copy on the next node, which must hold the step.
+          if (n < 2 || !holds((k + 1) % n)) ok = false;
+        } else if (m_opts.redundancy == "xor") {
+          // From the parity of its group: every other node of the group must hold the step.
+          const int group = xor_group_of(n, m_opts.xor_group, k);
+          for (int other = 0; other < n; ++other)
+            if (other != k && xor_group_of(n, m_opts.xor_group, other) == group && !holds(other)) ok = false;
+          if (n < 2) ok = false;
+        } else {
+          ok = false;
+        }
+      }
+      if (ok) cands.push_back(std::move(c));
+    }
+    out.put<std::uint64_t>(cands.size());
+    for (auto& c : cands) {
+      out.put<std::int64_t>(c.step);
+      out.put<std::uint32_t>(static_cast<std::uint32_t>(c.lost.size()));
+      for (int k : c.lost) out.put<std::int32_t>(k);
+    }
   }
-  bcast_bytes(m_app_comm, common, 0);
-  std::vector<std::int64_t> out(common.size() / sizeof(std::int64_t));
-  if (!out.empty()) std::memcpy(out.data(), common.data(), common.size());
-  return out;
+  bcast_bytes(m_app_comm, out.bytes(), 0);
+  ByteReader in(out.bytes().data(), out.bytes().size());
+  std::uint64_t count = 0;
+  in.get(count);
+  std::vector<LocalCandidate> cands;
+  for (std::uint64_t i = 0; i < count && in.error().empty(); ++i) {
+    LocalCandidate c;
+    std::uint32_t lost = 0;
+    in.get(c.step);
+    in.get(lost);
+    for (std::uint32_t j = 0; j < lost && in.error().empty(); ++j) {
+      std::int32_t k = 0;
+      in.get(k);
+      c.lost.push_back(k);
+    }
+    cands.push_back(std::move(c));
+  }
+  return cands;
+}
+
+Status Restorer::rebuild(const LocalCandidate& c) {
+  const int n = m_layout.nodes(), me = m_layout.node;
+  auto lost = [&](int k) { return std::find(c.lost.begin(), c.lost.end(), k) != c.lost.end(); };
+  // The index comes from the first node that holds the step.
+  int src = 0;
+  while (lost(src)) ++src;
+  const int root = m_layout.ranks[static_cast<std::size_t>(src)][0];
+  std::vector<std::uint8_t> bytes;
+  Status s;
+  if (m_rank == root) {
+    auto b = m_local->read_index(c.step);
+    if (b.ok())
+      bytes = std::move(b).value();
+    else
+      s = b.status();
+  }
+  s = bcast_status(m_app_comm, s, root);
+  if (!s.ok()) return s.with_context("rebuilding step " + std::to_string(c.step) + " from " + redundancy_source());
+  bcast_bytes(m_app_comm, bytes, root);
+  auto idx = decode_checkpoint_index(bytes, m_local->checkpoint_dir(c.step), c.step);
+  if (!idx.ok()) return idx.status();
+  // The files rank r wrote: every file its blocks are in, and its default group's.
+  auto files_of = [&](int r) {
+    std::vector<std::string> names;
+    auto add = [&](std::uint32_t f) {
+      if (f < idx->files.size() && idx->files[f].name != "none" &&
+          std::find(names.begin(), names.end(), idx->files[f].name) == names.end())
+        names.push_back(idx->files[f].name);
+    };
+    if (static_cast<std::size_t>(r) < idx->rank_file.size()) add(idx->rank_file[static_cast<std::size_t>(r)]);
+    for (auto& b : idx->blocks)
+      if (b.rank == static_cast<std::uint32_t>(r)) add(b.file);
+    return names;
+  };
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  const std::string have = m_local->checkpoint_dir(c.step), staging = m_local->staging_dir(c.step);
+  Status mine;
+  auto note = [&](const Status& st) {
+    if (!st.ok() && mine.ok()) mine = st;
+  };
+  // 0. A lost node's leader clears what a failed attempt left, before any rank of its node writes.
+  s = agree(m_app_comm, lost(me) && m_layout.leader() ? remove_tree(staging) : Status::OK());
+  if (!s.ok()) return s.with_context("rebuilding step " + std::to_string(c.step) + " from " + redundancy_source());
+  if (m_opts.redundancy == "xor") {
+    // 1-2. In a group that lost a node, the others send what its files and its parity are made of.
+    const XorGroup g = make_xor_group(m_layout, m_opts.xor_group);
+    int lost_member = -1;
+    for (std::size_t m = 0; m < g.nodes.size(); ++m)
+      if (lost(g.nodes[m])) lost_member = static_cast<int>(m);
+    if (lost_member >= 0) note(xor_rebuild(m_app_comm, g, lost_member, have, staging, m_opts.fsync));
+  } else {
+    // 1. A lost node's own files, from the partner copy on the next node.
+    if (lost(me)) {
+      note(exchange_files(m_app_comm, MPI_PROC_NULL, "", {}, m_layout.peer(next), staging, m_opts.fsync));
+    } else if (lost(prev)) {
+      const int to = m_layout.peer(prev);
+      note(exchange_files(m_app_comm, to, have + "/partner", files_of(to), MPI_PROC_NULL, "", m_opts.fsync));
+    }
+    // 2. The partner copy a lost node held (of the previous node's files), so that it is protected again.
+    if (lost(me)) {
+      note(exchange_files(m_app_comm, MPI_PROC_NULL, "", {}, m_layout.peer(prev), staging + "/partner", m_opts.fsync));
+    } else if (lost(next)) {
+      note(exchange_files(m_app_comm, m_layout.peer(next), have, files_of(m_rank), MPI_PROC_NULL, "", m_opts.fsync));
+    }
+  }
+  s = agree(m_app_comm, mine);
+  // 3. The lost nodes' leaders commit the step with the same index.
+  if (s.ok())
+    s = agree(m_app_comm, lost(me) && m_layout.leader() ? m_local->commit(c.step, bytes, m_opts.fsync) : Status::OK());
+  if (!s.ok() && lost(me) && m_layout.leader()) remove_tree(staging);
+  if (m_opts.verbose >= 1 && m_rank == 0)
+    std::fprintf(stderr, "ckpt: rebuilding step %lld on %zu lost node(s) from %s: %s\n", static_cast<long long>(c.step),
+                 c.lost.size(), redundancy_source(), s.to_string().c_str());
+  return s.with_context("rebuilding step " + std::to_string(c.step) + " from " + redundancy_source());
 }
 
 std::optional<std::int64_t> Restorer::latest() {
-  const auto local = local_steps();
-  long long found = local.empty() ? -1 : static_cast<long long>(local.front());
+  const auto local = local_candidates();
+  long long found = local.empty() ? -1 : static_cast<long long>(local.front().step);
   if (m_rank == 0 && m_persistent) {
     std::vector<std::string> skipped;
     if (auto s = m_store.newest_complete(&skipped)) found = std::max<long long>(found, *s);
@@ -242,12 +364,15 @@ Status Restorer::restart(std::int64_t step, void* stream, Registry& registry, Ca
   Status pending = capture.wait_all();  // a restart does not race with our own commits
   (void)pending;
   // The cheapest level that has the step: every node's directory, else `dir` (docs/design.md, "Levels").
-  const auto local = local_steps();
+  // A node that lost the step is rebuilt from its partner's copy first (docs/design.md, "Levels").
+  const auto local = local_candidates();
+  auto c = std::find_if(local.begin(), local.end(), [&](const LocalCandidate& x) { return x.step == step; });
   Status from_local;
-  if (std::find(local.begin(), local.end(), step) != local.end()) {
-    from_local = restart_from(step, stream, registry, *m_local);
+  if (c != local.end()) {
+    if (!c->lost.empty()) from_local = rebuild(*c);
+    if (from_local.ok()) from_local = restart_from(step, stream, registry, *m_local);
     if (from_local.ok()) {
-      m_level = "local";
+      m_level = c->lost.empty() ? "local" : m_opts.redundancy;
       return from_local;
     }
   }
@@ -319,11 +444,11 @@ Result<Index> Restorer::inspect(std::int64_t step, Capture& capture) {
 Result<std::int64_t> Restorer::restart_newest(void* stream, Registry& registry, Capture& capture) {
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
-  const auto local = local_steps();  // collective
+  const auto local = local_candidates();  // collective
   if (m_rank == 0) {
     if (m_persistent)
       for (auto s : m_store.committed_steps()) steps.push_back(s);
-    steps.insert(steps.end(), local.begin(), local.end());
+    for (auto& c : local) steps.push_back(c.step);
     std::sort(steps.rbegin(), steps.rend());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   }

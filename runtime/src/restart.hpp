@@ -12,7 +12,9 @@
 
 #include "base/store.hpp"
 #include "runtime/src/capture.hpp"
+#include "runtime/src/partner.hpp"
 #include "runtime/src/registry.hpp"
+#include "runtime/src/xor.hpp"
 
 namespace ckpt::detail {
 
@@ -28,15 +30,15 @@ struct Bounces {
 class Restorer {
  public:
   /// `local`: this node's store when the Runtime has a node-local level (docs/design.md, "Levels"),
-  /// else nullptr; `node_leader`: this rank lists `local` for the others of its node.
-  Restorer(MPI_Comm comm, const Options& opts, bool persistent, const Store& store, const Store* local,
-           bool node_leader, Device& device, StagingPool& pool, Tracer* tracer)
+  /// else nullptr; `layout`: the nodes (their leaders list `local` for the others).
+  Restorer(MPI_Comm comm, const Options& opts, bool persistent, const Store& store, Store* local,
+           const NodeLayout& layout, Device& device, StagingPool& pool, Tracer* tracer)
       : m_app_comm(comm),
         m_opts(opts),
         m_persistent(persistent),
         m_store(store),
         m_local(local),
-        m_node_leader(node_leader),
+        m_layout(layout),
         m_device(device),
         m_pool(pool),
         m_tracer(tracer) {
@@ -46,7 +48,9 @@ class Restorer {
 
   /// The newest complete step (rank 0 decides, every rank gets it): of `dir`, or held by every node.
   std::optional<std::int64_t> latest();
-  /// "local" or "global": where the last successful restart read from; "" before any.
+  /// "local", "partner" or "xor" (a lost node rebuilt from its partner's copy or its group's parity,
+  /// then local) or "global": where the
+  /// last successful restart read from; "" before any.
   const std::string& level() const { return m_level; }
   /// Restores `regions` from step `step`, after the checkpoints `capture` has in flight are done.
   /// Device copies are ordered after the work on `stream` (nullptr: the default stream).
@@ -63,9 +67,21 @@ class Restorer {
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name, Capture& capture);
 
  private:
-  /// Steps that every node holds complete in its directory, newest first; empty without a node level.
-  /// Collective (node leaders list, rank 0 intersects, every rank gets the answer).
-  std::vector<std::int64_t> local_steps();
+  /// A step the node level can restore: every node holds it complete, or the nodes in `lost` do not
+  /// but the next node of each does (partner) or every other node of each one's group does (xor).
+  struct LocalCandidate {
+    std::int64_t step = 0;
+    std::vector<int> lost;
+  };
+  /// The node level's candidates, newest first; empty without a node level. Collective (node leaders
+  /// list, rank 0 decides, every rank gets the answer).
+  std::vector<LocalCandidate> local_candidates();
+  /// Rebuilds the files of the nodes in `c.lost` over MPI (partner: theirs from the next node's partner
+  /// copy, their partner copy from the previous node; xor: theirs and their parity from the rest of the
+  /// group) and commits them there. Collective.
+  Status rebuild(const LocalCandidate& c);
+  /// What rebuild() rebuilds from, for messages.
+  const char* redundancy_source() const { return m_opts.redundancy == "xor" ? "the xor parity" : "the partner copy"; }
   /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
   Status restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store);
   Result<Index> read_index_collective(std::int64_t step, const Store& store);
@@ -83,8 +99,8 @@ class Restorer {
   const Options& m_opts;
   bool m_persistent;
   const Store& m_store;
-  const Store* m_local;
-  bool m_node_leader;
+  Store* m_local;
+  const NodeLayout& m_layout;
   std::string m_level;
   Device& m_device;
   StagingPool& m_pool;

@@ -10,6 +10,7 @@
 #include "ckpt/ckpt.hpp"
 #include "runtime/src/config.hpp"
 #include "runtime/src/runtime_impl.hpp"
+#include "runtime/src/spill.hpp"
 
 namespace ckpt {
 
@@ -322,6 +323,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     // `dir` is the drained level: a second Committer, fed by the drain thread.
     CommitConfig global_cfg = commit_cfg;
     global_cfg.level = " (drained)";
+    global_cfg.keep = m_opts.keep_global > 0 ? m_opts.keep_global : m_opts.keep;  // retention in `dir`
     m_global_committer =
         std::make_unique<Committer>(m_global_commit_comm, global_cfg, m_transports, *m_store, m_run_id, m_tracer.get());
     m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
@@ -336,13 +338,26 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     commit_cfg.node_leader = m_node_leader;
     commit_cfg.level = " locally";
     if (m_persistent) commit_cfg.drained = m_store.get();
+    if (m_opts.redundancy == "partner") {
+      const int n = m_layout.nodes();
+      commit_cfg.partner = true;
+      commit_cfg.partner_to = m_layout.peer((m_layout.node + 1) % n);
+      commit_cfg.partner_from = m_layout.peer((m_layout.node + n - 1) % n);
+    } else if (m_opts.redundancy == "xor") {
+      commit_cfg.xor_parity = true;
+      commit_cfg.xor_group = make_xor_group(m_layout, m_opts.xor_group);
+    }
   }
   auto& pipeline_transports = m_levels ? m_local_transports : m_transports;
   Store& pipeline_store = m_levels ? *m_local_store : *m_store;
   m_committer = std::make_unique<Committer>(m_commit_comm, commit_cfg, pipeline_transports, pipeline_store, m_run_id,
                                             m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
-  if (m_drainer) m_committer->on_committed([d = m_drainer.get()](std::shared_ptr<Job> j) { d->submit(std::move(j)); });
+  if (m_drainer) {
+    m_committer->on_committed([d = m_drainer.get()](std::shared_ptr<Job> j) { d->submit(std::move(j)); });
+    m_committer->on_spilled(*m_store,
+                            [d = m_drainer.get()](std::shared_ptr<Job> j) { return d->commit_spilled(std::move(j)); });
+  }
   const OpenEnv open{MPI_COMM_NULL, m_rank,   m_size, &pipeline_transports, m_persistent || m_levels,
                      m_run_id,      sync_each};
   OpenEnv flush_open = open;
@@ -363,8 +378,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   m_capture = std::make_unique<Capture>(CaptureEnv{&m_opts, m_device.get(), m_pool.get(), &pipeline_transports,
                                                    app_open, &pipeline_store, m_tracer, m_flush.get(), m_launcher.get(),
                                                    m_committer->funnel(), m_funneled});
-  m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(),
-                                          m_node_leader, *m_device, *m_pool, m_tracer.get());
+  m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(), m_layout,
+                                          *m_device, *m_pool, m_tracer.get());
 }
 
 Status RuntimeImpl::funneled_refusal(int provided) const {
@@ -394,30 +409,24 @@ Status RuntimeImpl::make_node_level() {
     if (t->synchronous())
       return Status(Code::invalid_argument, std::string("option 'local_dir': transport '") + t->name() +
                                                 "' writes inside checkpoint() and cannot drain from the node level");
-  if (m_opts.ranks_per_node > 0) {  // simulated nodes
-    m_node = m_rank / m_opts.ranks_per_node;
-    m_node_leader = m_rank % m_opts.ranks_per_node == 0;
-    m_node_dir = m_opts.local_dir + "/node" + std::to_string(m_node);
-  } else {  // MPI's nodes, numbered by their lowest rank
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
-    int node_rank = 0;
-    MPI_Comm_rank(node, &node_rank);
-    m_node_leader = node_rank == 0;
-    int lead = m_node_leader ? 1 : 0, before = 0;
-    MPI_Exscan(&lead, &before, 1, MPI_INT, MPI_SUM, m_app_comm);
-    m_node = m_rank == 0 ? 0 : before;  // MPI_Exscan leaves rank 0's undefined
-    MPI_Bcast(&m_node, 1, MPI_INT, 0, node);
-    MPI_Comm_free(&node);
-    m_node_dir = m_opts.local_dir;
-  }
+  m_layout = make_node_layout(m_app_comm, m_opts.ranks_per_node);
+  m_node_leader = m_layout.leader();
+  m_node_dir =
+      m_opts.ranks_per_node > 0 ? m_opts.local_dir + "/node" + std::to_string(m_layout.node) : m_opts.local_dir;
+  if (m_opts.redundancy != "none" && (m_layout.nodes() < 2 || !m_layout.uniform()))
+    return Status(Code::invalid_argument, "option 'redundancy': " + m_opts.redundancy +
+                                              " needs at least two nodes with the same number of ranks (found " +
+                                              std::to_string(m_layout.nodes()) + " nodes)");
   m_local_store = make_directory_store(m_node_dir);
   // The node level writes one posix file per rank and group (node-local disks hold no shared files).
   const TransportEnv env{m_app_comm, m_rank, m_size};
+  // A full node disk sends that rank's file to `dir` instead (spill.hpp): a posix transport for that.
   for (std::size_t i = 0; i < m_transports.size(); ++i) {
     auto t = make_transport("posix", transport_config(m_opts), env);
     if (!t.ok()) return t.status();
-    m_local_transports.push_back(std::move(t).value());
+    auto spill = make_transport("posix", transport_config(m_opts), env);
+    if (!spill.ok()) return spill.status();
+    m_local_transports.push_back(make_spill_transport(std::move(t).value(), std::move(spill).value(), *m_store));
   }
   Status s;
   if (m_node_leader) {

@@ -19,6 +19,7 @@
 #include "runtime/src/drain.hpp"
 #include "runtime/src/flush.hpp"
 #include "runtime/src/launcher.hpp"
+#include "runtime/src/partner.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
 #include "runtime/src/restart.hpp"
@@ -107,7 +108,7 @@ class RuntimeImpl {
   // The node-local level (options.local_dir), docs/design.md "Levels":
   bool m_levels = false;                                       ///< local_dir is set
   bool m_node_leader = false;                                  ///< the lowest rank of its node
-  int m_node = 0;                                              ///< this rank's node
+  NodeLayout m_layout;                                         ///< which ranks form which node
   std::string m_node_dir;                                      ///< <local_dir>/node<k> or local_dir
   std::unique_ptr<Store> m_local_store;                        ///< the node directory's store
   DirLock m_local_lock;                                        ///< node leaders: the node directory's lock

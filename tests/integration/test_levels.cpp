@@ -1,5 +1,6 @@
 // The node-local level and the drain to `dir` (docs/design.md, "Levels"), at 4 ranks as 2 simulated
 // nodes (ranks_per_node 2): node k's directory is <local>/node<k>; deleting it loses node k.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -25,11 +27,11 @@ namespace {
 
 constexpr int kRanksPerNode = 2;
 
-Options level_opts(const std::string& root, int drain_every, int keep = 2) {
+Options level_opts(const std::string& root, int drain_every, int keep = 2, int ranks_per_node = kRanksPerNode) {
   Options o = Options::defaults();
   o.dir = root + "/global";
   o.local_dir = root + "/local";
-  o.ranks_per_node = kRanksPerNode;
+  o.ranks_per_node = ranks_per_node;
   o.drain_every = drain_every;
   o.keep = keep;
   o.chunk_bytes = 64 << 10;  // several windows per rank: the drain reads and writes in pieces
@@ -107,6 +109,13 @@ std::vector<std::int64_t> committed(const std::string& root) {
 
 std::string node_dir(const std::string& root, int node) { return root + "/local/node" + std::to_string(node); }
 
+/// Simulates the loss of `nodes`: rank 0 deletes their directories, then every rank goes on.
+void lose_nodes(const std::string& root, std::initializer_list<int> nodes) {
+  if (world_rank() == 0)
+    for (int k : nodes) ckpt::detail::remove_tree(node_dir(root, k));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 }  // namespace
 
 TEST(Levels, LocalCommitThenDrainRestartsLocally) {
@@ -139,8 +148,7 @@ TEST(Levels, LostNodeFallsBackToDrainedCheckpoint) {
   const auto root = scratch_dir();
   const Options o = level_opts(root, 1);
   write_steps(o, 1, 2);
-  if (world_rank() == 0) ckpt::detail::remove_tree(node_dir(root, 1));  // node 1 is lost
-  MPI_Barrier(MPI_COMM_WORLD);
+  lose_nodes(root, {1});
   expect_restart(o, 2, "global");
 }
 
@@ -166,9 +174,24 @@ TEST(Levels, DrainEveryTwo) {
   MPI_Barrier(MPI_COMM_WORLD);
   expect_restart(o, 5, "local");
   // Node 0 lost: step 5 was never drained, so the newest restorable one is the drained step 4.
-  if (world_rank() == 0) ckpt::detail::remove_tree(node_dir(root, 0));
-  MPI_Barrier(MPI_COMM_WORLD);
+  lose_nodes(root, {0});
   expect_restart(o, 4, "global");
+}
+
+TEST(Levels, KeepGlobalRetainsTheDrainedLevelApart) {
+  ASSERT_EQ(world_size(), 4);
+  for (const auto& [keep, keep_global] : {std::pair<int, int>{2, 4}, {3, 1}}) {
+    const auto root = scratch_dir("." + std::to_string(keep) + "." + std::to_string(keep_global));
+    Options o = level_opts(root, 1, keep);
+    o.keep_global = keep_global;
+    write_steps(o, 1, 5);
+    std::vector<std::int64_t> local, global;
+    for (int s = 6 - keep; s <= 5; ++s) local.push_back(s);
+    for (int s = 6 - keep_global; s <= 5; ++s) global.push_back(s);
+    EXPECT_EQ(committed(node_dir(root, world_rank() / kRanksPerNode)), local) << keep << "/" << keep_global;
+    EXPECT_EQ(committed(o.dir), global) << keep << "/" << keep_global;
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }
 
 TEST(Levels, DrainNeverLeavesNothingGlobal) {
@@ -179,8 +202,7 @@ TEST(Levels, DrainNeverLeavesNothingGlobal) {
   EXPECT_TRUE(committed(o.dir).empty());
   MPI_Barrier(MPI_COMM_WORLD);
   expect_restart(o, 2, "local");
-  if (world_rank() == 0) ckpt::detail::remove_tree(node_dir(root, 1));
-  MPI_Barrier(MPI_COMM_WORLD);
+  lose_nodes(root, {1});
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok());
   State s(world_rank(), world_size());
@@ -213,8 +235,7 @@ TEST(Levels, DrainsThroughTheConfiguredTransport) {
     EXPECT_EQ(idx->transport, transport);
     ASSERT_FALSE(idx->files.empty());
     EXPECT_NE(idx->files[0].name.find(file), std::string::npos) << transport << ": " << idx->files[0].name;
-    if (world_rank() == 0) ckpt::detail::remove_tree(node_dir(root, 0));
-    MPI_Barrier(MPI_COMM_WORLD);
+    lose_nodes(root, {0});
     SCOPED_TRACE(transport);
     expect_restart(o, 2, "global");
   }
@@ -289,4 +310,258 @@ TEST(Levels, RollBackAbandonsTheDrainedLevelsNewerSteps) {
   EXPECT_EQ(r.value(), 4);
   EXPECT_EQ(rt.restart_level(), "local");
   EXPECT_TRUE(all_true(s == expected)) << "restored data are not the new timeline's step 4";
+}
+
+TEST(Levels, PartnerCopyRebuildsALostNode) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  Options o = level_opts(root, 0);  // nothing drained: only the partner copy can bring node 1 back
+  o.redundancy = "partner";
+  const int rank = world_rank(), node = rank / kRanksPerNode, other = 1 - node;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    State s(rank, world_size());
+    ASSERT_TRUE(s.protect(rt).ok());
+    for (int step = 1; step <= 2; ++step) {
+      s.fill(step);
+      Ticket t = rt.checkpoint(step);
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+      // Locally complete includes the partner copy: it is counted in the ticket's figures.
+      EXPECT_GT(t.stats().redundancy_bytes, sizeof(double) * State::kRows * State::kCols);
+      EXPECT_GT(t.stats().redundancy_s, 0.0);
+    }
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // This rank's files are on its own node and, as the partner copy, on the other node.
+  EXPECT_TRUE(exists(node_dir(root, node) + "/ckpt.2/data." + std::to_string(rank)));
+  EXPECT_TRUE(exists(node_dir(root, other) + "/ckpt.2/partner/data." + std::to_string(rank)));
+  MPI_Barrier(MPI_COMM_WORLD);
+  lose_nodes(root, {1});
+  expect_restart(o, 2, "partner");
+  // The rebuild put node 1 back together, its partner copy of node 0 included.
+  EXPECT_TRUE(exists(node_dir(root, 1) + "/ckpt.2/data.3"));
+  EXPECT_TRUE(exists(node_dir(root, 1) + "/ckpt.2/partner/data.1"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_restart(o, 2, "local");
+  // Now node 0 (rank 0's: the index comes from node 1) is lost, and rebuilt from the rebuilt node 1.
+  lose_nodes(root, {0});
+  expect_restart(o, 2, "partner");
+}
+
+TEST(Levels, LosingBothPartnersFallsBackToDrained) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  Options o = level_opts(root, 2, 3);
+  o.redundancy = "partner";
+  write_steps(o, 1, 3);  // step 2 drained, step 3 on the nodes only
+  lose_nodes(root, {0});
+  expect_restart(o, 3, "partner");
+  // With two nodes, each is the other's partner: losing both leaves the drained step 2.
+  lose_nodes(root, {0, 1});
+  expect_restart(o, 2, "global");
+}
+
+TEST(Levels, RedundancyOptionsAreChecked) {
+  const auto root = scratch_dir();
+  setenv("CKPT_REDUNDANCY", "xor", 1);
+  setenv("CKPT_XOR_GROUP", "3", 1);
+  setenv("CKPT_KEEP_GLOBAL", "5", 1);
+  Options x;
+  unsetenv("CKPT_REDUNDANCY");
+  unsetenv("CKPT_XOR_GROUP");
+  unsetenv("CKPT_KEEP_GLOBAL");
+  ASSERT_TRUE(x.error.ok()) << x.error.to_string();
+  EXPECT_EQ(x.redundancy, "xor");
+  EXPECT_EQ(x.xor_group, 3);
+  EXPECT_EQ(x.keep_global, 5);
+  for (const char* bad : {"1", "0", "-2", "four"}) {
+    setenv("CKPT_XOR_GROUP", bad, 1);
+    Options b;
+    unsetenv("CKPT_XOR_GROUP");
+    EXPECT_EQ(b.error.code(), Code::invalid_argument) << bad;
+  }
+  setenv("CKPT_REDUNDANCY", "raid5", 1);
+  Options r;
+  unsetenv("CKPT_REDUNDANCY");
+  EXPECT_EQ(r.error.code(), Code::invalid_argument) << r.error.to_string();
+  for (const char* red : {"partner", "xor"}) {
+    Options one = level_opts(root, 1);
+    one.redundancy = red;
+    one.ranks_per_node = world_size();  // a single node has nobody to protect it
+    Runtime rt(MPI_COMM_WORLD, one);
+    EXPECT_EQ(rt.status().code(), Code::invalid_argument) << red << ": " << rt.status().to_string();
+  }
+}
+
+/// Checkpoints steps 1..3 with xor redundancy (drain_every 2: step 2 drained, step 3 on the nodes only);
+/// `ranks_per_node` ranks per node, groups of `group` nodes. Each ticket counts the parity exchange.
+Options write_xor(const std::string& root, int ranks_per_node, int group, int drain_every = 2) {
+  Options o = level_opts(root, drain_every, 3, ranks_per_node);
+  o.redundancy = "xor";
+  o.xor_group = group;
+  Runtime rt(MPI_COMM_WORLD, o);
+  EXPECT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size());
+  EXPECT_TRUE(s.protect(rt).ok());
+  for (int step = 1; step <= 3; ++step) {
+    s.fill(step);
+    Ticket t = rt.checkpoint(step);
+    EXPECT_TRUE(t.wait().ok()) << t.wait().to_string();
+    // Locally complete includes the parity: the exchange is in the ticket's figures.
+    EXPECT_GT(t.stats().redundancy_bytes, 0u);
+    EXPECT_GT(t.stats().redundancy_s, 0.0);
+  }
+  EXPECT_TRUE(rt.close().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string mine = root + "/local/node" + std::to_string(world_rank() / ranks_per_node) + "/ckpt.3/";
+  EXPECT_TRUE(exists(mine + "xor." + std::to_string(world_rank())));
+  MPI_Barrier(MPI_COMM_WORLD);
+  return o;
+}
+
+/// Files of node `node`'s step 3, for bit-for-bit comparison after a rebuild.
+std::vector<std::vector<std::uint8_t>> node_files(const std::string& root, int node,
+                                                  const std::vector<std::string>& names) {
+  std::vector<std::vector<std::uint8_t>> out;
+  for (auto& n : names) {
+    auto b = ckpt::detail::read_file(node_dir(root, node) + "/ckpt.3/" + n, 1ull << 30);
+    EXPECT_TRUE(b.ok()) << b.status().to_string();
+    out.push_back(b.ok() ? b.value() : std::vector<std::uint8_t>{});
+  }
+  return out;
+}
+
+// 4 ranks as 4 nodes, one group of 4.
+TEST(Levels, XorRebuildsOneLostNodeExactly) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = write_xor(root, 1, 4);
+  // Node 2 (rank 2) lost: its data file and its parity come back bit for bit from the other three.
+  const std::vector<std::string> names = {"data.2", "xor.2", "index"};
+  const auto before = node_files(root, 2, names);
+  MPI_Barrier(MPI_COMM_WORLD);  // everybody read them before rank 0 deletes them
+  lose_nodes(root, {2});
+  expect_restart(o, 3, "xor");
+  EXPECT_EQ(node_files(root, 2, names), before);
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_restart(o, 3, "local");
+  // Two nodes of the group lost: parity cannot help, the drained step 2 is what is left.
+  lose_nodes(root, {0, 3});
+  expect_restart(o, 2, "global");
+}
+
+// 4 ranks as 2 nodes: a group of two nodes, each one's parity the other's files (mirroring).
+TEST(Levels, XorGroupOfTwoNodes) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = write_xor(root, 2, 4);
+  lose_nodes(root, {0});
+  expect_restart(o, 3, "xor");
+}
+
+TEST(Levels, XorDamagedParityFallsBackToDrained) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = write_xor(root, 1, 4, 1);
+  // A survivor's parity of step 3 is damaged: the rebuild notices, nothing half rebuilt stays, and the
+  // restart takes the drained copy of step 3.
+  if (world_rank() == 0) {
+    const std::string p = node_dir(root, 1) + "/ckpt.3/xor.1";
+    auto b = ckpt::detail::read_file(p, 1ull << 30);
+    ASSERT_TRUE(b.ok());
+    auto bytes = b.value();
+    bytes[bytes.size() - 20] ^= 0x40;
+    ASSERT_TRUE(ckpt::detail::write_file(p, bytes.data(), bytes.size(), false).ok());
+  }
+  lose_nodes(root, {3});
+  expect_restart(o, 3, "global");
+  EXPECT_FALSE(exists(node_dir(root, 3) + "/ckpt.3"));
+  EXPECT_FALSE(exists(node_dir(root, 3) + "/ckpt.3.tmp"));
+}
+
+// 8 ranks as 4 nodes (levels_8 runs only these).
+TEST(Levels8, PartnerSurvivesLostNodesThatAreNotNeighbours) {
+  ASSERT_EQ(world_size(), 8);
+  const auto root = scratch_dir();
+  Options o = level_opts(root, 2, 3);
+  o.redundancy = "partner";
+  write_steps(o, 1, 3);  // step 2 drained, step 3 on the nodes only
+  // Nodes 0 and 2: each one's partner copy is on a node that survived (1 and 3).
+  lose_nodes(root, {0, 2});
+  expect_restart(o, 3, "partner");
+  // Nodes 1 and 2 are neighbours: node 1's partner copy was on node 2, so step 3 is gone; the drained
+  // step 2 is what is left.
+  lose_nodes(root, {1, 2});
+  expect_restart(o, 2, "global");
+}
+
+TEST(Levels8, XorSurvivesOneLostNodePerGroup) {
+  ASSERT_EQ(world_size(), 8);
+  const auto root = scratch_dir();
+  // 8 ranks as 8 nodes in two groups of 4: {0..3}, {4..7}.
+  const Options o = write_xor(root, 1, 4);
+  lose_nodes(root, {1, 6});
+  expect_restart(o, 3, "xor");
+  lose_nodes(root, {4, 5});  // two of one group
+  expect_restart(o, 2, "global");
+}
+
+TEST(Levels8, XorWithSeveralRanksPerNodeAndUnevenGroups) {
+  ASSERT_EQ(world_size(), 8);
+  {
+    // 4 nodes of 2 ranks, one group of 4: each position on the nodes is its own parity set.
+    const auto root = scratch_dir(".rpn2");
+    const Options o = write_xor(root, 2, 4);
+    lose_nodes(root, {3});
+    expect_restart(o, 3, "xor");
+  }
+  {
+    // 8 nodes, groups of 3: {0,1,2} and {3..7} (the last group takes the nodes left over).
+    const auto root = scratch_dir(".g3");
+    const Options o = write_xor(root, 1, 3);
+    lose_nodes(root, {2, 7});
+    expect_restart(o, 3, "xor");
+    lose_nodes(root, {3, 7});
+    expect_restart(o, 2, "global");
+  }
+}
+
+// A full node disk (levels_enospc: tests/reliability's faultinject shim preloaded, armed through
+// dlsym): that rank's file goes to `dir`, and the checkpoint is committed there instead of failing.
+TEST(LevelsSpill, FullNodeDiskWritesThatCheckpointGlobally) {
+  ASSERT_EQ(world_size(), 4);
+  using ConfigureFn = void (*)(const char*, const char*, const char*, long long, long long);
+  auto configure = reinterpret_cast<ConfigureFn>(dlsym(RTLD_DEFAULT, "faultinj_configure"));
+  auto hits = reinterpret_cast<long long (*)()>(dlsym(RTLD_DEFAULT, "faultinj_hits"));
+  ASSERT_TRUE(configure && hits) << "run with LD_PRELOAD=libfaultinject.so (ctest levels_enospc)";
+  struct Case {
+    const char* what;
+    const char* pattern;  // the one file that hits a full disk
+    long long after;      // bytes written before it does
+    const char* redundancy;
+  };
+  for (const Case& c : {Case{"mid-file, node 1", "/local/node1/ckpt.3.tmp/data.3", 100 << 10, "none"},
+                        Case{"at the header, node 0, xor", "/local/node0/ckpt.3.tmp/data.0", 0, "xor"}}) {
+    SCOPED_TRACE(c.what);
+    const auto root = scratch_dir(std::string(".") + c.redundancy);
+    Options o = level_opts(root, 0);  // nothing is drained: step 3 can only be in `dir` if it spilled
+    o.redundancy = c.redundancy;
+    configure(c.pattern, "write", "ENOSPC", c.after, 0);
+    write_steps(o, 1, 4);  // every ticket succeeds
+    long long mine = hits(), all = 0;
+    configure(nullptr, nullptr, nullptr, 0, 0);
+    MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_GT(all, 0) << "the fault was never injected";
+    EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{3}));
+    EXPECT_EQ(committed(node_dir(root, world_rank() / kRanksPerNode)), (std::vector<std::int64_t>{2, 4}));
+    EXPECT_FALSE(exists(node_dir(root, world_rank() / kRanksPerNode) + "/ckpt.3.tmp"));
+    EXPECT_FALSE(exists(o.dir + "/ckpt.3.tmp"));
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_restart(o, 4, "local");
+    // Both nodes lost: step 3, written to `dir` because a disk was full, is what is left, bit for bit.
+    lose_nodes(root, {0, 1});
+    expect_restart(o, 3, "global");
+  }
 }

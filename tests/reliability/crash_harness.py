@@ -13,6 +13,12 @@ and the restored data must equal what was captured for it bit for bit.
 
   crash_harness.py --mpiexec mpiexec --app build/tests/reliability/crash_app --transport posix \
                    --dir /tmp/crash --trials 100          # the nightly size
+
+With --levels none|partner|xor (issue 19) the job has a node-local level (4 ranks as 4 simulated nodes,
+<trial>/local/node<k>, drain_every 2, that redundancy), so kills land in the local commit, the partner
+copy or parity exchange and the drain. The check then runs twice on 4 ranks (a local restart needs the
+same layout): as left, and after deleting node 2's directory (a lost node: rebuilt from the partner
+copy or the parity, or the drained level), each time bit for bit.
 Prints the trials, kills by phase and failures; exit status 1 if any trial failed.
 """
 import argparse
@@ -46,6 +52,8 @@ def phase_of(d):
     files = os.listdir(t)
     if "index" in files:
         return "commit (index written)"
+    if "partner" in files or any(f.startswith("xor.") for f in files):
+        return "partner copy / parity"  # the node level's redundancy data (issue 19)
     data = [f for f in files if f != "index"]
     if not data:
         return "capture/open"
@@ -70,6 +78,8 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--cells", type=int, default=300000)
     ap.add_argument("--max-delay", type=float, default=0.4, help="seconds after the first commit")
+    ap.add_argument("--levels", choices=["none", "partner", "xor"], default=None,
+                    help="node-local level with this redundancy (4 simulated nodes)")
     a = ap.parse_args()
     shm_at_start = shm_names()  # Open MPI segments that are not ours: never touched
     if "RELTEST_CRASH_TRIALS" in os.environ:
@@ -85,8 +95,13 @@ def main():
     t0 = time.time()
     for t in range(a.trials):
         d = os.path.join(a.dir, f"trial{t}")
+        levels = {}
+        if a.levels:
+            levels = dict(CKPT_LOCAL_DIR=os.path.join(d, "local"), CKPT_RANKS_PER_NODE="1", CKPT_DRAIN_EVERY="2",
+                          CKPT_REDUNDANCY=a.levels)
         job = subprocess.Popen(mpi(4) + [a.app, "--dir", d, "--transport", a.transport, "--cells", str(a.cells)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                               env=dict(env, **levels), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
         deadline = time.time() + 60
         armed = False
         while time.time() < deadline and job.poll() is None:
@@ -103,19 +118,30 @@ def main():
             failures += 1
             continue
         phase = phase_of(d)
+        if a.levels:
+            phase = f"{phase_of(os.path.join(d, 'local', 'node0'))} locally, {phase} in dir"
         phases[phase] += 1
-        nranks = 4 if t % 2 == 0 else 3
-        p = subprocess.run(mpi(nranks) + [a.app, "--dir", d, "--check", "--cells", str(a.cells)], env=dict(os.environ),
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        m = re.search(r"check: ok step (\d+)", p.stdout)
-        ok = p.returncode == 0 and m is not None
-        print(f"trial {t}: killed in {phase}; check on {nranks} ranks: {'ok, step ' + m.group(1) if ok else 'FAIL'}")
+        nranks = 4 if t % 2 == 0 or a.levels else 3
+        ok = True
+        for lose in ([None, 2] if a.levels else [None]):
+            if lose is not None:
+                shutil.rmtree(os.path.join(d, "local", f"node{lose}"), ignore_errors=True)
+            p = subprocess.run(mpi(nranks) + [a.app, "--dir", d, "--check", "--cells", str(a.cells)],
+                               env=dict(os.environ, **levels), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=120)
+            m = re.search(r"check: ok step (\d+)", p.stdout)
+            this = p.returncode == 0 and m is not None
+            what = f"check on {nranks} ranks" + (f" without node {lose}" if lose is not None else "")
+            print(f"trial {t}: killed in {phase}; {what}: {'ok, step ' + m.group(1) if this else 'FAIL'}")
+            if not this:
+                print(p.stdout)
+                ok = False
+                break
         if not ok:
-            print(p.stdout)
             failures += 1
         else:
             shutil.rmtree(d, ignore_errors=True)
-    print(f"[crash {a.transport}] seed {seed}: trials {a.trials}, kills by phase: "
+    print(f"[crash {a.transport}{' levels ' + a.levels if a.levels else ''}] seed {seed}: trials {a.trials}, kills by phase: "
           + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())) + f"; failures {failures}; {time.time() - t0:.0f} s")
     return 1 if failures else 0
 

@@ -164,6 +164,10 @@ struct CheckpointStats {
   double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
   double committed_s = 0;           ///< from entering checkpoint() to the commit being visible
   std::uint64_t staging_bytes = 0;  ///< size of the staging pool during this checkpoint
+  /// With options().redundancy = "partner" or "xor": seconds of the copy to the partner node or of the
+  /// parity exchange and write (part of committed_s), and the bytes this rank sent.
+  double redundancy_s = 0;
+  std::uint64_t redundancy_bytes = 0;
   /// Part of staging_bytes the GPU can DMA to (pinned). Less than staging_bytes: pinning failed for some
   /// chunks, and device data copied into them is copied synchronously (slower). 0 on the host device.
   std::uint64_t staging_pinned_bytes = 0;
@@ -323,7 +327,8 @@ class CKPT_API Runtime {
   /// drained one (docs/design.md, "Levels").
   std::optional<std::int64_t> latest();
   /// The level the last successful restart read from: "local" (the node directories of
-  /// options().local_dir), "global" (options().dir), or "" before any.
+  /// options().local_dir), "partner" or "xor" (lost nodes rebuilt from the redundancy data first, then
+  /// read locally), "global" (options().dir), or "" before any.
   const std::string& restart_level() const;
 
   /// Collective. The rows of joined array `name` in checkpoint `step` and this rank's balanced share:

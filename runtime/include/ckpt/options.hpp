@@ -127,6 +127,18 @@ struct CKPT_API Options {
   /// `<local_dir>/node<k>` (one machine simulates several nodes); 0 = the nodes MPI reports
   /// (MPI_Comm_split_type SHARED), each using `local_dir` itself. [CKPT_RANKS_PER_NODE]
   int ranks_per_node = 0;
+  /// With local_dir: protection of the node level against the loss of a node: "none", or "partner"
+  /// (each rank's files are also copied, over MPI, to the same rank of the next node, node (k+1) mod
+  /// nodes; a lost node is rebuilt from that copy at restart), or "xor" (the nodes of a group of
+  /// `xor_group` store XOR parity of each other's files; one lost node per group is rebuilt from it).
+  /// [CKPT_REDUNDANCY]
+  std::string redundancy = "none";
+  /// With redundancy "xor": nodes per parity group (>= 2); the last group takes the nodes left over.
+  /// [CKPT_XOR_GROUP]
+  int xor_group = 4;
+  /// With local_dir: complete checkpoints kept in `dir` (the drained level); 0 = `keep`.
+  /// [CKPT_KEEP_GLOBAL]
+  int keep_global = 0;
 
   /// A group of variables with its own transport (YAML only): variables whose name matches one of
   /// `match` (shell globs, e.g. "walkers/*") go through `transport`; others use `transport` above.
