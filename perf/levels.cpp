@@ -13,6 +13,7 @@
 //                   complete (Ticket::wait), drained (wait_all)
 //  local-partner    the same with redundancy partner (CKPT_REDUNDANCY; the row says "unavailable" in
 //                   a build without it)
+//  local-xor        the same with redundancy xor (xor_group 4: all P/n nodes in one group when <= 7)
 //
 // The global directory's slowness comes from perf/slowfs.c (LD_PRELOAD) with SLOWFS_UNDER=<global>
 // and SLOWFS_MBPS per process; without it both directories run at the disk's speed. Reported per
@@ -127,13 +128,14 @@ int main(int argc, char** argv) {
   const char* mbps = std::getenv("SLOWFS_MBPS");
 
   std::vector<Mode> modes;
-  for (const char* n : {"raw-local", "raw-global", "global", "local", "local-partner"}) {
+  for (const char* n : {"raw-local", "raw-global", "global", "local", "local-partner", "local-xor"}) {
     modes.emplace_back();
     modes.back().name = n;
   }
   for (auto& m : modes) {
     if (m.name.rfind("raw-", 0) == 0) continue;
     if (m.name == "local-partner") ::setenv("CKPT_REDUNDANCY", "partner", 1);
+    if (m.name == "local-xor") ::setenv("CKPT_REDUNDANCY", "xor", 1);
     ckpt::Options o;  // defaults, then CKPT_* variables
     ::unsetenv("CKPT_REDUNDANCY");
     if (!o.error.ok()) {
