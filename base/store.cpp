@@ -347,7 +347,9 @@ class DirectoryStore final : public Store {
     return first;
   }
 
-  Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) override {
+  Status commit(std::int64_t step, const std::string& staged, const std::vector<std::uint8_t>& index,
+                bool sync) override {
+    (void)staged;  // always staging_dir(step)
     const std::string tmp = staging_dir(step), fin = checkpoint_dir(step), old = path_of(step, EntryKind::old);
     CKPT_RETURN_IF_ERROR(write_file(tmp + "/index", index.data(), index.size(), sync));
     CKPT_RETURN_IF_ERROR(fsync_dir(tmp, sync));
@@ -385,6 +387,8 @@ class DirectoryStore final : public Store {
     return Status::OK();
   }
 
+  void discard(const std::string& staged) override { (void)remove_tree(staged); }
+
   // An .old of a newer step goes too (the next start-up would otherwise rename it back into the
   // timeline): it becomes the abandoned copy when its committed twin is missing, and is removed when
   // the twin was moved. An older abandoned copy of the same step is replaced.
@@ -414,15 +418,7 @@ class DirectoryStore final : public Store {
     return fsync_dir(m_root, sync);
   }
 
-  Status sync() override {
-    // syncfs: every dirty page of this file system on this node - the data files written since the
-    // last sync, the indexes, the renames - in one call, where an fsync per file would need the names.
-    const int fd = ::open(m_root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return errno_status("open " + m_root + " for syncfs");
-    Status s = ::syncfs(fd) == 0 ? Status::OK() : errno_status("syncfs " + m_root);
-    ::close(fd);
-    return s;
-  }
+  Status sync() override { return sync_filesystem(m_root); }
 
   Status retain(int keep, std::int64_t just_committed) override {
     Status first;
@@ -491,5 +487,15 @@ class DirectoryStore final : public Store {
 }  // namespace
 
 std::unique_ptr<Store> make_directory_store(const std::string& root) { return std::make_unique<DirectoryStore>(root); }
+
+Status sync_filesystem(const std::string& path) {
+  // syncfs: every dirty page of this file system on this node - the data files written since the
+  // last sync, the indexes, the renames - in one call, where an fsync per file would need the names.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("open " + path + " for syncfs");
+  Status s = ::syncfs(fd) == 0 ? Status::OK() : errno_status("syncfs " + path);
+  ::close(fd);
+  return s;
+}
 
 }  // namespace ckpt::detail

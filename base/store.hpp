@@ -168,7 +168,13 @@ class Store {
   /// timeline that was rolled back (a restart from an older step, or an earlier run in the same root)
   /// and are renamed to ckpt.<s>.abandoned first, so that latest(), restart() and retention never mix
   /// two timelines (a crash after that leaves the older checkpoints of the new timeline).
-  virtual Status commit(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) = 0;
+  /// `staged` is where the checkpoint's files were written: staging_dir(step) for directories, the
+  /// segment a series appended to (the runtime's SeriesCursor chose it).
+  virtual Status commit(std::int64_t step, const std::string& staged, const std::vector<std::uint8_t>& index,
+                        bool sync) = 0;
+  /// Drops what a checkpoint that was not committed left in `staged` (its staging directory is removed;
+  /// a series keeps its segment: the bytes stay unreferenced).
+  virtual void discard(const std::string& staged) = 0;
   /// commit()'s first move, also called alone by the node level for the drained level (a roll-back
   /// committed locally must not leave the drained level's newer steps in front of it): committed
   /// entries of steps newer than `step` become ckpt.<s>.abandoned, newest first, with one line on
@@ -187,6 +193,53 @@ class Store {
 
 /// The directory layout: checkpoint `s` is the directory `root`/ckpt.<s> (docs/format.md).
 std::unique_ptr<Store> make_directory_store(const std::string& root);
+
+// ---- the series layout (docs/format.md, "Series layout") -----------------------------------------
+
+/// How a root stores its checkpoints (Options::layout).
+enum class Layout {
+  directory,  ///< one directory per checkpoint, committed by renames
+  series,     ///< every checkpoint appended to segment files opened once, committed by an appended record
+};
+/// "directory", "series".
+const char* layout_name(Layout l) noexcept;
+/// Parses "series.<k>" (k canonical decimal, as steps) with an optional ".del"; `doomed` says which.
+std::optional<std::int64_t> parse_segment_name(const std::string& name, bool* doomed = nullptr);
+/// "series.<k>".
+std::string segment_name(std::int64_t k);
+/// The segment directory `root`/series.<k>.
+std::string segment_dir(const std::string& root, std::int64_t k);
+/// What a root holds: whether any entry is a series segment, any a checkpoint directory
+/// (ckpt.<step>[.suffix]), and the first segment number a new run may use (one above any there).
+struct RootContents {
+  bool series = false, directories = false;
+  std::int64_t next_segment = 0;
+};
+RootContents scan_root(const std::string& root);
+
+/// The series layout: checkpoint `s` is a record of `root`/series.<k>/steps pointing into the data
+/// files of that segment. checkpoint_dir(s) is the segment directory (the index's file names are
+/// relative to it); commit() appends the record (no directory operation); retention removes whole
+/// segments. Thread-safe (the runtime's restart and commit threads share one).
+std::unique_ptr<Store> make_series_store(const std::string& root);
+/// The store of an existing root in the layout it holds (series when it has a segment).
+std::unique_ptr<Store> open_store(const std::string& root);
+
+/// One checkpoint named by a path: a checkpoint directory (`data_dir` = `path`), or `<root>/ckpt.<step>`
+/// or `<root>/latest` of a series root, which are names only (`data_dir` = the step's segment).
+struct CheckpointRef {
+  std::string path;      ///< as given
+  std::string data_dir;  ///< where the index's files are
+  Index index;
+};
+/// Whether `path` names one checkpoint rather than a root: is_checkpoint_dir(), or one of the names
+/// above in a series root.
+bool names_checkpoint(const std::string& path);
+/// Loads the checkpoint `path` names (load_checkpoint_dir() for a directory).
+Result<CheckpointRef> load_checkpoint(const std::string& path);
+
+/// Makes `path` (and what was written under it) durable on this node: syncfs of its file system.
+Status sync_filesystem(const std::string& path);
 
 }  // namespace ckpt::detail
 

@@ -146,7 +146,7 @@ Status check_output_outside_checkpoints(const std::string& output) {
   if (::access((dir + "/index").c_str(), F_OK) == 0 || detail::parse_step_name(dir_name).has_value())
     return Status(Code::invalid_argument, "refusing to write " + output + " inside checkpoint " + dir);
   if (name == "latest" || name == ".lock" || name == "index" || detail::parse_step_name(name).has_value()) {
-    auto steps = detail::make_directory_store(dir)->list();
+    auto steps = detail::open_store(dir)->list();
     if (steps.ok() && !steps->empty())
       return Status(Code::invalid_argument,
                     "refusing to write " + output + ": '" + name + "' is a name of the checkpoint root " + dir);
@@ -160,7 +160,8 @@ int run_convert(const ConvertArgs& a) {
   // statistics, provenance).
   auto reader = open_reader(a.path);
   if (!reader.ok()) return fail("convert", reader.status().message());
-  auto c = open_checkpoint(reader->path());
+  // The checkpoint by its name (a series step has no directory of its own).
+  auto c = open_checkpoint(names_checkpoint(a.path) ? a.path : a.path + "/" + detail::step_name(reader->step()));
   if (!c.ok()) return fail("convert", c.status().message());
   struct stat st {};
   if (!a.force && ::lstat(a.output.c_str(), &st) == 0)

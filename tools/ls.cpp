@@ -186,7 +186,7 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
 }
 
 int ls_root(const std::string& path, const LsArgs& a) {
-  const auto store = detail::make_directory_store(path);
+  const auto store = detail::open_store(path);
   auto steps = store->list();
   if (!steps.ok()) return fail("ls", steps.status().message());
   // `latest` is the newest complete checkpoint, as latest() and restart() see it: the link is only a
@@ -248,9 +248,9 @@ int ls_root(const std::string& path, const LsArgs& a) {
 }  // namespace
 
 int run_ls(const LsArgs& a) {
-  Status s = check_directory(a.path);
+  Status s = names_checkpoint(a.path) ? Status::OK() : check_directory(a.path);  // a series step is a name
   if (!s.ok()) return fail("ls", s.message());
-  return is_checkpoint_dir(a.path) ? ls_checkpoint(a.path, a) : ls_root(a.path, a);
+  return names_checkpoint(a.path) ? ls_checkpoint(a.path, a) : ls_root(a.path, a);
 }
 
 }  // namespace ckpt::tools

@@ -21,9 +21,9 @@ double now_s() {
 }  // namespace
 
 Result<Checkpoint> open_checkpoint(const std::string& dir) {
-  auto idx = detail::load_checkpoint_dir(dir);
-  if (!idx.ok()) return idx.status();
-  return Checkpoint{dir, std::move(idx).value()};
+  auto c = detail::load_checkpoint(dir);
+  if (!c.ok()) return c.status();
+  return Checkpoint{dir, c->data_dir, std::move(c->index)};
 }
 
 Result<CheckpointReader> open_reader(const std::string& path) {

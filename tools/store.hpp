@@ -37,7 +37,8 @@ enum ExitCode : int {
 
 /// A committed checkpoint whose index decoded and validated.
 struct Checkpoint {
-  std::string dir;  ///< path of the ckpt.<step> directory, as given (or as found under a root)
+  std::string dir;       ///< path of the checkpoint as given (or as found under a root): ckpt.<step>
+  std::string data_dir;  ///< where the index's files are: `dir`, or a series step's segment
   Index index;
 };
 
@@ -45,12 +46,13 @@ using detail::EntryKind;
 using detail::StepEntry;
 
 using detail::check_directory;
-using detail::is_checkpoint_dir;
+using detail::names_checkpoint;
 using detail::var_stats;
 using detail::VarStats;
 
-/// Loads `dir/index` and validates it (magic, version, footer, checksum, every field, the step of the
-/// directory name). Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
+/// Loads the checkpoint `dir` names (detail::load_checkpoint: a directory, or a step of a series root)
+/// and validates its index (magic, version, footer, checksum, every field, the step of its name).
+/// Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
 Result<Checkpoint> open_checkpoint(const std::string& dir);
 
 /// The public reader (ckpt/reader.hpp) of a checkpoint directory as is, or of the newest complete

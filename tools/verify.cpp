@@ -42,14 +42,16 @@ struct Report {
 /// Every byte of a ckpt data file that is neither header nor block - header padding, gaps between
 /// blocks, alignment between streams, the tail - is written as zero (format.md) and read by nobody:
 /// a change there is invisible to restart, so verify reads those bytes and reports any that is not zero.
-/// `used`: the [begin, end) byte ranges of the file's blocks, header first.
+/// `used`: the [begin, end) byte ranges of the file's blocks, header first. Only [lo, size) is looked
+/// at: a series file holds other checkpoints before this one's stream (lo = where it starts, size = where
+/// it ends).
 using Ranges = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
 template <class Bad>
-void check_padding(detail::FileReader& reader, const std::string& name, const std::string& path, std::uint64_t size,
-                   Ranges& used, const Bad& bad) {
+void check_padding(detail::FileReader& reader, const std::string& name, const std::string& path, std::uint64_t lo,
+                   std::uint64_t size, Ranges& used, const Bad& bad) {
   std::sort(used.begin(), used.end());
   std::vector<std::uint8_t> buf;
-  std::uint64_t pos = 0, nonzero = 0, first = 0;
+  std::uint64_t pos = lo, nonzero = 0, first = 0;
   auto scan = [&](std::uint64_t lo, std::uint64_t hi) -> Status {
     for (std::uint64_t p = lo; p < hi;) {
       const std::uint64_t n = std::min<std::uint64_t>(hi - p, 1 << 20);
@@ -87,11 +89,16 @@ void check_files(const Checkpoint& c, Report& rep) {
   std::vector<std::uint64_t> end(idx.files.size(), 0);  // where the file's last block ends
   // The byte ranges of each file, in one pass over the blocks (a scan of every block per file would be
   // quadratic in the rank count: posix writes a file per rank).
-  std::vector<Ranges> ranges(idx.files.size(), Ranges{{0, detail::kDataHeaderBytes}});
+  // layout series: a file holds every checkpoint of its segment; this one's stream is [start, end).
+  bool series = false;
+  for (auto& kv : idx.attrs) series = series || (kv.first == "layout" && kv.second == "series");
+  std::vector<Ranges> ranges(idx.files.size(), series ? Ranges{} : Ranges{{0, detail::kDataHeaderBytes}});
+  std::vector<std::uint64_t> start(idx.files.size(), UINT64_MAX);
   for (auto& b : idx.blocks) {
     used[b.file] = true;
     // An empty block (a rank without rows) has no bytes: where it points need not exist.
     if (b.length > 0) {
+      start[b.file] = std::min(start[b.file], b.offset);
       end[b.file] = std::max(end[b.file], b.offset + b.length);
       ranges[b.file].emplace_back(b.offset, b.offset + b.length);
     }
@@ -100,7 +107,7 @@ void check_files(const Checkpoint& c, Report& rep) {
     const FileRecord& fr = idx.files[f];
     if (!used[f] && fr.bytes == 0) continue;  // a placeholder of a non-persistent transport group
     ++rep.files;
-    const std::string path = c.dir + "/" + fr.name;
+    const std::string path = c.data_dir + "/" + fr.name;
     auto bad = [&](const std::string& why) {
       rep.problems.push_back({"", static_cast<long>(fr.writer), fr.name, 0, 0, why});
     };
@@ -120,7 +127,7 @@ void check_files(const Checkpoint& c, Report& rep) {
     if (size < fr.bytes)
       rep.notes.push_back("data file " + fr.name + " has " + std::to_string(size) + " bytes, the index records " +
                           std::to_string(fr.bytes) + " (all its blocks are present)");
-    detail::FileReader reader(c.dir);
+    detail::FileReader reader(c.data_dir);
     std::vector<std::uint8_t> head(detail::kDataHeaderBytes);
     Status s = size < head.size() ? Status(Code::corrupt, "shorter than a data header")
                                   : reader.read(fr.name, 0, head.data(), head.size());
@@ -136,14 +143,23 @@ void check_files(const Checkpoint& c, Report& rep) {
       bad("data file " + path + ": " + h.status().message());
       continue;
     }
-    if (h->step != idx.step || h->nranks != idx.nranks || h->ckpt_id != idx.ckpt_id)
+    // A series file's header is its segment's first checkpoint's, of the same run (the id of a
+    // checkpoint is the run's id XOR its step).
+    const bool other = series ? h->step > idx.step || h->nranks != idx.nranks ||
+                                    (h->ckpt_id ^ static_cast<std::uint64_t>(h->step)) !=
+                                        (idx.ckpt_id ^ static_cast<std::uint64_t>(idx.step))
+                              : h->step != idx.step || h->nranks != idx.nranks || h->ckpt_id != idx.ckpt_id;
+    if (other)
       bad("data file " + path + " belongs to another checkpoint (header: step " + std::to_string(h->step) + ", " +
           std::to_string(h->nranks) + " ranks, id " + hex64(h->ckpt_id) + "; index: step " + std::to_string(idx.step) +
           ", " + std::to_string(idx.nranks) + " ranks, id " + hex64(idx.ckpt_id) + ")");
     else if (h->writer != fr.writer)
       rep.notes.push_back("data file " + fr.name + ": header names writer " + std::to_string(h->writer) +
                           ", the index " + std::to_string(fr.writer));
-    check_padding(reader, fr.name, path, size, ranges[f], bad);
+    if (!series)
+      check_padding(reader, fr.name, path, 0, size, ranges[f], bad);
+    else if (start[f] < end[f])
+      check_padding(reader, fr.name, path, start[f], end[f], ranges[f], bad);
   }
 }
 
@@ -224,17 +240,17 @@ void print_report(const Report& r, bool quiet) {
 }  // namespace
 
 int run_verify(const VerifyArgs& a) {
-  Status s = check_directory(a.path);
+  Status s = names_checkpoint(a.path) ? Status::OK() : check_directory(a.path);  // a series step is a name
   if (!s.ok()) return fail("verify", s.message());
   std::vector<Report> reports;
   std::vector<std::string> skipped;
-  if (is_checkpoint_dir(a.path)) {
+  if (names_checkpoint(a.path)) {
     Report r = verify_one(a.path, nullptr);
     // An index that cannot be used is an unusable checkpoint (exit 2), not bad data in a usable one.
     if (!r.fatal.empty()) return fail("verify", r.fatal);
     reports.push_back(std::move(r));
   } else {
-    auto steps = detail::make_directory_store(a.path)->list();
+    auto steps = detail::open_store(a.path)->list();
     if (!steps.ok()) return fail("verify", steps.status().message());
     std::uint64_t total = 0;
     for (auto& e : steps.value())

@@ -60,10 +60,52 @@ class PosixWriter final : public Writer {
   std::uint64_t m_end = 0;
 };
 
+/// layout series: this rank's data file of the current segment, open from one checkpoint to the next.
+/// Owned by the transport, used by the thread that opens and writes (the write thread).
+struct SeriesFile {
+  std::string path;
+  int fd = -1;
+  std::uint64_t end = 0;  ///< end of the last finished checkpoint's stream (the next one starts aligned after it)
+  ~SeriesFile() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+/// Appends one checkpoint's stream to the segment file at `base`; finish() keeps the file open.
+class AppendWriter final : public Writer {
+ public:
+  AppendWriter(const WriteContext& ctx, SeriesFile& file, std::string name, std::uint64_t base)
+      : m_ctx(ctx), m_file(file), m_name(std::move(name)), m_base(base), m_end(base) {}
+
+  Status write(std::uint64_t offset, const void* data, std::size_t n) override {
+    CKPT_RETURN_IF_ERROR(pwrite_all(m_file.fd, data, n, m_base + offset, m_file.path));
+    m_end = std::max<std::uint64_t>(m_end, m_base + offset + n);
+    return Status::OK();
+  }
+
+  Result<Placement> finish(const std::vector<BlockDigest>&) override {
+    if (m_ctx.fsync && ::fdatasync(m_file.fd) != 0) return errno_status("fdatasync " + m_file.path);
+    m_file.end = std::max(m_end, m_base + m_ctx.bytes());
+    Placement p{m_name, m_ctx.rank, m_base, m_file.end};
+    p.appended_at = m_base;
+    p.attrs.emplace_back("layout", "series");
+    return p;
+  }
+
+  // What was written stays unreferenced; the next checkpoint writes over it (m_file.end is unchanged).
+  void abort() override {}
+
+ private:
+  WriteContext m_ctx;
+  SeriesFile& m_file;
+  std::string m_name;
+  std::uint64_t m_base, m_end;
+};
+
 class PosixTransport final : public Transport {
  public:
-  PosixTransport(std::uint64_t alignment, int open_token, MPI_Comm comm)
-      : m_alignment(alignment), m_token(open_token), m_comm(comm) {}
+  PosixTransport(std::uint64_t alignment, int open_token, MPI_Comm comm, bool append)
+      : m_alignment(alignment), m_token(open_token), m_comm(comm), m_append(append) {}
   ~PosixTransport() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -72,16 +114,52 @@ class PosixTransport final : public Transport {
   const char* name() const override { return "posix"; }
   bool collective_open() const override { return m_token > 0; }  // the open token is passed round robin
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
-    auto w = std::make_unique<PosixWriter>(ctx, std::max<std::uint64_t>(m_alignment, kDataHeaderBytes));
+    const std::uint64_t data_offset = std::max<std::uint64_t>(m_alignment, kDataHeaderBytes);
+    if (m_append) {
+      Status s = m_token > 0 ? with_open_token(m_comm, m_token, [&] { return open_series(ctx, data_offset); })
+                             : open_series(ctx, data_offset);
+      CKPT_RETURN_IF_ERROR(s);
+      const std::uint64_t base = (m_series.end + m_alignment - 1) / m_alignment * m_alignment;
+      return std::unique_ptr<Writer>(
+          std::make_unique<AppendWriter>(ctx, m_series, ctx.file_name("data", ctx.rank), base));
+    }
+    auto w = std::make_unique<PosixWriter>(ctx, data_offset);
     Status s = m_token > 0 ? with_open_token(m_comm, m_token, [&] { return w->open(); }) : w->open();
     CKPT_RETURN_IF_ERROR(s);
     return std::unique_ptr<Writer>(std::move(w));
   }
 
  private:
+  /// Opens this rank's file of the segment ctx.dir the first time a checkpoint goes there (a new
+  /// segment: the previous one's file is closed), with its data header (the segment's first step).
+  Status open_series(const WriteContext& ctx, std::uint64_t data_offset) {
+    const std::string path = ctx.dir + "/" + ctx.file_name("data", ctx.rank);
+    if (path == m_series.path && m_series.fd >= 0) return Status::OK();
+    if (m_series.fd >= 0) ::close(m_series.fd);
+    m_series.fd = -1;
+    m_series.path.clear();
+    // A segment is new to this run (SeriesCursor starts above every segment in the root): truncate.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) return errno_status("create " + path);
+    auto head = encode_header_for(ctx, ctx.rank, data_offset);
+    Status s = pwrite_all(fd, head.data(), head.size(), 0, path);
+    // The file's name in the segment must survive a crash before any commit that names it does.
+    if (s.ok()) s = fsync_dir(ctx.dir, ctx.fsync);
+    if (!s.ok()) {
+      ::close(fd);
+      return s;
+    }
+    m_series.fd = fd;
+    m_series.path = path;
+    m_series.end = data_offset;
+    return Status::OK();
+  }
+
   std::uint64_t m_alignment;
   int m_token;
   MPI_Comm m_comm;  // the write thread only (the token; opens run there)
+  bool m_append;
+  SeriesFile m_series;  // layout series
 };
 
 }  // namespace
@@ -89,7 +167,7 @@ class PosixTransport final : public Transport {
 Result<std::unique_ptr<Transport>> make_posix_transport(const TransportConfig& c, const TransportEnv& env) {
   MPI_Comm comm = MPI_COMM_NULL;
   if (c.open_token > 0) MPI_Comm_dup(env.comm, &comm);
-  return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(c.alignment, c.open_token, comm));
+  return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(c.alignment, c.open_token, comm, c.append));
 }
 
 }  // namespace ckpt::detail

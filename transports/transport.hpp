@@ -69,6 +69,9 @@ struct TransportConfig {
   int rbio_writers = 0;                 ///< rbio: writer ranks; 0 = one per node
   int rbio_files = 0;                   ///< rbio: 0 = one file per writer, 1 = one shared file
   Attributes mpiio_hints;               ///< MPI-IO hints (mpiio, rbio): validated key/value pairs, byte counts in bytes
+  /// layout series (posix only): every checkpoint is appended to this rank's file of the segment
+  /// (WriteContext::dir), kept open from one checkpoint to the next.
+  bool append = false;
 };
 
 /// What a transport may use from the Runtime, given once at construction (collective).
@@ -95,6 +98,7 @@ struct Placement {
   int writer = 0;    ///< rank that wrote it
   std::uint64_t base_offset = 0;
   std::uint64_t file_bytes = 0;              ///< size of the file this rank wrote (0 if another rank owns it)
+  std::uint64_t appended_at = 0;             ///< layout series: where this checkpoint's bytes begin in the file
   Attributes attrs;                          ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
   std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear
   /// The node level (runtime/src/spill.hpp): the node's disk was full, so this file went to the

@@ -179,14 +179,20 @@ Ticket Capture::checkpoint(std::int64_t step, void* stream, const std::vector<Re
     if (__builtin_add_overflow(total, r.bytes(), &total))
       arg = Status(Code::invalid_argument, "the protected regions together exceed 2^64 bytes");
   if (step < 0) arg = Status(Code::invalid_argument, "checkpoint step must be >= 0, got " + std::to_string(step));
+  SeriesCursor* series = m_env.open.series;
+  bool roll = false;  // layout series, funneled: whether this checkpoint starts a new segment
+  const bool funneled_agreement = !m_env.funnel.expired();
   if (auto funnel = m_env.funnel.lock()) {
     std::uint64_t ready = funnel->ready();
-    arg = agree_on_job(m_env.open.comm, step, arg, &ready);  // the same on every rank now
+    roll = series != nullptr && series->wants_roll(total);
+    // The same on every rank now.
+    arg = agree_on_job(m_env.open.comm, step, arg, &ready, series != nullptr ? &roll : nullptr);
     for (std::uint64_t i = 0; i < ready; ++i) funnel->commit_next();
   }
   if (Status s = make_room(step); !s.ok()) return fail(s);
 
   auto job = new_job(step, arg.ok() ? regions : std::vector<Region>{}, ticket);
+  if (series != nullptr && funneled_agreement && arg.ok()) job->tmp_dir = series->place(roll, job->plan.bytes);
   job->t0 = t0;
   ticket->stats.step = step;
   ticket->stats.bytes = job->plan.payload;

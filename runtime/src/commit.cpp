@@ -190,8 +190,9 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
     // the outcome is sent).
     outcome = idx.status();
     if (outcome.ok() && m_persistent)
-      outcome = m_store.commit(job.step, encode_index(idx.value()), m_cfg.fsync && m_cfg.durable_every_ms == 0);
-    if (!outcome.ok() && m_persistent) remove_tree(job.tmp_dir);
+      outcome =
+          m_store.commit(job.step, job.tmp_dir, encode_index(idx.value()), m_cfg.fsync && m_cfg.durable_every_ms == 0);
+    if (!outcome.ok() && m_persistent) m_store.discard(job.tmp_dir);
   }
   outcome = bcast_status(m_commit_comm, outcome, 0);  // everybody learns the outcome
   if (outcome.ok() && m_rank == 0 && m_persistent && m_cfg.keep > 0)
@@ -248,7 +249,7 @@ Status Committer::commit_nodes(const Job& job, Result<Index> idx) {
     // The drained level's copy of this very step is the old timeline's too (a drain of this one follows).
     if (m_rank == 0 && m_cfg.drained != nullptr) mine = m_cfg.drained->abandon_newer_than(job.step - 1, sync);
     // Every node directory gets the whole index (and holds the data files of its own ranks).
-    if (mine.ok() && m_cfg.node_leader) mine = m_store.commit(job.step, bytes, sync);
+    if (mine.ok() && m_cfg.node_leader) mine = m_store.commit(job.step, job.tmp_dir, bytes, sync);
     outcome = agree(m_commit_comm, mine);
   }
   if (!outcome.ok() && m_cfg.node_leader) remove_tree(job.tmp_dir);

@@ -22,13 +22,14 @@ std::vector<BlockDigest> segment_digests(const Job& job, std::size_t segment) {
   return digests;
 }
 
-Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::uint64_t* ready) {
+Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::uint64_t* ready, bool* roll) {
   if (comm == MPI_COMM_NULL) return local;
-  long long v[4] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step),
-                    ready != nullptr ? -static_cast<long long>(*ready) : 0};
-  long long r[4] = {0, 0, 0, 0};
-  MPI_Allreduce(v, r, ready != nullptr ? 4 : 3, MPI_LONG_LONG, MPI_MAX, comm);
+  long long v[5] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step),
+                    ready != nullptr ? -static_cast<long long>(*ready) : 0, roll != nullptr && *roll ? 1 : 0};
+  long long r[5] = {0, 0, 0, 0, 0};
+  MPI_Allreduce(v, r, 5, MPI_LONG_LONG, MPI_MAX, comm);
   if (ready != nullptr) *ready = static_cast<std::uint64_t>(-r[3]);
+  if (roll != nullptr) *roll = r[4] != 0;
   if (r[0] != 0) return agree(comm, local);  // the lowest failing rank's Status, on every rank
   if (r[1] != -r[2])
     return Status(Code::invalid_argument, "checkpoint(): the ranks passed different steps (from " +
@@ -44,8 +45,12 @@ Status open_writers(const OpenEnv& env, Job& job, Status setup) {
   // (whose staging directories differ), fail the checkpoint on every rank and nothing is created.
   // Funneled, checkpoint() made that agreement: `setup` may then be this rank's own failure (the pool),
   // and the agreement below (collective opens) is made whatever it is.
-  Status s = env.agreed_before ? std::move(setup) : agree_on_job(env.comm, job.step, setup);
+  // layout series: the segment is part of the agreement (a rank whose file is full rolls every rank).
+  bool roll = env.series != nullptr && env.series->wants_roll(job.plan.bytes);
+  Status s = env.agreed_before ? std::move(setup)
+                               : agree_on_job(env.comm, job.step, setup, nullptr, env.series ? &roll : nullptr);
   const bool agreed = env.agreed_before || s.ok();  // the same on every rank
+  if (env.series != nullptr && !env.agreed_before && s.ok()) job.tmp_dir = env.series->place(roll, job.plan.bytes);
   if (s.ok() && env.persistent) s = make_dirs_nofollow(job.tmp_dir);
   // Collective opens need the same decision on every rank: after a failure anywhere nobody opens
   // (and creates files in a directory that may be wrong, e.g. a planted link). Independent opens
@@ -269,7 +274,7 @@ void FlushPipeline::write_item(WorkItem& item) {
   if (!item.last) return;
   close_segments(j, 0, true);
   std::uint64_t written = 0;
-  for (auto& p : j.write.placements) written += p.file_bytes;
+  for (auto& p : j.write.placements) written += p.file_bytes - std::min(p.appended_at, p.file_bytes);
   {
     std::lock_guard<std::mutex> lk(j.ticket->mu);
     j.ticket->stats.flush_s = seconds_since(j.flush_start);

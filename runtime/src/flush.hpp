@@ -14,6 +14,7 @@
 #include "runtime/src/commit.hpp"
 #include "runtime/src/job.hpp"
 #include "runtime/src/pool.hpp"
+#include "runtime/src/series.hpp"
 
 namespace ckpt::detail {
 
@@ -34,6 +35,8 @@ struct OpenEnv {
   /// Funneled mode (Options::mpi_threads): checkpoint() agreed the arguments and the step on the
   /// application thread already, so open_writers makes no agree_on_job (the write thread calls no MPI).
   bool agreed_before = false;
+  /// layout series: the segment each checkpoint goes to (placed at the agreement; null for directories).
+  SeriesCursor* series = nullptr;
 };
 
 /// Whether some transport writes the whole checkpoint in open() (hdf5-sync): then open_writers runs
@@ -47,8 +50,10 @@ bool opens_on_app_thread(const std::vector<std::unique_ptr<Transport>>& transpor
 /// `step`; otherwise the same failure on every rank (the lowest failing rank's Status, or
 /// invalid_argument naming the range of steps). `ready` (funneled mode, checkpoint()): this rank's count
 /// of checkpoints written and waiting for their commit, replaced by the smallest count of any rank
-/// (carried by the same allreduce).
-Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::uint64_t* ready = nullptr);
+/// (carried by the same allreduce). `roll` (layout series): in, whether this rank wants a new segment;
+/// out, whether some rank does (SeriesCursor).
+Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::uint64_t* ready = nullptr,
+                    bool* roll = nullptr);
 
 /// Creates `job`'s staging directory and opens one writer per segment into job.write.writers
 /// (collective for MPI transports: every rank opens every group, in order, even after a failure).

@@ -212,6 +212,28 @@ const std::vector<Field>& fields() {
          o.on_busy = *mode;
          return Status();
        }},
+      {"layout",
+       [](Options& o, const std::string& v) -> Status {
+         Result<Options::Layout> l = parse_layout(v);
+         if (!l.ok()) return bad_value("layout", v, "directory, series");
+         o.layout = *l;
+         return Status();
+       }},
+      {"segment_bytes",
+       [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bytes(v);
+         if (!b.ok() || b.value() < 4096) return bad_value("segment_bytes", v, "a byte count >= 4K, like 1G");
+         o.segment_bytes = b.value();
+         return Status();
+       }},
+      {"segment_steps",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("segment_steps", v);
+         if (!x.ok() || x.value() < 0 || x.value() > 1000000000)
+           return bad_value("segment_steps", v, "0 (no limit) or an integer >= 1");
+         o.segment_steps = static_cast<int>(x.value());
+         return Status();
+       }},
       {"keep",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("keep", v);
@@ -366,6 +388,7 @@ TransportConfig transport_config(const Options& o) {
   c.mpiio_files = o.mpiio_files;
   c.rbio_writers = o.rbio_writers;
   c.rbio_files = o.rbio_files;
+  c.append = o.layout == Options::Layout::series;
   auto hints = parse_mpiio_hints(o.mpiio_hints);  // valid: Options::validate() checked them
   if (hints.ok()) c.mpiio_hints = std::move(hints).value();
   return c;
@@ -396,6 +419,12 @@ const char* on_busy_name(Options::OnBusy v) noexcept {
     case Options::OnBusy::coalesce: return "coalesce";
   }
   return "?";
+}
+
+Result<Options::Layout> parse_layout(const std::string& text) {
+  if (text == "directory") return Options::Layout::directory;
+  if (text == "series") return Options::Layout::series;
+  return Status(Code::invalid_argument, "'" + text + "' is not directory or series");
 }
 
 Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text) {
@@ -478,6 +507,14 @@ Status Options::validate() const {
                   "option 'on_busy' must be wait or coalesce, got " + std::to_string(static_cast<int>(on_busy)));
   if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");
   if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
+  if (layout != Layout::directory && layout != Layout::series)  // set in code from an integer
+    return Status(Code::invalid_argument, "option 'layout' must be directory or series");
+  if (segment_bytes < 4096 || segment_steps < 0)
+    return Status(Code::invalid_argument, "option 'segment_bytes' must be >= 4096 and 'segment_steps' >= 0");
+  if (layout == Layout::series && !local_dir.empty())
+    return Status(Code::invalid_argument,
+                  "option 'layout': series does not work with local_dir (the node level and its drain copy "
+                  "checkpoint directories); use layout directory with local_dir");
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     return Status(Code::invalid_argument, "option 'alignment' must be a power of two");
   if (!mpiio_hints.empty()) {  // also when set in code, not through a file or the environment

@@ -155,7 +155,8 @@ struct CheckpointReaderState {
 
 struct ReaderState {
   std::string path;
-  bool single = false;              // path is one checkpoint directory
+  bool single = false;              // path names one checkpoint (a directory, or a step of a series)
+  std::string single_dir;           // then: where its files are
   std::unique_ptr<Store> store;     // when it is a root
   std::vector<std::int64_t> steps;  // complete, oldest first
   std::vector<std::string> skipped;
@@ -321,18 +322,19 @@ Reader& Reader::operator=(Reader&&) noexcept = default;
 Reader::~Reader() = default;
 
 Result<Reader> Reader::open(const std::string& path) {
-  CKPT_RETURN_IF_ERROR(detail::check_directory(path));
   auto s = std::make_unique<detail::ReaderState>();
   s->path = path;
-  if (detail::is_checkpoint_dir(path)) {
-    auto idx = detail::load_checkpoint_dir(path);
-    if (!idx.ok()) return idx.status();
+  if (detail::names_checkpoint(path)) {
+    auto c = detail::load_checkpoint(path);
+    if (!c.ok()) return c.status();
     s->single = true;
-    s->steps.push_back(idx->step);
-    s->single_index = std::move(idx).value();
+    s->single_dir = c->data_dir;
+    s->steps.push_back(c->index.step);
+    s->single_index = std::move(c->index);
     return Reader(std::move(s));
   }
-  s->store = detail::make_directory_store(path);
+  CKPT_RETURN_IF_ERROR(detail::check_directory(path));
+  s->store = detail::open_store(path);
   auto entries = s->store->list();
   if (!entries.ok()) return entries.status();
   for (auto& e : entries.value()) {  // newest first
@@ -357,6 +359,7 @@ Result<Reader> Reader::open(CommRef comm, const std::string& path) {
     if (r.ok()) {
       detail::ByteWriter w;
       w.put<std::uint8_t>(r->m_s->single ? 1 : 0);
+      w.str(r->m_s->single_dir);
       w.put<std::uint64_t>(r->m_s->steps.size());
       for (const std::int64_t st : r->m_s->steps) w.put<std::int64_t>(st);
       w.put<std::uint64_t>(r->m_s->skipped.size());
@@ -376,7 +379,7 @@ Result<Reader> Reader::open(CommRef comm, const std::string& path) {
   detail::ByteReader rd(bytes->data(), bytes->size());
   std::uint8_t single = 0;
   std::uint64_t n = 0;
-  bool ok = rd.get(single) && rd.count(n, sizeof(std::int64_t), UINT32_MAX);
+  bool ok = rd.get(single) && rd.str(s->single_dir, 1u << 20) && rd.count(n, sizeof(std::int64_t), UINT32_MAX);
   for (std::uint64_t i = 0; ok && i < n; ++i) {
     std::int64_t st = 0;
     ok = rd.get(st);
@@ -390,7 +393,7 @@ Result<Reader> Reader::open(CommRef comm, const std::string& path) {
   }
   if (!ok || !rd.at_end()) return Status(Code::internal, "the listing rank 0 sent is malformed: " + rd.error());
   s->single = single != 0;
-  if (!s->single) s->store = detail::make_directory_store(path);
+  if (!s->single && rank == 0) s->store = detail::open_store(path);  // the others get what it reads
   return Reader(std::move(s));
 }
 
@@ -402,11 +405,23 @@ const std::vector<std::string>& Reader::skipped() const { return m_s->skipped; }
 Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
   if (std::find(m_s->steps.begin(), m_s->steps.end(), step) == m_s->steps.end())
     return Status(Code::not_found, "step " + std::to_string(step) + " is not a complete checkpoint in " + m_s->path);
-  const std::string dir = m_s->single ? m_s->path : m_s->store->checkpoint_dir(step);
   if (m_s->collective) {
-    // Every rank has the same listing, so every rank is here: rank 0 reads the index, all validate it.
+    // Every rank has the same listing, so every rank is here: rank 0 reads the index and where its
+    // files are (a series step's segment), all validate it.
     Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
-    if (m_s->rank == 0) mine = m_s->single ? detail::read_index_file(dir) : m_s->store->read_index(step);
+    std::vector<std::uint8_t> where;
+    if (m_s->rank == 0) {
+      if (m_s->single) {
+        auto c = detail::load_checkpoint(m_s->path);
+        mine = c.ok() ? Result<std::vector<std::uint8_t>>(detail::encode_index(c->index)) : c.status();
+      } else {
+        mine = m_s->store->read_index(step);
+        const std::string d = m_s->store->checkpoint_dir(step);
+        where.assign(d.begin(), d.end());
+      }
+    }
+    detail::bcast_bytes(m_s->comm, where, 0);
+    const std::string dir = m_s->single ? m_s->single_dir : std::string(where.begin(), where.end());
     auto bytes = detail::bcast_result(m_s->comm, std::move(mine), 0);
     if (!bytes.ok()) return bytes.status();
     auto idx = detail::decode_checkpoint_index(bytes.value(), dir, step);
@@ -414,7 +429,7 @@ Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
     return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(dir, std::move(idx).value()));
   }
   if (m_s->single)
-    return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(m_s->path, *m_s->single_index));
+    return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(m_s->single_dir, *m_s->single_index));
   // Loaded again: the checkpoint may have been replaced or retired since open().
   auto idx = m_s->store->load_index(step);
   if (!idx.ok()) return idx.status();

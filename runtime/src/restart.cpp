@@ -172,7 +172,8 @@ Status Restorer::rebuild(const LocalCandidate& c) {
   s = agree(m_app_comm, mine);
   // 3. The lost nodes' leaders commit the step with the same index.
   if (s.ok())
-    s = agree(m_app_comm, lost(me) && m_layout.leader() ? m_local->commit(c.step, bytes, m_opts.fsync) : Status::OK());
+    s = agree(m_app_comm,
+              lost(me) && m_layout.leader() ? m_local->commit(c.step, staging, bytes, m_opts.fsync) : Status::OK());
   if (!s.ok() && lost(me) && m_layout.leader()) remove_tree(staging);
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: rebuilding step %lld on %zu lost node(s) from %s: %s\n", static_cast<long long>(c.step),
@@ -194,18 +195,27 @@ std::optional<std::int64_t> Restorer::latest() {
   return static_cast<std::int64_t>(found);
 }
 
-Result<Index> Restorer::read_index_collective(std::int64_t step, const Store& store) {
+Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store& store) {
   // Rank 0 reads; everybody gets the bytes (one read of the file system, not np) and validates them.
   Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
+  std::vector<std::uint8_t> dir;  // a series step's segment: only rank 0's store has read the logs
   if (m_rank == 0) {
+    const std::string d = store.checkpoint_dir(step);
+    dir.assign(d.begin(), d.end());
     mine = store.read_index(step);
     if (!mine.ok() && mine.status().code() == Code::not_found)
       mine = Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + store.root() + " (" +
                                          mine.status().message() + ")");
   }
+  bcast_bytes(m_app_comm, dir, 0);
   auto bytes = bcast_result(m_app_comm, std::move(mine), 0);
   if (!bytes.ok()) return bytes.status();
-  return decode_checkpoint_index(bytes.value(), store.checkpoint_dir(step), step);
+  StepIndex out;
+  out.dir.assign(dir.begin(), dir.end());
+  auto idx = decode_checkpoint_index(bytes.value(), out.dir, step);
+  if (!idx.ok()) return idx.status();
+  out.index = std::move(idx).value();
+  return out;
 }
 
 Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Region& r) const {
@@ -238,9 +248,9 @@ Result<JoinedRows> Restorer::joined_rows(std::int64_t step, const std::string& n
   (void)capture.wait_all();  // the step asked for may be in flight
   auto idx = read_index_collective(step, m_store);
   if (!idx.ok()) return idx.status();
-  const long vi = idx->find_var(name);
+  const long vi = idx->index.find_var(name);
   if (vi < 0) return Status(Code::not_found, "variable '" + name + "' is not in checkpoint " + std::to_string(step));
-  const VarRecord& v = idx->vars[static_cast<std::size_t>(vi)];
+  const VarRecord& v = idx->index.vars[static_cast<std::size_t>(vi)];
   if (v.kind != RegionKind::joined)
     return Status(Code::mismatch, "variable '" + name + "' of checkpoint " + std::to_string(step) + " is a " +
                                       region_kind_name(v.kind) + " region, not a joined array");
@@ -391,8 +401,9 @@ Status Restorer::restart(std::int64_t step, void* stream, Registry& registry, Ca
 Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store) {
   const char* level = &store == m_local ? "local" : "global";
   m_skipped.clear();
-  auto idx = read_index_collective(step, store);
-  if (!idx.ok()) return idx.status().with_context("restart from step " + std::to_string(step));
+  auto found = read_index_collective(step, store);
+  if (!found.ok()) return found.status().with_context("restart from step " + std::to_string(step));
+  Result<Index> idx = std::move(found->index);
   const IndexLookup look(idx.value());
 
   // Regions registered with a Source: where they are now, resized to what this checkpoint holds.
@@ -407,7 +418,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
     Bounces bounces;
     bounces.chunk[0] = m_pool.acquire();
     bounces.chunk[1] = m_pool.acquire();
-    BlockReader reader(store.checkpoint_dir(step), idx.value());
+    BlockReader reader(found->dir, idx.value());
     for (auto& r : regions) {
       if (r.optional && look.var(r.name) < 0) {  // a variable added after this checkpoint was written
         m_skipped.push_back(r.name);
@@ -433,7 +444,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   return s.with_context("restart from step " + std::to_string(step));
 }
 
-Result<Index> Restorer::inspect(std::int64_t step, Capture& capture) {
+Result<StepIndex> Restorer::inspect(std::int64_t step, Capture& capture) {
   Status pending = capture.wait_all();  // the step may be one of ours still committing
   (void)pending;
   auto idx = read_index_collective(step, m_store);

@@ -26,6 +26,12 @@ struct Bounces {
   int next = 0;
 };
 
+/// A checkpoint's index and the directory its file names are relative to.
+struct StepIndex {
+  Index index;
+  std::string dir;
+};
+
 /// Application thread only. The referenced objects must outlive the Restorer.
 class Restorer {
  public:
@@ -58,7 +64,7 @@ class Restorer {
   Status restart(std::int64_t step, void* stream, Registry& registry, Capture& capture);
   /// The validated index of step `step` (rank 0 reads it, every rank gets it), after the checkpoints
   /// `capture` has in flight are done.
-  Result<Index> inspect(std::int64_t step, Capture& capture);
+  Result<StepIndex> inspect(std::int64_t step, Capture& capture);
   /// restart() of the newest step that restores, falling back to older ones.
   Result<std::int64_t> restart_newest(void* stream, Registry& registry, Capture& capture);
   /// The optional regions the last restart(step) left untouched (not in its checkpoint).
@@ -84,7 +90,9 @@ class Restorer {
   const char* redundancy_source() const { return m_opts.redundancy == "xor" ? "the xor parity" : "the partner copy"; }
   /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
   Status restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store);
-  Result<Index> read_index_collective(std::int64_t step, const Store& store);
+  /// Rank 0 reads the index of `step` and where its files are (a series step's segment); every rank
+  /// gets both and validates the index.
+  Result<StepIndex> read_index_collective(std::int64_t step, const Store& store);
   /// The first stored row of joined region `r` on this rank (its balanced share or r.first_row), or
   /// why its rows do not fit the stored ones `v`.
   Result<std::uint64_t> joined_first_row(const VarRecord& v, const Region& r) const;

@@ -256,21 +256,30 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_status = Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(m_opts.pool_bytes) +
                                                   ") exceeds the physical memory of this node (" +
                                                   std::to_string(physical_memory()) + " bytes)");
-  m_store = make_directory_store(m_opts.dir);
+  const bool series = m_opts.layout == Options::Layout::series;
+  m_store = series ? make_series_store(m_opts.dir) : make_directory_store(m_opts.dir);
   m_status = agree(m_app_comm, m_status);
   if (m_status.ok()) m_status = make_transports();
   if (m_status.ok() && m_funneled) m_status = funneled_refusal(provided);
+  if (m_status.ok() && series && (!m_opts.groups.empty() || m_opts.transport != "posix"))
+    m_status = Status(Code::invalid_argument,
+                      "option 'layout': series appends each rank's checkpoints to a file of its own and needs the "
+                      "posix transport without transport groups (transport is '" +
+                          m_opts.transport + "'" + (m_opts.groups.empty() ? "" : ", with groups") +
+                          "); use layout directory for the others");
   if (m_status.ok() && m_levels) m_status = make_node_level();
   // A transport that writes inside checkpoint() cannot leave a capture waiting to be replaced.
   if (m_status.ok() && m_opts.on_busy == Options::OnBusy::coalesce && opens_on_app_thread(m_transports, m_funneled))
     m_status = Status(Code::invalid_argument,
                       "option 'on_busy': coalesce needs an asynchronous transport (hdf5-sync writes inside "
                       "checkpoint())");
+  long long next_segment = 0;  // layout series: rank 0 finds it, everybody gets it
   if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     // One job per directory: without the lock a second job's start-up recovery deletes the first
     // one's checkpoint in flight, and its retention deletes the first one's checkpoints.
     if (m_status.ok()) m_status = m_lock.acquire(m_opts.dir);
+    if (m_status.ok()) m_status = check_root_layout(&next_segment);
     // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
     if (m_status.ok()) m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
   }
@@ -281,6 +290,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     return;
   }
   register_live(this);
+  if (series) {
+    MPI_Bcast(&next_segment, 1, MPI_LONG_LONG, 0, m_app_comm);
+    m_series = std::make_unique<SeriesCursor>(m_opts.dir, static_cast<std::int64_t>(next_segment), m_opts.segment_bytes,
+                                              m_opts.segment_steps, m_opts.alignment);
+  }
 
   if (m_rank == 0)
     m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
@@ -358,8 +372,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_committer->on_spilled(*m_store,
                             [d = m_drainer.get()](std::shared_ptr<Job> j) { return d->commit_spilled(std::move(j)); });
   }
-  const OpenEnv open{MPI_COMM_NULL, m_rank,   m_size, &pipeline_transports, m_persistent || m_levels,
-                     m_run_id,      sync_each};
+  OpenEnv open{MPI_COMM_NULL, m_rank, m_size, &pipeline_transports, m_persistent || m_levels, m_run_id, sync_each};
+  if (m_persistent) open.series = m_series.get();
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
@@ -444,6 +458,22 @@ void RuntimeImpl::wait_drains() {
 const std::string& RuntimeImpl::restart_level() const {
   static const std::string none;
   return m_restorer ? m_restorer->level() : none;
+}
+
+Status RuntimeImpl::check_root_layout(long long* next_segment) const {
+  const RootContents c = scan_root(m_opts.dir);
+  *next_segment = c.next_segment;
+  if (m_opts.layout == Options::Layout::series && c.directories)
+    return Status(Code::failed_precondition,
+                  "option 'layout' is series, but " + m_opts.dir +
+                      " holds checkpoint directories (ckpt.<step>/) of a run with layout directory: a series needs "
+                      "a root of its own (use another dir, or layout directory to continue that run)");
+  if (m_opts.layout == Options::Layout::directory && c.series)
+    return Status(Code::failed_precondition,
+                  "option 'layout' is directory, but " + m_opts.dir +
+                      " holds a series (series.<k>/ segments): set layout to series to continue it, or use another "
+                      "dir");
+  return Status::OK();
 }
 
 Status RuntimeImpl::make_transports() {
@@ -602,7 +632,7 @@ Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   }
   auto idx = m_restorer->inspect(step, *m_capture);
   if (!idx.ok()) return idx.status();
-  return make_checkpoint_reader(m_store->checkpoint_dir(step), std::move(idx).value());
+  return make_checkpoint_reader(idx->dir, std::move(idx->index));
 }
 Result<JoinedRows> RuntimeImpl::joined_rows(std::int64_t step, const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());

@@ -23,6 +23,7 @@
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
 #include "runtime/src/restart.hpp"
+#include "runtime/src/series.hpp"
 #include "runtime/src/trace.hpp"
 #include "transports/transport.hpp"
 
@@ -79,6 +80,9 @@ class RuntimeImpl {
   Status usable() const;
   /// Makes the default transport and one per group, in order, on every rank (collective).
   Status make_transports();
+  /// Rank 0, before the recovery: the root holds only what `layout` writes (a series root is not
+  /// continued as directories, nor the other way round); the first segment a series run may use.
+  Status check_root_layout(long long* next_segment) const;
   /// Funneled mode: why these options cannot run with every MPI call on the application thread
   /// (transports whose writers call MPI, local_dir's drain thread, on_busy coalesce's launcher), or ok.
   Status funneled_refusal(int provided) const;
@@ -104,7 +108,8 @@ class RuntimeImpl {
   MPI_Comm m_commit_comm = MPI_COMM_NULL;  ///< until the Committer takes it
   MPI_Comm m_flush_comm = MPI_COMM_NULL;   ///< until the FlushPipeline takes it (setup agreement)
   std::uint64_t m_run_id = 0;
-  std::unique_ptr<Store> m_store;  ///< paths on every rank; rank 0 alone lists, commits and retires
+  std::unique_ptr<Store> m_store;          ///< paths on every rank; rank 0 alone lists, commits and retires
+  std::unique_ptr<SeriesCursor> m_series;  ///< layout series: the segment of each checkpoint
   // The node-local level (options.local_dir), docs/design.md "Levels":
   bool m_levels = false;                                       ///< local_dir is set
   bool m_node_leader = false;                                  ///< the lowest rank of its node

@@ -144,20 +144,20 @@ TEST(Store, CommitAndRecommit) {
   auto store = make_directory_store(root);
   ASSERT_TRUE(make_dirs(store->staging_dir(7)).ok());
   mark(store->staging_dir(7), "first");
-  ASSERT_TRUE(store->commit(7, index_of(7), true).ok());
+  ASSERT_TRUE(store->commit(7, store->staging_dir(7), index_of(7), true).ok());
   EXPECT_FALSE(is_dir(store->staging_dir(7)));
   EXPECT_EQ(marker(store->checkpoint_dir(7)), "first");
   EXPECT_EQ(store->latest_link(), 7);
   // The same step again: the new version replaces the old, no .old is left.
   ASSERT_TRUE(make_dirs(store->staging_dir(7)).ok());
   mark(store->staging_dir(7), "second");
-  ASSERT_TRUE(store->commit(7, index_of(7), true).ok());
+  ASSERT_TRUE(store->commit(7, store->staging_dir(7), index_of(7), true).ok());
   EXPECT_EQ(marker(store->checkpoint_dir(7)), "second");
   EXPECT_FALSE(is_dir(root + "/ckpt.7.old"));
   EXPECT_TRUE(store->load_index(7).ok());
   // The largest step commits and is found.
   ASSERT_TRUE(make_dirs(store->staging_dir(kMax)).ok());
-  ASSERT_TRUE(store->commit(kMax, index_of(kMax), false).ok());
+  ASSERT_TRUE(store->commit(kMax, store->staging_dir(kMax), index_of(kMax), false).ok());
   EXPECT_EQ(store->newest_complete(), kMax);
   EXPECT_EQ(store->latest_link(), kMax);
 }
@@ -174,7 +174,7 @@ TEST(Store, CommitOfAnOlderStepAbandonsTheNewerTimeline) {
   auto store = make_directory_store(root);
   ASSERT_TRUE(make_dirs(store->staging_dir(11)).ok());
   mark(store->staging_dir(11), "new");
-  ASSERT_TRUE(store->commit(11, index_of(11), true).ok());
+  ASSERT_TRUE(store->commit(11, store->staging_dir(11), index_of(11), true).ok());
   EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{11, 10}));
   EXPECT_EQ(marker(root + "/ckpt.11"), "new");
   EXPECT_TRUE(is_dir(root + "/ckpt.12.abandoned"));

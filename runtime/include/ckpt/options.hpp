@@ -63,7 +63,20 @@ struct CKPT_API Options {
   /// "coalesce" in files and variables (parse_on_busy). [CKPT_ON_BUSY]
   enum class OnBusy { wait, coalesce };
   OnBusy on_busy = OnBusy::wait;
-  /// Complete checkpoints kept on disk; older ones are removed after a newer commit. [CKPT_KEEP]
+  /// How checkpoints are stored under `dir` (docs/format.md): "directory", one directory per
+  /// checkpoint committed by renames; "series", every checkpoint of a run appended to files opened once
+  /// (one per rank and segment) and committed by a checksummed record appended to the segment's step
+  /// log: no directory operation per checkpoint. series needs the posix transport, no transport groups
+  /// and no local_dir. [CKPT_LAYOUT]
+  enum class Layout { directory, series };
+  Layout layout = Layout::directory;
+  /// series: a new segment (series.<k>/) starts when one rank's data file would grow past this
+  /// many bytes (at least one checkpoint per segment). [CKPT_SEGMENT_BYTES]
+  std::uint64_t segment_bytes = 1ull << 30;
+  /// series: a new segment starts after this many checkpoints; 0 = no limit. [CKPT_SEGMENT_STEPS]
+  int segment_steps = 0;
+  /// Complete checkpoints kept on disk; older ones are removed after a newer commit. With layout
+  /// series, whole segments are removed: at least `keep` are kept. [CKPT_KEEP]
   int keep = 2;
   /// fdatasync data and fsync index and directories before a checkpoint counts. [CKPT_FSYNC]
   bool fsync = true;
@@ -164,6 +177,9 @@ CKPT_API Result<std::uint64_t> parse_bytes(const std::string& text);
 CKPT_API Result<Options::OnBusy> parse_on_busy(const std::string& text);
 /// The spelling of an on_busy value ("wait", "coalesce"), as parse_on_busy() reads it.
 CKPT_API const char* on_busy_name(Options::OnBusy v) noexcept;
+
+/// Parses layout's spelling in files and CKPT_* variables: "directory" or "series".
+CKPT_API Result<Options::Layout> parse_layout(const std::string& text);
 
 /// Parses gpu_double_buffer's spelling in files and CKPT_* variables: "off", "on" or "auto".
 CKPT_API Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text);

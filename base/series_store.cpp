@@ -1,0 +1,557 @@
+// The series layout of the checkpoint store (docs/format.md, "Series layout"): every checkpoint of a
+// run is appended to the files of a segment, and committed by a checksummed record appended to the
+// segment's step log. Also the layout-independent entry points: open_store, load_checkpoint.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "base/bytes.hpp"
+#include "base/hash.hpp"
+#include "base/store.hpp"
+
+namespace ckpt::detail {
+
+// ---- names ---------------------------------------------------------------------------------------
+
+const char* layout_name(Layout l) noexcept { return l == Layout::series ? "series" : "directory"; }
+
+std::optional<std::int64_t> parse_segment_name(const std::string& name, bool* doomed) {
+  // "series.<k>[.del]": the same canonical decimal as a step name ("ckpt.<k>"), so parse it as one.
+  constexpr std::size_t kPrefix = 7;  // "series."
+  if (name.size() <= kPrefix || name.compare(0, kPrefix, "series.") != 0) return std::nullopt;
+  auto as_step = parse_step_name("ckpt." + name.substr(kPrefix));
+  if (!as_step || (as_step->kind != EntryKind::committed && as_step->kind != EntryKind::doomed)) return std::nullopt;
+  if (doomed != nullptr) *doomed = as_step->kind == EntryKind::doomed;
+  return as_step->step;
+}
+
+std::string segment_name(std::int64_t k) { return "series." + std::to_string(k); }
+std::string segment_dir(const std::string& root, std::int64_t k) { return root + "/" + segment_name(k); }
+
+RootContents scan_root(const std::string& root) {
+  RootContents c;
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return c;
+  while (dirent* e = ::readdir(d)) {
+    if (auto k = parse_segment_name(e->d_name)) {
+      c.series = true;
+      c.next_segment = std::max(c.next_segment, *k + 1);
+    } else if (parse_step_name(e->d_name)) {
+      c.directories = true;
+    }
+  }
+  ::closedir(d);
+  return c;
+}
+
+namespace {
+
+// ---- the step log ---------------------------------------------------------------------------------
+// steps:  header (32 bytes)  magic "CKPTSERI" | u32 version 1 | u32 flags 0 | i64 segment number | u64 XXH3(bytes
+// 0..23)
+//         records, each      magic "CKPTSTEP" | i64 step | u64 n | u64 XXH3(index) | u64 XXH3(bytes 0..31)
+//                            | n bytes: the step's index (the index file's format) | zeros to a multiple of 8
+
+constexpr char kLogMagic[8] = {'C', 'K', 'P', 'T', 'S', 'E', 'R', 'I'};
+constexpr char kRecordMagic[8] = {'C', 'K', 'P', 'T', 'S', 'T', 'E', 'P'};
+constexpr std::size_t kLogHeaderBytes = 32;
+constexpr std::size_t kRecordHeaderBytes = 40;
+const char* const kLogName = "steps";
+
+std::uint64_t pad8(std::uint64_t n) { return (n + 7) & ~std::uint64_t{7}; }
+
+/// A little-endian value at `p` (host order: the codec is little-endian only, as ByteWriter).
+template <class T>
+T load_le(const std::uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+std::vector<std::uint8_t> encode_log_header(std::int64_t segment) {
+  ByteWriter w;
+  w.raw(kLogMagic, 8);
+  w.put<std::uint32_t>(kFormatVersion);
+  w.put<std::uint32_t>(0);
+  w.put<std::int64_t>(segment);
+  w.put<std::uint64_t>(hash64(w.bytes().data(), w.bytes().size()));
+  return std::move(w.bytes());
+}
+
+std::vector<std::uint8_t> encode_record(std::int64_t step, const std::vector<std::uint8_t>& index) {
+  ByteWriter w;
+  w.raw(kRecordMagic, 8);
+  w.put<std::int64_t>(step);
+  w.put<std::uint64_t>(index.size());
+  w.put<std::uint64_t>(hash64(index.data(), index.size()));
+  w.put<std::uint64_t>(hash64(w.bytes().data(), w.bytes().size()));
+  w.raw(index.data(), index.size());
+  std::vector<std::uint8_t> out = std::move(w.bytes());
+  out.resize(static_cast<std::size_t>(pad8(out.size())), 0);
+  return out;
+}
+
+/// One committed record of a step log.
+struct Record {
+  std::int64_t step = 0;
+  std::uint64_t offset = 0;  ///< of the index bytes in the log
+  std::uint64_t length = 0;
+};
+
+/// One segment as its step log says.
+struct Segment {
+  std::int64_t number = 0;
+  std::string dir;
+  std::vector<Record> records;  ///< complete records, in commit order
+  std::uint64_t end = 0;        ///< where the next record goes (after the last complete one)
+  std::string torn;             ///< why the bytes after `end` are not a record (empty: there are none)
+  bool has_log = false;         ///< the log exists and its header validates
+};
+
+/// Reads `seg.dir`/steps: every complete record up to the first that is not (a torn tail).
+void read_log(Segment& seg) {
+  const std::string path = seg.dir + "/" + kLogName;
+  std::uint64_t size = 0;
+  auto fd = open_regular(path, &size);
+  if (!fd.ok()) {
+    if (fd.status().code() != Code::not_found) seg.torn = fd.status().message();
+    return;
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd.value()};
+  std::uint8_t head[kRecordHeaderBytes];
+  if (size < kLogHeaderBytes || !pread_all(fd.value(), head, kLogHeaderBytes, 0, path).ok() ||
+      std::memcmp(head, kLogMagic, 8) != 0 || hash64(head, 24) != load_le<std::uint64_t>(head + 24) ||
+      load_le<std::uint32_t>(head + 8) != kFormatVersion || load_le<std::uint32_t>(head + 12) != 0 ||
+      load_le<std::int64_t>(head + 16) != seg.number) {
+    seg.torn = "the step log " + path + " has no valid header (or is another segment's)";
+    return;
+  }
+  seg.has_log = true;
+  std::uint64_t pos = kLogHeaderBytes;
+  std::vector<std::uint8_t> index;
+  while (pos < size) {
+    auto torn = [&](const std::string& why) {
+      seg.torn = "bytes " + std::to_string(pos) + ".." + std::to_string(size) + " of " + path + " are not a record (" +
+                 why + "): a commit that did not finish";
+    };
+    if (size - pos < kRecordHeaderBytes || !pread_all(fd.value(), head, kRecordHeaderBytes, pos, path).ok()) {
+      torn("a short record header");
+      break;
+    }
+    if (std::memcmp(head, kRecordMagic, 8) != 0 || hash64(head, 32) != load_le<std::uint64_t>(head + 32)) {
+      torn("its header does not validate");
+      break;
+    }
+    Record r;
+    r.step = load_le<std::int64_t>(head + 8);
+    r.length = load_le<std::uint64_t>(head + 16);
+    r.offset = pos + kRecordHeaderBytes;
+    if (r.step < 0 || r.length > kMaxIndexBytes || r.length > size - r.offset) {
+      torn("its index is cut off");
+      break;
+    }
+    index.resize(static_cast<std::size_t>(r.length));
+    if (!pread_all(fd.value(), index.data(), index.size(), r.offset, path).ok() ||
+        hash64(index.data(), index.size()) != load_le<std::uint64_t>(head + 24)) {
+      torn("its index does not match its checksum");
+      break;
+    }
+    seg.records.push_back(r);
+    pos = std::min<std::uint64_t>(size, pad8(r.offset + r.length));
+  }
+  seg.end = seg.records.empty() ? kLogHeaderBytes : pad8(seg.records.back().offset + seg.records.back().length);
+}
+
+/// Where the effective record of a step is: segment number and record index.
+struct Location {
+  std::int64_t segment = 0;
+  std::size_t record = 0;
+};
+
+class SeriesStore final : public Store {
+ public:
+  explicit SeriesStore(std::string root) : m_root(std::move(root)) {}
+  ~SeriesStore() override {
+    if (m_log_fd >= 0) ::close(m_log_fd);
+  }
+
+  const std::string& root() const override { return m_root; }
+
+  std::string checkpoint_dir(std::int64_t step) const override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    auto it = m_steps.find(step);
+    // A step that is not there: its name, which nothing reads (messages name it).
+    return it == m_steps.end() ? m_root + "/" + step_name(step) : segment_dir(m_root, it->second.segment);
+  }
+  std::string staging_dir(std::int64_t step) const override {
+    // The segment is chosen when the checkpoint is opened (SeriesCursor); this names the step only.
+    return m_root + "/" + step_name(step, EntryKind::tmp);
+  }
+
+  std::vector<std::int64_t> committed_steps() const override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    std::vector<std::int64_t> out;
+    for (auto it = m_steps.rbegin(); it != m_steps.rend(); ++it) out.push_back(it->first);
+    return out;
+  }
+
+  Result<std::vector<StepEntry>> list() const override {
+    CKPT_RETURN_IF_ERROR(check_directory(m_root));
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_loaded = false;  // a listing is always fresh
+    load();
+    std::vector<StepEntry> out;
+    for (auto it = m_steps.rbegin(); it != m_steps.rend(); ++it) {
+      StepEntry e;
+      e.step = it->first;
+      e.name = step_name(e.step);
+      e.path = m_root + "/" + e.name;
+      auto idx = load_locked(e.step);
+      e.complete = idx.ok();
+      if (idx.ok())
+        e.index = std::move(idx).value();
+      else
+        e.reason = idx.status().message();
+      out.push_back(std::move(e));
+    }
+    // Records a later commit of an older step rolled back, and torn tails: listed, never read.
+    for (auto& [k, seg] : m_segments) {
+      for (std::size_t i = 0; i < seg.records.size(); ++i) {
+        auto it = m_steps.find(seg.records[i].step);
+        if (it != m_steps.end() && it->second.segment == k && it->second.record == i) continue;
+        const bool replaced = it != m_steps.end();  // the same step committed again later
+        StepEntry e;
+        e.step = seg.records[i].step;
+        e.name = step_name(e.step) + " (" + segment_name(k) + ")";
+        e.path = seg.dir;
+        e.kind = EntryKind::abandoned;  // never read (verify skips it)
+        e.reason = replaced ? "replaced by a later commit of the same step"
+                            : "rolled back: a later commit of an older step abandoned it (" + segment_name(k) + ")";
+        out.push_back(std::move(e));
+      }
+      if (!seg.torn.empty()) {
+        StepEntry e;
+        e.step = seg.records.empty() ? -1 : seg.records.back().step;
+        e.name = segment_name(k);
+        e.path = seg.dir;
+        e.kind = EntryKind::tmp;
+        e.reason = seg.torn;
+        out.push_back(std::move(e));
+      }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const StepEntry& a, const StepEntry& b) { return a.step > b.step; });
+    return out;
+  }
+
+  Result<std::vector<std::uint8_t>> read_index(std::int64_t step) const override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    return read_locked(step);
+  }
+
+  Result<Index> load_index(std::int64_t step) const override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    return load_locked(step);
+  }
+
+  std::optional<std::int64_t> newest_complete(std::vector<std::string>* skipped) const override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    for (auto it = m_steps.rbegin(); it != m_steps.rend(); ++it) {
+      auto idx = load_locked(it->first);
+      if (idx.ok()) return it->first;
+      if (skipped != nullptr) skipped->push_back("step " + std::to_string(it->first) + ": " + idx.status().message());
+    }
+    return std::nullopt;
+  }
+
+  std::optional<std::int64_t> latest_link() const override { return std::nullopt; }  // no link: no directory op
+
+  Status recover() override {
+    // A torn tail needs nothing: a run appends to segments of its own, and readers stop at it.
+    // Segments retention was removing (renamed .del) are removed now.
+    Status first;
+    DIR* d = ::opendir(m_root.c_str());
+    if (d == nullptr) return Status::OK();
+    std::vector<std::string> doomed;
+    while (dirent* e = ::readdir(d)) {
+      bool del = false;
+      if (parse_segment_name(e->d_name, &del) && del) doomed.push_back(m_root + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (auto& p : doomed) {
+      Status s = remove_tree(p);
+      if (!s.ok() && first.ok()) first = s;
+    }
+    return first;
+  }
+
+  Status commit(std::int64_t step, const std::string& staged, const std::vector<std::uint8_t>& index,
+                bool sync) override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    std::string name = staged;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    const auto slash = name.rfind('/');
+    const auto k = parse_segment_name(slash == std::string::npos ? name : name.substr(slash + 1));
+    if (!k)
+      return Status(Code::internal,
+                    "series commit of step " + std::to_string(step) + ": " + staged + " is not a segment directory");
+    CKPT_RETURN_IF_ERROR(open_log(*k, sync));
+    Segment& seg = m_segments[*k];
+    const auto rec = encode_record(step, index);
+    Status s = pwrite_all(m_log_fd, rec.data(), rec.size(), seg.end, seg.dir + "/" + kLogName);
+    if (s.ok() && sync && ::fdatasync(m_log_fd) != 0) s = errno_status("fdatasync " + seg.dir + "/" + kLogName);
+    if (!s.ok()) {
+      // Take the partial record back, so that the next commit does not append behind a torn one (a
+      // reader stops at the first record that does not validate).
+      if (::ftruncate(m_log_fd, static_cast<off_t>(seg.end)) != 0) {
+        ::close(m_log_fd);
+        m_log_fd = -1;
+        m_log_segment = -1;
+        m_broken.insert(*k);
+      }
+      return s;
+    }
+    seg.records.push_back(Record{step, seg.end + kRecordHeaderBytes, index.size()});
+    seg.end += rec.size();
+    seg.torn.clear();
+    apply(*k, seg.records.size() - 1, true);
+    return Status::OK();
+  }
+
+  void discard(const std::string& staged) override { (void)staged; }  // the segment holds other checkpoints
+
+  Status abandon_newer_than(std::int64_t step, bool sync) override {
+    // Nothing to move: a record of `step` hides the newer steps of the segments before it (apply()).
+    (void)step;
+    (void)sync;
+    return Status::OK();
+  }
+
+  Status sync() override { return sync_filesystem(m_root); }
+
+  Status retain(int keep, std::int64_t just_committed) override {
+    std::lock_guard<std::mutex> lk(m_mu);
+    load();
+    auto it = m_steps.find(just_committed);
+    if (it == m_steps.end()) return Status::OK();
+    const std::int64_t current = it->second.segment;
+    // The segments that hold a kept step: the step just committed and the newest others, up to `keep`.
+    std::set<std::int64_t> needed{current};
+    int kept = 1;
+    for (auto s = m_steps.rbegin(); s != m_steps.rend() && kept < keep; ++s) {
+      if (s->first == just_committed) continue;
+      needed.insert(s->second.segment);
+      ++kept;
+    }
+    // Whole segments go, older than the one appended to (a newer one may be being written already).
+    Status first;
+    std::vector<std::int64_t> gone;
+    for (auto& [k, seg] : m_segments) {
+      if (k >= current || needed.count(k) != 0) continue;
+      const std::string doomed = seg.dir + ".del";
+      Status s = remove_tree(doomed);
+      if (s.ok() && ::rename(seg.dir.c_str(), doomed.c_str()) != 0) s = errno_status("rename " + seg.dir);
+      if (s.ok()) s = remove_tree(doomed);
+      if (!s.ok() && first.ok()) first = s;
+      if (s.ok() || !is_dir(seg.dir)) gone.push_back(k);
+    }
+    for (auto k : gone) m_segments.erase(k);
+    if (!gone.empty()) replay();
+    return first;
+  }
+
+ private:
+  static bool is_dir(const std::string& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  }
+
+  /// Under m_mu: reads every segment's log once (a commit keeps what it read up to date).
+  void load() const {
+    if (m_loaded) return;
+    m_segments.clear();
+    DIR* d = ::opendir(m_root.c_str());
+    if (d != nullptr) {
+      while (dirent* e = ::readdir(d)) {
+        bool del = false;
+        auto k = parse_segment_name(e->d_name, &del);
+        if (!k || del) continue;
+        Segment seg;
+        seg.number = *k;
+        seg.dir = m_root + "/" + e->d_name;
+        if (!is_dir(seg.dir)) continue;
+        read_log(seg);
+        m_segments.emplace(*k, std::move(seg));
+      }
+      ::closedir(d);
+    }
+    replay();
+    m_loaded = true;
+  }
+
+  /// Under m_mu: the steps in force, from every record in commit order (segment, then position).
+  void replay() const {
+    m_steps.clear();
+    for (auto& [k, seg] : m_segments)
+      for (std::size_t i = 0; i < seg.records.size(); ++i) apply(k, i, false);
+  }
+
+  /// Under m_mu: record `i` of segment `k` takes effect: steps are a timeline, so the newer steps of an
+  /// earlier one (a restart from an older step, or an earlier run in this root) leave it.
+  void apply(std::int64_t k, std::size_t i, bool say) const {
+    const std::int64_t step = m_segments.at(k).records[i].step;
+    auto newer = m_steps.upper_bound(step);
+    const std::size_t dropped = static_cast<std::size_t>(std::distance(newer, m_steps.end()));
+    if (say && dropped > 0)
+      std::fprintf(stderr,
+                   "ckpt: committing step %lld rolls back %zu newer checkpoint(s) (steps %lld..%lld) of an earlier "
+                   "timeline in %s: their records stay in their segments, never read again\n",
+                   static_cast<long long>(step), dropped, static_cast<long long>(newer->first),
+                   static_cast<long long>(m_steps.rbegin()->first), m_root.c_str());
+    m_steps.erase(newer, m_steps.end());
+    m_steps[step] = Location{k, i};
+  }
+
+  Result<std::vector<std::uint8_t>> read_locked(std::int64_t step) const {
+    auto it = m_steps.find(step);
+    if (it == m_steps.end())
+      return Status(Code::not_found, "no checkpoint of step " + std::to_string(step) + " in " + m_root);
+    const Segment& seg = m_segments.at(it->second.segment);
+    const Record& r = seg.records[it->second.record];
+    const std::string path = seg.dir + "/" + kLogName;
+    auto fd = open_regular(path, nullptr);
+    if (!fd.ok()) return Status(fd.status().code(), "cannot read the step log " + path + ": " + fd.status().message());
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(r.length));
+    Status s = pread_all(fd.value(), bytes.data(), bytes.size(), r.offset, path);
+    ::close(fd.value());
+    if (!s.ok()) return s;
+    return bytes;
+  }
+
+  Result<Index> load_locked(std::int64_t step) const {
+    auto bytes = read_locked(step);
+    if (!bytes.ok()) return bytes.status();
+    auto it = m_steps.find(step);
+    return decode_checkpoint_index(
+        bytes.value(), segment_dir(m_root, it->second.segment) + " (step " + std::to_string(step) + ")", step);
+  }
+
+  /// Under m_mu: m_log_fd is segment k's step log, created (with its header) when new.
+  Status open_log(std::int64_t k, bool sync) {
+    if (m_log_segment == k && m_log_fd >= 0) return Status::OK();
+    if (m_broken.count(k) != 0)
+      return Status(Code::io_error, "the step log of " + segment_dir(m_root, k) +
+                                        " could not be repaired after a failed append; later checkpoints of this "
+                                        "segment are not committed");
+    if (m_log_fd >= 0) ::close(m_log_fd);
+    m_log_fd = -1;
+    m_log_segment = -1;
+    Segment& seg = m_segments[k];
+    seg.number = k;
+    seg.dir = segment_dir(m_root, k);
+    const std::string path = seg.dir + "/" + kLogName;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) return errno_status("open " + path);
+    if (!seg.has_log) {
+      // New (or without a valid header: nothing in it was ever committed): start it.
+      const auto head = encode_log_header(k);
+      Status s = ::ftruncate(fd, 0) == 0 ? Status::OK() : errno_status("truncate " + path);
+      if (s.ok()) s = pwrite_all(fd, head.data(), head.size(), 0, path);
+      if (s.ok() && sync && ::fdatasync(fd) != 0) s = errno_status("fdatasync " + path);
+      // The segment's entry in the root and the log's in the segment: once per segment.
+      if (s.ok()) s = fsync_dir(seg.dir, sync);
+      if (s.ok()) s = fsync_dir(m_root, sync);
+      if (!s.ok()) {
+        ::close(fd);
+        return s;
+      }
+      seg.has_log = true;
+      seg.end = kLogHeaderBytes;
+      seg.records.clear();
+      seg.torn.clear();
+    } else if (::ftruncate(fd, static_cast<off_t>(seg.end)) != 0) {  // drop a torn tail before appending
+      Status s = errno_status("truncate " + path);
+      ::close(fd);
+      return s;
+    }
+    m_log_fd = fd;
+    m_log_segment = k;
+    return Status::OK();
+  }
+
+  std::string m_root;
+  mutable std::mutex m_mu;
+  mutable bool m_loaded = false;
+  mutable std::map<std::int64_t, Segment> m_segments;  ///< by number
+  mutable std::map<std::int64_t, Location> m_steps;    ///< the steps in force
+  int m_log_fd = -1;                                   ///< the step log appended to (rank 0)
+  std::int64_t m_log_segment = -1;
+  std::set<std::int64_t> m_broken;  ///< segments whose log a failed append left torn
+};
+
+/// The last component of `path` and what comes before it ("a/b/" -> "a", "b").
+std::pair<std::string, std::string> split_last(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+/// `path` as one step of a series root ("<root>/ckpt.<step>", "<root>/latest"), when it is one.
+std::optional<std::pair<std::string, std::optional<std::int64_t>>> series_step_path(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) return std::nullopt;  // a real entry: not a name of the series
+  auto [root, last] = split_last(path);
+  if (!scan_root(root).series) return std::nullopt;
+  if (last == "latest") return std::make_pair(root, std::optional<std::int64_t>{});
+  auto name = parse_step_name(last);
+  if (!name || name->kind != EntryKind::committed) return std::nullopt;
+  return std::make_pair(root, std::optional<std::int64_t>{name->step});
+}
+
+}  // namespace
+
+std::unique_ptr<Store> make_series_store(const std::string& root) { return std::make_unique<SeriesStore>(root); }
+
+std::unique_ptr<Store> open_store(const std::string& root) {
+  return scan_root(root).series ? make_series_store(root) : make_directory_store(root);
+}
+
+bool names_checkpoint(const std::string& path) {
+  if (series_step_path(path)) return true;
+  return is_checkpoint_dir(path) && !scan_root(path).series;
+}
+
+Result<CheckpointRef> load_checkpoint(const std::string& path) {
+  if (auto s = series_step_path(path)) {
+    auto store = make_series_store(s->first);
+    std::optional<std::int64_t> step = s->second;
+    if (!step) step = store->newest_complete();
+    if (!step) return Status(Code::not_found, "no complete checkpoint in " + s->first + " (for " + path + ")");
+    auto idx = store->load_index(*step);
+    if (!idx.ok()) return idx.status();
+    return CheckpointRef{path, store->checkpoint_dir(*step), std::move(idx).value()};
+  }
+  auto idx = load_checkpoint_dir(path);
+  if (!idx.ok()) return idx.status();
+  return CheckpointRef{path, path, std::move(idx).value()};
+}
+
+}  // namespace ckpt::detail
