@@ -256,3 +256,172 @@ TEST(Store, RetentionCountsCompleteCheckpointsOnly) {
   ASSERT_TRUE(store->retain(1, 2).ok());
   EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 2}));
 }
+
+// ---- the series layout ---------------------------------------------------------------------------
+
+namespace {
+/// Commits `step` into segment `k` of the series store (its directory made as the runtime does).
+void series_commit(Store& s, std::int64_t k, std::int64_t step) {
+  ASSERT_TRUE(make_dirs(segment_dir(s.root(), k)).ok());
+  ASSERT_TRUE(s.commit(step, segment_dir(s.root(), k), index_of(step), true).ok()) << step;
+}
+std::uint64_t file_size(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+}  // namespace
+
+TEST(SeriesNames, Segments) {
+  bool doomed = true;
+  EXPECT_EQ(parse_segment_name("series.0", &doomed), 0);
+  EXPECT_FALSE(doomed);
+  EXPECT_EQ(parse_segment_name("series.12.del", &doomed), 12);
+  EXPECT_TRUE(doomed);
+  for (const char* bad : {"series.", "series", "series.03", "series.-1", "series.1.tmp", "series.x", "ckpt.1"})
+    EXPECT_FALSE(parse_segment_name(bad)) << bad;
+  EXPECT_EQ(segment_name(7), "series.7");
+}
+
+TEST(SeriesStore, CommitListReadAndNames) {
+  const std::string root = test::scratch_dir();
+  auto store = make_series_store(root);
+  series_commit(*store, 0, 1);
+  series_commit(*store, 0, 2);
+  series_commit(*store, 1, 3);
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{3, 2, 1}));
+  EXPECT_EQ(store->checkpoint_dir(2), root + "/series.0");
+  EXPECT_EQ(store->checkpoint_dir(3), root + "/series.1");
+  EXPECT_EQ(store->newest_complete(), 3);
+  EXPECT_EQ(store->load_index(2)->step, 2);
+  EXPECT_EQ(store->load_index(9).status().code(), Code::not_found);
+  EXPECT_FALSE(store->latest_link());  // no link: a commit makes no directory operation
+  // Another process sees the same (a fresh store reads the logs).
+  auto other = open_store(root);
+  EXPECT_EQ(other->committed_steps(), (std::vector<std::int64_t>{3, 2, 1}));
+  auto l = other->list();
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->size(), 3u);
+  EXPECT_TRUE((*l)[0].complete);
+  EXPECT_EQ((*l)[0].name, "ckpt.3");
+  // A series step is named like a checkpoint directory; the root's name is a root.
+  EXPECT_TRUE(names_checkpoint(root + "/ckpt.2"));
+  EXPECT_TRUE(names_checkpoint(root + "/latest"));
+  EXPECT_FALSE(names_checkpoint(root));
+  auto c = load_checkpoint(root + "/ckpt.2");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->index.step, 2);
+  EXPECT_EQ(c->data_dir, root + "/series.0");
+  EXPECT_EQ(load_checkpoint(root + "/latest")->index.step, 3);
+  EXPECT_EQ(load_checkpoint(root + "/ckpt.9").status().code(), Code::not_found);
+  // What a root holds.
+  const RootContents rc = scan_root(root);
+  EXPECT_TRUE(rc.series);
+  EXPECT_FALSE(rc.directories);
+  EXPECT_EQ(rc.next_segment, 2);
+}
+
+TEST(SeriesStore, LaterRecordsWinAndRollBackHidesTheNewerTimeline) {
+  const std::string root = test::scratch_dir();
+  auto store = make_series_store(root);
+  for (std::int64_t s = 1; s <= 5; ++s) series_commit(*store, 0, s);
+  // A new run restarted from step 2 commits 3: steps 4 and 5 of the old timeline are gone for good.
+  series_commit(*store, 1, 3);
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{3, 2, 1}));
+  EXPECT_EQ(store->checkpoint_dir(3), root + "/series.1");
+  auto fresh = open_store(root);
+  EXPECT_EQ(fresh->committed_steps(), (std::vector<std::int64_t>{3, 2, 1}));
+  EXPECT_EQ(fresh->newest_complete(), 3);
+  auto l = fresh->list();
+  ASSERT_TRUE(l.ok());
+  int abandoned = 0;
+  for (auto& e : *l)
+    if (e.kind == EntryKind::abandoned) ++abandoned;
+  EXPECT_EQ(abandoned, 3);  // 3 (replaced), 4 and 5 (rolled back) of series.0
+}
+
+TEST(SeriesStore, TornTailIsSkippedAndTruncatedBeforeTheNextAppend) {
+  const std::string root = test::scratch_dir();
+  const std::string log = root + "/series.0/steps";
+  {
+    auto store = make_series_store(root);
+    series_commit(*store, 0, 1);
+    series_commit(*store, 0, 2);
+  }
+  const std::uint64_t good = file_size(log);
+  auto bytes = read_file(log, 1 << 20);
+  ASSERT_TRUE(bytes.ok());
+  // Every cut into the last record leaves step 1 only: into its index, its checksums, its header.
+  // Only its zero padding (at most 7 bytes) may go without losing it.
+  bool lost = false;
+  std::uint64_t cuts = 0;
+  for (std::uint64_t cut = good - 1; cut >= good - 200 && cut > 40; --cut) {
+    ASSERT_TRUE(write_file(log, bytes->data(), static_cast<std::size_t>(cut), false).ok());
+    const auto steps = open_store(root)->committed_steps();
+    if (steps == std::vector<std::int64_t>{2, 1}) {
+      EXPECT_FALSE(lost) << "cut at " << cut << ": a shorter cut lost step 2, this one keeps it";
+      EXPECT_GT(cut, good - 8) << "cut at " << cut << " keeps a record whose index is cut off";
+    } else {
+      EXPECT_EQ(steps, (std::vector<std::int64_t>{1})) << "cut at " << cut;
+      lost = true;
+      ++cuts;
+    }
+  }
+  EXPECT_TRUE(lost);
+  EXPECT_GT(cuts, 150u);
+  // A scribbled byte in the last record's index: skipped as torn, listed with the reason.
+  std::vector<std::uint8_t> bad = *bytes;
+  bad[bad.size() - 9] ^= 0x40;
+  ASSERT_TRUE(write_file(log, bad.data(), bad.size(), false).ok());
+  auto s = open_store(root);
+  EXPECT_EQ(s->committed_steps(), (std::vector<std::int64_t>{1}));
+  auto l = s->list();
+  ASSERT_TRUE(l.ok());
+  bool torn_listed = false;
+  for (auto& e : *l) torn_listed = torn_listed || (e.kind == EntryKind::tmp && !e.reason.empty());
+  EXPECT_TRUE(torn_listed);
+  // Appending to that segment again (the same store would, after a failed append) drops the torn bytes first.
+  series_commit(*s, 0, 7);
+  EXPECT_EQ(open_store(root)->committed_steps(), (std::vector<std::int64_t>{7, 1}));
+  EXPECT_LT(file_size(log), good + 200);
+}
+
+TEST(SeriesStore, RetentionRemovesWholeSegmentsOlderThanTheCurrentOne) {
+  const std::string root = test::scratch_dir();
+  auto store = make_series_store(root);
+  std::int64_t step = 0;
+  for (std::int64_t k = 0; k < 4; ++k)
+    for (int i = 0; i < 3; ++i) series_commit(*store, k, ++step);  // segments of 3 steps: 1-3, 4-6, 7-9, 10-12
+  // keep 4: steps 12, 11, 10, 9 -> segments 3 and 2 stay; 0 and 1 go.
+  ASSERT_TRUE(store->retain(4, 12).ok());
+  EXPECT_FALSE(is_dir(root + "/series.0"));
+  EXPECT_FALSE(is_dir(root + "/series.1"));
+  EXPECT_TRUE(is_dir(root + "/series.2"));
+  EXPECT_EQ(open_store(root)->committed_steps(), (std::vector<std::int64_t>{12, 11, 10, 9, 8, 7}));
+  // A segment newer than the one committed to (being written already) is never removed.
+  ASSERT_TRUE(make_dirs(root + "/series.9").ok());
+  ASSERT_TRUE(store->retain(1, 12).ok());
+  EXPECT_TRUE(is_dir(root + "/series.9"));
+  EXPECT_FALSE(is_dir(root + "/series.2"));
+  // A .del left by a retention that died goes at recovery.
+  ASSERT_TRUE(make_dirs(root + "/series.1.del/x").ok());
+  ASSERT_TRUE(open_store(root)->recover().ok());
+  EXPECT_FALSE(is_dir(root + "/series.1.del"));
+}
+
+TEST(SeriesStore, LogOfAnotherSegmentOrWithoutHeaderIsNotRead) {
+  const std::string root = test::scratch_dir();
+  {
+    auto store = make_series_store(root);
+    series_commit(*store, 0, 1);
+  }
+  // The log copied into another segment's directory names segment 0: it does not validate there.
+  ASSERT_TRUE(make_dirs(root + "/series.5").ok());
+  ASSERT_TRUE(copy_file(root + "/series.0/steps", root + "/series.5/steps", true, false).ok());
+  auto s = open_store(root);
+  EXPECT_EQ(s->committed_steps(), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(s->checkpoint_dir(1), root + "/series.0");
+  // A FIFO named steps: listed as unreadable, never blocks.
+  ASSERT_TRUE(make_dirs(root + "/series.6").ok());
+  ASSERT_EQ(::mkfifo((root + "/series.6/steps").c_str(), 0600), 0);
+  EXPECT_EQ(open_store(root)->committed_steps(), (std::vector<std::int64_t>{1}));
+}
