@@ -188,6 +188,7 @@ class SeriesStore final : public Store {
   }
 
   const std::string& root() const override { return m_root; }
+  Layout layout() const override { return Layout::series; }
 
   std::string checkpoint_dir(std::int64_t step) const override {
     std::lock_guard<std::mutex> lk(m_mu);

@@ -240,6 +240,7 @@ class DirectoryStore final : public Store {
   explicit DirectoryStore(std::string root) : m_root(std::move(root)) {}
 
   const std::string& root() const override { return m_root; }
+  Layout layout() const override { return Layout::directory; }
   std::string checkpoint_dir(std::int64_t step) const override { return path_of(step, EntryKind::committed); }
   std::string staging_dir(std::int64_t step) const override { return path_of(step, EntryKind::tmp); }
 

@@ -117,6 +117,12 @@ class BlockReader {
 
 // ---- a checkpoint root ---------------------------------------------------------------------------
 
+/// How a root stores its checkpoints (Options::layout).
+enum class Layout {
+  directory,  ///< one directory per checkpoint, committed by renames
+  series,     ///< every checkpoint appended to segment files opened once, committed by an appended record
+};
+
 /// One entry of a root, with the outcome of loading its index.
 struct StepEntry {
   std::string name;  ///< entry name, e.g. "ckpt.20" or "ckpt.30.tmp"
@@ -136,7 +142,10 @@ class Store {
   virtual ~Store() = default;
   /// The root as given.
   virtual const std::string& root() const = 0;
-  /// Directory of committed step `step`.
+  /// Which layout this store reads and writes.
+  virtual Layout layout() const = 0;
+  /// Directory of committed step `step`: a path only for directories; a series reads its logs (on
+  /// other ranks than the one that commits, ask that one: restart does).
   virtual std::string checkpoint_dir(std::int64_t step) const = 0;
   /// Directory a checkpoint of `step` is written into before its commit.
   virtual std::string staging_dir(std::int64_t step) const = 0;
@@ -196,11 +205,6 @@ std::unique_ptr<Store> make_directory_store(const std::string& root);
 
 // ---- the series layout (docs/format.md, "Series layout") -----------------------------------------
 
-/// How a root stores its checkpoints (Options::layout).
-enum class Layout {
-  directory,  ///< one directory per checkpoint, committed by renames
-  series,     ///< every checkpoint appended to segment files opened once, committed by an appended record
-};
 /// "directory", "series".
 const char* layout_name(Layout l) noexcept;
 /// Parses "series.<k>" (k canonical decimal, as steps) with an optional ".del"; `doomed` says which.

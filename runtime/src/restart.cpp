@@ -198,20 +198,25 @@ std::optional<std::int64_t> Restorer::latest() {
 Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store& store) {
   // Rank 0 reads; everybody gets the bytes (one read of the file system, not np) and validates them.
   Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
-  std::vector<std::uint8_t> dir;  // a series step's segment: only rank 0's store has read the logs
-  if (m_rank == 0) {
+  // A series step's segment comes from rank 0, whose store has read the logs (the others' stores
+  // would each read them); a directory's path is every rank's own (with levels: its node's).
+  const bool from_root = store.layout() == Layout::series;
+  std::vector<std::uint8_t> dir;
+  if (m_rank == 0 && from_root) {
     const std::string d = store.checkpoint_dir(step);
     dir.assign(d.begin(), d.end());
+  }
+  if (m_rank == 0) {
     mine = store.read_index(step);
     if (!mine.ok() && mine.status().code() == Code::not_found)
       mine = Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + store.root() + " (" +
                                          mine.status().message() + ")");
   }
-  bcast_bytes(m_app_comm, dir, 0);
+  if (from_root) bcast_bytes(m_app_comm, dir, 0);
   auto bytes = bcast_result(m_app_comm, std::move(mine), 0);
   if (!bytes.ok()) return bytes.status();
   StepIndex out;
-  out.dir.assign(dir.begin(), dir.end());
+  out.dir = from_root ? std::string(dir.begin(), dir.end()) : store.checkpoint_dir(step);
   auto idx = decode_checkpoint_index(bytes.value(), out.dir, step);
   if (!idx.ok()) return idx.status();
   out.index = std::move(idx).value();
