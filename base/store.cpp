@@ -367,6 +367,10 @@ class DirectoryStore final : public Store {
       return s;
     }
     CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
+    {
+      std::lock_guard<std::mutex> lock(m_abandon_mu);
+      m_newest = step;
+    }
     // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
     (void)remove_tree(old);
     // No fsync for `latest`: it is a hint for people and tools; readers scan the directories, and the
@@ -395,6 +399,9 @@ class DirectoryStore final : public Store {
   // the twin was moved. An older abandoned copy of the same step is replaced.
   Status abandon_newer_than(std::int64_t step, bool sync) override {
     std::lock_guard<std::mutex> lock(m_abandon_mu);  // the node level calls it from a second thread
+    // Along one timeline steps grow: once this store knows no committed step is newer than `step`
+    // (it committed the newest itself), a commit needs no scan of the root for this.
+    if (m_newest && *m_newest <= step) return Status::OK();
     std::vector<std::int64_t> newer;
     for (auto& e : scan()) {  // newest first; for one step, committed before old
       if (e.step <= step || (e.kind != EntryKind::committed && e.kind != EntryKind::old)) continue;
@@ -410,6 +417,7 @@ class DirectoryStore final : public Store {
       }
       newer.push_back(e.step);
     }
+    m_newest = step;  // every committed step above it is now abandoned (the commit of `step` follows)
     if (newer.empty()) return Status::OK();
     std::fprintf(stderr,
                  "ckpt: committing step %lld rolls back %zu newer checkpoint(s) (steps %lld..%lld) of an earlier "
@@ -483,6 +491,9 @@ class DirectoryStore final : public Store {
 
   std::string m_root;
   std::mutex m_abandon_mu;
+  /// The newest committed step, once this store knows it (it abandoned or committed it: the runtime's
+  /// store on rank 0, which holds the directory's lock); unknown to any other store.
+  std::optional<std::int64_t> m_newest;
 };
 
 }  // namespace
