@@ -62,8 +62,11 @@ def kill_session(p):
 
 
 def run(cmd, timeout=60, env=None, check_hang=True):
-    """Runs cmd in a session of its own; a timeout is a hang: the session is killed and the case fails."""
-    e = dict(os.environ)
+    """Runs cmd in a session of its own; a timeout is a hang: the session is killed and the case fails.
+    When a rank dies (killat's SIGKILL) or exits with an error, mpiexec signals the others and waits
+    odls_base_sigkill_timeout (1 s) before each further signal: ~1 s of every killed run, 40 s of the kill
+    sweeps. No case is about how long mpiexec waits for the survivors: 0 here."""
+    e = dict(os.environ, OMPI_MCA_odls_base_sigkill_timeout="0")
     e.update(env or {})
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
                          start_new_session=True)
