@@ -319,7 +319,11 @@ Status CheckpointReader::verify(const BlockCheckFn& on_block) {
 }
 
 CheckpointReader detail::make_checkpoint_reader(std::string dir, detail::Index index) {
+  // A series step's files are in its segment (<root>/series.<k>); the checkpoint is <root>/ckpt.<step>.
   std::string name = dir;
+  const auto slash = dir.rfind('/');
+  if (slash != std::string::npos && detail::parse_segment_name(dir.substr(slash + 1)))
+    name = dir.substr(0, slash) + "/" + detail::step_name(index.step);
   return CheckpointReader(
       std::make_unique<detail::CheckpointReaderState>(std::move(name), std::move(dir), std::move(index)));
 }

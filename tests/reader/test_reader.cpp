@@ -451,6 +451,18 @@ TEST(Series, StepsAreNamesAndEachReadsFromItsSegment) {
     EXPECT_TRUE(grid_box_ok(c.value(), {R - 2, 3}, {2, 5}));
   }
   EXPECT_EQ(Reader::open(dir + "/ckpt.5").status().code(), Code::not_found);
+  {  // The Runtime's own reader of a step (inspect) names it the same way.
+    Options o = Options::defaults();
+    o.dir = dir;
+    o.layout = Options::Layout::series;
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(7));
+    auto in = rt.inspect(3);
+    ASSERT_TRUE(in.ok()) << in.status().to_string();
+    EXPECT_EQ(in->path(), dir + "/ckpt.3");
+    EXPECT_TRUE(grid_box_ok(in.value(), {0, 0}, {R, kCols}));
+  }
   // Collectively: rank 0 lists, reads the index and names the step's segment; the other ranks pass a
   // path that does not exist (a misuse, on purpose) and still read their columns from that segment.
   auto cr = Reader::open(MPI_COMM_WORLD, rank == 0 ? dir : dir + "/elsewhere");
