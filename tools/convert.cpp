@@ -132,8 +132,9 @@ class Converter {
 }  // namespace
 
 namespace {
-/// The output must not land inside a checkpoint (it would replace `index` or a data file, or add a
-/// file verify then reports) nor take a name of a checkpoint root's own (latest, .lock, ckpt.<step>).
+/// The output must not land inside a checkpoint or a series segment (it would replace `index`, a data
+/// file or a step log, add a file verify then reports, or go with the segment) nor take a name of a
+/// checkpoint root's own (latest, .lock, ckpt.<step>, series.<k>).
 Status check_output_outside_checkpoints(const std::string& output) {
   const std::size_t slash = output.find_last_of('/');
   const std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
@@ -143,9 +144,11 @@ Status check_output_outside_checkpoints(const std::string& output) {
   const std::string dir = real;
   const std::size_t dslash = dir.find_last_of('/');
   const std::string dir_name = dslash == std::string::npos ? dir : dir.substr(dslash + 1);
-  if (::access((dir + "/index").c_str(), F_OK) == 0 || detail::parse_step_name(dir_name).has_value())
+  if (::access((dir + "/index").c_str(), F_OK) == 0 || detail::parse_step_name(dir_name).has_value() ||
+      detail::parse_segment_name(dir_name).has_value())
     return Status(Code::invalid_argument, "refusing to write " + output + " inside checkpoint " + dir);
-  if (name == "latest" || name == ".lock" || name == "index" || detail::parse_step_name(name).has_value()) {
+  if (name == "latest" || name == ".lock" || name == "index" || detail::parse_step_name(name).has_value() ||
+      detail::parse_segment_name(name).has_value()) {
     auto steps = detail::open_store(dir)->list();
     if (steps.ok() && !steps->empty())
       return Status(Code::invalid_argument,

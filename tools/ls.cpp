@@ -74,6 +74,7 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
   const Index& idx = c.index;
   json j;
   j["path"] = c.dir;
+  j["data_dir"] = c.data_dir;
   j["step"] = idx.step;
   j["nranks"] = idx.nranks;
   j["transport"] = idx.transport;
@@ -140,6 +141,7 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
               static_cast<long long>(idx.step), idx.nranks, idx.transport.c_str(), utc_time(idx.created_unix).c_str());
   std::printf("  %zu variables, %zu blocks, %s of data in %zu files, id %s\n", idx.vars.size(), idx.blocks.size(),
               human_bytes(payload_bytes(idx)).c_str(), idx.files.size(), hex64(idx.ckpt_id).c_str());
+  if (c->data_dir != c->dir) std::printf("  data in %s\n", c->data_dir.c_str());  // a series step's segment
   for (auto& kv : idx.attrs) std::printf("  attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
   // Writers: which file each rank's stream went to; compact when every rank has its own file.
   std::printf("  files:");
@@ -227,19 +229,22 @@ int ls_root(const std::string& path, const LsArgs& a) {
   if (latest) std::printf(", latest -> ckpt.%lld", static_cast<long long>(*latest));
   std::printf("\n");
   if (steps->empty()) return kExitOk;
-  std::printf("%-12s  %-16s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", "directory", "state", "ranks", "vars",
+  int w = 16;  // the entry names: a series' abandoned records are longer ("ckpt.20 (series.0)")
+  for (auto& s : steps.value()) w = std::max(w, static_cast<int>(s.name.size()));
+  std::printf("%-12s  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", w, "directory", "state", "ranks", "vars",
               "bytes", "transport", "created / reason");
   for (auto& s : steps.value()) {
     if (s.complete) {
-      std::printf("%-12lld  %-16s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), s.name.c_str(),
-                  "complete", s.index->nranks, s.index->vars.size(), human_bytes(payload_bytes(*s.index)).c_str(),
-                  s.index->transport.c_str(), utc_time(s.index->created_unix).c_str());
+      std::printf("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w,
+                  s.name.c_str(), "complete", s.index->nranks, s.index->vars.size(),
+                  human_bytes(payload_bytes(*s.index)).c_str(), s.index->transport.c_str(),
+                  utc_time(s.index->created_unix).c_str());
       if (a.long_format)
         for (auto& v : s.index->vars)
           std::printf("    %-30s %-5s %s\n", v.name.c_str(), dtype_name(v.dtype), detail::region_kind_name(v.kind));
     } else {
-      std::printf("%-12lld  %-16s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), s.name.c_str(),
-                  "incomplete", "-", "-", "-", "-", s.reason.c_str());
+      std::printf("%-12lld  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), w,
+                  s.name.c_str(), "incomplete", "-", "-", "-", "-", s.reason.c_str());
     }
   }
   return kExitOk;

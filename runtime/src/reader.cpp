@@ -26,8 +26,9 @@ namespace detail {
 constexpr std::size_t kPieceBytes = 4u << 20;
 
 struct CheckpointReaderState {
-  std::string dir;
-  Index index;  // BlockReader keeps a reference: this state lives on the heap and never moves
+  std::string name;  // the checkpoint's path: its directory, or a series step's name (<root>/ckpt.<step>)
+  std::string dir;   // where its files are: the directory, or the step's segment
+  Index index;       // BlockReader keeps a reference: this state lives on the heap and never moves
   std::vector<VariableInfo> vars;
   IndexLookup lookup;
   BlockReader blocks;
@@ -46,8 +47,9 @@ struct CheckpointReaderState {
   std::unique_ptr<Device> device;
   std::vector<std::uint8_t> bounce;  // device reads: the box in host memory first
 
-  CheckpointReaderState(std::string d, Index idx)
-      : dir(std::move(d)),
+  CheckpointReaderState(std::string n, std::string d, Index idx)
+      : name(std::move(n)),
+        dir(std::move(d)),
         index(std::move(idx)),
         lookup(index),
         blocks(dir, index),
@@ -100,7 +102,7 @@ struct CheckpointReaderState {
     return info;
   }
 
-  std::string what() const { return "checkpoint " + std::to_string(index.step) + " (" + dir + ")"; }
+  std::string what() const { return "checkpoint " + std::to_string(index.step) + " (" + name + ")"; }
 
   /// Calls `fn(block index)` for each block of global or joined variable `v` that may intersect the box at
   /// `start` of `count` (all of them for a 0-d variable), in increasing first index along dimension 0.
@@ -174,6 +176,12 @@ std::uint64_t elements(const Shape& s) {
   return n;
 }
 
+/// The path of step `step` of `s`: the path given to open() for one checkpoint, else `<root>/ckpt.<step>`
+/// (a series step has no directory: its files are in a segment).
+std::string step_path(const ReaderState& s, std::int64_t step) {
+  return s.single ? s.path : s.path + "/" + step_name(step);
+}
+
 /// elements(s) * esize, or nullopt on overflow.
 std::optional<std::uint64_t> box_bytes(const Shape& s, std::size_t esize) {
   std::uint64_t n = esize;
@@ -197,7 +205,7 @@ CheckpointReader::~CheckpointReader() = default;
 std::int64_t CheckpointReader::step() const { return m_s->index.step; }
 int CheckpointReader::nranks() const { return static_cast<int>(m_s->index.nranks); }
 const std::string& CheckpointReader::transport() const { return m_s->index.transport; }
-const std::string& CheckpointReader::path() const { return m_s->dir; }
+const std::string& CheckpointReader::path() const { return m_s->name; }
 const std::vector<std::pair<std::string, std::string>>& CheckpointReader::attrs() const { return m_s->index.attrs; }
 const std::vector<VariableInfo>& CheckpointReader::variables() const { return m_s->vars; }
 
@@ -311,7 +319,13 @@ Status CheckpointReader::verify(const BlockCheckFn& on_block) {
 }
 
 CheckpointReader detail::make_checkpoint_reader(std::string dir, detail::Index index) {
-  return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(std::move(dir), std::move(index)));
+  // A series step's files are in its segment (<root>/series.<k>); the checkpoint is <root>/ckpt.<step>.
+  std::string name = dir;
+  const auto slash = dir.rfind('/');
+  if (slash != std::string::npos && detail::parse_segment_name(dir.substr(slash + 1)))
+    name = dir.substr(0, slash) + "/" + detail::step_name(index.step);
+  return CheckpointReader(
+      std::make_unique<detail::CheckpointReaderState>(std::move(name), std::move(dir), std::move(index)));
 }
 
 // ---- Reader ---------------------------------------------------------------------------------------
@@ -426,15 +440,17 @@ Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
     if (!bytes.ok()) return bytes.status();
     auto idx = detail::decode_checkpoint_index(bytes.value(), dir, step);
     if (!idx.ok()) return idx.status();
-    return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(dir, std::move(idx).value()));
+    return CheckpointReader(
+        std::make_unique<detail::CheckpointReaderState>(detail::step_path(*m_s, step), dir, std::move(idx).value()));
   }
   if (m_s->single)
-    return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(m_s->single_dir, *m_s->single_index));
+    return CheckpointReader(
+        std::make_unique<detail::CheckpointReaderState>(m_s->path, m_s->single_dir, *m_s->single_index));
   // Loaded again: the checkpoint may have been replaced or retired since open().
   auto idx = m_s->store->load_index(step);
   if (!idx.ok()) return idx.status();
-  return CheckpointReader(
-      std::make_unique<detail::CheckpointReaderState>(m_s->store->checkpoint_dir(step), std::move(idx).value()));
+  return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(
+      detail::step_path(*m_s, step), m_s->store->checkpoint_dir(step), std::move(idx).value()));
 }
 
 Result<CheckpointReader> Reader::latest() const {

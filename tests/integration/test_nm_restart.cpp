@@ -1,8 +1,10 @@
 // Restart on a different number of ranks. CKPTTEST_PHASE=write writes checkpoints with this run's
 // rank count into CKPTTEST_NM_DIR; CKPTTEST_PHASE=read restarts from them with another count.
-// CTest runs write(4) -> read(2) and write(2) -> read(4) as fixtures.
+// CTest runs write(4) -> read(2) and write(2) -> read(4) as fixtures, and with CKPT_LAYOUT=series and
+// CKPT_SEGMENT_STEPS=1 write(4) -> read(3) and read(1), the two steps (5 and 10) in two segments.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -79,7 +81,6 @@ TEST(NtoM, Phase) {
     for (std::uint64_t i = 0; i < d.nr; ++i)
       for (std::uint64_t j = 0; j < kCols; ++j) d.field[i * kCols + j] = value(d.r0 + i, j);
     for (std::uint64_t k = 0; k < d.np; ++k) d.ids[k] = static_cast<std::int64_t>((d.p0 + k) * 7919);
-    d.time = 2.5;
     d.writers = size;
     // This rank's tracer rows start after every lower rank's (the joined array's rank order).
     std::uint64_t t0 = 0;
@@ -87,7 +88,10 @@ TEST(NtoM, Phase) {
     std::vector<double> tracers(tracer_rows(rank) * kTracerCols);
     for (std::uint64_t k = 0; k < tracers.size(); ++k) tracers[k] = tracer(t0 + k / kTracerCols, k % kTracerCols);
     ASSERT_TRUE(rt.protect("tracers", tracers.data(), DType::f64, Joined{{tracer_rows(rank), kTracerCols}}).ok());
-    ASSERT_TRUE(rt.checkpoint(10).wait().ok());
+    for (std::int64_t step : {5, 10}) {  // time tells the steps apart
+      d.time = 0.25 * static_cast<double>(step);
+      ASSERT_TRUE(rt.checkpoint(step).wait().ok());
+    }
   } else if (phase == "read") {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
@@ -115,6 +119,11 @@ TEST(NtoM, Phase) {
     EXPECT_EQ(share->total, total);
     for (std::uint64_t k = 0; k < tracers.size(); ++k)
       ASSERT_EQ(tracers[k], tracer(share->begin + k / kTracerCols, k % kTracerCols)) << k;
+    // The older step (in the older segment of a series) restarts too.
+    std::fill(d.ids.begin(), d.ids.end(), -1);
+    ASSERT_TRUE(rt.restart(5).ok());
+    EXPECT_EQ(d.time, 1.25);
+    for (std::uint64_t k = 0; k < d.np; ++k) ASSERT_EQ(d.ids[k], static_cast<std::int64_t>((d.p0 + k) * 7919));
   } else {
     GTEST_SKIP() << "run through CTest (CKPTTEST_PHASE=write|read)";
   }

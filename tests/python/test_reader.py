@@ -2,7 +2,8 @@
 through every compiled transport: steps, descriptions, whole arrays, numpy slicing against the whole
 array, per-rank locals, scalars, and damage (a flipped byte in one block, a broken index).
 
-Environment: CKPTTEST_PYDATA (the data sets' root), CKPTTEST_SETS ("name:ranks:transport,..."),
+Environment: CKPTTEST_PYDATA (the data sets' root), CKPTTEST_SETS ("name:ranks:transport[:series],...";
+a series set has step 10 in segment series.0 and step 20 in series.1),
 CKPT_LIBRARY and PYTHONPATH (set by ctest)."""
 import os
 import shutil
@@ -29,8 +30,12 @@ def expected(step):
 
 @pytest.fixture(params=SETS, ids=[s[0] for s in SETS])
 def dataset(request):
-    name, ranks, transport = request.param
+    name, ranks, transport = request.param[:3]
     return os.path.join(DATA, name), int(ranks), transport
+
+
+def is_series(path):
+    return os.path.isdir(os.path.join(path, "series.0"))
 
 
 def test_sets_were_configured():
@@ -47,6 +52,11 @@ def test_describes_and_reads(dataset):
         s[15]
     c = s.latest()
     assert (c.step, c.nranks, c.transport) == (20, ranks, transport)
+    if is_series(path):  # a step is a name, read from its segment
+        assert ckpt.open(os.path.join(path, "ckpt.10")).steps == [10]
+        assert ckpt.open(os.path.join(path, "latest")).latest()["step"].read() == 20
+        with pytest.raises(ckpt.NotFoundError):
+            ckpt.open(os.path.join(path, "ckpt.15"))
     assert c.variables == ["grid/temp", "grid/dens", "particles/id", "step", "time", "rank_info", "blob"]
     with pytest.raises(KeyError):
         c["nope"]
@@ -105,7 +115,7 @@ def flip_value(directory, value):
     """Flips a byte of the first occurrence of `value` (numpy scalar) in the data files of `directory`."""
     needle = np.asarray(value).tobytes()
     for name in sorted(os.listdir(directory)):
-        if name == "index":
+        if name in ("index", "steps"):
             continue
         p = os.path.join(directory, name)
         data = bytearray(open(p, "rb").read())
@@ -122,7 +132,8 @@ def test_damage_is_named_and_contained(dataset, tmp_path):
     root = tmp_path / "ckpt"
     shutil.copytree(path, root, symlinks=True)
     # The last particle id of step 20 lives in the last rank's block of particles/id.
-    flip_value(root / "ckpt.20", np.int64(20000 + 100 - 50))
+    series = is_series(root)
+    flip_value(root / ("series.1" if series else "ckpt.20"), np.int64(20000 + 100 - 50))
     c = ckpt.open(root)[20]
     ids = c["particles/id"]
     if ranks > 1:
@@ -134,17 +145,19 @@ def test_damage_is_named_and_contained(dataset, tmp_path):
     with pytest.raises(ckpt.CorruptError) as e:
         c.verify()
     assert "1 bad block(s)" in str(e.value) and "particles/id" in str(e.value)
-    # A damaged index: the step is no longer complete; the older one still is.
-    with open(root / "ckpt.20" / "index", "r+b") as f:
-        f.seek(20)
+    # A damaged index: the step is no longer complete; the older one still is. (A series: a byte of
+    # step 20's record in the step log - the record no longer validates, a torn tail.)
+    with open(root / ("series.1/steps" if series else "ckpt.20/index"), "r+b") as f:
+        at = 32 + 40 + 20 if series else 20
+        f.seek(at)
         b = f.read(1)
-        f.seek(20)
+        f.seek(at)
         f.write(bytes([b[0] ^ 0xFF]))
     s = ckpt.open(root)
     assert s.steps == [10]
     with pytest.raises(KeyError):
         s[20]
-    with pytest.raises(ckpt.CorruptError):
+    with pytest.raises(ckpt.NotFoundError if series else ckpt.CorruptError):
         ckpt.open(root / "ckpt.20")
     assert ckpt.open(root / "ckpt.10").steps == [10]
 

@@ -5,7 +5,8 @@
  * blocks, another rank's local array, and errors every rank agrees on (code and message); then a
  * flipped byte in one block makes exactly the reads that touch it fail with CKPT_CORRUPT naming the
  * variable, also collectively, and a damaged index is rank 0's error on every rank. C99, -pedantic
- * -Werror. Scratch directory: $CKPTTEST_TMP. Exit status 0 when every check held. */
+ * -Werror. Last, the same readers on a root of layout series. Scratch directory: $CKPTTEST_TMP. Exit status
+ * 0 when every check held. */
 #include <dirent.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -43,6 +44,75 @@ static int check_agreed(int rc) {
   if (strcmp(mine, root) != 0) fprintf(stderr, "rank %d: error '%s', rank 0's '%s'\n", g_rank, mine, root);
   CHECK(strcmp(mine, root) == 0);
   return rc;
+}
+
+/* Layout series (one segment per step): steps 4 and 6 of `field` (step 6 holds field_value + 6) in
+ * `dir`_series; the serial reader opens the root, <root>/ckpt.4 and the older step, the collective one
+ * the root (rank 0 names each step's segment to the others). */
+static void series_case(const char* base, int size) {
+  char dir[600], path[700], config[700];
+  ckpt_runtime* rt = NULL;
+  ckpt_reader* r = NULL;
+  ckpt_reader_step* c = NULL;
+  double field[ROWS * COLS], box[ROWS * COLS];
+  int64_t steps[4], step = -1;
+  size_t nsteps = 0;
+  int i, k, nranks = 0;
+  uint64_t global[2], start[2], count[2] = {ROWS, COLS};
+  global[0] = (uint64_t)ROWS * (uint64_t)size, global[1] = COLS;
+  start[0] = (uint64_t)g_rank * ROWS, start[1] = 0;
+  snprintf(dir, sizeof dir, "%s_series", base);
+  snprintf(path, sizeof path, "%s.yaml", dir);
+  snprintf(config, sizeof config, "dir: %s\nlayout: series\nsegment_steps: 1\n", dir);
+  if (g_rank == 0) {
+    char cmd[1300];
+    FILE* f = fopen(path, "w");
+    fputs(config, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK(system(cmd) == 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK_RC(ckpt_create(MPI_COMM_WORLD, path, &rt), CKPT_OK);
+  CHECK_RC(ckpt_protect_block(rt, "field", field, CKPT_F64, 2, global, start, count), CKPT_OK);
+  for (k = 4; k <= 6; k += 2) {
+    for (i = 0; i < ROWS * COLS; ++i) field[i] = k + field_value(start[0] + (uint64_t)(i / COLS), (uint64_t)(i % COLS));
+    CHECK_RC(ckpt_checkpoint(rt, k, NULL, NULL), CKPT_OK);
+  }
+  CHECK_RC(ckpt_close(rt), CKPT_OK);
+  ckpt_free(rt);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (k = 0; k < 3; ++k) { /* the root serially, ckpt.4 serially, the root collectively */
+    int64_t want = k == 1 ? 4 : 6;
+    snprintf(path, sizeof path, k == 1 ? "%s/ckpt.4" : "%s", dir);
+    if (k < 2)
+      CHECK_RC(ckpt_reader_open(path, &r), CKPT_OK);
+    else
+      CHECK_RC(ckpt_reader_open_comm(MPI_COMM_WORLD, path, &r), CKPT_OK);
+    if (r == NULL) continue;
+    CHECK_RC(ckpt_reader_steps(r, steps, 4, &nsteps), CKPT_OK);
+    CHECK(k == 1 ? nsteps == 1 && steps[0] == 4 : nsteps == 2 && steps[0] == 4 && steps[1] == 6);
+    CHECK_RC(ckpt_reader_latest(r, &c), CKPT_OK);
+    if (c != NULL) {
+      CHECK_RC(ckpt_reader_step_info(c, &step, &nranks, NULL), CKPT_OK);
+      CHECK(step == want && nranks == size);
+      CHECK_RC(ckpt_reader_step_read(c, "field", 2, start, count, box, sizeof box), CKPT_OK);
+      for (i = 0; i < ROWS * COLS; ++i)
+        CHECK(box[i] == want + field_value(start[0] + (uint64_t)(i / COLS), (uint64_t)(i % COLS)));
+      CHECK_RC(ckpt_reader_step_verify(c), CKPT_OK);
+      ckpt_reader_step_free(c);
+      c = NULL;
+    }
+    if (k != 1) { /* the older step, in the older segment */
+      CHECK_RC(ckpt_reader_open_step(r, 4, &c), CKPT_OK);
+      CHECK_RC(ckpt_reader_step_read(c, "field", 2, start, count, box, sizeof box), CKPT_OK);
+      CHECK(box[0] == 4 + field_value(start[0], 0));
+      ckpt_reader_step_free(c);
+      c = NULL;
+    }
+    ckpt_reader_free(r);
+    r = NULL;
+  }
 }
 
 int main(int argc, char** argv) {
@@ -316,6 +386,8 @@ int main(int argc, char** argv) {
     CHECK_RC(ckpt_reader_open(missing, &r), CKPT_NOT_FOUND);
     CHECK(r == NULL);
   }
+
+  series_case(dir, size);
 
   {
     int bad = g_failures, any = 0;

@@ -4,6 +4,7 @@
 // touch that block, naming the variable and the rank. A Reader opened on MPI_COMM_WORLD shares rank 0's
 // listing and index (and its errors) and every rank reads its own part.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -58,12 +59,17 @@ struct Config {
 };
 std::ostream& operator<<(std::ostream& os, const Config& c) { return os << c.label; }
 
-/// Writes steps 3 and 7 with transport `t` into `dir` (collective).
-void write_steps(const std::string& dir, const char* transport) {
+/// Writes steps 3 and 7 with transport `t` into `dir` (collective); with `series`, layout series with
+/// one segment per step (step 3 in series.0, 7 in series.1).
+void write_steps(const std::string& dir, const char* transport, bool series = false) {
   const int rank = world_rank(), size = world_size();
   Options o = Options::defaults();
   o.dir = dir;
   o.transport = transport;
+  if (series) {
+    o.layout = Options::Layout::series;
+    o.segment_steps = 1;
+  }
   o.keep = 5;
   o.chunk_bytes = 64 << 10;
   Runtime rt(MPI_COMM_WORLD, o);
@@ -412,6 +418,88 @@ TEST(Inspect, DescribesTheRuntimesOwnCheckpointForAOnePhaseRestart) {
   std::vector<double> row(kCols);
   EXPECT_TRUE(stored.value().read("grid", {R - 1, 0}, {1, kCols}, row.data(), row.size() * 8).ok());
   EXPECT_EQ(row[3], grid_value(7, R - 1, 3));
+  EXPECT_TRUE(all_true(!HasFailure()));
+}
+
+TEST(Series, StepsAreNamesAndEachReadsFromItsSegment) {
+  const auto dir = scratch_dir();
+  write_steps(dir, "posix", true);
+  const int rank = world_rank(), size = world_size();
+  auto r = Reader::open(dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->steps(), (std::vector<std::int64_t>{3, 7}));
+  EXPECT_TRUE(r->skipped().empty());
+  const std::uint64_t R = Part(0, size).rows_global;
+  for (std::int64_t step : {7, 3}) {  // latest(), then the older step in the older segment
+    auto c = step == 7 ? r->latest() : r->open_step(step);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->step(), step);
+    EXPECT_EQ(c->path(), dir + "/ckpt." + std::to_string(step));  // the step's name, not its segment
+    EXPECT_TRUE(grid_box_ok(c.value(), {0, 0}, {R, kCols}));
+    std::vector<std::int64_t> ids(10 + 3 * static_cast<std::size_t>(size - 1));
+    ASSERT_TRUE(c.value().read_rank("ids", static_cast<std::uint32_t>(size - 1), ids.data(), ids.size() * 8).ok());
+    EXPECT_EQ(ids.back(), id_value(step, size - 1, ids.size() - 1));
+    EXPECT_TRUE(c.value().verify().ok());
+  }
+  // One step by its name: <root>/ckpt.<step> and <root>/latest; a step that is not there.
+  for (auto [name, step] : {std::pair<const char*, std::int64_t>{"ckpt.3", 3}, {"latest", 7}}) {
+    auto one = Reader::open(dir + "/" + name);
+    ASSERT_TRUE(one.ok()) << name << ": " << one.status().to_string();
+    EXPECT_EQ(one->steps(), (std::vector<std::int64_t>{step}));
+    auto c = one->latest();
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_TRUE(grid_box_ok(c.value(), {R - 2, 3}, {2, 5}));
+  }
+  EXPECT_EQ(Reader::open(dir + "/ckpt.5").status().code(), Code::not_found);
+  {  // The Runtime's own reader of a step (inspect) names it the same way.
+    Options o = Options::defaults();
+    o.dir = dir;
+    o.layout = Options::Layout::series;
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(7));
+    auto in = rt.inspect(3);
+    ASSERT_TRUE(in.ok()) << in.status().to_string();
+    EXPECT_EQ(in->path(), dir + "/ckpt.3");
+    EXPECT_TRUE(grid_box_ok(in.value(), {0, 0}, {R, kCols}));
+  }
+  // Collectively: rank 0 lists, reads the index and names the step's segment; the other ranks pass a
+  // path that does not exist (a misuse, on purpose) and still read their columns from that segment.
+  auto cr = Reader::open(MPI_COMM_WORLD, rank == 0 ? dir : dir + "/elsewhere");
+  ASSERT_TRUE(cr.ok()) << cr.status().to_string();
+  EXPECT_EQ(cr->steps(), (std::vector<std::int64_t>{3, 7}));
+  const std::uint64_t c0 = kCols * rank / size, c1 = kCols * (rank + 1) / size;
+  for (std::int64_t step : {3, 7}) {
+    auto c = cr->open_step(step);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_TRUE(grid_box_ok(c.value(), {0, c0}, {R, c1 - c0}));
+  }
+  auto one = Reader::open(MPI_COMM_WORLD, dir + "/ckpt.3");
+  ASSERT_TRUE(one.ok()) << one.status().to_string();
+  auto oc = one->latest();
+  ASSERT_TRUE(oc.ok()) << oc.status().to_string();
+  EXPECT_TRUE(grid_box_ok(oc.value(), {0, c0}, {R, c1 - c0}));
+  // A torn tail of step 7's log (a commit that did not finish) is skipped; step 7's record cut short
+  // leaves step 3 the latest.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    std::ofstream(dir + "/series.1/steps", std::ios::binary | std::ios::app).write("CKPTSTEP\0\0\0", 11);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto torn = Reader::open(dir);
+  ASSERT_TRUE(torn.ok());
+  EXPECT_EQ(torn->steps(), (std::vector<std::int64_t>{3, 7}));
+  ASSERT_EQ(torn->skipped().size(), 1u);
+  EXPECT_NE(torn->skipped()[0].find("did not finish"), std::string::npos) << torn->skipped()[0];
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) EXPECT_EQ(::truncate((dir + "/series.1/steps").c_str(), 64), 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto cut = Reader::open(MPI_COMM_WORLD, dir);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->steps(), (std::vector<std::int64_t>{3}));
+  auto lc = cut->latest();
+  ASSERT_TRUE(lc.ok()) << lc.status().to_string();
+  EXPECT_EQ(lc->step(), 3);
   EXPECT_TRUE(all_true(!HasFailure()));
 }
 

@@ -90,10 +90,14 @@ def case_gen():
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(ARGS.data, exist_ok=True)
     cmd = [ARGS.mpiexec, ARGS.np_flag, str(ARGS.np), ARGS.gen, out, str(ARGS.variant),
-           ARGS.transport]
+           ARGS.transport] + ARGS.layout.split("+")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    assert os.path.isfile(os.path.join(out, "ckpt.20", "index")), os.listdir(out)
+    if ARGS.layout == "directory":
+        assert os.path.isfile(os.path.join(out, "ckpt.20", "index")), os.listdir(out)
+    else:  # one segment per step, no checkpoint directory
+        names = sorted(n for n in os.listdir(out) if not n.startswith("."))
+        assert names == ["series.0", "series.1"], os.listdir(out)
 
 
 def case_ls():
@@ -437,6 +441,130 @@ def case_transports():
     assert "variable 'particles/id', block of rank 1" in out, out
 
 
+def case_series():
+    """Layout series: steps are names (<root>/ckpt.<step>, <root>/latest), each in its own segment."""
+    root = data("series4")
+    out, _ = ckpt("ls", root)
+    assert "2 complete, 0 incomplete, latest -> ckpt.20" in out, out
+    rows = [l.split() for l in out.splitlines()[2:]]
+    assert [r[:3] for r in rows] == [["20", "ckpt.20", "complete"], ["10", "ckpt.10", "complete"]], out
+    out, _ = ckpt("ls", "-l", root)
+    assert out.count("grid/temp") == 2, out
+    j = ckpt_json("ls", root)
+    assert j["latest"] == 20 and [(s["step"], s["name"], s["complete"]) for s in j["steps"]] == \
+        [(20, "ckpt.20", True), (10, "ckpt.10", True)], j
+    # One step by its name; `latest` is the newest step.
+    for name, step, seg in (("ckpt.10", 10, "series.0"), ("ckpt.20", 20, "series.1"), ("latest", 20, "series.1")):
+        out, _ = ckpt("ls", os.path.join(root, name))
+        assert f"step {step}, 4 ranks, transport posix" in out and "attribute layout = series" in out, out
+        assert f"data in {os.path.join(root, seg)}" in out, out
+        j = ckpt_json("ls", "-l", os.path.join(root, name))
+        assert j["step"] == step and j["path"] == os.path.join(root, name), j
+        assert j["data_dir"] == os.path.join(root, seg), j
+        assert sorted(f["name"] for f in j["files"]) == ["data.0", "data.1", "data.2", "data.3"], j["files"]
+        assert sum(len(v["block_list"]) for v in j["variables"]) == 28
+    _, err = ckpt("ls", os.path.join(root, "ckpt.15"), rc=2)
+    one_line_error(err, "no checkpoint of step 15")
+    # verify: the root (every step), one step, latest.
+    out, _ = ckpt("verify", root)
+    assert out.count(": OK (") == 2 and "28 blocks in 4 files" in out, out
+    out, _ = ckpt("verify", os.path.join(root, "ckpt.10"))
+    assert "ckpt.10: OK (step 10: 28 blocks in 4 files" in out, out
+    j = ckpt_json("verify", os.path.join(root, "latest"))
+    assert j["ok"] and j["checkpoints"][0]["step"] == 20, j
+    # diff: the same content as the directory run (4 and 2 ranks), two steps of the series.
+    j = ckpt_json("diff", root, data("from4"), "--tol", "0")
+    assert j["pass"] and j["a"]["step"] == 20 and j["a"]["path"] == os.path.join(root, "ckpt.20"), j
+    assert all(v["result"] == "equal" for v in j["variables"]), j
+    j = ckpt_json("diff", os.path.join(root, "ckpt.10"), data("from2/ckpt.10"), "--tol", "0")
+    assert j["pass"] and {v["name"]: v["result"] for v in j["variables"]}["grid/temp"] == "equal", j
+    j = ckpt_json("diff", os.path.join(root, "ckpt.10"), os.path.join(root, "latest"), "--tol", "1e-9", rc=1)
+    res = {x["name"]: x["result"] for x in j["variables"]}
+    assert res["grid/temp"] == "differs" and res["step"] == "differs" and res["blob"] == "equal", res
+    # convert: one step, and the root (its newest step); h5py reads what the directory run converts to.
+    if ARGS.hdf5:
+        import h5py
+        w = workdir("series")
+        f10, f20 = os.path.join(w, "s10.h5"), os.path.join(w, "s20.h5")
+        ckpt("convert", os.path.join(root, "ckpt.10"), "-o", f10)
+        ckpt("convert", root, "-o", f20)
+        with h5py.File(f10, "r") as f, h5py.File(f20, "r") as g:
+            assert f.attrs["ckpt_step"] == 10 and g.attrs["ckpt_step"] == 20 and g.attrs["ckpt_nranks"] == 4
+            assert np.allclose(f["grid/temp"][()], temp(10), rtol=1e-15, atol=0)
+            assert np.array_equal(g["particles/id"][()], ids(20)) and np.array_equal(g["grid/dens"][()], dens(20))
+            assert g["step/rank3"][()] == 20 and g.attrs["ckpt_source"] == os.path.join(root, "ckpt.20")
+        # Never into a segment, nor under a name of the root's.
+        for bad in ("series.1/x.h5", "series.7", "ckpt.30"):
+            _, err = ckpt("convert", root, "-o", os.path.join(root, bad), rc=2)
+            one_line_error(err, "refusing")
+    # Steps 10, 20, then 15 (two per segment): step 20's record is abandoned, listed, never read.
+    rb = data("series4rb")
+    j = ckpt_json("ls", rb)
+    assert j["latest"] == 15, j
+    st = [(s["step"], s["complete"]) for s in j["steps"]]
+    assert st == [(20, False), (15, True), (10, True)], j
+    assert "rolled back" in j["steps"][0]["reason"] and j["steps"][0]["name"] == "ckpt.20 (series.0)", j
+    out, _ = ckpt("ls", rb)
+    assert "2 complete, 1 incomplete, latest -> ckpt.15" in out, out
+    j = ckpt_json("verify", rb)
+    assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [15, 10], j
+    assert len(j["skipped"]) == 1 and "ckpt.20" in j["skipped"][0], j
+    _, err = ckpt("ls", os.path.join(rb, "ckpt.20"), rc=2)
+    one_line_error(err, "no checkpoint of step 20")
+    j = ckpt_json("diff", os.path.join(rb, "latest"), root, rc=0)
+    assert j["a"]["step"] == 15 and j["b"]["step"] == 20, j
+
+
+def case_series_damage():
+    w = workdir("series-damage")
+    # 1. A flipped byte in a block of step 20 (segment series.1): verify names the block, 1.
+    r1 = os.path.join(w, "payload")
+    shutil.copytree(data("series4"), r1)
+    meta = ckpt_json("ls", "-l", os.path.join(r1, "ckpt.20"))
+    blk = next(b for v in meta["variables"] if v["name"] == "grid/temp" for b in v["block_list"] if b["rank"] == 2)
+    flip(os.path.join(r1, "series.1", blk["file"]), blk["offset"] + 7)
+    out, _ = ckpt("verify", os.path.join(r1, "ckpt.20"), rc=1)
+    bad = [l for l in out.splitlines() if l.startswith("BAD")]
+    assert len(bad) == 1, out
+    for needle in ("variable 'grid/temp'", "block of rank 2", "series.1/" + blk["file"], f"at offset {blk['offset']}",
+                   "checksum mismatch"):
+        assert needle in bad[0], (needle, bad[0])
+    j = ckpt_json("verify", r1, rc=1)
+    assert {c["step"]: c["ok"] for c in j["checkpoints"]} == {20: False, 10: True}, j
+    _, err = ckpt("diff", data("from4/ckpt.20"), r1, rc=2)
+    one_line_error(err, "checksum mismatch", "grid/temp")
+    ckpt("diff", data("from4/ckpt.10"), os.path.join(r1, "ckpt.10"), "--tol", "0")  # the other segment
+    # 2. A damaged data-file header of the segment of step 10.
+    r2 = os.path.join(w, "header")
+    shutil.copytree(data("series4"), r2)
+    flip(os.path.join(r2, "series.0", "data.1"), 20)
+    out, _ = ckpt("verify", os.path.join(r2, "ckpt.10"), rc=1)
+    assert "data.1" in out and "header checksum" in out, out
+    ckpt("verify", os.path.join(r2, "ckpt.20"))
+    # 3. A torn tail (a commit that did not finish): listed, skipped by verify, never read.
+    r3 = os.path.join(w, "torn")
+    shutil.copytree(data("series4"), r3)
+    with open(os.path.join(r3, "series.1", "steps"), "ab") as f:
+        f.write(b"CKPTSTEP" + bytes(13))
+    j = ckpt_json("ls", r3)
+    assert j["latest"] == 20 and [(s["name"], s["complete"]) for s in j["steps"]] == \
+        [("ckpt.20", True), ("series.1", False), ("ckpt.10", True)], j
+    assert "did not finish" in j["steps"][1]["reason"], j
+    j = ckpt_json("verify", r3)
+    assert j["ok"] and len(j["checkpoints"]) == 2 and any("series.1" in s for s in j["skipped"]), j
+    # 4. Step 20's record cut in half: step 20 is gone, step 10 is the latest.
+    r4 = os.path.join(w, "cut")
+    shutil.copytree(data("series4"), r4)
+    log = os.path.join(r4, "series.1", "steps")
+    os.truncate(log, 32 + (os.path.getsize(log) - 32) // 2)
+    out, _ = ckpt("ls", r4)
+    assert "1 complete, 1 incomplete, latest -> ckpt.10" in out and "did not finish" in out, out
+    j = ckpt_json("diff", r4, data("from4/ckpt.10"), "--tol", "0")
+    assert j["pass"] and j["a"]["step"] == 10, j
+    _, err = ckpt("verify", os.path.join(r4, "ckpt.20"), rc=2)
+    one_line_error(err, "no checkpoint of step 20")
+
+
 def case_convert_unavailable():
     w = workdir("convert-unavailable")
     _, err = ckpt("convert", data("from4/ckpt.20"), "-o", os.path.join(w, "a.h5"), rc=2)
@@ -455,6 +583,7 @@ def main():
     ap.add_argument("--variant", type=int, default=0)
     ap.add_argument("--out")
     ap.add_argument("--transport", default="posix")
+    ap.add_argument("--layout", default="directory", help="directory, series or series+rollback")
     ap.add_argument("--hdf5", type=int, default=0, help="1 when the build has HDF5 (data set h5x2 exists)")
     ap.add_argument("case")
     ARGS = ap.parse_args()

@@ -1,10 +1,13 @@
 // Writes checkpoints of known content for the `ckpt` tool tests, through the public API only.
 //
-//   mpiexec -n <np> gen_checkpoints <dir> <variant> [<transport>]
+//   mpiexec -n <np> gen_checkpoints <dir> <variant> [<transport> [<layout> [rollback]]]
 //
-// Two steps (10 and 20) go to <dir>. Every value is a function of the step, the global index and
-// <variant> (0 or 1) only, never of the rank count, so that the 4-rank and 2-rank outputs of the same
-// variant hold identical global arrays and uniform scalars. Variant 1 changes one element of
+// Two steps (10 and 20) go to <dir>. <layout> `series` writes them with layout series, one segment per
+// step (segment_steps 1: step 10 in series.0, 20 in series.1); `rollback` writes two steps per segment
+// and then commits step 15 (series.1), which rolls step 20 back: its record stays in series.0 beside
+// step 10's, abandoned (a segment holding no step in force would be removed by retention). Every value is a function of
+// the step, the global index and <variant> (0 or 1) only, never of the rank count, so that the 4-rank and 2-rank
+// outputs of the same variant hold identical global arrays and uniform scalars. Variant 1 changes one element of
 // grid/temp by 1e-3 and nothing else. The variables:
 //   grid/temp       f64 global [16, 12], split along dimension 1 (columns); along dimension 0 (rows)
 //                   with the hdf5 transports, which need blocks contiguous in the global array
@@ -48,14 +51,16 @@ int main(int argc, char** argv) {
   int rank = 0, np = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
-  if (argc != 3 && argc != 4) {
-    if (rank == 0) std::fprintf(stderr, "usage: gen_checkpoints <dir> <variant> [<transport>]\n");
+  if (argc < 3 || argc > 6) {
+    if (rank == 0) std::fprintf(stderr, "usage: gen_checkpoints <dir> <variant> [<transport> [<layout> [rollback]]]\n");
     MPI_Finalize();
     return 1;
   }
   const std::string dir = argv[1];
   const int variant = std::atoi(argv[2]);
-  const std::string transport = argc == 4 ? argv[3] : "posix";
+  const std::string transport = argc >= 4 ? argv[3] : "posix";
+  const bool series = argc >= 5 && std::string(argv[4]) == "series";
+  const bool rollback = argc == 6 && std::string(argv[5]) == "rollback";
   const bool split_rows = transport.rfind("hdf5", 0) == 0;
   bool ok = true;
   {
@@ -64,6 +69,10 @@ int main(int argc, char** argv) {
     opts.fsync = false;  // test data: durability is not what is tested here
     opts.keep = 10;
     opts.transport = transport;
+    if (series) {
+      opts.layout = ckpt::Options::Layout::series;
+      opts.segment_steps = rollback ? 2 : 1;
+    }
     ckpt::Runtime rt(MPI_COMM_WORLD, opts);
     ok = check(rt.status(), "Runtime");
 
@@ -127,7 +136,7 @@ int main(int argc, char** argv) {
     if (ok) ok = check(rt.protect("rank_info", rank_info, ckpt::DType::i32, ckpt::Shape{3}), "protect rank_info");
     if (ok) ok = check(rt.protect("blob", blob, ckpt::DType::bytes, ckpt::Shape{16}), "protect blob");
     if (ok) ok = check(rt.annotate("grid/temp", "units", "K"), "annotate");
-    for (std::int64_t s : {10, 20}) {
+    for (std::int64_t s : rollback ? std::vector<std::int64_t>{10, 20, 15} : std::vector<std::int64_t>{10, 20}) {
       if (!ok) break;
       fill(s);
       ok = check(rt.checkpoint(s).wait(), "checkpoint");

@@ -91,7 +91,8 @@ class CKPT_API CheckpointReader {
   int nranks() const;
   /// Transport that wrote it ("posix", "mpiio", "rbio", "hdf5", ...).
   const std::string& transport() const;
-  /// The checkpoint directory.
+  /// The checkpoint's path: its directory, or for a step of a series root its name
+  /// `<root>/ckpt.<step>` (the step's files are in a segment of the root).
   const std::string& path() const;
   /// Attributes of the checkpoint as a whole.
   const std::vector<std::pair<std::string, std::string>>& attrs() const;
