@@ -135,8 +135,8 @@ def main():
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
     env = dict(os.environ, CKPT_FLUSH_DELAY_MS="2", CKPT_CHUNK_BYTES="256K")
-    if a.layout:
-        env["CKPT_LAYOUT"] = a.layout
+    layout = {"CKPT_LAYOUT": a.layout} if a.layout else {}  # the check needs it too
+    env.update(layout)
     if a.segment_steps is not None:
         env["CKPT_SEGMENT_STEPS"] = str(a.segment_steps)
     if a.durable_every_ms is not None:
@@ -183,8 +183,8 @@ def main():
             if lose is not None:
                 shutil.rmtree(os.path.join(d, "local", f"node{lose}"), ignore_errors=True)
             p = subprocess.run(mpi(nranks) + [a.app, "--dir", d, "--check", "--cells", str(a.cells)],
-                               env=dict(os.environ, **levels), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, timeout=120)
+                               env=dict(os.environ, **levels, **layout), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=120)
             m = re.search(r"check: ok step (\d+)", p.stdout)
             this = p.returncode == 0 and m is not None
             if this and lose is None and acked is not None and int(m.group(1)) < acked:
