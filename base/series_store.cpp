@@ -41,11 +41,18 @@ RootContents scan_root(const std::string& root) {
   RootContents c;
   DIR* d = ::opendir(root.c_str());
   if (d == nullptr) return c;
+  // Only directories make a root a series or a directory root (a stray file named series.3 or ckpt.5 is
+  // neither: it must not turn a root of the other layout unreadable); every series.<k> name, of any
+  // type, is skipped by the next segment, whose mkdir would fail on it.
+  auto is_dir = [&](const char* name) {
+    struct stat st {};
+    return ::fstatat(::dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+  };
   while (dirent* e = ::readdir(d)) {
     if (auto k = parse_segment_name(e->d_name)) {
-      c.series = true;
       c.next_segment = std::max(c.next_segment, *k + 1);
-    } else if (parse_step_name(e->d_name)) {
+      if (is_dir(e->d_name)) c.series = true;
+    } else if (parse_step_name(e->d_name) && is_dir(e->d_name)) {
       c.directories = true;
     }
   }

@@ -1,17 +1,23 @@
 // crash_app: the program the crash-consistency harness (crash_harness.py) kills with SIGKILL.
 //   crash_app --dir D [--transport T] [--steps N] [--cells C] [--compute-ms MS]     checkpoint every step
 //   crash_app --dir D --check                                                       after a kill
+// With --ack FILE, rank 0 appends "<step>\n" to FILE (one write(2): a kill cannot tear it) as soon as
+// a checkpoint's ticket is done and its wait() is OK: the harness then knows which commits were
+// acknowledged before the kill, and the restart must not be older than the newest of them.
 // Every region's contents are a pure function of (step, global index), so a check needs no
 // recomputation: --check asks latest() for the newest complete checkpoint, restarts (restart()
 // must pick that same step: no torn checkpoint may be newer than the newest loadable one), and
 // compares every restored byte with what was captured for that step. Exit 0 and a line
 // "check: ok step S" when all is well; 1 with the reason otherwise; 3 when no checkpoint exists.
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,7 +68,7 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  std::string dir, transport;
+  std::string dir, transport, ack;
   std::int64_t steps = 1000000;
   std::uint64_t cells = 1 << 20;
   int compute_ms = 0;
@@ -80,6 +86,8 @@ int main(int argc, char** argv) {
       cells = std::stoull(next());
     else if (k == "--compute-ms")
       compute_ms = std::stoi(next());
+    else if (k == "--ack")
+      ack = next();
     else if (k == "--check")
       check = true;
     else {
@@ -102,6 +110,8 @@ int main(int argc, char** argv) {
     rt.protect("tag", st.tag.data(), ckpt::DType::u64, {st.tag.size()});
     rt.protect_scalar("step", &st.step);
     if (!check) {
+      const int ack_fd = !ack.empty() && rank == 0 ? ::open(ack.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
+      std::deque<ckpt::Ticket> pending;  // with --ack: tickets not yet done, oldest first
       for (std::int64_t s = 1; s <= steps; ++s) {
         st.fill(s);
         ckpt::Ticket tk = rt.checkpoint(s);
@@ -110,10 +120,21 @@ int main(int argc, char** argv) {
           rc = 1;
           break;
         }
+        if (ack_fd >= 0) {
+          pending.push_back(tk);
+          while (!pending.empty() && pending.front().done()) {
+            if (pending.front().wait().ok()) {
+              const std::string line = std::to_string(pending.front().step()) + "\n";
+              if (::write(ack_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) rc = 1;
+            }
+            pending.pop_front();
+          }
+        }
         if (compute_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(compute_ms));
       }
       ckpt::Status s = rt.wait_all();
       if (!s.ok()) rc = 1;
+      if (ack_fd >= 0) ::close(ack_fd);
     } else {
       auto l = rt.latest();
       if (!l) {

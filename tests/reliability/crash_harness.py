@@ -19,11 +19,17 @@ With --levels none|partner|xor (issue 19) the job has a node-local level (4 rank
 copy or parity exchange and the drain. The check then runs twice on 4 ranks (a local restart needs the
 same layout): as left, and after deleting node 2's directory (a lost node: rebuilt from the partner
 copy or the parity, or the drained level), each time bit for bit.
+With --layout series (issue 15) the job appends every checkpoint to segments (series.<k>/: data.<rank>
+and the step log `steps`); --segment-steps N rolls a segment every N checkpoints (kills land in rolls)
+and --durable-every-ms N commits without fsync (a process crash keeps what was committed). The phase
+is read from the step log (a torn record = commit; a new segment without records = roll).
+In every mode the job acknowledges each commit it saw succeed (crash_app --ack): the step the check
+restores must not be older than the newest acknowledged before the kill, and `ckpt verify <dir>`
+(--cli) must pass on what the kill left.
 Prints the trials, kills by phase and failures; exit status 1 if any trial failed.
 """
 import argparse
 import collections
-import glob
 import os
 import random
 import re
@@ -68,6 +74,41 @@ def phase_of(d):
     return "flush"
 
 
+def series_records(log):
+    """(complete records, torn tail bytes) of a step log (format.md "Series layout"; checksums are
+    not checked here: this only names the phase)."""
+    with open(log, "rb") as f:
+        b = f.read()
+    if len(b) < 32 or b[:8] != b"CKPTSERI":
+        return 0, len(b)
+    pos, n = 32, 0
+    while pos + 40 <= len(b) and b[pos:pos + 8] == b"CKPTSTEP":
+        length = int.from_bytes(b[pos + 16:pos + 24], "little")
+        if pos + 40 + length > len(b):
+            break
+        n += 1
+        pos = min(len(b), (pos + 40 + length + 7) // 8 * 8)
+    return n, len(b) - pos
+
+
+def phase_of_series(d):
+    """Phase of the newest in-flight checkpoint of a series root, from its newest segment."""
+    segs = sorted(int(n[7:]) for n in (os.listdir(d) if os.path.isdir(d) else [])
+                  if re.fullmatch(r"series\.\d+", n))
+    if not segs:
+        return "before the first segment"
+    s = os.path.join(d, f"series.{segs[-1]}")
+    log = os.path.join(s, "steps")
+    if not os.path.exists(log):
+        return "segment roll (no step log yet)"
+    n, torn = series_records(log)
+    if torn:
+        return "commit (torn record)"
+    if n == 0:
+        return "segment roll (first checkpoint of a segment)"
+    return "append (capture/flush/agreement)"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mpiexec", required=True)
@@ -80,6 +121,10 @@ def main():
     ap.add_argument("--max-delay", type=float, default=0.4, help="seconds after the first commit")
     ap.add_argument("--levels", choices=["none", "partner", "xor"], default=None,
                     help="node-local level with this redundancy (4 simulated nodes)")
+    ap.add_argument("--layout", choices=["directory", "series"], default=None)
+    ap.add_argument("--segment-steps", type=int, default=None, help="layout series: a segment every N steps")
+    ap.add_argument("--durable-every-ms", type=int, default=None, help="commit without fsync, sync every N ms")
+    ap.add_argument("--cli", default=None, help="the ckpt tool: `ckpt verify <dir>` must pass after each kill")
     a = ap.parse_args()
     shm_at_start = shm_names()  # Open MPI segments that are not ours: never touched
     if "RELTEST_CRASH_TRIALS" in os.environ:
@@ -90,6 +135,13 @@ def main():
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
     env = dict(os.environ, CKPT_FLUSH_DELAY_MS="2", CKPT_CHUNK_BYTES="256K")
+    layout = {"CKPT_LAYOUT": a.layout} if a.layout else {}  # the check needs it too
+    env.update(layout)
+    if a.segment_steps is not None:
+        env["CKPT_SEGMENT_STEPS"] = str(a.segment_steps)
+    if a.durable_every_ms is not None:
+        env["CKPT_DURABLE_EVERY_MS"] = str(a.durable_every_ms)
+    series = a.layout == "series"
     phases = collections.Counter()
     failures = 0
     t0 = time.time()
@@ -99,25 +151,29 @@ def main():
         if a.levels:
             levels = dict(CKPT_LOCAL_DIR=os.path.join(d, "local"), CKPT_RANKS_PER_NODE="1", CKPT_DRAIN_EVERY="2",
                           CKPT_REDUNDANCY=a.levels)
-        job = subprocess.Popen(mpi(4) + [a.app, "--dir", d, "--transport", a.transport, "--cells", str(a.cells)],
+        ack = os.path.join(a.dir, f"trial{t}.ack")
+        job = subprocess.Popen(mpi(4) + [a.app, "--dir", d, "--transport", a.transport, "--cells", str(a.cells),
+                                         "--ack", ack],
                                env=dict(env, **levels), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
         deadline = time.time() + 60
         armed = False
         while time.time() < deadline and job.poll() is None:
-            if glob.glob(os.path.join(d, "ckpt.[0-9]*[0-9]")):
+            if os.path.exists(ack) and os.path.getsize(ack) > 0:
                 armed = True
                 break
             time.sleep(0.002)
         time.sleep(rng.uniform(0, a.max_delay))
         alive = job.poll() is None
         kill_session(job, shm_at_start)
+        with open(ack) if os.path.exists(ack) else open(os.devnull) as f:
+            acked = max((int(x) for x in f.read().split()), default=None)
         if not armed or not alive:
             out = job.stdout.read().decode(errors="replace") if job.stdout else ""
             print(f"trial {t}: FAIL: the job {'never committed a checkpoint' if not armed else 'ended before the kill'}\n{out}")
             failures += 1
             continue
-        phase = phase_of(d)
+        phase = phase_of_series(d) if series else phase_of(d)
         if a.levels:
             phase = f"{phase_of(os.path.join(d, 'local', 'node0'))} locally, {phase} in dir"
         phases[phase] += 1
@@ -127,21 +183,34 @@ def main():
             if lose is not None:
                 shutil.rmtree(os.path.join(d, "local", f"node{lose}"), ignore_errors=True)
             p = subprocess.run(mpi(nranks) + [a.app, "--dir", d, "--check", "--cells", str(a.cells)],
-                               env=dict(os.environ, **levels), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, timeout=120)
+                               env=dict(os.environ, **levels, **layout), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, timeout=120)
             m = re.search(r"check: ok step (\d+)", p.stdout)
             this = p.returncode == 0 and m is not None
+            if this and lose is None and acked is not None and int(m.group(1)) < acked:
+                print(f"trial {t}: FAIL: restored step {m.group(1)}, older than step {acked}, acknowledged before the kill")
+                this = False
             what = f"check on {nranks} ranks" + (f" without node {lose}" if lose is not None else "")
             print(f"trial {t}: killed in {phase}; {what}: {'ok, step ' + m.group(1) if this else 'FAIL'}")
             if not this:
                 print(p.stdout)
                 ok = False
                 break
+        if ok and a.cli:
+            v = subprocess.run([a.cli, "verify", d], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=120)
+            if v.returncode != 0:
+                print(f"trial {t}: FAIL: ckpt verify {d} exited with {v.returncode}\n{v.stdout}")
+                ok = False
         if not ok:
             failures += 1
         else:
             shutil.rmtree(d, ignore_errors=True)
-    print(f"[crash {a.transport}{' levels ' + a.levels if a.levels else ''}] seed {seed}: trials {a.trials}, kills by phase: "
+            os.remove(ack)
+    mode = a.transport + (" levels " + a.levels if a.levels else "") + (" layout " + a.layout if a.layout else "")
+    mode += (f" segment_steps {a.segment_steps}" if a.segment_steps is not None else "")
+    mode += (f" durable_every_ms {a.durable_every_ms}" if a.durable_every_ms is not None else "")
+    print(f"[crash {mode}] seed {seed}: trials {a.trials}, kills by phase: "
           + ", ".join(f"{k} {v}" for k, v in sorted(phases.items())) + f"; failures {failures}; {time.time() - t0:.0f} s")
     return 1 if failures else 0
 
