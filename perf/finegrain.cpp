@@ -10,6 +10,15 @@
 //                        on_busy = wait | coalesce and fsync on ("fsync") or off ("nofsync"); the run
 //                        ends with wait_all() (every checkpoint committed; with fsync on, durable)
 //  ckpt-<busy>-null      the same pipeline with the null transport (nothing written): ckpt's own cost
+//  series-<busy>-<sync>  layout series (every checkpoint appended to per-rank segment files opened
+//                        once, committed by a record in the step log), keep 1000000: every step
+//                        written is kept, as ADIOS2 keeps every step. A fresh Runtime per round in an
+//                        empty directory (made before the timed loop, like the directory modes'; the
+//                        first checkpoint's segment and file creation are timed), removed after the
+//                        round (untimed). <sync>: fsync (every commit fsynced before its ticket
+//                        completes), nofsync, or end ("durable at the end": fsync on with
+//                        durable_every_ms = 1 day, and the timed run ends with close(), which syncs
+//                        what is left - ADIOS2's Close + fsync)
 //  adios2-bp5            ADIOS2 BP5, one output per rank opened once, BeginStep/Put/EndStep after
 //                        every step (every step kept), Close and an fsync of its files at the end
 //  adios2-bp5-async      the same with BP5's AsyncWrite=true
@@ -151,19 +160,17 @@ Sample run_none(App& app, int steps) {
 // ---- ckpt -------------------------------------------------------------------------------------------
 
 struct CkptMode {
+  ckpt::Options options;     ///< what make_runtime() gets
+  bool per_round = false;    ///< a fresh Runtime in an empty directory every round (series)
+  bool close_timed = false;  ///< the timed run ends with close() (durable at the end)
   std::unique_ptr<ckpt::Runtime> rt;
   std::int64_t next_step = 0;
+  bool first_done = false;
   double first_s = 0;         ///< blocked time of the Runtime's first checkpoint (warm-up round)
   std::uint64_t staging = 0;  ///< staging pool bytes at the last checkpoint
 };
 
-std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app, const std::string& dir,
-                                            const std::string& transport, bool fsync, ckpt::Options::OnBusy on_busy) {
-  ckpt::Options o = base;
-  o.transport = transport;
-  o.fsync = fsync;
-  o.dir = dir;
-  o.on_busy = on_busy;
+std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& o, App& app) {
   auto rt = std::make_unique<ckpt::Runtime>(MPI_COMM_WORLD, o);
   if (!rt->status().ok()) fail("ckpt: " + rt->status().to_string());
   ckpt::Status st = rt->protect("state", app.state.data(), ckpt::DType::f64,
@@ -172,10 +179,27 @@ std::unique_ptr<ckpt::Runtime> make_runtime(const ckpt::Options& base, App& app,
   return rt;
 }
 
+/// Removes a per-round mode's directory (rank 0, untimed) and makes it again, empty.
+void fresh_dir(const std::string& dir) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (const std::string e = make_dir(dir); !e.empty()) fail(e);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 Sample run_ckpt(App& app, CkptMode& m, int steps) {
   std::vector<ckpt::Ticket> tickets;
   tickets.reserve(static_cast<std::size_t>(steps));
-  const bool first = m.next_step == 0;
+  if (m.per_round) {
+    fresh_dir(m.options.dir);
+    m.rt = make_runtime(m.options, app);
+    m.next_step = 0;
+  }
+  const bool first = !m.first_done;
+  m.first_done = true;
   MPI_Barrier(MPI_COMM_WORLD);
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
@@ -183,6 +207,7 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
     tickets.push_back(m.rt->checkpoint(m.next_step++));
   }
   ckpt::Status all = m.rt->wait_all();
+  if (all.ok() && m.close_timed) all = m.rt->close();
   Sample out;
   out.run_s = since(t0);
   if (!all.ok()) fail("ckpt: " + all.to_string());
@@ -198,6 +223,13 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
   out.kept = steps - superseded;
   if (first) m.first_s = max_over_ranks(blocked.front());
   m.staging = tickets.back().stats().staging_bytes;
+  if (m.per_round) {  // untimed: the directory goes, with every step of the round
+    tickets.clear();
+    ckpt::Status s = m.rt->close();
+    if (!s.ok()) fail("ckpt close: " + s.to_string());
+    m.rt.reset();
+    fresh_dir(m.options.dir);
+  }
   return out;
 }
 
@@ -300,25 +332,47 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<CkptMode>> ckpts;
   std::map<std::string, const CkptMode*> first_of;  // ckpt modes by name
   modes.push_back({"none", [&](int) { return run_none(app, args.steps); }, {}});
+  using Busy = ckpt::Options::OnBusy;
+  enum class Sync { fsync, nofsync, end };  // end: fsynced at close(), inside the timed run
   struct CkptSpec {
     const char* name;
     const char* transport;
-    bool fsync;
-    ckpt::Options::OnBusy on_busy;
+    Sync sync;
+    Busy on_busy;
+    bool series;
   };
-  for (const CkptSpec& c : {CkptSpec{"ckpt-wait-fsync", "posix", true, ckpt::Options::OnBusy::wait},
-                            CkptSpec{"ckpt-wait-nofsync", "posix", false, ckpt::Options::OnBusy::wait},
-                            CkptSpec{"ckpt-coalesce-fsync", "posix", true, ckpt::Options::OnBusy::coalesce},
-                            CkptSpec{"ckpt-coalesce-nofsync", "posix", false, ckpt::Options::OnBusy::coalesce},
-                            CkptSpec{"ckpt-wait-null", "null", true, ckpt::Options::OnBusy::wait},
-                            CkptSpec{"ckpt-coalesce-null", "null", true, ckpt::Options::OnBusy::coalesce}}) {
+  for (const CkptSpec& c : {CkptSpec{"ckpt-wait-fsync", "posix", Sync::fsync, Busy::wait, false},
+                            CkptSpec{"ckpt-wait-nofsync", "posix", Sync::nofsync, Busy::wait, false},
+                            CkptSpec{"ckpt-coalesce-fsync", "posix", Sync::fsync, Busy::coalesce, false},
+                            CkptSpec{"ckpt-coalesce-nofsync", "posix", Sync::nofsync, Busy::coalesce, false},
+                            CkptSpec{"ckpt-wait-null", "null", Sync::fsync, Busy::wait, false},
+                            CkptSpec{"ckpt-coalesce-null", "null", Sync::fsync, Busy::coalesce, false},
+                            CkptSpec{"series-wait-fsync", "posix", Sync::fsync, Busy::wait, true},
+                            CkptSpec{"series-wait-nofsync", "posix", Sync::nofsync, Busy::wait, true},
+                            CkptSpec{"series-wait-end", "posix", Sync::end, Busy::wait, true},
+                            CkptSpec{"series-coalesce-fsync", "posix", Sync::fsync, Busy::coalesce, true},
+                            CkptSpec{"series-coalesce-nofsync", "posix", Sync::nofsync, Busy::coalesce, true}}) {
     if (!wanted(c.name)) continue;
     const std::string dir = args.dir + "/" + c.name;
     if (rank == 0)
       if (const std::string e = make_dir(dir); !e.empty()) fail(e);
     MPI_Barrier(MPI_COMM_WORLD);
     auto m = std::make_unique<CkptMode>();
-    m->rt = make_runtime(base, app, dir, c.transport, c.fsync, c.on_busy);
+    m->options = base;
+    m->options.transport = c.transport;
+    m->options.fsync = c.sync != Sync::nofsync;
+    m->options.dir = dir;
+    m->options.on_busy = c.on_busy;
+    if (c.series) {
+      m->options.layout = ckpt::Options::Layout::series;
+      m->options.keep = 1000000;  // every step written stays
+      m->per_round = true;
+    }
+    if (c.sync == Sync::end) {
+      m->options.durable_every_ms = 86400000;  // no sync while running; close() syncs
+      m->close_timed = true;
+    }
+    if (!m->per_round) m->rt = make_runtime(m->options, app);
     CkptMode* mp = m.get();
     ckpts.push_back(std::move(m));
     modes.push_back({c.name, [&app, mp, &args](int) { return run_ckpt(app, *mp, args.steps); }, {}});
@@ -357,6 +411,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::pair<double, std::uint64_t>> first;  // mode -> first blocked, staging bytes
   for (const auto& kv : first_of) first[kv.first] = {kv.second->first_s, kv.second->staging};
   for (auto& c : ckpts) {
+    if (!c->rt) continue;  // per-round modes closed theirs
     ckpt::Status s = c->rt->close();
     if (!s.ok()) fail("ckpt close: " + s.to_string());
   }

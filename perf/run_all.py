@@ -13,7 +13,8 @@ memcpy, flush vs dd-like write, restart read vs raw read with the page cache dro
 (the seeds' comparison at 1, 2, 4, 8 ranks), peers (C parallel HDF5, ADIOS2 BP5, ckpt), growth
 (variables 1..100000, bytes per rank, ranks; RSS), overlap (compute loop with checkpoints: none, null,
 async, sync, hdf5-sync), finegrain (seed 000: a checkpoint after every ~4 ms step at 2 ranks, 1 and 16
-MiB per rank: none, ckpt wait/coalesce with fsync on and off, ADIOS2 BP5 appending steps), levels
+MiB per rank: none, ckpt wait/coalesce with fsync on and off, the same with layout series keeping every
+step (and durable only at the end), ADIOS2 BP5 appending steps), levels
 (issue 19: node-local level in /dev/shm and drain vs a global directory throttled by perf/slowfs.c),
 model (rbIO eq. 6, Young/Daly for large machines, one level and two), plots.
 """
