@@ -423,6 +423,7 @@ int main(int argc, char** argv) {
       } else if (a.compare_null) {
         ckpt::Options null_options = options;
         null_options.transport = "null";
+        null_options.layout = ckpt::Options::Layout::directory;  // a series needs posix; null writes nothing
         null_options.dir = a.dir + "/null-compare";
         Summary ref = run(a, null_options, false, true);
         if (!ref.ok) {
