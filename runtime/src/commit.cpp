@@ -30,7 +30,7 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     return;
   }
   m_thread = std::thread([this] {
-    nvtx_name_thread("ckpt commit");
+    name_thread("ckpt commit", "ckpt commit");
     loop();
   });
 }

@@ -85,11 +85,11 @@ FlushPipeline::FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device
                              Committer& committer, Tracer* tracer)
     : m_cfg(cfg), m_open(open), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
   m_digest_thread = std::thread([this] {
-    nvtx_name_thread("ckpt flush: digest");
+    name_thread("ckpt digest", "ckpt flush: digest");
     digest_loop();
   });
   m_write_thread = std::thread([this] {
-    nvtx_name_thread("ckpt flush: write");
+    name_thread("ckpt write", "ckpt flush: write");
     write_loop();
   });
 }

@@ -11,7 +11,7 @@ namespace ckpt::detail {
 Launcher::Launcher(MPI_Comm comm, int max_in_flight, Device& device, FlushPipeline& flush, StagingPool& pool)
     : m_comm(comm), m_max_in_flight(max_in_flight), m_device(device), m_flush(flush), m_pool(pool) {
   m_thread = std::thread([this] {
-    nvtx_name_thread("ckpt launch");
+    name_thread("ckpt launch", "ckpt launch");
     m_bound = m_device.bind_thread();
     loop();
   });
