@@ -15,6 +15,7 @@ Drainer::Drainer(const DrainConfig& cfg, const OpenEnv& open, Store& local, cons
     : m_cfg(cfg), m_open(open), m_local(local), m_global_store(global_store), m_global(global) {
   m_thread = std::thread([this] {
     name_thread("ckpt drain", "ckpt drain");
+    set_sleeping_waits(true);
     loop();
   });
 }

@@ -27,7 +27,7 @@ Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::
   long long v[4] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step),
                     ready != nullptr ? -static_cast<long long>(*ready) : 0};
   long long r[4] = {0, 0, 0, 0};
-  MPI_Allreduce(v, r, ready != nullptr ? 4 : 3, MPI_LONG_LONG, MPI_MAX, comm);
+  allreduce(v, r, ready != nullptr ? 4 : 3, MPI_LONG_LONG, MPI_MAX, comm);
   if (ready != nullptr) *ready = static_cast<std::uint64_t>(-r[3]);
   if (r[0] != 0) return agree(comm, local);  // the lowest failing rank's Status, on every rank
   if (r[1] != -r[2])
@@ -90,6 +90,7 @@ FlushPipeline::FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device
   });
   m_write_thread = std::thread([this] {
     name_thread("ckpt write", "ckpt flush: write");
+    set_sleeping_waits(true);
     write_loop();
   });
 }
