@@ -145,7 +145,9 @@ TEST(MpiSleepingWaits, ALatePeerCostsLittleCpu) {
   EXPECT_EQ(sum, size_of(MPI_COMM_WORLD));
   if (me != 0) {
     EXPECT_GT(wall, 0.2) << "the peer was late by 300 ms";
-    EXPECT_LT(cpu, 0.25 * wall) << "cpu " << cpu << " s while waiting " << wall << " s";
+    // Asleep: ~5-7% of the wait here (2 cores, loaded). Polling: 3 ranks' threads on 2 cores take
+    // ~2/3 of a core each on a quiet machine; 0.4 leaves room for sanitizers' slower MPI_Test.
+    EXPECT_LT(cpu, 0.4 * wall) << "cpu " << cpu << " s while waiting " << wall << " s";
   }
 }
 
