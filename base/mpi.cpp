@@ -2,15 +2,53 @@
 #include "base/mpi.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 namespace ckpt::detail {
 namespace {
 
 constexpr int kGatherTag = 7201;
 
+thread_local bool t_sleeping_waits = false;
+
+/// Completes `req` (a nonblocking collective): MPI_Test, sleeping in between (set_sleeping_waits).
+void complete(MPI_Request& req) {
+  int done = 0;
+  MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+  auto pause = std::chrono::microseconds(10);
+  while (done == 0) {
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
 }  // namespace
+
+void set_sleeping_waits(bool on) noexcept { t_sleeping_waits = on; }
+
+void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!t_sleeping_waits) {
+    MPI_Allreduce(in, out, count, type, op, comm);
+    return;
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iallreduce(in, out, count, type, op, comm, &req);
+  complete(req);
+}
+
+void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (!t_sleeping_waits) {
+    MPI_Bcast(buf, count, type, root, comm);
+    return;
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Ibcast(buf, count, type, root, comm, &req);
+  complete(req);
+}
 
 Status mpi_status(int rc, const std::string& what) {
   if (rc == MPI_SUCCESS) return Status::OK();
@@ -24,14 +62,14 @@ Status agree(MPI_Comm comm, const Status& local) {
   if (comm == MPI_COMM_NULL) return local;
   int bad = local.ok() ? 0 : 1;
   int any = 0;
-  MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+  allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
   if (any == 0) return Status::OK();
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   const int mine = bad != 0 ? rank : size;
   int lowest = 0;
-  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm);
+  allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, comm);
   Status first = bcast_status(comm, local, lowest);
   // The same Status on every rank, the failing ones included: callers may branch on it collectively
   // (checkpoint(-1) on one rank gives every rank the same error).
@@ -39,13 +77,21 @@ Status agree(MPI_Comm comm, const Status& local) {
 }
 
 Status bcast_status(MPI_Comm comm, const Status& s, int root) {
-  int code = static_cast<int>(s.code());
-  MPI_Bcast(&code, 1, MPI_INT, root, comm);
+  // The code and the message's length in one broadcast (the message follows only when there is one):
+  // a commit's outcome costs one round.
   const std::string& msg = s.message();
-  std::vector<std::uint8_t> bytes(msg.begin(), msg.end());
-  bcast_bytes(comm, bytes, root);
-  if (code == 0) return Status::OK();
-  return Status(static_cast<Code>(code), std::string(bytes.begin(), bytes.end()));
+  std::uint64_t head[2] = {static_cast<std::uint64_t>(s.code()), msg.size()};
+  bcast(head, 2, MPI_UINT64_T, root, comm);
+  std::string text(static_cast<std::size_t>(head[1]), '\0');
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank == root) text = msg;
+  (void)for_each_piece(head[1], [&](std::uint64_t off, int part) {
+    bcast(text.data() + off, part, MPI_BYTE, root, comm);
+    return Status::OK();
+  });
+  if (head[0] == 0) return Status::OK();
+  return Status(static_cast<Code>(head[0]), std::move(text));
 }
 
 Result<std::vector<std::uint8_t>> bcast_result(MPI_Comm comm, Result<std::vector<std::uint8_t>> mine, int root) {
@@ -78,10 +124,10 @@ Result<MPI_Comm> comm_from_ref(const CommRef& comm, const char* who) {
 
 void bcast_bytes(MPI_Comm comm, std::vector<std::uint8_t>& bytes, int root) {
   std::uint64_t n = bytes.size();
-  MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm);
+  bcast(&n, 1, MPI_UINT64_T, root, comm);
   bytes.resize(static_cast<std::size_t>(n));
   (void)for_each_piece(n, [&](std::uint64_t off, int part) {
-    MPI_Bcast(bytes.data() + off, part, MPI_BYTE, root, comm);
+    bcast(bytes.data() + off, part, MPI_BYTE, root, comm);
     return Status::OK();
   });
 }
@@ -91,17 +137,20 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   const std::uint64_t my_len = mine.size();
-  std::vector<std::uint64_t> lens(rank == root ? static_cast<std::size_t>(size) : 0);
-  MPI_Gather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, root, comm);
-  // One MPI_Gatherv when the total fits an int count (the common case); otherwise point to point,
-  // in pieces. Every rank must take the same branch: the root decides and tells.
-  int small = 1;
-  if (rank == root) {
-    std::uint64_t total = 0;
-    for (auto l : lens) total += l;
-    small = total <= static_cast<std::uint64_t>(INT_MAX) ? 1 : 0;
+  // Every rank learns every length (one round): each then knows the total, and so whether the
+  // bytes fit one MPI_Gatherv (an int count, the common case) or go point to point, in pieces.
+  std::vector<std::uint64_t> lens(static_cast<std::size_t>(size));
+  if (t_sleeping_waits) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Iallgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm, &req);
+    complete(req);
+  } else {
+    MPI_Allgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm);
   }
-  MPI_Bcast(&small, 1, MPI_INT, root, comm);
+  std::uint64_t sum = 0;
+  for (auto l : lens) sum += std::min<std::uint64_t>(l, 1ull << 32);  // no overflow below 2^31 ranks
+  const int small = sum <= static_cast<std::uint64_t>(INT_MAX) ? 1 : 0;
+  if (rank != root) lens.clear();
   std::vector<std::vector<std::uint8_t>> out(rank == root ? static_cast<std::size_t>(size) : 0);
   if (small != 0) {
     std::vector<int> counts(lens.size()), displs(lens.size());
@@ -112,8 +161,15 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
       total += counts[r];
     }
     std::vector<std::uint8_t> all(static_cast<std::size_t>(total));
-    MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-                root, comm);
+    if (t_sleeping_waits) {
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_Igatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                   root, comm, &req);
+      complete(req);
+    } else {
+      MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
+                  root, comm);
+    }
     for (std::size_t r = 0; r < out.size(); ++r)
       out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
     return out;

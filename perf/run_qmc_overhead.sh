@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 steps=${1:-50} walkers=${2:-500} transports=${3:-posix,mpiio,rbio,hdf5,hdf5-sync} sizes=${4:-small,medium,large}
 on_busy=${CKPT_ON_BUSY:-wait}
-app=build/apps/qmc_walkers/qmc_walkers
+app=${QMC_APP:-build/apps/qmc_walkers/qmc_walkers}  # QMC_APP: another build (a same-run baseline; not CKPT_*: the Runtime refuses unknown CKPT_ variables)
 out=results/qmc_overhead.md
 mkdir -p results
 tmp=$(mktemp -d /tmp/ckpt-qmc-perf.XXXXXX)

@@ -30,7 +30,8 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     return;
   }
   m_thread = std::thread([this] {
-    nvtx_name_thread("ckpt commit");
+    name_thread("ckpt commit", "ckpt commit");
+    set_sleeping_waits(true);
     loop();
   });
 }
@@ -174,7 +175,7 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
     // Did some rank's node disk fill up (its file went to `dir`)? Then the checkpoint goes to `dir`.
     int spilled = 0;
     for (auto& p : job.write.placements) spilled |= p.spilled ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &spilled, 1, MPI_INT, MPI_MAX, m_commit_comm);
+    allreduce(MPI_IN_PLACE, &spilled, 1, MPI_INT, MPI_MAX, m_commit_comm);
     if (spilled) return commit_spilled(jp);
   }
   if (m_cfg.partner || m_cfg.xor_parity) protect(job);
@@ -400,7 +401,7 @@ bool Committer::periodic_sync(bool committed) {
   m_unsynced = m_unsynced || committed;
   int now = 0;
   if (m_rank == 0) now = m_unsynced && seconds_since(m_last_sync) * 1e3 >= m_cfg.durable_every_ms ? 1 : 0;
-  MPI_Bcast(&now, 1, MPI_INT, 0, m_commit_comm);
+  bcast(&now, 1, MPI_INT, 0, m_commit_comm);
   if (now == 0) return false;
   Span span(m_tracer, "ckpt:fsync", TraceThread::commit);
   Status s = agree(m_commit_comm, m_store.sync());

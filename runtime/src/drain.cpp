@@ -14,7 +14,8 @@ Drainer::Drainer(const DrainConfig& cfg, const OpenEnv& open, Store& local, cons
                  Committer& global)
     : m_cfg(cfg), m_open(open), m_local(local), m_global_store(global_store), m_global(global) {
   m_thread = std::thread([this] {
-    nvtx_name_thread("ckpt drain");
+    name_thread("ckpt drain", "ckpt drain");
+    set_sleeping_waits(true);
     loop();
   });
 }

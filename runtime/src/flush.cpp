@@ -27,7 +27,7 @@ Status agree_on_job(MPI_Comm comm, std::int64_t step, const Status& local, std::
   long long v[5] = {local.ok() ? 0 : 1, static_cast<long long>(step), -static_cast<long long>(step),
                     ready != nullptr ? -static_cast<long long>(*ready) : 0, roll != nullptr && *roll ? 1 : 0};
   long long r[5] = {0, 0, 0, 0, 0};
-  MPI_Allreduce(v, r, 5, MPI_LONG_LONG, MPI_MAX, comm);
+  allreduce(v, r, 5, MPI_LONG_LONG, MPI_MAX, comm);
   if (ready != nullptr) *ready = static_cast<std::uint64_t>(-r[3]);
   if (roll != nullptr) *roll = r[4] != 0;
   if (r[0] != 0) return agree(comm, local);  // the lowest failing rank's Status, on every rank
@@ -90,11 +90,12 @@ FlushPipeline::FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device
                              Committer& committer, Tracer* tracer)
     : m_cfg(cfg), m_open(open), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
   m_digest_thread = std::thread([this] {
-    nvtx_name_thread("ckpt flush: digest");
+    name_thread("ckpt digest", "ckpt flush: digest");
     digest_loop();
   });
   m_write_thread = std::thread([this] {
-    nvtx_name_thread("ckpt flush: write");
+    name_thread("ckpt write", "ckpt flush: write");
+    set_sleeping_waits(true);
     write_loop();
   });
 }

@@ -11,7 +11,8 @@ namespace ckpt::detail {
 Launcher::Launcher(MPI_Comm comm, int max_in_flight, Device& device, FlushPipeline& flush, StagingPool& pool)
     : m_comm(comm), m_max_in_flight(max_in_flight), m_device(device), m_flush(flush), m_pool(pool) {
   m_thread = std::thread([this] {
-    nvtx_name_thread("ckpt launch");
+    name_thread("ckpt launch", "ckpt launch");
+    set_sleeping_waits(true);
     m_bound = m_device.bind_thread();
     loop();
   });
@@ -115,7 +116,7 @@ void Launcher::loop() {
       // on every rank: the loop's exit depends on the allreduce's result alone.
       lk.unlock();
       long long v[2] = {static_cast<long long>(mine.seq), -static_cast<long long>(mine.seq)}, r[2] = {0, 0};
-      MPI_Allreduce(v, r, 2, MPI_LONG_LONG, MPI_MAX, m_comm);
+      allreduce(v, r, 2, MPI_LONG_LONG, MPI_MAX, m_comm);
       lk.lock();
       const auto newest = static_cast<std::uint64_t>(r[0]), oldest = static_cast<std::uint64_t>(-r[1]);
       if (newest == oldest) {

@@ -1,0 +1,154 @@
+// base/mpi: the collectives every layer uses, with blocking waits (application thread) and with
+// sleeping waits (background threads, set_sleeping_waits): the same results either way, and a thread
+// with sleeping waits does not burn its core while a peer rank is late.
+#include <mpi.h>
+#include <time.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/mpi.hpp"
+
+using namespace ckpt;
+using namespace ckpt::detail;
+
+namespace {
+
+int rank_of(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+int size_of(MPI_Comm c) {
+  int n = 0;
+  MPI_Comm_size(c, &n);
+  return n;
+}
+
+/// Runs `f` on a new thread with sleeping waits on (as ckpt's background threads do), or here.
+template <class F>
+void on_thread(bool sleeping, F&& f) {
+  if (!sleeping) {
+    f();
+    return;
+  }
+  std::thread t([&] {
+    set_sleeping_waits(true);
+    f();
+  });
+  t.join();
+}
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+class MpiHelpers : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { MPI_Comm_dup(MPI_COMM_WORLD, &m_comm); }
+  void TearDown() override { MPI_Comm_free(&m_comm); }
+  MPI_Comm m_comm = MPI_COMM_NULL;
+};
+
+TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
+  const int me = rank_of(m_comm), n = size_of(m_comm);
+  // Rank r sends r * 3 bytes of value r + 1 (rank 0 sends nothing).
+  std::vector<std::uint8_t> mine(static_cast<std::size_t>(me) * 3, static_cast<std::uint8_t>(me + 1));
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::vector<std::uint8_t>> got;
+    on_thread(GetParam(), [&] { got = gatherv_bytes(m_comm, mine, root); });
+    if (me != root) {
+      EXPECT_TRUE(got.empty());
+      continue;
+    }
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(got[static_cast<std::size_t>(r)],
+                std::vector<std::uint8_t>(static_cast<std::size_t>(r) * 3, static_cast<std::uint8_t>(r + 1)))
+          << "from rank " << r << " at root " << root;
+  }
+  std::vector<std::vector<std::uint8_t>> all;
+  on_thread(GetParam(), [&] { all = allgatherv_bytes(m_comm, mine); });
+  ASSERT_EQ(all.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(all[static_cast<std::size_t>(n - 1)].size(), static_cast<std::size_t>(n - 1) * 3);
+}
+
+TEST_P(MpiHelpers, BcastStatusCarriesCodeAndMessage) {
+  const int me = rank_of(m_comm), n = size_of(m_comm);
+  const int root = n - 1;
+  Status ok, err;
+  on_thread(GetParam(), [&] {
+    ok = bcast_status(m_comm, Status::OK(), root);
+    // Only the root's Status counts; the others pass something else.
+    err = bcast_status(m_comm, me == root ? Status(Code::io_error, "disk full on the root") : Status::OK(), root);
+  });
+  EXPECT_TRUE(ok.ok());
+  EXPECT_EQ(err.code(), Code::io_error);
+  EXPECT_EQ(err.message(), "disk full on the root");
+}
+
+TEST_P(MpiHelpers, AgreeNamesTheLowestFailingRank) {
+  const int me = rank_of(m_comm), n = size_of(m_comm);
+  Status none, some;
+  on_thread(GetParam(), [&] {
+    none = agree(m_comm, Status::OK());
+    some = agree(m_comm, me >= n / 2 ? Status(Code::invalid_argument, "bad " + std::to_string(me)) : Status::OK());
+  });
+  EXPECT_TRUE(none.ok());
+  EXPECT_EQ(some.code(), Code::invalid_argument);
+  EXPECT_EQ(some.message(), "rank " + std::to_string(n / 2) + ": bad " + std::to_string(n / 2));
+}
+
+TEST_P(MpiHelpers, AllreduceAndBcast) {
+  const int me = rank_of(m_comm), n = size_of(m_comm);
+  long long v[2] = {me, -me}, r[2] = {0, 0};
+  int b = me == 0 ? 42 : -1;
+  on_thread(GetParam(), [&] {
+    allreduce(v, r, 2, MPI_LONG_LONG, MPI_MAX, m_comm);
+    bcast(&b, 1, MPI_INT, 0, m_comm);
+  });
+  EXPECT_EQ(r[0], n - 1);
+  EXPECT_EQ(r[1], 0);
+  EXPECT_EQ(b, 42);
+}
+
+INSTANTIATE_TEST_SUITE_P(Waits, MpiHelpers, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "sleeping" : "blocking"; });
+
+TEST(MpiSleepingWaits, ALatePeerCostsLittleCpu) {
+  // Rank 0 joins the allreduce 300 ms late. A thread with sleeping waits spends that time asleep:
+  // its CPU time stays far below the wait (a blocking MPI_Allreduce polls the whole time).
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const int me = rank_of(comm);
+  double cpu = 0, wall = 0;
+  int sum = 0;
+  std::thread t([&] {
+    set_sleeping_waits(true);
+    if (me == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const double c0 = thread_cpu_s();
+    const auto w0 = std::chrono::steady_clock::now();
+    const int one = 1;
+    allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
+    cpu = thread_cpu_s() - c0;
+    wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  });
+  t.join();
+  MPI_Comm_free(&comm);
+  EXPECT_EQ(sum, size_of(MPI_COMM_WORLD));
+  if (me != 0) {
+    EXPECT_GT(wall, 0.2) << "the peer was late by 300 ms";
+    // Asleep: ~5-7% of the wait here (2 cores, loaded). Polling: 3 ranks' threads on 2 cores take
+    // ~2/3 of a core each on a quiet machine; 0.4 leaves room for sanitizers' slower MPI_Test.
+    EXPECT_LT(cpu, 0.4 * wall) << "cpu " << cpu << " s while waiting " << wall << " s";
+  }
+}
+
+}  // namespace
