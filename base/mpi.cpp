@@ -28,7 +28,26 @@ void complete(MPI_Request& req) {
 
 }  // namespace
 
-void set_sleeping_waits(bool on) noexcept { t_sleeping_waits = on; }
+void set_sleeping_waits(bool on) noexcept {
+#if defined(__SANITIZE_THREAD__)
+  // Under ThreadSanitizer the waits stay blocking: another thread's MPI call progresses this thread's
+  // nonblocking collective inside Open MPI (uninstrumented), so TSan cannot see that the request's
+  // completion orders those accesses to its buffers before this thread reuses them, and reports a race
+  // on this thread's stack. The sleeping waits are tested without TSan (unit_mpi_4).
+  (void)on;
+  t_sleeping_waits = false;
+#else
+  t_sleeping_waits = on;
+#endif
+}
+
+bool sleeping_waits_available() noexcept {
+#if defined(__SANITIZE_THREAD__)
+  return false;
+#else
+  return true;
+#endif
+}
 
 void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   if (!t_sleeping_waits) {

@@ -35,6 +35,8 @@ Status for_each_piece(std::uint64_t n, F&& f) {
 /// a peer rank often reaches the collective milliseconds later, and a blocking call would spend those
 /// polling on a core the application computes on. Per thread; set at the thread's start.
 void set_sleeping_waits(bool on) noexcept;
+/// False in a ThreadSanitizer build, where set_sleeping_waits() keeps blocking waits (see mpi.cpp).
+bool sleeping_waits_available() noexcept;
 
 /// MPI_Allreduce, waiting as set_sleeping_waits() says. Collective over `comm`.
 void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
