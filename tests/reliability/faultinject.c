@@ -116,6 +116,10 @@ static void track(int fd, const char* path) {
 /* How many of `n` bytes a write on `fd` may do: n = all, 0..n-1 = cut short, -1 = fail. */
 static long long decide(int fd, int op, long long n) {
   if (fd < 0 || fd >= MAX_FD) return n;
+  /* Writes to files the pattern does not name never take the lock: the shim is preloaded into mpiexec
+     too, whose main thread once blocked forever on g_lock inside a write() (taken re-entrantly from a
+     signal handler, or held by a thread that was gone). A benign unlocked read: a byte per fd. */
+  if (!g_pattern[0] || !g_match[fd]) return n;
   long long allow = n;
   pthread_mutex_lock(&g_lock);
   if (g_pattern[0] && g_match[fd] && (g_ops & op)) {
