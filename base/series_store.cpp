@@ -107,6 +107,14 @@ std::vector<std::uint8_t> encode_record(std::int64_t step, const std::vector<std
   return out;
 }
 
+/// The last component of `path` and what comes before it ("a/b/" -> "a", "b").
+std::pair<std::string, std::string> split_last(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
 /// One committed record of a step log.
 struct Record {
   std::int64_t step = 0;
@@ -313,10 +321,7 @@ class SeriesStore final : public Store {
                 bool sync) override {
     std::lock_guard<std::mutex> lk(m_mu);
     load();
-    std::string name = staged;
-    while (name.size() > 1 && name.back() == '/') name.pop_back();
-    const auto slash = name.rfind('/');
-    const auto k = parse_segment_name(slash == std::string::npos ? name : name.substr(slash + 1));
+    const auto k = parse_segment_name(split_last(staged).second);
     if (!k)
       return Status(Code::internal,
                     "series commit of step " + std::to_string(step) + ": " + staged + " is not a segment directory");
@@ -513,14 +518,6 @@ class SeriesStore final : public Store {
   std::int64_t m_log_segment = -1;
   std::set<std::int64_t> m_broken;  ///< segments whose log a failed append left torn
 };
-
-/// The last component of `path` and what comes before it ("a/b/" -> "a", "b").
-std::pair<std::string, std::string> split_last(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
 
 /// `path` as one step of a series root ("<root>/ckpt.<step>", "<root>/latest"), when it is one.
 std::optional<std::pair<std::string, std::optional<std::int64_t>>> series_step_path(const std::string& path) {
