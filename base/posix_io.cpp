@@ -32,6 +32,45 @@ Status pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t off, const
   return Status::OK();
 }
 
+void start_writeback(int fd, std::uint64_t off, std::uint64_t n) {
+#ifdef __linux__
+  (void)::sync_file_range(fd, static_cast<off64_t>(off), static_cast<off64_t>(n), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)fd;
+  (void)off;
+  (void)n;
+#endif
+}
+
+int open_direct(const std::string& path) {
+#ifdef O_DIRECT
+  return ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC | O_NOFOLLOW);
+#else
+  (void)path;
+  return -1;
+#endif
+}
+
+Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const std::size_t whole = n / kDirectAlign * kDirectAlign;
+  if (direct_fd < 0 || addr % kDirectAlign != 0 || off % kDirectAlign != 0 || whole == 0)
+    return pwrite_all(fd, p, n, off, path);
+  auto* b = static_cast<const char*>(p);
+  std::size_t done = 0;
+  while (done < whole) {
+    ssize_t w = ::pwrite(direct_fd, b + done, whole - done, static_cast<off_t>(off + done));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EINVAL && done == 0) return pwrite_all(fd, p, n, off, path);  // refused after all
+      return errno_status("write " + path + " at offset " + std::to_string(off + done));
+    }
+    done += static_cast<std::size_t>(w);
+    if (done % kDirectAlign != 0) break;  // a short write off the alignment: the rest goes through fd
+  }
+  return pwrite_all(fd, b + done, n - done, off + done, path);
+}
+
 Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::string& path) {
   auto* b = static_cast<char*>(p);
   while (n > 0) {

@@ -16,6 +16,19 @@ namespace ckpt::detail {
 Status errno_status(const std::string& what);
 /// pwrite until done; EINTR retried; short writes continued.
 Status pwrite_all(int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path);
+/// Starts the write-back of [off, off + n) of `fd` to the device without waiting for it (Linux:
+/// sync_file_range(SYNC_FILE_RANGE_WRITE); elsewhere nothing). A later fdatasync then waits only for
+/// what is still in flight: the disk works while the rest is written. Errors are the fdatasync's.
+void start_writeback(int fd, std::uint64_t off, std::uint64_t n);
+/// A second descriptor of `path` opened with O_DIRECT for writing (the page cache bypassed), or -1
+/// where the file system refuses O_DIRECT (tmpfs) or the platform has none.
+int open_direct(const std::string& path);
+/// Writes like pwrite_all() on `fd`, but the part of [p, p + n) that O_DIRECT can take - from `p` and
+/// `off` both multiples of kDirectAlign, whole multiples of it - goes through `direct_fd` (when >= 0),
+/// straight from `p` to the device without a copy into the page cache; the rest through `fd`.
+Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path);
+/// Alignment O_DIRECT needs here (address, offset and length): the largest logical block size in use.
+constexpr std::uint64_t kDirectAlign = 4096;
 /// pread exactly n bytes; a short file is `corrupt` ("truncated").
 Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::string& path);
 /// Opens `path` for reading, refusing anything but a regular file (no symbolic link as the last

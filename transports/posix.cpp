@@ -15,29 +15,32 @@ namespace {
 
 class PosixWriter final : public Writer {
  public:
-  PosixWriter(const WriteContext& ctx, std::uint64_t data_offset) : m_ctx(ctx), m_data_offset(data_offset) {
+  PosixWriter(const WriteContext& ctx, std::uint64_t data_offset, bool direct)
+      : m_ctx(ctx), m_data_offset(data_offset), m_direct(direct) {
     m_name = ctx.file_name("data", ctx.rank);
     m_path = ctx.dir + "/" + m_name;
   }
-  ~PosixWriter() override {
-    if (m_fd >= 0) ::close(m_fd);
-  }
+  ~PosixWriter() override { close_fds(); }
 
   Status open() {
     m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (m_fd < 0) return errno_status("create " + m_path);
+    if (m_direct) m_dfd = open_direct(m_path);
     auto bytes = encode_header_for(m_ctx, m_ctx.rank, m_data_offset);
     return pwrite_all(m_fd, bytes.data(), bytes.size(), 0, m_path);
   }
 
   Status write(std::uint64_t offset, const void* data, std::size_t n) override {
-    CKPT_RETURN_IF_ERROR(pwrite_all(m_fd, data, n, m_data_offset + offset, m_path));
+    CKPT_RETURN_IF_ERROR(pwrite_direct(m_dfd, m_fd, data, n, m_data_offset + offset, m_path));
+    if (m_ctx.writeback) start_writeback(m_fd, m_data_offset + offset, n);
     m_end = std::max<std::uint64_t>(m_end, m_data_offset + offset + n);
     return Status::OK();
   }
 
   Result<Placement> finish(const std::vector<BlockDigest>&) override {
     if (m_ctx.fsync && ::fdatasync(m_fd) != 0) return errno_status("fdatasync " + m_path);
+    if (m_dfd >= 0) ::close(m_dfd);
+    m_dfd = -1;
     if (::close(m_fd) != 0) {
       m_fd = -1;
       return errno_status("close " + m_path);
@@ -47,16 +50,23 @@ class PosixWriter final : public Writer {
   }
 
   void abort() override {
-    if (m_fd >= 0) ::close(m_fd);
-    m_fd = -1;
+    close_fds();
     ::unlink(m_path.c_str());
   }
 
  private:
+  void close_fds() {
+    if (m_dfd >= 0) ::close(m_dfd);
+    if (m_fd >= 0) ::close(m_fd);
+    m_dfd = m_fd = -1;
+  }
+
   WriteContext m_ctx;
   std::uint64_t m_data_offset;
+  bool m_direct;
   std::string m_name, m_path;
   int m_fd = -1;
+  int m_dfd = -1;  ///< O_DIRECT descriptor of the same file (direct_io), or -1
   std::uint64_t m_end = 0;
 };
 
@@ -65,9 +75,13 @@ class PosixWriter final : public Writer {
 struct SeriesFile {
   std::string path;
   int fd = -1;
+  int dfd = -1;           ///< O_DIRECT descriptor of the same file (direct_io), or -1
   std::uint64_t end = 0;  ///< end of the last finished checkpoint's stream (the next one starts aligned after it)
-  ~SeriesFile() {
+  ~SeriesFile() { close(); }
+  void close() {
+    if (dfd >= 0) ::close(dfd);
     if (fd >= 0) ::close(fd);
+    fd = dfd = -1;
   }
 };
 
@@ -78,7 +92,8 @@ class AppendWriter final : public Writer {
       : m_ctx(ctx), m_file(file), m_name(std::move(name)), m_base(base), m_end(base) {}
 
   Status write(std::uint64_t offset, const void* data, std::size_t n) override {
-    CKPT_RETURN_IF_ERROR(pwrite_all(m_file.fd, data, n, m_base + offset, m_file.path));
+    CKPT_RETURN_IF_ERROR(pwrite_direct(m_file.dfd, m_file.fd, data, n, m_base + offset, m_file.path));
+    if (m_ctx.writeback) start_writeback(m_file.fd, m_base + offset, n);
     m_end = std::max<std::uint64_t>(m_end, m_base + offset + n);
     return Status::OK();
   }
@@ -104,8 +119,8 @@ class AppendWriter final : public Writer {
 
 class PosixTransport final : public Transport {
  public:
-  PosixTransport(std::uint64_t alignment, int open_token, MPI_Comm comm, bool append)
-      : m_alignment(alignment), m_token(open_token), m_comm(comm), m_append(append) {}
+  PosixTransport(std::uint64_t alignment, int open_token, MPI_Comm comm, bool append, bool direct)
+      : m_alignment(alignment), m_token(open_token), m_comm(comm), m_append(append), m_direct(direct) {}
   ~PosixTransport() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -123,7 +138,7 @@ class PosixTransport final : public Transport {
       return std::unique_ptr<Writer>(
           std::make_unique<AppendWriter>(ctx, m_series, ctx.file_name("data", ctx.rank), base));
     }
-    auto w = std::make_unique<PosixWriter>(ctx, data_offset);
+    auto w = std::make_unique<PosixWriter>(ctx, data_offset, m_direct);
     Status s = m_token > 0 ? with_open_token(m_comm, m_token, [&] { return w->open(); }) : w->open();
     CKPT_RETURN_IF_ERROR(s);
     return std::unique_ptr<Writer>(std::move(w));
@@ -135,8 +150,7 @@ class PosixTransport final : public Transport {
   Status open_series(const WriteContext& ctx, std::uint64_t data_offset) {
     const std::string path = ctx.dir + "/" + ctx.file_name("data", ctx.rank);
     if (path == m_series.path && m_series.fd >= 0) return Status::OK();
-    if (m_series.fd >= 0) ::close(m_series.fd);
-    m_series.fd = -1;
+    m_series.close();
     m_series.path.clear();
     // A segment is new to this run (SeriesCursor starts above every segment in the root): truncate.
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
@@ -150,6 +164,7 @@ class PosixTransport final : public Transport {
       return s;
     }
     m_series.fd = fd;
+    m_series.dfd = m_direct ? open_direct(path) : -1;
     m_series.path = path;
     m_series.end = data_offset;
     return Status::OK();
@@ -159,6 +174,7 @@ class PosixTransport final : public Transport {
   int m_token;
   MPI_Comm m_comm;  // the write thread only (the token; opens run there)
   bool m_append;
+  bool m_direct;        ///< direct_io: the data goes from the staging chunks to the device (O_DIRECT)
   SeriesFile m_series;  // layout series
 };
 
@@ -167,7 +183,8 @@ class PosixTransport final : public Transport {
 Result<std::unique_ptr<Transport>> make_posix_transport(const TransportConfig& c, const TransportEnv& env) {
   MPI_Comm comm = MPI_COMM_NULL;
   if (c.open_token > 0) MPI_Comm_dup(env.comm, &comm);
-  return std::unique_ptr<Transport>(std::make_unique<PosixTransport>(c.alignment, c.open_token, comm, c.append));
+  return std::unique_ptr<Transport>(
+      std::make_unique<PosixTransport>(c.alignment, c.open_token, comm, c.append, c.direct_io));
 }
 
 }  // namespace ckpt::detail

@@ -27,6 +27,10 @@ struct WriteContext {
   int nranks = 1;
   std::uint64_t ckpt_id = 0;  ///< same on every rank
   bool fsync = true;
+  /// Start the write-back of each write at once (posix: sync_file_range), so that the disk works while
+  /// the rest is written and the sync - finish()'s fdatasync, or the periodic one of durable_every_ms -
+  /// waits only for what is still in flight. Set when the Runtime will sync this data (option fsync).
+  bool writeback = false;
   const StreamPlan* plan = nullptr;  ///< this rank's stream; valid until finish()/abort() returns
   std::uint32_t group = 0;           ///< transport group; its part of the stream is [begin, end)
   std::uint64_t segment_begin = 0, segment_end = 0;
@@ -72,6 +76,8 @@ struct TransportConfig {
   /// layout series (posix only): every checkpoint is appended to this rank's file of the segment
   /// (WriteContext::dir), kept open from one checkpoint to the next.
   bool append = false;
+  /// posix: write the data with O_DIRECT where address, offset and length allow (option direct_io).
+  bool direct_io = false;
 };
 
 /// What a transport may use from the Runtime, given once at construction (collective).

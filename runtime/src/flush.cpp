@@ -71,6 +71,7 @@ Status open_writers(const OpenEnv& env, Job& job, Status setup) {
     ctx.nranks = env.size;
     ctx.ckpt_id = hash64(&env.run_id, sizeof env.run_id) ^ static_cast<std::uint64_t>(job.step);
     ctx.fsync = env.fsync;
+    ctx.writeback = env.writeback;
     ctx.plan = &job.plan;
     ctx.group = seg.group;
     ctx.segment_begin = seg.begin;

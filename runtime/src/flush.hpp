@@ -32,6 +32,9 @@ struct OpenEnv {
   bool persistent = false;                                              ///< some transport writes files
   std::uint64_t run_id = 0;
   bool fsync = true;
+  /// Writers start the write-back of what they write at once (WriteContext::writeback): the data will
+  /// be synced, now (fsync) or by the periodic sync (durable_every_ms).
+  bool writeback = true;
   /// Funneled mode (Options::mpi_threads): checkpoint() agreed the arguments and the step on the
   /// application thread already, so open_writers makes no agree_on_job (the write thread calls no MPI).
   bool agreed_before = false;

@@ -248,6 +248,13 @@ const std::vector<Field>& fields() {
          o.fsync = b.value();
          return Status();
        }},
+      {"direct_io",
+       [](Options& o, const std::string& v) -> Status {
+         auto b = parse_bool("direct_io", v);
+         if (!b.ok()) return b.status();
+         o.direct_io = b.value();
+         return Status();
+       }},
       {"alignment",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
@@ -389,6 +396,7 @@ TransportConfig transport_config(const Options& o) {
   c.rbio_writers = o.rbio_writers;
   c.rbio_files = o.rbio_files;
   c.append = o.layout == Options::Layout::series;
+  c.direct_io = o.direct_io;
   auto hints = parse_mpiio_hints(o.mpiio_hints);  // valid: Options::validate() checked them
   if (hints.ok()) c.mpiio_hints = std::move(hints).value();
   return c;

@@ -341,7 +341,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_global_committer =
         std::make_unique<Committer>(m_global_commit_comm, global_cfg, m_transports, *m_store, m_run_id, m_tracer.get());
     m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
-    const OpenEnv drain_open{m_drain_comm, m_rank, m_size, &m_transports, m_persistent, m_run_id, sync_each};
+    const OpenEnv drain_open{m_drain_comm, m_rank,   m_size,    &m_transports,
+                             m_persistent, m_run_id, sync_each, m_opts.fsync};
     m_drainer =
         std::make_unique<Drainer>(DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts)},
                                   drain_open, *m_local_store, *m_store, *m_global_committer);
@@ -372,7 +373,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_committer->on_spilled(*m_store,
                             [d = m_drainer.get()](std::shared_ptr<Job> j) { return d->commit_spilled(std::move(j)); });
   }
-  OpenEnv open{MPI_COMM_NULL, m_rank, m_size, &pipeline_transports, m_persistent || m_levels, m_run_id, sync_each};
+  OpenEnv open{MPI_COMM_NULL, m_rank,    m_size,      &pipeline_transports, m_persistent || m_levels,
+               m_run_id,      sync_each, m_opts.fsync};
   if (m_persistent) open.series = m_series.get();
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;

@@ -85,6 +85,11 @@ struct CKPT_API Options {
   /// N ms (then it survives a crash of the node); CheckpointStats::synced says which. close() syncs
   /// what is left. [CKPT_DURABLE_EVERY_MS]
   int durable_every_ms = 0;
+  /// posix transport: write checkpoint data with O_DIRECT, from the staging chunks straight to the
+  /// device (no copy into the page cache, no dirty pages for the kernel to write back while the
+  /// application computes), wherever address, offset and length are multiples of 4 KiB; the rest,
+  /// and file systems that refuse O_DIRECT (tmpfs), go through the page cache. [CKPT_DIRECT_IO]
+  bool direct_io = true;
   /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
   std::uint64_t alignment = 4096;
   /// Compute per-block min/max of numeric data into the index. [CKPT_STATS]
