@@ -99,6 +99,9 @@ struct CudaDeviceConfig {
 
 /// Performs `c` with memcpy (host memory on both sides).
 void copy_rows(void* dst_base, const void* src_base, const Copy2D& c);
+/// The host device's copy into a staging chunk: memcpy, with streaming (non-temporal) stores for
+/// copies of 64 KiB and more on x86-64.
+void copy_to_staging(void* dst, const void* src, std::size_t n);
 
 /// The host device: copies on the calling thread, staging memory mmap'ed, touched and mlock'ed.
 std::unique_ptr<Device> make_host_device();

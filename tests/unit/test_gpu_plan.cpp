@@ -3,6 +3,7 @@
 // and how restart rows become 2D copies. These run on every machine; the same code runs on the GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -232,4 +233,24 @@ TEST(DefaultDevice, WithoutAGpuTheHostDeviceOtherwiseTheError) {
   auto back = make_runtime_device(CudaDeviceConfig{});
   ASSERT_TRUE(back.ok());
   EXPECT_STREQ(back.value()->name(), "host");
+}
+
+// The host device's copy into staging (streaming stores from 64 KiB on x86-64): the same bytes as
+// memcpy for every alignment of source and destination and every length around the thresholds, and
+// nothing written outside [dst, dst + n).
+TEST(HostDevice, CopyToStagingIsMemcpyForEveryAlignment) {
+  const std::size_t max = (64u << 10) * 3 + 200;
+  std::vector<unsigned char> src(max + 64), dst(max + 128), want(max + 128);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 37 + (i >> 8));
+  const std::size_t lengths[] = {
+      0, 1, 63, 64, (64u << 10) - 1, 64u << 10, (64u << 10) + 1, (64u << 10) + 63, (64u << 10) * 3 + 17};
+  for (std::size_t n : lengths)
+    for (std::size_t so : {0, 1, 8, 15})
+      for (std::size_t d_off : {0, 1, 7, 16, 33}) {
+        std::fill(dst.begin(), dst.end(), 0xA5);
+        want = dst;
+        std::memcpy(want.data() + d_off, src.data() + so, n);
+        ckpt::detail::copy_to_staging(dst.data() + d_off, src.data() + so, n);
+        ASSERT_EQ(dst, want) << "n " << n << " source offset " << so << " destination offset " << d_off;
+      }
 }
