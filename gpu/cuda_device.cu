@@ -244,7 +244,7 @@ class CudaDevice final : public Device {
       // checkpoint() promises that the host may overwrite host memory once it returns, so host
       // memory (pinned included) is copied now, on this thread. Pinned memory written by kernels
       // (zero-copy) must be synchronised by the application first, like any host memory.
-      std::memcpy(dst, src, n);
+      copy_to_staging(dst, src, n);  // streaming stores, as the host device
       return Status::OK();
     }
     if (!m_capturing)
