@@ -132,6 +132,8 @@ struct Segment {
   bool has_log = false;         ///< the log exists and its header validates
 };
 
+using LogSegment = Segment;  // (detail::Segment is a stream's segment: base/layout.hpp)
+
 /// Reads `seg.dir`/steps: every complete record up to the first that is not (a torn tail).
 void read_log(Segment& seg) {
   const std::string path = seg.dir + "/" + kLogName;
@@ -534,6 +536,50 @@ std::optional<std::pair<std::string, std::optional<std::int64_t>>> series_step_p
 }  // namespace
 
 std::unique_ptr<Store> make_series_store(const std::string& root) { return std::make_unique<SeriesStore>(root); }
+
+std::vector<SegmentLog> read_segments(const std::string& root) {
+  std::vector<SegmentLog> out;
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return out;
+  std::map<std::int64_t, LogSegment> segments;
+  while (dirent* e = ::readdir(d)) {
+    bool del = false;
+    auto k = parse_segment_name(e->d_name, &del);
+    if (!k || del) continue;
+    LogSegment seg;
+    seg.number = *k;
+    seg.dir = root + "/" + e->d_name;
+    struct stat st {};
+    if (::lstat(seg.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    segments.emplace(*k, std::move(seg));
+  }
+  ::closedir(d);
+  for (auto& [k, seg] : segments) {
+    read_log(seg);
+    SegmentLog log;
+    log.number = k;
+    log.dir = seg.dir;
+    log.torn = !seg.torn.empty();
+    const std::string path = seg.dir + "/" + kLogName;
+    auto fd = open_regular(path, nullptr);
+    for (const Record& r : seg.records) {
+      SegmentRecord rec;
+      rec.step = r.step;
+      std::vector<std::uint8_t> bytes(static_cast<std::size_t>(r.length));
+      Status s = fd.ok() ? pread_all(fd.value(), bytes.data(), bytes.size(), r.offset, path) : fd.status();
+      auto idx = s.ok() ? decode_checkpoint_index(bytes, seg.dir + " (step " + std::to_string(r.step) + ")", r.step)
+                        : Result<Index>(s);
+      if (idx.ok())
+        rec.index = std::move(idx).value();
+      else
+        rec.error = idx.status().message();
+      log.records.push_back(std::move(rec));
+    }
+    if (fd.ok()) ::close(fd.value());
+    out.push_back(std::move(log));
+  }
+  return out;
+}
 
 std::unique_ptr<Store> open_store(const std::string& root) {
   return scan_root(root).series ? make_series_store(root) : make_directory_store(root);
