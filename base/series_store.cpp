@@ -107,14 +107,6 @@ std::vector<std::uint8_t> encode_record(std::int64_t step, const std::vector<std
   return out;
 }
 
-/// The last component of `path` and what comes before it ("a/b/" -> "a", "b").
-std::pair<std::string, std::string> split_last(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
 /// One committed record of a step log.
 struct Record {
   std::int64_t step = 0;
