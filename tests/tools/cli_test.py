@@ -606,6 +606,36 @@ def case_series_damage():
     assert any("series.0" in s and "did not finish" in s for s in j["skipped"]), j
 
 
+def case_segment_paths():
+    """A segment of a series root, or a file in one, is neither a root nor a checkpoint: every subcommand
+    refuses it (exit 2, one line) and names the root to give instead."""
+    root = data("series4")
+    w = workdir("segment-paths")
+    cases = [(os.path.join(root, "series.0"), "is segment 0"),
+             (os.path.join(root, "series.1") + "/", "is segment 1"),
+             (os.path.join(root, "series.1", "data.2"), "is a file of segment 1"),
+             (os.path.join(root, "series.0", "steps"), "is a file of segment 0")]
+    for path, what in cases:
+        needle = f"{path} {what} of the series root {root}; give the root"
+        for cmd, args in (("ls", [path]), ("ls", ["-l", path, "--json"]), ("verify", [path]),
+                          ("diff", [path, root]), ("diff", [os.path.join(root, "ckpt.10"), path]),
+                          ("convert", [path, "-o", os.path.join(w, "x.h5")])):
+            out, err = ckpt(cmd, *args, rc=2)
+            assert out == "", out
+            one_line_error(err, f"ckpt {cmd}: ", needle)
+        assert not os.path.exists(os.path.join(w, "x.h5"))
+    # Not a segment: a regular file named series.3 in a directory root, a missing one, the root itself.
+    plain = os.path.join(w, "dirroot")
+    shutil.copytree(data("from4"), plain)
+    open(os.path.join(plain, "series.3"), "w").close()
+    _, err = ckpt("verify", os.path.join(plain, "series.3"), rc=2)
+    one_line_error(err, "not a directory")
+    ckpt("verify", plain)
+    _, err = ckpt("ls", os.path.join(root, "series.9"), rc=2)
+    one_line_error(err, "No such file or directory")
+    ckpt("ls", root)
+
+
 def case_convert_unavailable():
     w = workdir("convert-unavailable")
     _, err = ckpt("convert", data("from4/ckpt.20"), "-o", os.path.join(w, "a.h5"), rc=2)
