@@ -244,7 +244,8 @@ Report verify_segment(const detail::SegmentLog& seg) {
       if (s && prev && s->first >= *prev)
         zero.emplace_back(*prev, std::min(up(*prev), s->first),
                           "after the stream of step " + std::to_string(prev_step) + ", before the next aligned offset");
-      prev = s ? std::optional<std::uint64_t>(s->second) : std::nullopt;
+      // (A stream that begins before the previous one's end - an index no writer made - moves nothing back.)
+      prev = s ? std::optional<std::uint64_t>(std::max(prev.value_or(0), s->second)) : std::nullopt;
       prev_step = step;
     }
     if (prev)
