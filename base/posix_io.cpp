@@ -228,4 +228,11 @@ Status FileReader::read(const std::string& file, std::uint64_t offset, void* dst
   return pread_all(m_fd, dst, n, offset, m_dir + "/" + file);
 }
 
+std::pair<std::string, std::string> split_last(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
 }  // namespace ckpt::detail

@@ -52,6 +52,9 @@ Status make_dirs(const std::string& dir);
 Status make_dirs_nofollow(const std::string& dir);
 /// rm -rf of a path (does not follow symbolic links).
 Status remove_tree(const std::string& path);
+/// The last component of `path` and what comes before it, trailing slashes ignored: "a/b/" -> {"a",
+/// "b"}, "b" -> {".", "b"}, "/b" -> {"/", "b"}. Text only (nothing is looked up).
+std::pair<std::string, std::string> split_last(std::string path);
 
 /// Reads byte ranges of the files of one checkpoint directory (every persistent transport writes
 /// byte files named in the index, so one reader serves them all). Keeps the last file open. Files

@@ -107,14 +107,6 @@ std::vector<std::uint8_t> encode_record(std::int64_t step, const std::vector<std
   return out;
 }
 
-/// The last component of `path` and what comes before it ("a/b/" -> "a", "b").
-std::pair<std::string, std::string> split_last(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
 /// One committed record of a step log.
 struct Record {
   std::int64_t step = 0;
@@ -131,6 +123,8 @@ struct Segment {
   std::string torn;             ///< why the bytes after `end` are not a record (empty: there are none)
   bool has_log = false;         ///< the log exists and its header validates
 };
+
+using LogSegment = Segment;  // (detail::Segment is a stream's segment: base/layout.hpp)
 
 /// Reads `seg.dir`/steps: every complete record up to the first that is not (a torn tail).
 void read_log(Segment& seg) {
@@ -187,6 +181,39 @@ void read_log(Segment& seg) {
     pos = std::min<std::uint64_t>(size, pad8(r.offset + r.length));
   }
   seg.end = seg.records.empty() ? kLogHeaderBytes : pad8(seg.records.back().offset + seg.records.back().length);
+}
+
+/// Every segment of `root` (series.<k> directories, not .del), by number, each with its log read.
+std::map<std::int64_t, LogSegment> read_root_segments(const std::string& root) {
+  std::map<std::int64_t, LogSegment> out;
+  DIR* d = ::opendir(root.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    bool del = false;
+    auto k = parse_segment_name(e->d_name, &del);
+    if (!k || del) continue;
+    LogSegment seg;
+    seg.number = *k;
+    seg.dir = root + "/" + e->d_name;
+    struct stat st {};
+    if (::lstat(seg.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    out.emplace(*k, std::move(seg));
+  }
+  ::closedir(d);
+  for (auto& [k, seg] : out) read_log(seg);
+  return out;
+}
+
+/// The index bytes of record `r` of `seg`'s step log.
+Result<std::vector<std::uint8_t>> read_record(const LogSegment& seg, const Record& r) {
+  const std::string path = seg.dir + "/" + kLogName;
+  auto fd = open_regular(path, nullptr);
+  if (!fd.ok()) return Status(fd.status().code(), "cannot read the step log " + path + ": " + fd.status().message());
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(r.length));
+  Status s = pread_all(fd.value(), bytes.data(), bytes.size(), r.offset, path);
+  ::close(fd.value());
+  if (!s.ok()) return s;
+  return bytes;
 }
 
 /// Where the effective record of a step is: segment number and record index.
@@ -399,22 +426,7 @@ class SeriesStore final : public Store {
   /// Under m_mu: reads every segment's log once (a commit keeps what it read up to date).
   void load() const {
     if (m_loaded) return;
-    m_segments.clear();
-    DIR* d = ::opendir(m_root.c_str());
-    if (d != nullptr) {
-      while (dirent* e = ::readdir(d)) {
-        bool del = false;
-        auto k = parse_segment_name(e->d_name, &del);
-        if (!k || del) continue;
-        Segment seg;
-        seg.number = *k;
-        seg.dir = m_root + "/" + e->d_name;
-        if (!is_dir(seg.dir)) continue;
-        read_log(seg);
-        m_segments.emplace(*k, std::move(seg));
-      }
-      ::closedir(d);
-    }
+    m_segments = read_root_segments(m_root);
     replay();
     m_loaded = true;
   }
@@ -447,15 +459,7 @@ class SeriesStore final : public Store {
     if (it == m_steps.end())
       return Status(Code::not_found, "no checkpoint of step " + std::to_string(step) + " in " + m_root);
     const Segment& seg = m_segments.at(it->second.segment);
-    const Record& r = seg.records[it->second.record];
-    const std::string path = seg.dir + "/" + kLogName;
-    auto fd = open_regular(path, nullptr);
-    if (!fd.ok()) return Status(fd.status().code(), "cannot read the step log " + path + ": " + fd.status().message());
-    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(r.length));
-    Status s = pread_all(fd.value(), bytes.data(), bytes.size(), r.offset, path);
-    ::close(fd.value());
-    if (!s.ok()) return s;
-    return bytes;
+    return read_record(seg, seg.records[it->second.record]);
   }
 
   Result<Index> load_locked(std::int64_t step) const {
@@ -534,6 +538,31 @@ std::optional<std::pair<std::string, std::optional<std::int64_t>>> series_step_p
 }  // namespace
 
 std::unique_ptr<Store> make_series_store(const std::string& root) { return std::make_unique<SeriesStore>(root); }
+
+std::vector<SegmentLog> read_segments(const std::string& root) {
+  std::vector<SegmentLog> out;
+  for (auto& [k, seg] : read_root_segments(root)) {
+    SegmentLog log;
+    log.number = k;
+    log.dir = seg.dir;
+    log.torn = !seg.torn.empty();
+    for (const Record& r : seg.records) {
+      SegmentRecord rec;
+      rec.step = r.step;
+      auto bytes = read_record(seg, r);
+      auto idx = bytes.ok() ? decode_checkpoint_index(bytes.value(), seg.dir + " (step " + std::to_string(r.step) + ")",
+                                                      r.step)
+                            : Result<Index>(bytes.status());
+      if (idx.ok())
+        rec.index = std::move(idx).value();
+      else
+        rec.error = idx.status().message();
+      log.records.push_back(std::move(rec));
+    }
+    out.push_back(std::move(log));
+  }
+  return out;
+}
 
 std::unique_ptr<Store> open_store(const std::string& root) {
   return scan_root(root).series ? make_series_store(root) : make_directory_store(root);

@@ -82,17 +82,10 @@ bool exists_nofollow(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-/// The last component of `path` ("a/ckpt.3/" -> "ckpt.3").
-std::string base_name(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 bool is_checkpoint_dir(const std::string& path) {
-  const std::string name = base_name(path);
+  const std::string name = split_last(path).second;
   struct stat st {};
   return ::stat((path + "/index").c_str(), &st) == 0 || parse_step_name(name).has_value() || name == "latest";
 }
@@ -106,7 +99,7 @@ Status check_directory(const std::string& path) {
 
 Result<Index> load_checkpoint_dir(const std::string& dir) {
   CKPT_RETURN_IF_ERROR(check_directory(dir));
-  const auto name = parse_step_name(base_name(dir));
+  const auto name = parse_step_name(split_last(dir).second);
   if (name && name->kind == EntryKind::tmp)
     return Status(Code::failed_precondition, "incomplete checkpoint " + dir + ": it was never committed (.tmp)");
   return load_checkpoint_index(dir, name ? std::optional<std::int64_t>(name->step) : std::nullopt);

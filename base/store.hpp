@@ -226,6 +226,23 @@ RootContents scan_root(const std::string& root);
 /// relative to it); commit() appends the record (no directory operation); retention removes whole
 /// segments. Thread-safe (the runtime's restart and commit threads share one).
 std::unique_ptr<Store> make_series_store(const std::string& root);
+/// One complete record of a segment's step log, whether its step is in force or not (a record that a
+/// later commit rolled back or replaced still describes where its stream lies in the data files).
+struct SegmentRecord {
+  std::int64_t step = 0;
+  std::optional<Index> index;  ///< empty when the record's index does not decode (`error` says why)
+  std::string error;
+};
+/// One segment of a series root as its step log says.
+struct SegmentLog {
+  std::int64_t number = 0;
+  std::string dir;
+  std::vector<SegmentRecord> records;  ///< every complete record, in commit order (= data-file order)
+  bool torn = false;                   ///< bytes after the last complete record are not a record
+};
+/// Every segment series.<k> of `root` (not .del), by number, with all its complete records (the step
+/// log's own checks; `ckpt verify` checks the data files' bytes between their streams).
+std::vector<SegmentLog> read_segments(const std::string& root);
 /// The store of an existing root in the layout it holds (series when it has a segment).
 std::unique_ptr<Store> open_store(const std::string& root);
 

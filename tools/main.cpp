@@ -74,6 +74,14 @@ int main(int argc, char** argv) {
     return rc == 0 ? kExitOk : kExitError;
   }
   diff.has_tol = tol->count() > 0;
+  // A segment of a series root (or a file in one) is neither a root nor a checkpoint: name the root.
+  for (auto [cmd, path] : {std::pair<const char*, const std::string*>{"ls", c_ls->parsed() ? &ls.path : nullptr},
+                           {"verify", c_verify->parsed() ? &verify.path : nullptr},
+                           {"diff", c_diff->parsed() ? &diff.a : nullptr},
+                           {"diff", c_diff->parsed() ? &diff.b : nullptr},
+                           {"convert", c_convert->parsed() ? &convert.path : nullptr}})
+    if (path != nullptr)
+      if (auto e = segment_path_error(*path)) return fail(cmd, *e);
   if (c_ls->parsed()) return run_ls(ls);
   if (c_verify->parsed()) return run_verify(verify);
   if (c_diff->parsed()) return run_diff(diff);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <tuple>
 
 namespace ckpt::tools {
 namespace {
@@ -24,6 +25,21 @@ Result<Checkpoint> open_checkpoint(const std::string& dir) {
   auto c = detail::load_checkpoint(dir);
   if (!c.ok()) return c.status();
   return Checkpoint{dir, c->data_dir, std::move(c->index)};
+}
+
+std::optional<std::string> segment_path_error(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // not there: the subcommand says so
+  // The segment directory itself, or a file in it (data.<rank>, steps).
+  auto [parent, last] = detail::split_last(path);
+  std::string what = " is segment ";
+  if (!S_ISDIR(st.st_mode)) {
+    std::tie(parent, last) = detail::split_last(parent);
+    what = " is a file of segment ";
+  }
+  auto k = detail::parse_segment_name(last);
+  if (!k || !detail::scan_root(parent).series) return std::nullopt;
+  return path + what + std::to_string(*k) + " of the series root " + parent + "; give the root";
 }
 
 Result<CheckpointReader> open_reader(const std::string& path) {

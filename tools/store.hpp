@@ -55,6 +55,11 @@ using detail::VarStats;
 /// Errors are one line: "incomplete checkpoint ...", "corrupt checkpoint ...", ...
 Result<Checkpoint> open_checkpoint(const std::string& dir);
 
+/// When `path` is a segment directory of a series root (`<root>/series.<k>`) or a file in one, which no
+/// subcommand takes (a segment is no root and no checkpoint): the one-line error naming the root to
+/// give instead, "<path> is segment <k> of the series root <root>; give the root".
+std::optional<std::string> segment_path_error(const std::string& path);
+
 /// The public reader (ckpt/reader.hpp) of a checkpoint directory as is, or of the newest complete
 /// checkpoint of a root: how every subcommand reads data. Errors are one line, as open_checkpoint's.
 Result<CheckpointReader> open_reader(const std::string& path);

@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/posix_io.hpp"
+#include "base/store.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
 #include "tools/store.hpp"
@@ -36,8 +40,24 @@ struct Report {
   std::uint64_t bytes = 0;
   std::vector<Problem> problems;
   std::vector<std::string> notes;
+  bool segment = false;  ///< a series segment's data files (verify_segment), not one checkpoint
   bool ok() const { return fatal.empty() && problems.empty(); }
 };
+
+/// Counts the bytes of [lo, hi) of `name` that are not zero into `nonzero`; `first` gets the offset of
+/// the first one counted (when `nonzero` was 0).
+Status count_nonzero(detail::FileReader& reader, const std::string& name, std::uint64_t lo, std::uint64_t hi,
+                     std::vector<std::uint8_t>& buf, std::uint64_t& nonzero, std::uint64_t& first) {
+  for (std::uint64_t p = lo; p < hi;) {
+    const std::uint64_t n = std::min<std::uint64_t>(hi - p, 1 << 20);
+    buf.resize(n);
+    CKPT_RETURN_IF_ERROR(reader.read(name, p, buf.data(), n));
+    for (std::uint64_t i = 0; i < n; ++i)
+      if (buf[i] != 0 && nonzero++ == 0) first = p + i;
+    p += n;
+  }
+  return Status::OK();
+}
 
 /// Every byte of a ckpt data file that is neither header nor block - header padding, gaps between
 /// blocks, alignment between streams, the tail - is written as zero (format.md) and read by nobody:
@@ -52,16 +72,8 @@ void check_padding(detail::FileReader& reader, const std::string& name, const st
   std::sort(used.begin(), used.end());
   std::vector<std::uint8_t> buf;
   std::uint64_t pos = lo, nonzero = 0, first = 0;
-  auto scan = [&](std::uint64_t lo, std::uint64_t hi) -> Status {
-    for (std::uint64_t p = lo; p < hi;) {
-      const std::uint64_t n = std::min<std::uint64_t>(hi - p, 1 << 20);
-      buf.resize(n);
-      CKPT_RETURN_IF_ERROR(reader.read(name, p, buf.data(), n));
-      for (std::uint64_t i = 0; i < n; ++i)
-        if (buf[i] != 0 && nonzero++ == 0) first = p + i;
-      p += n;
-    }
-    return Status::OK();
+  auto scan = [&](std::uint64_t lo, std::uint64_t hi) {
+    return count_nonzero(reader, name, lo, hi, buf, nonzero, first);
   };
   for (auto& u : used) {
     if (u.first > pos) {
@@ -163,6 +175,98 @@ void check_files(const Checkpoint& c, Report& rep) {
   }
 }
 
+/// layout series: the bytes of a segment's data files that no step's stream covers and that nothing
+/// ever writes (docs/format.md, "Series layout": the header's padding, and from each committed stream's
+/// end to the next multiple of the alignment) must be zero. Streams lie in a data file in the order of
+/// their records in the step log - every complete record, in force or not (a rolled-back or replaced
+/// step's stream is still where its record says). Not checkable, so not looked at: from that multiple
+/// of the alignment to the start of the next record's stream (a checkpoint that was written but never
+/// committed may lie there), and from it to the end of the file after the last complete record (a
+/// torn record's stream, or one never committed).
+Report verify_segment(const detail::SegmentLog& seg) {
+  Report rep;
+  rep.path = seg.dir;
+  rep.segment = true;
+  // Each data file's streams, in record order: [start, end); nullopt for a record whose index does not
+  // decode (where its stream lies is unknown: the gaps around it are not checked).
+  using Stream = std::optional<std::pair<std::uint64_t, std::uint64_t>>;
+  std::map<std::string, std::vector<std::pair<std::int64_t, Stream>>> streams;
+  std::map<std::string, std::uint32_t> writer;
+  for (const detail::SegmentRecord& r : seg.records) {
+    if (!r.index) {
+      for (auto& [name, list] : streams) list.emplace_back(r.step, std::nullopt);
+      rep.notes.push_back("the record of step " + std::to_string(r.step) + " does not decode (" + r.error +
+                          "): the bytes around its streams are not checked");
+      continue;
+    }
+    const Index& idx = *r.index;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> span(idx.files.size(), {UINT64_MAX, 0});
+    for (auto& b : idx.blocks)
+      if (b.length > 0)
+        span[b.file] = {std::min(span[b.file].first, b.offset), std::max(span[b.file].second, b.offset + b.length)};
+    for (std::size_t f = 0; f < idx.files.size(); ++f) {
+      const FileRecord& fr = idx.files[f];
+      if (fr.name == "none") continue;  // a non-persistent transport group
+      // No block bytes: an empty stream where the file ended (its `bytes`).
+      const std::uint64_t end = std::max(fr.bytes, span[f].second);
+      const std::uint64_t start = span[f].second > 0 ? span[f].first : end;
+      streams[fr.name].emplace_back(r.step, std::make_pair(start, end));
+      writer[fr.name] = fr.writer;
+    }
+  }
+  std::vector<std::uint8_t> buf;
+  detail::FileReader reader(seg.dir);
+  for (auto& [name, list] : streams) {
+    const std::string path = seg.dir + "/" + name;
+    auto bad = [&](const std::string& why) {
+      rep.problems.push_back({"", static_cast<long>(writer[name]), name, 0, 0, why});
+    };
+    ++rep.files;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) continue;  // missing: the steps' own checks say so
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    std::vector<std::uint8_t> head(detail::kDataHeaderBytes);
+    if (size < head.size() || !reader.read(name, 0, head.data(), head.size()).ok()) continue;
+    auto h = detail::decode_data_header(head.data(), head.size());
+    if (!h.ok()) continue;                       // a header that does not decode: the steps' own checks say so
+    const std::uint64_t align = h->data_offset;  // the alignment (at least the header's size, a power of two)
+    if (align < detail::kDataHeaderBytes || (align & (align - 1)) != 0) {
+      bad("data file " + path + ": its header's data offset " + std::to_string(align) + " is not a power of two");
+      continue;
+    }
+    auto up = [&](std::uint64_t x) { return x > UINT64_MAX - align ? x : (x + align - 1) / align * align; };
+    // Ranges that must be zero, each with what it is.
+    std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>> zero;
+    zero.emplace_back(detail::kDataHeaderBytes, align, "of the data header's padding");
+    std::optional<std::uint64_t> prev = align;  // where the previous stream ended
+    std::int64_t prev_step = -1;
+    for (auto& [step, s] : list) {
+      if (s && prev && s->first >= *prev)
+        zero.emplace_back(*prev, std::min(up(*prev), s->first),
+                          "after the stream of step " + std::to_string(prev_step) + ", before the next aligned offset");
+      // (A stream that begins before the previous one's end - an index no writer made - moves nothing back.)
+      prev = s ? std::optional<std::uint64_t>(std::max(prev.value_or(0), s->second)) : std::nullopt;
+      prev_step = step;
+    }
+    if (prev)
+      zero.emplace_back(*prev, up(*prev),
+                        "after the stream of step " + std::to_string(prev_step) + ", before the next aligned offset");
+    for (auto& [lo, hi0, what] : zero) {
+      const std::uint64_t hi = std::min(hi0, size);
+      if (lo >= hi) continue;
+      std::uint64_t nonzero = 0, first = 0;
+      Status s = count_nonzero(reader, name, lo, hi, buf, nonzero, first);
+      if (!s.ok())
+        bad("data file " + path + ": " + s.message());
+      else if (nonzero > 0)
+        bad("data file " + path + ": " + std::to_string(nonzero) + " byte(s) " + what + " (bytes " +
+            std::to_string(lo) + ".." + std::to_string(hi) + ") are not zero (first at offset " +
+            std::to_string(first) + ")");
+    }
+  }
+  return rep;
+}
+
 Report verify_one(const std::string& dir, Progress* outer) {
   Report rep;
   rep.path = dir;
@@ -229,7 +333,12 @@ void print_report(const Report& r, bool quiet) {
   for (auto& p : r.problems) std::printf("BAD  %s\n", p.error.c_str());
   if (!quiet)
     for (auto& n : r.notes) std::printf("note %s\n", n.c_str());
-  if (r.ok())
+  if (r.segment && r.ok())
+    std::printf("%s: OK (segment: the bytes between the streams of %zu data files)\n", r.path.c_str(), r.files);
+  else if (r.segment)
+    std::printf("%s: FAILED (segment: %zu problem(s) in the bytes between the streams of %zu data files)\n",
+                r.path.c_str(), r.problems.size(), r.files);
+  else if (r.ok())
     std::printf("%s: OK (step %lld: %zu blocks in %zu files, %s verified)\n", r.path.c_str(),
                 static_cast<long long>(r.step), r.blocks, r.files, human_bytes(r.bytes).c_str());
   else
@@ -242,7 +351,7 @@ void print_report(const Report& r, bool quiet) {
 int run_verify(const VerifyArgs& a) {
   Status s = names_checkpoint(a.path) ? Status::OK() : check_directory(a.path);  // a series step is a name
   if (!s.ok()) return fail("verify", s.message());
-  std::vector<Report> reports;
+  std::vector<Report> reports, segments;
   std::vector<std::string> skipped;
   if (names_checkpoint(a.path)) {
     Report r = verify_one(a.path, nullptr);
@@ -266,21 +375,37 @@ int run_verify(const VerifyArgs& a) {
     }
     bar.finish();
     if (reports.empty()) return fail("verify", "no committed checkpoint in " + a.path);
+    // A series root: also the bytes of each segment's data files that lie between the steps' streams.
+    if (detail::scan_root(a.path).series)
+      for (const detail::SegmentLog& seg : detail::read_segments(a.path))
+        if (!seg.records.empty()) segments.push_back(verify_segment(seg));
   }
   bool ok = true;
   for (auto& r : reports) ok = ok && r.ok();
+  for (auto& r : segments) ok = ok && r.ok();
   if (a.json) {
     json j;
     j["ok"] = ok;
     json arr = json::array();
     for (auto& r : reports) arr.push_back(report_json(r));
     j["checkpoints"] = arr;
+    json segs = json::array();
+    for (auto& r : segments) {
+      json sj = report_json(r);
+      sj.erase("step");
+      sj.erase("blocks");
+      sj.erase("bytes");
+      sj.erase("error");
+      segs.push_back(std::move(sj));
+    }
+    j["segments"] = segs;
     j["skipped"] = skipped;
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     for (auto& sk : skipped)
       if (!a.quiet) std::printf("skip %s\n", sk.c_str());
     for (auto& r : reports) print_report(r, a.quiet);
+    for (auto& r : segments) print_report(r, a.quiet);
   }
   return ok ? kExitOk : kExitBad;
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "base/format.hpp"
@@ -107,8 +108,14 @@ class AppendWriter final : public Writer {
     return p;
   }
 
-  // What was written stays unreferenced; the next checkpoint writes over it (m_file.end is unchanged).
-  void abort() override {}
+  // The next checkpoint goes where this one did (m_file.end is unchanged). What this one wrote is cut
+  // off: the file ends where its last finished stream ends, so that no bytes of an aborted stream stay
+  // behind a shorter next one, where format.md promises zeros (`ckpt verify` checks them).
+  void abort() override {
+    if (m_end > m_file.end && m_file.fd >= 0 && ::ftruncate(m_file.fd, static_cast<off_t>(m_file.end)) != 0)
+      std::fprintf(stderr, "ckpt: cannot cut an aborted checkpoint's bytes off %s: %s\n", m_file.path.c_str(),
+                   std::strerror(errno));
+  }
 
  private:
   WriteContext m_ctx;

@@ -48,6 +48,69 @@ Result<bool> parse_bool(const std::string& key, const std::string& v) {
   return bad_value(key, v, "true/false, on/off, yes/no, 1/0");
 }
 
+// ---- options with a fixed set of spellings ---------------------------------------------------------
+// One table per option (spelling -> value, in the order messages list them); parse_named() reads a
+// value, named_list() writes the accepted spellings into every message about them.
+
+template <class E>
+struct Named {
+  const char* name;
+  E value;
+};
+
+const Named<Options::OnBusy> kOnBusy[] = {{"wait", Options::OnBusy::wait}, {"coalesce", Options::OnBusy::coalesce}};
+const Named<Options::Layout> kLayout[] = {{"directory", Options::Layout::directory},
+                                          {"series", Options::Layout::series}};
+const Named<Options::DoubleBuffer> kDoubleBuffer[] = {
+    {"off", Options::DoubleBuffer::off}, {"on", Options::DoubleBuffer::on}, {"auto", Options::DoubleBuffer::automatic}};
+const Named<Options::MpiThreads> kMpiThreads[] = {{"auto", Options::MpiThreads::automatic},
+                                                  {"multiple", Options::MpiThreads::multiple},
+                                                  {"funneled", Options::MpiThreads::funneled}};
+const Named<const char*> kRedundancy[] = {{"none", "none"}, {"partner", "partner"}, {"xor", "xor"}};
+const Named<const char*> kRomioCbWrite[] = {{"enable", "enable"}, {"disable", "disable"}, {"automatic", "automatic"}};
+
+/// The spellings of `table` in order, joined by `sep` and the last one by `last` ("a, b or c").
+template <class E, std::size_t N>
+std::string named_list(const Named<E> (&table)[N], const char* sep = ", ", const char* last = ", ") {
+  std::string s;
+  for (std::size_t i = 0; i < N; ++i) s += std::string(i == 0 ? "" : i + 1 == N ? last : sep) + table[i].name;
+  return s;
+}
+
+/// The entry of `table` spelled `text` exactly (case matters), or null.
+template <class E, std::size_t N>
+const Named<E>* find_named(const Named<E> (&table)[N], const std::string& text) {
+  for (const auto& n : table)
+    if (text == n.name) return &n;
+  return nullptr;
+}
+
+/// The value `text` spells, or invalid_argument "'<text>' is not a, b or c".
+template <class E, std::size_t N>
+Result<E> parse_named(const Named<E> (&table)[N], const std::string& text) {
+  if (const Named<E>* n = find_named(table, text)) return n->value;
+  return Status(Code::invalid_argument, "'" + text + "' is not " + named_list(table, ", ", " or "));
+}
+
+/// Whether `value` is one of `table`'s (an enum set in code from an integer may be none).
+template <class E, std::size_t N>
+bool is_named(const Named<E> (&table)[N], E value) {
+  for (const auto& n : table)
+    if (n.value == value) return true;
+  return false;
+}
+
+/// The option `key` whose member is set from `table`: "option '<key>': bad value '<v>' (allowed: a, b, c)".
+template <class M, class E, std::size_t N>
+Field named_field(const char* key, const Named<E> (&table)[N], M Options::*member) {
+  return {key, [key, &table, member](Options& o, const std::string& v) -> Status {
+            const Named<E>* n = find_named(table, v);
+            if (n == nullptr) return bad_value(key, v, named_list(table));
+            o.*member = n->value;
+            return Status();
+          }};
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> f = {
       {"dir",
@@ -62,25 +125,8 @@ const std::vector<Field>& fields() {
          o.transport = v;  // checked against the registry when the Runtime is built
          return Status();
        }},
-      {"gpu_double_buffer",
-       [](Options& o, const std::string& v) -> Status {
-         Result<Options::DoubleBuffer> mode = parse_double_buffer(v);
-         if (!mode.ok()) return bad_value("gpu_double_buffer", v, "off, on, auto");
-         o.gpu_double_buffer = *mode;
-         return Status();
-       }},
-      {"mpi_threads",
-       [](Options& o, const std::string& v) -> Status {
-         if (v == "auto")
-           o.mpi_threads = Options::MpiThreads::automatic;
-         else if (v == "multiple")
-           o.mpi_threads = Options::MpiThreads::multiple;
-         else if (v == "funneled")
-           o.mpi_threads = Options::MpiThreads::funneled;
-         else
-           return bad_value("mpi_threads", v, "auto, multiple, funneled");
-         return Status();
-       }},
+      named_field("gpu_double_buffer", kDoubleBuffer, &Options::gpu_double_buffer),
+      named_field("mpi_threads", kMpiThreads, &Options::mpi_threads),
       {"gpu_spare_bytes",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
@@ -143,12 +189,7 @@ const std::vector<Field>& fields() {
          o.drain_every = static_cast<int>(x.value());
          return Status();
        }},
-      {"redundancy",
-       [](Options& o, const std::string& v) -> Status {
-         if (v != "none" && v != "partner" && v != "xor") return bad_value("redundancy", v, "none, partner, xor");
-         o.redundancy = v;
-         return Status();
-       }},
+      named_field("redundancy", kRedundancy, &Options::redundancy),
       {"xor_group",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("xor_group", v);
@@ -205,20 +246,8 @@ const std::vector<Field>& fields() {
          o.max_in_flight = static_cast<int>(x.value());
          return Status();
        }},
-      {"on_busy",
-       [](Options& o, const std::string& v) -> Status {
-         Result<Options::OnBusy> mode = parse_on_busy(v);
-         if (!mode.ok()) return bad_value("on_busy", v, "wait, coalesce");
-         o.on_busy = *mode;
-         return Status();
-       }},
-      {"layout",
-       [](Options& o, const std::string& v) -> Status {
-         Result<Options::Layout> l = parse_layout(v);
-         if (!l.ok()) return bad_value("layout", v, "directory, series");
-         o.layout = *l;
-         return Status();
-       }},
+      named_field("on_busy", kOnBusy, &Options::on_busy),
+      named_field("layout", kLayout, &Options::layout),
       {"segment_bytes",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
@@ -356,7 +385,8 @@ Result<Attributes> parse_mpiio_hints(const std::string& v) {
   // which ROMIO would read as 16: they leave here in bytes.
   const std::string allowed =
       "key=value,... with cb_buffer_size and striping_unit byte counts (like 16M), cb_nodes and "
-      "striping_factor from 1 to 16777216, romio_cb_write enable/disable/automatic";
+      "striping_factor from 1 to 16777216, romio_cb_write " +
+      named_list(kRomioCbWrite, "/", "/");
   Attributes out;
   std::size_t p = 0;
   while (p < v.size()) {
@@ -378,7 +408,7 @@ Result<Attributes> parse_mpiio_hints(const std::string& v) {
       auto x = parse_int(k, val);
       good = x.ok() && x.value() >= 1 && x.value() <= (1 << 24);
     } else if (k == "romio_cb_write") {
-      good = val == "enable" || val == "disable" || val == "automatic";
+      good = find_named(kRomioCbWrite, val) != nullptr;
     }
     if (!good) return bad_value("mpiio_hints", v, allowed + "; '" + kv + "' is not");
     out.emplace_back(k, val);
@@ -415,32 +445,17 @@ CudaDeviceConfig device_config(const Options& o) {
 
 }  // namespace detail
 
-Result<Options::OnBusy> parse_on_busy(const std::string& text) {
-  if (text == "wait") return Options::OnBusy::wait;
-  if (text == "coalesce") return Options::OnBusy::coalesce;
-  return Status(Code::invalid_argument, "'" + text + "' is not wait or coalesce");
-}
+Result<Options::OnBusy> parse_on_busy(const std::string& text) { return parse_named(kOnBusy, text); }
 
 const char* on_busy_name(Options::OnBusy v) noexcept {
-  switch (v) {
-    case Options::OnBusy::wait: return "wait";
-    case Options::OnBusy::coalesce: return "coalesce";
-  }
+  for (const auto& n : kOnBusy)
+    if (n.value == v) return n.name;
   return "?";
 }
 
-Result<Options::Layout> parse_layout(const std::string& text) {
-  if (text == "directory") return Options::Layout::directory;
-  if (text == "series") return Options::Layout::series;
-  return Status(Code::invalid_argument, "'" + text + "' is not directory or series");
-}
+Result<Options::Layout> parse_layout(const std::string& text) { return parse_named(kLayout, text); }
 
-Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text) {
-  if (text == "off") return Options::DoubleBuffer::off;
-  if (text == "on") return Options::DoubleBuffer::on;
-  if (text == "auto") return Options::DoubleBuffer::automatic;
-  return Status(Code::invalid_argument, "'" + text + "' is not off, on or auto");
-}
+Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text) { return parse_named(kDoubleBuffer, text); }
 
 Result<std::uint64_t> parse_bytes(const std::string& text) {
   if (text.empty()) return Status(Code::invalid_argument, "empty byte count");
@@ -510,13 +525,13 @@ Status Options::validate() const {
     return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(pool_bytes) +
                                               ") must hold at least two chunks of chunk_bytes (" +
                                               std::to_string(chunk_bytes != 0 ? chunk_bytes : 4096) + ")");
-  if (on_busy != OnBusy::wait && on_busy != OnBusy::coalesce)  // set in code from an integer
-    return Status(Code::invalid_argument,
-                  "option 'on_busy' must be wait or coalesce, got " + std::to_string(static_cast<int>(on_busy)));
+  if (!is_named(kOnBusy, on_busy))  // set in code from an integer
+    return Status(Code::invalid_argument, "option 'on_busy' must be " + named_list(kOnBusy, ", ", " or ") + ", got " +
+                                              std::to_string(static_cast<int>(on_busy)));
   if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");
   if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
-  if (layout != Layout::directory && layout != Layout::series)  // set in code from an integer
-    return Status(Code::invalid_argument, "option 'layout' must be directory or series");
+  if (!is_named(kLayout, layout))  // set in code from an integer
+    return Status(Code::invalid_argument, "option 'layout' must be " + named_list(kLayout, ", ", " or "));
   if (segment_bytes < 4096 || segment_steps < 0)
     return Status(Code::invalid_argument, "option 'segment_bytes' must be >= 4096 and 'segment_steps' >= 0");
   if (layout == Layout::series && !local_dir.empty())
@@ -538,8 +553,8 @@ Status Options::validate() const {
         "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
   if (drain_every < 0 || ranks_per_node < 0)
     return Status(Code::invalid_argument, "options drain_every and ranks_per_node must be >= 0");
-  if (redundancy != "none" && redundancy != "partner" && redundancy != "xor")
-    return Status(Code::invalid_argument, "option 'redundancy' must be none, partner or xor");
+  if (find_named(kRedundancy, redundancy) == nullptr)
+    return Status(Code::invalid_argument, "option 'redundancy' must be " + named_list(kRedundancy, ", ", " or "));
   if (xor_group < 2) return Status(Code::invalid_argument, "option 'xor_group' must be >= 2");
   if (keep_global < 0) return Status(Code::invalid_argument, "option 'keep_global' must be >= 0 (0: as keep)");
   if (!local_dir.empty() && local_dir == dir)

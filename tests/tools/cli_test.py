@@ -467,7 +467,10 @@ def case_series():
     one_line_error(err, "no checkpoint of step 15")
     # verify: the root (every step), one step, latest.
     out, _ = ckpt("verify", root)
-    assert out.count(": OK (") == 2 and "28 blocks in 4 files" in out, out
+    assert out.count(": OK (step") == 2 and "28 blocks in 4 files" in out, out
+    # ... and each segment's bytes between the steps' streams.
+    for seg in ("series.0", "series.1"):
+        assert f"{os.path.join(root, seg)}: OK (segment: the bytes between the streams of 4 data files)" in out, out
     out, _ = ckpt("verify", os.path.join(root, "ckpt.10"))
     assert "ckpt.10: OK (step 10: 28 blocks in 4 files" in out, out
     j = ckpt_json("verify", os.path.join(root, "latest"))
@@ -508,6 +511,8 @@ def case_series():
     assert "2 complete, 1 incomplete, latest -> ckpt.15" in out, out
     j = ckpt_json("verify", rb)
     assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [15, 10], j
+    assert [(s["path"], s["ok"], s["files"]) for s in j["segments"]] == \
+        [(os.path.join(rb, "series.0"), True, 4), (os.path.join(rb, "series.1"), True, 4)], j
     assert len(j["skipped"]) == 1 and "ckpt.20" in j["skipped"][0], j
     _, err = ckpt("ls", os.path.join(rb, "ckpt.20"), rc=2)
     one_line_error(err, "no checkpoint of step 20")
@@ -563,6 +568,72 @@ def case_series_damage():
     assert j["pass"] and j["a"]["step"] == 10, j
     _, err = ckpt("verify", os.path.join(r4, "ckpt.20"), rc=2)
     one_line_error(err, "no checkpoint of step 20")
+    # ... and the root verifies clean: step 20's stream stays in series.1/data.<rank>, not checked.
+    j = ckpt_json("verify", r4)
+    assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [10] and len(j["segments"]) == 1, j
+    # 5. The bytes between two streams of a segment (series4rb: steps 10 and 20 in series.0, 20 rolled
+    # back) and the data header's padding are zero: verify of the root reports a flip there, naming the
+    # file and the offset; the steps themselves still verify.
+    rb = data("series4rb")
+    ends = {f["name"]: f["bytes"] for f in ckpt_json("ls", "-l", os.path.join(rb, "ckpt.10"))["files"]}
+    assert ends["data.1"] % 4096 != 0, ends
+    for what, at, needle in (("gap", ends["data.1"] + 3, "after the stream of step 10"),
+                             ("gap-last", (ends["data.1"] + 4095) // 4096 * 4096 - 1, "after the stream of step 10"),
+                             ("header-padding", 100, "of the data header's padding")):
+        r5 = os.path.join(w, what)
+        shutil.copytree(rb, r5)
+        flip(os.path.join(r5, "series.0", "data.1"), at)
+        out, _ = ckpt("verify", r5, rc=1)
+        bad = [l for l in out.splitlines() if l.startswith("BAD")]
+        assert len(bad) == 1, out
+        for n in (os.path.join(r5, "series.0", "data.1"), needle, f"1 byte(s)", f"first at offset {at}"):
+            assert n in bad[0], (n, bad[0])
+        assert out.count(": OK (step") == 2 and f"{os.path.join(r5, 'series.0')}: FAILED (segment: 1 problem" in out, out
+        j = ckpt_json("verify", r5, rc=1)
+        assert [s["ok"] for s in j["segments"]] == [False, True] and j["segments"][0]["problems"][0]["file"] == "data.1"
+        ckpt("verify", os.path.join(r5, "ckpt.15"))
+    # 6. A roll-back and a torn tail in one segment: series4rb with step 20's record (the last of
+    # series.0, rolled back) cut: its stream stays behind step 10's, never read, and the root verifies clean.
+    r6 = os.path.join(w, "rollback-torn")
+    shutil.copytree(rb, r6)
+    log = os.path.join(r6, "series.0", "steps")
+    with open(log, "rb") as f:
+        raw = f.read()
+    second = raw.index(b"CKPTSTEP", raw.index(b"CKPTSTEP") + 8)
+    os.truncate(log, second + 50)
+    j = ckpt_json("verify", r6)
+    assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [15, 10] and len(j["segments"]) == 2, j
+    assert any("series.0" in s and "did not finish" in s for s in j["skipped"]), j
+
+
+def case_segment_paths():
+    """A segment of a series root, or a file in one, is neither a root nor a checkpoint: every subcommand
+    refuses it (exit 2, one line) and names the root to give instead."""
+    root = data("series4")
+    w = workdir("segment-paths")
+    cases = [(os.path.join(root, "series.0"), "is segment 0"),
+             (os.path.join(root, "series.1") + "/", "is segment 1"),
+             (os.path.join(root, "series.1", "data.2"), "is a file of segment 1"),
+             (os.path.join(root, "series.0", "steps"), "is a file of segment 0")]
+    for path, what in cases:
+        needle = f"{path} {what} of the series root {root}; give the root"
+        for cmd, args in (("ls", [path]), ("ls", ["-l", path, "--json"]), ("verify", [path]),
+                          ("diff", [path, root]), ("diff", [os.path.join(root, "ckpt.10"), path]),
+                          ("convert", [path, "-o", os.path.join(w, "x.h5")])):
+            out, err = ckpt(cmd, *args, rc=2)
+            assert out == "", out
+            one_line_error(err, f"ckpt {cmd}: ", needle)
+        assert not os.path.exists(os.path.join(w, "x.h5"))
+    # Not a segment: a regular file named series.3 in a directory root, a missing one, the root itself.
+    plain = os.path.join(w, "dirroot")
+    shutil.copytree(data("from4"), plain)
+    open(os.path.join(plain, "series.3"), "w").close()
+    _, err = ckpt("verify", os.path.join(plain, "series.3"), rc=2)
+    one_line_error(err, "not a directory")
+    ckpt("verify", plain)
+    _, err = ckpt("ls", os.path.join(root, "series.9"), rc=2)
+    one_line_error(err, "No such file or directory")
+    ckpt("ls", root)
 
 
 def case_convert_unavailable():

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cctype>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "ckpt/options.hpp"
 #include "test_util.hpp"
@@ -159,4 +162,62 @@ TEST(Options, OnBusySpellings) {
   EXPECT_EQ(Options::defaults().on_busy, Options::OnBusy::wait);
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "on_busy: Coalesce\n")).ok());
   for (auto v : {Options::OnBusy::wait, Options::OnBusy::coalesce}) EXPECT_EQ(*parse_on_busy(on_busy_name(v)), v);
+}
+
+// Every option with a fixed set of spellings (one table each in options.cpp): a bad value, in a file
+// and in a variable, is refused naming the option and listing every accepted spelling in order; each
+// listed spelling is accepted; the public parse_*() list them too.
+TEST(Options, EveryEnumOptionListsItsSpellings) {
+  struct Case {
+    const char* key;
+    const char* env;
+    std::vector<const char*> spellings;
+  };
+  const Case cases[] = {
+      {"on_busy", "CKPT_ON_BUSY", {"wait", "coalesce"}},
+      {"layout", "CKPT_LAYOUT", {"directory", "series"}},
+      {"gpu_double_buffer", "CKPT_GPU_DOUBLE_BUFFER", {"off", "on", "auto"}},
+      {"mpi_threads", "CKPT_MPI_THREADS", {"auto", "multiple", "funneled"}},
+      {"redundancy", "CKPT_REDUNDANCY", {"none", "partner", "xor"}},
+  };
+  const std::string dir = test::scratch_dir();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    std::string list;
+    for (const char* s : c.spellings) list += (list.empty() ? "" : ", ") + std::string(s);
+    const std::string want = "option '" + std::string(c.key) + "': bad value 'bogus' (allowed: " + list + ")";
+    auto y = Options::try_load(write_yaml(dir, std::string(c.key) + ": bogus\n"));
+    ASSERT_FALSE(y.ok());
+    EXPECT_EQ(y.status().code(), Code::invalid_argument);
+    EXPECT_NE(y.status().message().find(want), std::string::npos) << y.status().message();
+    ::setenv(c.env, "bogus", 1);
+    Options e;
+    ::unsetenv(c.env);
+    EXPECT_EQ(e.error.code(), Code::invalid_argument);
+    EXPECT_NE(e.error.message().find(want), std::string::npos) << e.error.message();
+    EXPECT_NE(e.error.message().find(c.env), std::string::npos) << e.error.message();
+    // Each spelling is accepted (case matters: the upper-cased one is not).
+    for (const char* s : c.spellings) {
+      const std::string extra = std::string(c.key) == "gpu_double_buffer" ? "gpu_spare_bytes: 1M\n" : "";
+      auto ok = Options::try_load(write_yaml(dir, std::string(c.key) + ": " + s + "\n" + extra));
+      EXPECT_TRUE(ok.ok()) << s << ": " << ok.status().to_string();
+      std::string upper = s;
+      for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      EXPECT_FALSE(Options::try_load(write_yaml(dir, std::string(c.key) + ": " + upper + "\n")).ok()) << upper;
+    }
+  }
+  // The public parsers: "'<text>' is not a, b or c".
+  EXPECT_EQ(parse_on_busy("drop").status().message(), "'drop' is not wait or coalesce");
+  EXPECT_EQ(parse_layout("tree").status().message(), "'tree' is not directory or series");
+  EXPECT_EQ(parse_double_buffer("ON").status().message(), "'ON' is not off, on or auto");
+  EXPECT_EQ(*parse_layout("directory"), Options::Layout::directory);
+  // A value set in code from an integer is refused by validate(), which lists the spellings too.
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.layout = static_cast<Options::Layout>(7);
+  EXPECT_EQ(o.validate().message(), "option 'layout' must be directory or series");
+  o = Options::defaults();
+  o.dir = dir;
+  o.redundancy = "raid";
+  EXPECT_EQ(o.validate().message(), "option 'redundancy' must be none, partner or xor");
 }

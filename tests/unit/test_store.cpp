@@ -271,6 +271,19 @@ std::uint64_t file_size(const std::string& p) {
 }
 }  // namespace
 
+TEST(PosixIo, SplitLast) {
+  using P = std::pair<std::string, std::string>;
+  EXPECT_EQ(split_last("run/ckpt.3"), P("run", "ckpt.3"));
+  EXPECT_EQ(split_last("a/b/ckpt.3//"), P("a/b", "ckpt.3"));
+  EXPECT_EQ(split_last("ckpt.3"), P(".", "ckpt.3"));
+  EXPECT_EQ(split_last("/ckpt.3"), P("/", "ckpt.3"));
+  EXPECT_EQ(split_last("/"), P("/", ""));
+  EXPECT_EQ(split_last(""), P(".", ""));
+  // The directory layout's name checks use it: a trailing slash does not hide a step's name.
+  EXPECT_TRUE(is_checkpoint_dir("no/such/root/ckpt.12/"));
+  EXPECT_FALSE(is_checkpoint_dir("no/such/root/ckpt.012/"));
+}
+
 TEST(SeriesNames, Segments) {
   bool doomed = true;
   EXPECT_EQ(parse_segment_name("series.0", &doomed), 0);
