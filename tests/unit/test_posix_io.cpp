@@ -111,11 +111,16 @@ TEST(PosixIo, DirectBypassesThePageCacheWhereTheFileSystemAllows) {
   if (dfd < 0) GTEST_SKIP() << "the file system of " << dir << " refuses O_DIRECT (tmpfs?)";
   ::close(dfd);
   Buffer b(64 * kDirectAlign + 100);  // 64 whole pages and a tail of 100 bytes
-  // The 64 pages went around the page cache; at most the tail page (written through it) is there.
-  EXPECT_LE(write_synced(path, b.p, b.bytes, kDirectAlign, true), 1u);
+  // The 64 pages went around the page cache: at most the tail page (written through it) should be
+  // there; a few more are tolerated (the kernel may cache a page for its own reasons), not most.
+  const std::size_t direct = write_synced(path, b.p, b.bytes, kDirectAlign, true);
+  EXPECT_LE(direct, 8u) << "pages of " << path << " in the page cache after O_DIRECT writes of 64";
   check_file(path, b.p, b.bytes, kDirectAlign);
-  // Through the page cache, which keeps the pages after the fdatasync.
-  EXPECT_GE(write_synced(path, b.p, b.bytes, kDirectAlign, false), 64u);
+  // Through the page cache, which keeps (most of) the pages after the fdatasync: the residency
+  // measurement sees them, so the small count above means something.
+  const std::size_t cached = write_synced(path, b.p, b.bytes, kDirectAlign, false);
+  EXPECT_GE(cached, 32u) << "pages of " << path << " in the page cache after buffered writes of 65";
+  EXPECT_GT(cached, direct + 16);
   check_file(path, b.p, b.bytes, kDirectAlign);
 }
 
