@@ -4,7 +4,6 @@
 // data pages of a checkpoint written with direct_io do not stay in the page cache (they went around it).
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 
 using namespace ckpt;
 using ckpt::test::all_true;
+using ckpt::test::resident_pages;
 using ckpt::test::scratch_dir;
 using ckpt::test::world_rank;
 
@@ -67,22 +67,6 @@ Options opts(const std::string& dir, bool direct, bool series) {
   o.direct_io = direct;
   if (series) o.layout = Options::Layout::series;
   return o;
-}
-
-std::size_t resident_pages(const std::string& path, std::size_t* pages) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0) return 0;
-  const std::size_t len = static_cast<std::size_t>(st.st_size);
-  *pages = (len + 4095) / 4096;
-  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
-  std::vector<unsigned char> v(*pages);
-  std::size_t n = 0;
-  if (m != MAP_FAILED && ::mincore(m, len, v.data()) == 0)
-    for (unsigned char c : v) n += c & 1u;
-  if (m != MAP_FAILED) ::munmap(m, len);
-  ::close(fd);
-  return n;
 }
 
 }  // namespace

@@ -2,15 +2,43 @@
 #ifndef CKPT_TESTS_SUPPORT_TEST_UTIL_HPP
 #define CKPT_TESTS_SUPPORT_TEST_UTIL_HPP
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "base/posix_io.hpp"
 
 namespace ckpt::test {
+
+/// Pages of the file at `path` in the page cache (mincore of a shared mapping, which faults nothing
+/// in); the file's length in pages into `pages` when given. 0 when the file cannot be read.
+inline std::size_t resident_pages(const std::string& path, std::size_t* pages = nullptr) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) {
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  const std::size_t len = static_cast<std::size_t>(st.st_size), page = 4096;
+  if (pages != nullptr) *pages = (len + page - 1) / page;
+  std::size_t n = 0;
+  void* m = len == 0 ? MAP_FAILED : ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
+  if (m != MAP_FAILED) {
+    std::vector<unsigned char> v((len + page - 1) / page);
+    if (::mincore(m, len, v.data()) == 0)
+      for (unsigned char c : v) n += c & 1u;
+    ::munmap(m, len);
+  }
+  ::close(fd);
+  return n;
+}
 
 inline int world_rank() {
   int r = 0;

@@ -3,7 +3,6 @@
 // not keep those pages) and through the page cache where it cannot (tmpfs, unaligned pieces).
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 
 using ckpt::Status;
 using namespace ckpt::detail;
+using ckpt::test::resident_pages;
 using ckpt::test::scratch_dir;
 
 namespace {
@@ -37,22 +37,6 @@ std::vector<std::uint8_t> read_all(const std::string& path) {
   auto r = read_file(path, 1ull << 30);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? r.value() : std::vector<std::uint8_t>{};
-}
-
-/// Pages of `path` in the page cache.
-std::size_t resident_pages(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  struct stat st {};
-  ::fstat(fd, &st);
-  const std::size_t len = static_cast<std::size_t>(st.st_size), page = 4096;
-  void* m = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, fd, 0);
-  std::vector<unsigned char> v((len + page - 1) / page);
-  std::size_t n = 0;
-  if (m != MAP_FAILED && ::mincore(m, len, v.data()) == 0)
-    for (unsigned char c : v) n += c & 1u;
-  if (m != MAP_FAILED) ::munmap(m, len);
-  ::close(fd);
-  return n;
 }
 
 /// Writes `n` bytes of `src` at `off` of a fresh file with pwrite_direct (direct descriptor when
