@@ -51,24 +51,28 @@ int open_direct(const std::string& path) {
 #endif
 }
 
-Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path) {
+Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path,
+                     bool writeback) {
+  auto* b = static_cast<const char*>(p);
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const std::size_t whole = n / kDirectAlign * kDirectAlign;
-  if (direct_fd < 0 || addr % kDirectAlign != 0 || off % kDirectAlign != 0 || whole == 0)
-    return pwrite_all(fd, p, n, off, path);
-  auto* b = static_cast<const char*>(p);
-  std::size_t done = 0;
-  while (done < whole) {
-    ssize_t w = ::pwrite(direct_fd, b + done, whole - done, static_cast<off_t>(off + done));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EINVAL && done == 0) return pwrite_all(fd, p, n, off, path);  // refused after all
-      return errno_status("write " + path + " at offset " + std::to_string(off + done));
+  std::size_t done = 0;  // bytes written through direct_fd
+  if (direct_fd >= 0 && addr % kDirectAlign == 0 && off % kDirectAlign == 0) {
+    while (done < whole) {
+      ssize_t w = ::pwrite(direct_fd, b + done, whole - done, static_cast<off_t>(off + done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EINVAL && done == 0) break;  // refused after all: all of it through fd
+        return errno_status("write " + path + " at offset " + std::to_string(off + done));
+      }
+      done += static_cast<std::size_t>(w);
+      if (done % kDirectAlign != 0) break;  // a short write off the alignment: the rest goes through fd
     }
-    done += static_cast<std::size_t>(w);
-    if (done % kDirectAlign != 0) break;  // a short write off the alignment: the rest goes through fd
   }
-  return pwrite_all(fd, b + done, n - done, off + done, path);
+  if (done == n) return Status::OK();
+  CKPT_RETURN_IF_ERROR(pwrite_all(fd, b + done, n - done, off + done, path));
+  if (writeback) start_writeback(fd, off + done, n - done);
+  return Status::OK();
 }
 
 Status pread_all(int fd, void* p, std::size_t n, std::uint64_t off, const std::string& path) {

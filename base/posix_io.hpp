@@ -25,8 +25,10 @@ void start_writeback(int fd, std::uint64_t off, std::uint64_t n);
 int open_direct(const std::string& path);
 /// Writes like pwrite_all() on `fd`, but the part of [p, p + n) that O_DIRECT can take - from `p` and
 /// `off` both multiples of kDirectAlign, whole multiples of it - goes through `direct_fd` (when >= 0),
-/// straight from `p` to the device without a copy into the page cache; the rest through `fd`.
-Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path);
+/// straight from `p` to the device without a copy into the page cache; the rest through `fd`, whose
+/// write-back starts at once when `writeback` (start_writeback()).
+Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path,
+                     bool writeback = false);
 /// Alignment O_DIRECT needs here (address, offset and length): the largest logical block size in use.
 constexpr std::uint64_t kDirectAlign = 4096;
 /// pread exactly n bytes; a short file is `corrupt` ("truncated").

@@ -14,76 +14,79 @@
 namespace ckpt::detail {
 namespace {
 
-class PosixWriter final : public Writer {
- public:
-  PosixWriter(const WriteContext& ctx, std::uint64_t data_offset, bool direct)
-      : m_ctx(ctx), m_data_offset(data_offset), m_direct(direct) {
-    m_name = ctx.file_name("data", ctx.rank);
-    m_path = ctx.dir + "/" + m_name;
-  }
-  ~PosixWriter() override { close_fds(); }
-
-  Status open() {
-    m_fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (m_fd < 0) return errno_status("create " + m_path);
-    if (m_direct) m_dfd = open_direct(m_path);
-    auto bytes = encode_header_for(m_ctx, m_ctx.rank, m_data_offset);
-    return pwrite_all(m_fd, bytes.data(), bytes.size(), 0, m_path);
-  }
-
-  Status write(std::uint64_t offset, const void* data, std::size_t n) override {
-    CKPT_RETURN_IF_ERROR(pwrite_direct(m_dfd, m_fd, data, n, m_data_offset + offset, m_path));
-    if (m_ctx.writeback) start_writeback(m_fd, m_data_offset + offset, n);
-    m_end = std::max<std::uint64_t>(m_end, m_data_offset + offset + n);
-    return Status::OK();
-  }
-
-  Result<Placement> finish(const std::vector<BlockDigest>&) override {
-    if (m_ctx.fsync && ::fdatasync(m_fd) != 0) return errno_status("fdatasync " + m_path);
-    if (m_dfd >= 0) ::close(m_dfd);
-    m_dfd = -1;
-    if (::close(m_fd) != 0) {
-      m_fd = -1;
-      return errno_status("close " + m_path);
-    }
-    m_fd = -1;
-    return Placement{m_name, m_ctx.rank, m_data_offset, std::max<std::uint64_t>(m_end, m_data_offset)};
-  }
-
-  void abort() override {
-    close_fds();
-    ::unlink(m_path.c_str());
-  }
-
- private:
-  void close_fds() {
-    if (m_dfd >= 0) ::close(m_dfd);
-    if (m_fd >= 0) ::close(m_fd);
-    m_dfd = m_fd = -1;
-  }
-
-  WriteContext m_ctx;
-  std::uint64_t m_data_offset;
-  bool m_direct;
-  std::string m_name, m_path;
-  int m_fd = -1;
-  int m_dfd = -1;  ///< O_DIRECT descriptor of the same file (direct_io), or -1
-  std::uint64_t m_end = 0;
-};
-
-/// layout series: this rank's data file of the current segment, open from one checkpoint to the next.
-/// Owned by the transport, used by the thread that opens and writes (the write thread).
-struct SeriesFile {
+/// A rank's data file open for writing: `fd` through the page cache and, with direct_io, `dfd` on the
+/// same file with O_DIRECT (-1 when off or refused). Used by the thread that opens and writes.
+struct DataFile {
   std::string path;
   int fd = -1;
-  int dfd = -1;           ///< O_DIRECT descriptor of the same file (direct_io), or -1
-  std::uint64_t end = 0;  ///< end of the last finished checkpoint's stream (the next one starts aligned after it)
-  ~SeriesFile() { close(); }
+  int dfd = -1;
+  ~DataFile() { close(); }
+  /// Creates (truncating) `path` and, when `direct`, its O_DIRECT descriptor.
+  Status create(bool direct) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) return errno_status("create " + path);
+    dfd = direct ? open_direct(path) : -1;
+    return Status::OK();
+  }
+  /// Checkpoint data at `off`: O_DIRECT where it can, the rest through the page cache (pwrite_direct).
+  Status write(std::uint64_t off, const void* data, std::size_t n, bool writeback) const {
+    return pwrite_direct(dfd, fd, data, n, off, path, writeback);
+  }
   void close() {
     if (dfd >= 0) ::close(dfd);
     if (fd >= 0) ::close(fd);
     fd = dfd = -1;
   }
+};
+
+class PosixWriter final : public Writer {
+ public:
+  PosixWriter(const WriteContext& ctx, std::uint64_t data_offset, bool direct)
+      : m_ctx(ctx), m_data_offset(data_offset), m_direct(direct) {
+    m_name = ctx.file_name("data", ctx.rank);
+    m_file.path = ctx.dir + "/" + m_name;
+  }
+
+  Status open() {
+    CKPT_RETURN_IF_ERROR(m_file.create(m_direct));
+    auto bytes = encode_header_for(m_ctx, m_ctx.rank, m_data_offset);
+    return pwrite_all(m_file.fd, bytes.data(), bytes.size(), 0, m_file.path);
+  }
+
+  Status write(std::uint64_t offset, const void* data, std::size_t n) override {
+    CKPT_RETURN_IF_ERROR(m_file.write(m_data_offset + offset, data, n, m_ctx.writeback));
+    m_end = std::max<std::uint64_t>(m_end, m_data_offset + offset + n);
+    return Status::OK();
+  }
+
+  Result<Placement> finish(const std::vector<BlockDigest>&) override {
+    if (m_ctx.fsync && ::fdatasync(m_file.fd) != 0) return errno_status("fdatasync " + m_file.path);
+    if (m_file.dfd >= 0) ::close(m_file.dfd);
+    m_file.dfd = -1;
+    const int fd = m_file.fd;
+    m_file.fd = -1;
+    if (::close(fd) != 0) return errno_status("close " + m_file.path);
+    return Placement{m_name, m_ctx.rank, m_data_offset, std::max<std::uint64_t>(m_end, m_data_offset)};
+  }
+
+  void abort() override {
+    m_file.close();
+    ::unlink(m_file.path.c_str());
+  }
+
+ private:
+  WriteContext m_ctx;
+  std::uint64_t m_data_offset;
+  bool m_direct;
+  std::string m_name;
+  DataFile m_file;
+  std::uint64_t m_end = 0;
+};
+
+/// layout series: this rank's data file of the current segment, open from one checkpoint to the next.
+/// Owned by the transport, used by the thread that opens and writes (the write thread).
+struct SeriesFile : DataFile {
+  std::uint64_t end = 0;  ///< end of the last finished checkpoint's stream (the next one starts aligned after it)
 };
 
 /// Appends one checkpoint's stream to the segment file at `base`; finish() keeps the file open.
@@ -93,8 +96,7 @@ class AppendWriter final : public Writer {
       : m_ctx(ctx), m_file(file), m_name(std::move(name)), m_base(base), m_end(base) {}
 
   Status write(std::uint64_t offset, const void* data, std::size_t n) override {
-    CKPT_RETURN_IF_ERROR(pwrite_direct(m_file.dfd, m_file.fd, data, n, m_base + offset, m_file.path));
-    if (m_ctx.writeback) start_writeback(m_file.fd, m_base + offset, n);
+    CKPT_RETURN_IF_ERROR(m_file.write(m_base + offset, data, n, m_ctx.writeback));
     m_end = std::max<std::uint64_t>(m_end, m_base + offset + n);
     return Status::OK();
   }
@@ -158,21 +160,20 @@ class PosixTransport final : public Transport {
     const std::string path = ctx.dir + "/" + ctx.file_name("data", ctx.rank);
     if (path == m_series.path && m_series.fd >= 0) return Status::OK();
     m_series.close();
-    m_series.path.clear();
     // A segment is new to this run (SeriesCursor starts above every segment in the root): truncate.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0) return errno_status("create " + path);
-    auto head = encode_header_for(ctx, ctx.rank, data_offset);
-    Status s = pwrite_all(fd, head.data(), head.size(), 0, path);
+    m_series.path = path;
+    Status s = m_series.create(m_direct);
+    if (s.ok()) {
+      auto head = encode_header_for(ctx, ctx.rank, data_offset);
+      s = pwrite_all(m_series.fd, head.data(), head.size(), 0, path);
+    }
     // The file's name in the segment must survive a crash before any commit that names it does.
     if (s.ok()) s = fsync_dir(ctx.dir, ctx.fsync);
     if (!s.ok()) {
-      ::close(fd);
+      m_series.close();
+      m_series.path.clear();
       return s;
     }
-    m_series.fd = fd;
-    m_series.dfd = m_direct ? open_direct(path) : -1;
-    m_series.path = path;
     m_series.end = data_offset;
     return Status::OK();
   }
