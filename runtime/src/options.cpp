@@ -111,6 +111,16 @@ Field named_field(const char* key, const Named<E> (&table)[N], M Options::*membe
           }};
 }
 
+/// The boolean option `key` (parse_bool's spellings).
+Field bool_field(const char* key, bool Options::*member) {
+  return {key, [key, member](Options& o, const std::string& v) -> Status {
+            auto b = parse_bool(key, v);
+            if (!b.ok()) return b.status();
+            o.*member = b.value();
+            return Status();
+          }};
+}
+
 const std::vector<Field>& fields() {
   static const std::vector<Field> f = {
       {"dir",
@@ -270,20 +280,8 @@ const std::vector<Field>& fields() {
          o.keep = static_cast<int>(x.value());
          return Status();
        }},
-      {"fsync",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bool("fsync", v);
-         if (!b.ok()) return b.status();
-         o.fsync = b.value();
-         return Status();
-       }},
-      {"direct_io",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bool("direct_io", v);
-         if (!b.ok()) return b.status();
-         o.direct_io = b.value();
-         return Status();
-       }},
+      bool_field("fsync", &Options::fsync),
+      bool_field("direct_io", &Options::direct_io),
       {"alignment",
        [](Options& o, const std::string& v) -> Status {
          auto b = parse_bytes(v);
@@ -292,13 +290,7 @@ const std::vector<Field>& fields() {
          o.alignment = b.value();
          return Status();
        }},
-      {"stats",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bool("stats", v);
-         if (!b.ok()) return b.status();
-         o.stats = b.value();
-         return Status();
-       }},
+      bool_field("stats", &Options::stats),
       {"verbose",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("verbose", v);
