@@ -182,21 +182,28 @@ void check_files(const Checkpoint& c, Report& rep) {
 /// step's stream is still where its record says). Not checkable, so not looked at: from that multiple
 /// of the alignment to the start of the next record's stream (a checkpoint that was written but never
 /// committed may lie there), and from it to the end of the file after the last complete record (a
-/// torn record's stream, or one never committed).
-Report verify_segment(const detail::SegmentLog& seg) {
-  Report rep;
-  rep.path = seg.dir;
-  rep.segment = true;
-  // Each data file's streams, in record order: [start, end); nullopt for a record whose index does not
-  // decode (where its stream lies is unknown: the gaps around it are not checked).
+/// torn record's stream, or one never committed). Problems and notes go to `rep`. With `only`, the
+/// bytes of one step: the header's padding of the files of record `only` and the bytes after its
+/// streams (verify of one step of a series); without, those of every record, each file counted in
+/// rep.files.
+void check_segment_bytes(const detail::SegmentLog& seg, std::optional<std::size_t> only, Report& rep) {
+  // Each data file's streams, in record order: record number and [start, end); nullopt for a record
+  // whose index does not decode (where its stream lies is unknown: the gaps around it are not checked).
   using Stream = std::optional<std::pair<std::uint64_t, std::uint64_t>>;
-  std::map<std::string, std::vector<std::pair<std::int64_t, Stream>>> streams;
+  struct Entry {
+    std::size_t record;
+    std::int64_t step;
+    Stream stream;
+  };
+  std::map<std::string, std::vector<Entry>> streams;
   std::map<std::string, std::uint32_t> writer;
-  for (const detail::SegmentRecord& r : seg.records) {
+  for (std::size_t i = 0; i < seg.records.size(); ++i) {
+    const detail::SegmentRecord& r = seg.records[i];
     if (!r.index) {
-      for (auto& [name, list] : streams) list.emplace_back(r.step, std::nullopt);
-      rep.notes.push_back("the record of step " + std::to_string(r.step) + " does not decode (" + r.error +
-                          "): the bytes around its streams are not checked");
+      for (auto& [name, list] : streams) list.push_back({i, r.step, std::nullopt});
+      if (!only || *only + 1 == i)
+        rep.notes.push_back("the record of step " + std::to_string(r.step) + " does not decode (" + r.error +
+                            "): the bytes around its streams are not checked");
       continue;
     }
     const Index& idx = *r.index;
@@ -210,18 +217,21 @@ Report verify_segment(const detail::SegmentLog& seg) {
       // No block bytes: an empty stream where the file ended (its `bytes`).
       const std::uint64_t end = std::max(fr.bytes, span[f].second);
       const std::uint64_t start = span[f].second > 0 ? span[f].first : end;
-      streams[fr.name].emplace_back(r.step, std::make_pair(start, end));
+      streams[fr.name].push_back({i, r.step, std::make_pair(start, end)});
       writer[fr.name] = fr.writer;
     }
   }
   std::vector<std::uint8_t> buf;
   detail::FileReader reader(seg.dir);
   for (auto& [name, list] : streams) {
+    // One step: only the files its record names.
+    if (only && std::none_of(list.begin(), list.end(), [&](const Entry& e) { return e.record == *only && e.stream; }))
+      continue;
     const std::string path = seg.dir + "/" + name;
     auto bad = [&](const std::string& why) {
       rep.problems.push_back({"", static_cast<long>(writer[name]), name, 0, 0, why});
     };
-    ++rep.files;
+    if (!only) ++rep.files;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) continue;  // missing: the steps' own checks say so
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
@@ -238,19 +248,21 @@ Report verify_segment(const detail::SegmentLog& seg) {
     // Ranges that must be zero, each with what it is.
     std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string>> zero;
     zero.emplace_back(detail::kDataHeaderBytes, align, "of the data header's padding");
+    auto after = [&](std::uint64_t end, std::uint64_t limit, const Entry& e) {
+      if (!only || e.record == *only)
+        zero.emplace_back(end, limit,
+                          "after the stream of step " + std::to_string(e.step) + ", before the next aligned offset");
+    };
     std::optional<std::uint64_t> prev = align;  // where the previous stream ended
-    std::int64_t prev_step = -1;
-    for (auto& [step, s] : list) {
-      if (s && prev && s->first >= *prev)
-        zero.emplace_back(*prev, std::min(up(*prev), s->first),
-                          "after the stream of step " + std::to_string(prev_step) + ", before the next aligned offset");
+    const Entry* prev_entry = nullptr;
+    for (const Entry& e : list) {
+      if (e.stream && prev && e.stream->first >= *prev && prev_entry)
+        after(*prev, std::min(up(*prev), e.stream->first), *prev_entry);
       // (A stream that begins before the previous one's end - an index no writer made - moves nothing back.)
-      prev = s ? std::optional<std::uint64_t>(std::max(prev.value_or(0), s->second)) : std::nullopt;
-      prev_step = step;
+      prev = e.stream ? std::optional<std::uint64_t>(std::max(prev.value_or(0), e.stream->second)) : std::nullopt;
+      prev_entry = &e;
     }
-    if (prev)
-      zero.emplace_back(*prev, up(*prev),
-                        "after the stream of step " + std::to_string(prev_step) + ", before the next aligned offset");
+    if (prev && prev_entry) after(*prev, up(*prev), *prev_entry);
     for (auto& [lo, hi0, what] : zero) {
       const std::uint64_t hi = std::min(hi0, size);
       if (lo >= hi) continue;
@@ -264,10 +276,34 @@ Report verify_segment(const detail::SegmentLog& seg) {
             std::to_string(first) + ")");
     }
   }
+}
+
+/// A series segment's bytes between the streams (check_segment_bytes), as a report of its own.
+Report verify_segment(const detail::SegmentLog& seg) {
+  Report rep;
+  rep.path = seg.dir;
+  rep.segment = true;
+  check_segment_bytes(seg, std::nullopt, rep);
   return rep;
 }
 
-Report verify_one(const std::string& dir, Progress* outer) {
+/// One step of a series named by itself (`<root>/ckpt.<step>`): the bytes between the streams that its
+/// record answers for (the header padding of its files, the bytes after its streams), as verify of the
+/// root checks them in its segment.
+void check_step_segment(const Checkpoint& c, Report& rep) {
+  const auto k = detail::parse_segment_name(detail::split_last(c.data_dir).second);
+  if (!k) return;
+  for (const detail::SegmentLog& seg : detail::read_segments(detail::split_last(c.data_dir).first)) {
+    if (seg.number != *k) continue;
+    // The record in force is the segment's last one of the step (a later one of the step replaces it).
+    for (std::size_t i = seg.records.size(); i-- > 0;)
+      if (seg.records[i].step == c.index.step) return check_segment_bytes(seg, i, rep);
+  }
+}
+
+/// Verifies the checkpoint `dir` names. `alone`: it was named by itself, not found under a root (a
+/// series step then also answers for its bytes between the streams, which a root's segments report).
+Report verify_one(const std::string& dir, Progress* outer, bool alone) {
   Report rep;
   rep.path = dir;
   auto c = open_checkpoint(dir);
@@ -279,6 +315,7 @@ Report verify_one(const std::string& dir, Progress* outer) {
   rep.blocks = c->index.blocks.size();
   for (auto& b : c->index.blocks) rep.bytes += b.length;
   check_files(c.value(), rep);
+  if (alone && c->data_dir != c->dir) check_step_segment(c.value(), rep);
   // The blocks: read through the public Reader, which checks each one's checksum and min/max.
   auto reader = open_reader(dir);
   if (!reader.ok()) {
@@ -354,7 +391,7 @@ int run_verify(const VerifyArgs& a) {
   std::vector<Report> reports, segments;
   std::vector<std::string> skipped;
   if (names_checkpoint(a.path)) {
-    Report r = verify_one(a.path, nullptr);
+    Report r = verify_one(a.path, nullptr, true);
     // An index that cannot be used is an unusable checkpoint (exit 2), not bad data in a usable one.
     if (!r.fatal.empty()) return fail("verify", r.fatal);
     reports.push_back(std::move(r));
@@ -371,7 +408,7 @@ int run_verify(const VerifyArgs& a) {
         skipped.push_back(e.name + ": " + e.reason);
         continue;
       }
-      reports.push_back(verify_one(e.path, &bar));
+      reports.push_back(verify_one(e.path, &bar, false));
     }
     bar.finish();
     if (reports.empty()) return fail("verify", "no committed checkpoint in " + a.path);

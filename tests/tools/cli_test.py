@@ -591,6 +591,10 @@ def case_series_damage():
         assert out.count(": OK (step") == 2 and f"{os.path.join(r5, 'series.0')}: FAILED (segment: 1 problem" in out, out
         j = ckpt_json("verify", r5, rc=1)
         assert [s["ok"] for s in j["segments"]] == [False, True] and j["segments"][0]["problems"][0]["file"] == "data.1"
+        # Verify of the step alone answers for the same bytes (its record's streams are in series.0):
+        # the same line, exit 1; the step of the other segment is untouched.
+        out, _ = ckpt("verify", os.path.join(r5, "ckpt.10"), rc=1)
+        assert [l for l in out.splitlines() if l.startswith("BAD")] == bad, out
         ckpt("verify", os.path.join(r5, "ckpt.15"))
     # 6. A roll-back and a torn tail in one segment: series4rb with step 20's record (the last of
     # series.0, rolled back) cut: its stream stays behind step 10's, never read, and the root verifies clean.
