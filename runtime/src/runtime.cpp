@@ -502,7 +502,9 @@ Status RuntimeImpl::close() {
   if (m_closed) return Status::OK();
   int finalized = 0;
   MPI_Finalized(&finalized);
+  Status mismatch = m_status.ok() && !finalized ? match_checkpoint_counts() : Status::OK();
   Status first = m_status.ok() ? wait_all() : Status::OK();  // before m_closed: wait_all() refuses after
+  if (!mismatch.ok()) first = mismatch;                      // the cause of the failures wait_all() reports
   m_closed = true;
   if (m_launcher) m_launcher->close();  // before the flush threads: it pushes into them
   if (m_flush) m_flush->close();
@@ -521,6 +523,24 @@ Status RuntimeImpl::close() {
   m_lock.release();
   m_local_lock.release();
   return first;
+}
+
+Status RuntimeImpl::match_checkpoint_counts() {
+  // Funneled, checkpoint() itself makes the agreement: a rank ahead is stuck there, not here.
+  if (m_funneled || !m_capture) return Status::OK();
+  long long v[2] = {m_checkpoints, -m_checkpoints}, r[2] = {0, 0};
+  allreduce(v, r, 2, MPI_LONG_LONG, MPI_MAX, m_app_comm);
+  const long long most = r[0], fewest = -r[1];
+  if (most == fewest) return Status::OK();
+  const Status refused(Code::failed_precondition,
+                       "close(): the ranks called checkpoint() different numbers of times (" + std::to_string(fewest) +
+                           " to " + std::to_string(most) +
+                           "); every rank must make the same calls. The checkpoints past " + std::to_string(fewest) +
+                           " were not written");
+  // The missing checkpoints of this rank, refused: every rank's agreement on them fails with `refused`.
+  for (long long k = m_checkpoints; k < most; ++k) (void)m_capture->checkpoint(0, nullptr, {}, refused);
+  m_checkpoints = most;
+  return refused;
 }
 
 Status RuntimeImpl::usable() const {
@@ -596,6 +616,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
     located = m_registry->locate_sources();
     if (located.ok()) reserve_for_regions(false);
   }
+  ++m_checkpoints;
   return m_capture->checkpoint(step, stream, m_registry->regions(), located);
 }
 Status RuntimeImpl::wait_all() {

@@ -96,6 +96,10 @@ class RuntimeImpl {
   void reserve_for_regions(bool registering);
   /// Chrome trace and I/O summary (trace.cpp), collective, at close().
   void write_trace_and_summary();
+  /// close(), collective: a rank that called checkpoint() fewer times than another issues the missing
+  /// checkpoints, refused with an error naming the counts, so that the other ranks' agreements on them
+  /// complete and fail alike instead of waiting forever. Returns that error (OK when the counts match).
+  Status match_checkpoint_counts();
 
   Options m_opts;
   Status m_status;
@@ -108,6 +112,7 @@ class RuntimeImpl {
   MPI_Comm m_commit_comm = MPI_COMM_NULL;  ///< until the Committer takes it
   MPI_Comm m_flush_comm = MPI_COMM_NULL;   ///< until the FlushPipeline takes it (setup agreement)
   std::uint64_t m_run_id = 0;
+  long long m_checkpoints = 0;             ///< checkpoint() calls that reached the pipeline (match_checkpoint_counts)
   std::unique_ptr<Store> m_store;          ///< paths on every rank; rank 0 alone lists, commits and retires
   std::unique_ptr<SeriesCursor> m_series;  ///< layout series: the segment of each checkpoint
   // The node-local level (options.local_dir), docs/design.md "Levels":

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "adv_util.hpp"
+#include "base/store.hpp"
 
 namespace ckpt::adv {
 namespace {
@@ -206,6 +207,34 @@ TEST_F(Adversarial, CheckpointDoesNotWaitForOtherRanks) {
     if (world_rank() != 1) EXPECT_LT(blocked, 0.5) << on_busy_name(on_busy) << ": checkpoint() waited for rank 1";
     EXPECT_TRUE(t.wait().ok()) << on_busy_name(on_busy);
     EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(3)) << on_busy_name(on_busy);
+  }
+}
+
+// Promise: a rank that calls checkpoint() once more than the others before close() (on_busy wait and
+// coalesce, layout directory and series) hangs nobody: close() fails on every rank with the same
+// failed_precondition naming the counts, the extra checkpoint's ticket fails with it, nothing of it is
+// committed, and the checkpoint every rank made stays.
+TEST_F(Adversarial, OneRankCheckpointsOnceMoreBeforeClose) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const std::string dir = scratch_dir();
+    Options o = opts(dir);
+    if (variant & 1) o.on_busy = Options::OnBusy::coalesce;
+    if (variant & 2) o.layout = Options::Layout::series;
+    SCOPED_TRACE("on_busy " + std::string(on_busy_name(o.on_busy)) + (variant & 2 ? ", series" : ", directory"));
+    Runtime rt(MPI_COMM_WORLD, o);
+    double x = world_rank();
+    ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+    ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+    Ticket extra = world_rank() == 0 ? rt.checkpoint(2) : Ticket();
+    const Status s = rt.close();
+    EXPECT_EQ(s.code(), Code::failed_precondition) << s.to_string();
+    EXPECT_TRUE(has(s.message(), "different numbers of times (1 to 2)")) << s.to_string();
+    EXPECT_TRUE(same_on_all_ranks(s)) << s.to_string();
+    if (world_rank() == 0) {
+      const Status t = extra.wait();
+      EXPECT_TRUE(t.failed() && has(t.message(), "different numbers of times")) << t.to_string();
+      EXPECT_EQ(detail::open_store(dir)->committed_steps(), std::vector<std::int64_t>{1});
+    }
   }
 }
 

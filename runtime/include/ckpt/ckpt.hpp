@@ -364,7 +364,9 @@ class CKPT_API Runtime {
   Result<CheckpointReader> inspect(std::int64_t step);
 
   /// Collective. Waits for checkpoints in flight, stops the background threads, frees staging memory.
-  /// Idempotent; later calls other than status() fail with failed_precondition.
+  /// Idempotent; later calls other than status() fail with failed_precondition. When the ranks called
+  /// checkpoint() different numbers of times, the extra checkpoints fail (nothing of them is committed)
+  /// and close() returns failed_precondition naming the counts on every rank, instead of waiting forever.
   Status close();
 
  private:
