@@ -82,7 +82,20 @@ struct State {
     std::fill(loc.begin(), loc.end(), -1);
     step = -1;
   }
+  /// Registers "u" (rows lo.. of a global array) and "loc" (a local array) with `rt`.
+  Status protect(Runtime& rt) {
+    Status s = rt.protect("u", u.data(), DType::f64, Block{{global}, {lo}, {n}});
+    return s.ok() ? rt.protect("loc", loc.data(), DType::i64, {loc.size()}) : s;
+  }
 };
+
+/// The options every case starts from: `dir`, chunks of 64 KiB (a State's "u" spans several).
+Options fault_options(const std::string& dir) {
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.chunk_bytes = 64 * 1024;
+  return o;
+}
 
 struct Fault {
   const char* what;
@@ -99,17 +112,14 @@ void run_faults(const std::string& transport) {
   ASSERT_TRUE(shim.ok()) << "libfaultinject.so is not preloaded (LD_PRELOAD)";
   const int rank = world_rank();
   const std::string dir = scratch_dir();
-  Options o = Options::defaults();
-  o.dir = dir;
+  Options o = fault_options(dir);
   o.transport = transport;
   o.fsync = true;
   o.keep = 2;
-  o.chunk_bytes = 64 * 1024;
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   State st(rank, world_size());
-  ASSERT_TRUE(rt.protect("u", st.u.data(), DType::f64, Block{{st.global}, {st.lo}, {st.n}}).ok());
-  ASSERT_TRUE(rt.protect("loc", st.loc.data(), DType::i64, {st.loc.size()}).ok());
+  ASSERT_TRUE(st.protect(rt).ok());
   ASSERT_TRUE(rt.protect_scalar("step", &st.step).ok());
 
   std::int64_t good = 1;
@@ -201,20 +211,17 @@ TEST(Faults, PosixSeriesFailedCheckpoint) {
   ASSERT_TRUE(shim.ok()) << "libfaultinject.so is not preloaded (LD_PRELOAD)";
   const int rank = world_rank();
   const std::string dir = scratch_dir();
-  Options o = Options::defaults();
-  o.dir = dir;
+  Options o = fault_options(dir);
   o.layout = Options::Layout::series;
   o.fsync = false;
   o.keep = 100;
-  o.chunk_bytes = 64 * 1024;
   // The shim marks a file when it is opened (the segment's data file: at the first checkpoint).
   const char* pattern = "/series.0/data.";
   if (rank == 1) shim.configure(pattern, "write", "EIO", 1LL << 40, 0);
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   State st(rank, world_size());
-  ASSERT_TRUE(rt.protect("u", st.u.data(), DType::f64, Block{{st.global}, {st.lo}, {st.n}}).ok());
-  ASSERT_TRUE(rt.protect("loc", st.loc.data(), DType::i64, {st.loc.size()}).ok());
+  ASSERT_TRUE(st.protect(rt).ok());
   st.fill(1);
   ASSERT_TRUE(all_true(rt.checkpoint(1).wait().ok()));
   if (rank == 1) shim.configure(pattern, "write", "EIO", 100 * 1024, 0);
