@@ -44,6 +44,15 @@ struct Report {
   bool ok() const { return fatal.empty() && problems.empty(); }
 };
 
+/// What a file that is not a regular one is, for a message.
+std::string file_kind(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a device";
+}
+
 /// Counts the bytes of [lo, hi) of `name` that are not zero into `nonzero`; `first` gets the offset of
 /// the first one counted (when `nonzero` was 0).
 Status count_nonzero(detail::FileReader& reader, const std::string& name, std::uint64_t lo, std::uint64_t hi,
@@ -124,8 +133,13 @@ void check_files(const Checkpoint& c, Report& rep) {
       rep.problems.push_back({"", static_cast<long>(fr.writer), fr.name, 0, 0, why});
     };
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
+    if (::lstat(path.c_str(), &st) != 0) {
       bad("data file " + path + " is missing");
+      continue;
+    }
+    // A planted link or FIFO is never read (open_regular): say what it is rather than a size it lacks.
+    if (!S_ISREG(st.st_mode)) {
+      bad("data file " + path + " is not a regular file (" + file_kind(st.st_mode) + ")");
       continue;
     }
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
@@ -233,7 +247,7 @@ void check_segment_bytes(const detail::SegmentLog& seg, std::optional<std::size_
     };
     if (!only) ++rep.files;
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) continue;  // missing: the steps' own checks say so
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // the steps' own checks say so
     const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
     std::vector<std::uint8_t> head(detail::kDataHeaderBytes);
     if (size < head.size() || !reader.read(name, 0, head.data(), head.size()).ok()) continue;

@@ -608,6 +608,19 @@ def case_series_damage():
     j = ckpt_json("verify", r6)
     assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [15, 10] and len(j["segments"]) == 2, j
     assert any("series.0" in s and "did not finish" in s for s in j["skipped"]), j
+    # 7. A data file replaced by a link to a copy of itself (all its bytes there) and one by a FIFO:
+    # verify says what each is (not a size the link's target happens to have), exit 1, no hang.
+    r7 = os.path.join(w, "not-regular")
+    shutil.copytree(data("series4"), r7)
+    seg = os.path.join(r7, "series.1")
+    shutil.move(os.path.join(seg, "data.2"), os.path.join(w, "data.2.elsewhere"))
+    os.symlink(os.path.join(w, "data.2.elsewhere"), os.path.join(seg, "data.2"))
+    os.unlink(os.path.join(seg, "data.3"))
+    os.mkfifo(os.path.join(seg, "data.3"))
+    out, _ = ckpt("verify", os.path.join(r7, "ckpt.20"), rc=1)
+    for n, what in (("data.2", "a symbolic link"), ("data.3", "a FIFO")):
+        assert f"BAD  data file {os.path.join(seg, n)} is not a regular file ({what})" in out, out
+    assert "truncated" not in out, out
 
 
 def case_segment_paths():
