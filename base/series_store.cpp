@@ -580,6 +580,14 @@ Result<CheckpointRef> load_checkpoint(const std::string& path) {
     if (!step) step = store->newest_complete();
     if (!step) return Status(Code::not_found, "no complete checkpoint in " + s->first + " (for " + path + ")");
     auto idx = store->load_index(*step);
+    if (!idx.ok() && idx.status().code() == Code::not_found) {
+      // A step whose record a crash tore is not there: say where the torn records are.
+      std::string torn;
+      if (auto entries = store->list(); entries.ok())
+        for (const StepEntry& e : entries.value())
+          if (e.kind == EntryKind::tmp) torn += "; " + e.name + ": " + e.reason;
+      if (!torn.empty()) return Status(Code::not_found, idx.status().message() + torn);
+    }
     if (!idx.ok()) return idx.status();
     return CheckpointRef{path, store->checkpoint_dir(*step), std::move(idx).value()};
   }
