@@ -11,6 +11,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -30,7 +31,7 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     return;
   }
   m_thread = std::thread([this] {
-    name_thread("ckpt commit", "ckpt commit");
+    start_ckpt_thread("ckpt commit", "ckpt commit", m_cfg.thread_slice_us);
     set_sleeping_waits(true);
     loop();
   });

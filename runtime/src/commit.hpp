@@ -22,6 +22,7 @@ namespace ckpt::detail {
 /// What the commit needs of the options.
 struct CommitConfig {
   bool fsync = true;
+  int thread_slice_us = 0;   ///< option thread_slice_us (threads.hpp)
   int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
   int keep = 2;              ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;

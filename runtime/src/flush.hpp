@@ -20,8 +20,9 @@ namespace ckpt::detail {
 
 /// What the flush threads need of the options.
 struct FlushConfig {
-  bool stats = true;       ///< compute min/max
-  int flush_delay_ms = 0;  ///< testing: sleep before each write
+  bool stats = true;        ///< compute min/max
+  int flush_delay_ms = 0;   ///< testing: sleep before each write
+  int thread_slice_us = 0;  ///< option thread_slice_us (threads.hpp)
 };
 
 /// What opening a checkpoint's writers needs (open_writers).

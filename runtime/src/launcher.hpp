@@ -41,7 +41,8 @@ class Launcher {
  public:
   /// `comm` is a communicator of its own, freed by close(); `device`, `flush` and `pool` must outlive the
   /// Launcher. Starts the thread.
-  Launcher(MPI_Comm comm, int max_in_flight, Device& device, FlushPipeline& flush, StagingPool& pool);
+  Launcher(MPI_Comm comm, int max_in_flight, int thread_slice_us, Device& device, FlushPipeline& flush,
+           StagingPool& pool);
   ~Launcher();
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;

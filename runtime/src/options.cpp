@@ -306,6 +306,14 @@ const std::vector<Field>& fields() {
          o.durable_every_ms = static_cast<int>(x.value());
          return Status();
        }},
+      {"thread_slice_us",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("thread_slice_us", v);
+         if (!x.ok() || (x.value() != 0 && (x.value() < 100 || x.value() > 100000)))
+           return bad_value("thread_slice_us", v, "0 (the kernel's default) or 100 to 100000 us");
+         o.thread_slice_us = static_cast<int>(x.value());
+         return Status();
+       }},
       {"flush_delay_ms",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("flush_delay_ms", v);
@@ -537,6 +545,8 @@ Status Options::validate() const {
     CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
   }
   if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
+  if (thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
+    return Status(Code::invalid_argument, "option 'thread_slice_us' must be 0 or in [100, 100000]");
   if (durable_every_ms < 0 || durable_every_ms > 86400000)
     return Status(Code::invalid_argument, "option 'durable_every_ms' must be in [0, 86400000]");
   if (mpiio_files < 1 || rbio_writers < 0 || open_token < 0 || flush_delay_ms < 0 || verbose < 0)

@@ -99,6 +99,29 @@ TEST(Options, EnvironmentErrors) {
   EXPECT_TRUE(py.error.ok()) << py.error.to_string();
 }
 
+TEST(Options, ThreadSlice) {
+  auto dir = test::scratch_dir();
+  EXPECT_EQ(Options::defaults().thread_slice_us, 100);
+  for (const char* good : {"0", "100", "250", "100000"}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + good + "\n"));
+    ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
+    EXPECT_EQ(r->thread_slice_us, std::stoi(good));
+  }
+  for (const char* bad : {"-1", "1", "99", "100001", "fast"}) {  // the kernel's range is 0.1 .. 100 ms
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + bad + "\n"));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("thread_slice_us"), std::string::npos) << r.status().message();
+  }
+  ::setenv("CKPT_THREAD_SLICE_US", "300", 1);
+  Options e;
+  ::unsetenv("CKPT_THREAD_SLICE_US");
+  ASSERT_TRUE(e.error.ok()) << e.error.to_string();
+  EXPECT_EQ(e.thread_slice_us, 300);
+  Options o = Options::defaults();
+  o.thread_slice_us = 50;
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
+}
+
 TEST(Options, DoubleBufferOnNeedsASpareSize) {
   Options o = Options::defaults();
   o.gpu_double_buffer = Options::DoubleBuffer::on;  // with gpu_spare_bytes = 0 this used to mean "off", silently

@@ -90,6 +90,11 @@ struct CKPT_API Options {
   /// application computes), wherever address, offset and length are multiples of 4 KiB; the rest,
   /// and file systems that refuse O_DIRECT (tmpfs), go through the page cache. [CKPT_DIRECT_IO]
   bool direct_io = true;
+  /// Scheduler slice (microseconds) ckpt's own threads ask Linux for (sched_setattr's sched_runtime,
+  /// EEVDF, kernel >= 6.12; older kernels ignore it): a woken ckpt thread (a digest, a write, a poll of
+  /// an agreement) then runs at once for its short piece of work instead of after the computing
+  /// thread's slice of a few ms. 0 = the kernel's default slice. [CKPT_THREAD_SLICE_US]
+  int thread_slice_us = 100;
   /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
   std::uint64_t alignment = 4096;
   /// Compute per-block min/max of numeric data into the index. [CKPT_STATS]
