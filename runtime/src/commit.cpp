@@ -31,7 +31,7 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     return;
   }
   m_thread = std::thread([this] {
-    start_ckpt_thread("ckpt commit", "ckpt commit", m_cfg.thread_slice_us);
+    start_ckpt_thread("ckpt commit", "ckpt commit", m_cfg.threads);
     set_sleeping_waits(true);
     loop();
   });

@@ -15,6 +15,7 @@
 
 #include "base/store.hpp"
 #include "runtime/src/job.hpp"
+#include "runtime/src/threads.hpp"
 #include "runtime/src/xor.hpp"
 
 namespace ckpt::detail {
@@ -22,7 +23,7 @@ namespace ckpt::detail {
 /// What the commit needs of the options.
 struct CommitConfig {
   bool fsync = true;
-  int thread_slice_us = 0;   ///< option thread_slice_us (threads.hpp)
+  ThreadPolicy threads;      ///< options thread_cpus, thread_slice_us
   int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
   int keep = 2;              ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;

@@ -15,7 +15,7 @@ Drainer::Drainer(const DrainConfig& cfg, const OpenEnv& open, Store& local, cons
                  Committer& global)
     : m_cfg(cfg), m_open(open), m_local(local), m_global_store(global_store), m_global(global) {
   m_thread = std::thread([this] {
-    start_ckpt_thread("ckpt drain", "ckpt drain", m_cfg.thread_slice_us);
+    start_ckpt_thread("ckpt drain", "ckpt drain", m_cfg.threads);
     set_sleeping_waits(true);
     loop();
   });

@@ -15,14 +15,15 @@
 #include "runtime/src/job.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/series.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
 /// What the flush threads need of the options.
 struct FlushConfig {
-  bool stats = true;        ///< compute min/max
-  int flush_delay_ms = 0;   ///< testing: sleep before each write
-  int thread_slice_us = 0;  ///< option thread_slice_us (threads.hpp)
+  bool stats = true;       ///< compute min/max
+  int flush_delay_ms = 0;  ///< testing: sleep before each write
+  ThreadPolicy threads;    ///< options thread_cpus, thread_slice_us
 };
 
 /// What opening a checkpoint's writers needs (open_writers).

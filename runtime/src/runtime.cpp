@@ -327,9 +327,10 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   });
   // durable_every_ms: writers and the store's commit skip their fsyncs; the commit thread syncs.
   const bool sync_each = m_opts.fsync && m_opts.durable_every_ms == 0;
+  const ThreadPolicy threads = thread_policy(m_opts);
   CommitConfig commit_cfg;
   commit_cfg.fsync = m_opts.fsync;
-  commit_cfg.thread_slice_us = m_opts.thread_slice_us;
+  commit_cfg.threads = threads;
   commit_cfg.durable_every_ms = m_opts.durable_every_ms;
   commit_cfg.keep = m_opts.keep;
   commit_cfg.verbose = m_opts.verbose;
@@ -345,8 +346,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     const OpenEnv drain_open{m_drain_comm, m_rank,   m_size,    &m_transports,
                              m_persistent, m_run_id, sync_each, m_opts.fsync};
     m_drainer = std::make_unique<Drainer>(
-        DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts), m_opts.thread_slice_us},
-        drain_open, *m_local_store, *m_store, *m_global_committer);
+        DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts), threads}, drain_open,
+        *m_local_store, *m_store, *m_global_committer);
     m_drain_comm = MPI_COMM_NULL;  // the Drainer's now
     // The pipeline commits into the node directories; the drain thread retains them.
     commit_cfg.keep = 0;
@@ -380,14 +381,13 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
-  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms, m_opts.thread_slice_us},
-                                            flush_open, *m_device, *m_pool, *m_committer, m_tracer.get());
+  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms, threads}, flush_open,
+                                            *m_device, *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
   if (m_opts.on_busy == Options::OnBusy::coalesce) {
     MPI_Comm launch_comm = MPI_COMM_NULL;
     MPI_Comm_dup(m_app_comm, &launch_comm);
-    m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, m_opts.thread_slice_us, *m_device,
-                                            *m_flush, *m_pool);
+    m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, threads, *m_device, *m_flush, *m_pool);
     m_committer->set_on_finished([l = m_launcher.get()] { l->finished(); });
   }
   OpenEnv app_open = open;

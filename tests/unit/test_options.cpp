@@ -122,6 +122,24 @@ TEST(Options, ThreadSlice) {
   EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
 }
 
+TEST(Options, ThreadCpus) {
+  auto dir = test::scratch_dir();
+  EXPECT_EQ(Options::defaults().thread_cpus, "all");
+  for (const char* good : {"all", "inherit", "0", "0-3", "0-3,8,10-11", "1023"}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + good + "\"\n"));
+    ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
+    EXPECT_EQ(r->thread_cpus, good);
+  }
+  for (const char* bad : {"", "any", "3-1", "-1", "0,", ",0", "1024", "0-1024", "a-b", "0--2"}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + bad + "\"\n"));
+    ASSERT_FALSE(r.ok()) << "'" << bad << "'";
+    EXPECT_NE(r.status().message().find("thread_cpus"), std::string::npos) << r.status().message();
+  }
+  Options o = Options::defaults();
+  o.thread_cpus = "0-x";
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
+}
+
 TEST(Options, DoubleBufferOnNeedsASpareSize) {
   Options o = Options::defaults();
   o.gpu_double_buffer = Options::DoubleBuffer::on;  // with gpu_spare_bytes = 0 this used to mean "off", silently
