@@ -317,7 +317,8 @@ const std::vector<Field>& fields() {
        }},
       {"thread_cpus",
        [](Options& o, const std::string& v) -> Status {
-         if (v != "all" && v != "inherit") CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", v).status());
+         if (v != "auto" && v != "all" && v != "inherit")
+           CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", v).status());
          o.thread_cpus = v;
          return Status();
        }},
@@ -426,7 +427,7 @@ Result<Attributes> parse_mpiio_hints(const std::string& v) {
 
 Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::string& v) {
   const std::string allowed =
-      "all, inherit, or CPU numbers and ranges such as 0-3,8 (each below " + std::to_string(CPU_SETSIZE) + ")";
+      "auto, all, inherit, or CPU numbers and ranges such as 0-3,8 (each below " + std::to_string(CPU_SETSIZE) + ")";
   std::vector<int> cpus;
   std::size_t p = 0;
   while (p <= v.size()) {
@@ -447,11 +448,16 @@ Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::strin
 ThreadPolicy thread_policy(const Options& o) {
   ThreadPolicy t;
   t.slice_us = o.thread_slice_us;
-  if (o.thread_cpus == "all") {
-    t.cpus = {-1};
+  if (o.thread_cpus == "auto") {
+    t.where = ThreadPolicy::Cpus::spare;  // resolved by the Runtime (spare_cpus, collective)
+  } else if (o.thread_cpus == "all") {
+    t.where = ThreadPolicy::Cpus::all;
   } else if (o.thread_cpus != "inherit") {
     auto cpus = parse_cpu_list("thread_cpus", o.thread_cpus);  // valid: Options::validate() checked it
-    if (cpus.ok()) t.cpus = std::move(cpus).value();
+    if (cpus.ok()) {
+      t.where = ThreadPolicy::Cpus::list;
+      t.cpus = std::move(cpus).value();
+    }
   }
   return t;
 }
@@ -584,7 +590,7 @@ Status Options::validate() const {
     CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
   }
   if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
-  if (thread_cpus != "all" && thread_cpus != "inherit")  // also when set in code
+  if (thread_cpus != "auto" && thread_cpus != "all" && thread_cpus != "inherit")  // also when set in code
     CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", thread_cpus).status());
   if (thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
     return Status(Code::invalid_argument, "option 'thread_slice_us' must be 0 or in [100, 100000]");

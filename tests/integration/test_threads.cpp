@@ -4,7 +4,8 @@
 // kernel's default. Read back from /proc/self/task/<tid>/sched ("se.slice"): skipped where the kernel
 // does not show it or does not honour sched_runtime for SCHED_OTHER (before 6.12).
 // CPUs: with the application thread bound to one CPU (as mpiexec binds a rank), `all` lets ckpt's
-// threads run on every CPU of the process, `inherit` keeps the binding, a list is taken as given.
+// threads run on every CPU of the process, `inherit` keeps the binding, a list is taken as given, and
+// `auto` takes the CPUs no rank of the node is bound to - or keeps the binding when there are none.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -180,6 +181,29 @@ TEST(ThreadCpus, AllInheritAndAList) {
     EXPECT_EQ(CPU_COUNT(&threads[name].cpus), 1) << name;
     EXPECT_TRUE(CPU_ISSET(second, &threads[name].cpus)) << name << " runs on the listed CPU";
   }
+  // auto: every rank bound to `first` leaves the others spare - the threads go there ...
+  threads = threads_of_a_runtime(scratch_dir("/auto-spare"), 0, "auto");
+  cpu_set_t spare;
+  CPU_ZERO(&spare);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (c != first && CPU_ISSET(c, &process)) CPU_SET(c, &spare);
+  for (const char* name : kNames)
+    EXPECT_TRUE(CPU_EQUAL(&threads[name].cpus, &spare)) << name << " runs on the CPUs no rank is bound to";
+  // ... and when every CPU has a rank (bound round robin), they stay on their own rank's.
+  cpu_set_t own;
+  CPU_ZERO(&own);
+  {
+    int k = 0;
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &process) && k++ % ckpt::test::world_size() == ckpt::test::world_rank()) CPU_SET(c, &own);
+  }
+  const bool covered = CPU_COUNT(&process) <= ckpt::test::world_size() * CPU_COUNT(&own);
+  ASSERT_EQ(sched_setaffinity(0, sizeof own, &own), 0);
+  threads = threads_of_a_runtime(scratch_dir("/auto-none"), 0, "auto");
+  if (covered)
+    for (const char* name : kNames) EXPECT_TRUE(CPU_EQUAL(&threads[name].cpus, &own)) << name << " keeps the binding";
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+
   cpu_set_t now;
   ASSERT_EQ(sched_getaffinity(0, sizeof now, &now), 0);
   EXPECT_TRUE(CPU_EQUAL(&now, &one)) << "the application thread's binding is left alone";

@@ -124,8 +124,8 @@ TEST(Options, ThreadSlice) {
 
 TEST(Options, ThreadCpus) {
   auto dir = test::scratch_dir();
-  EXPECT_EQ(Options::defaults().thread_cpus, "all");
-  for (const char* good : {"all", "inherit", "0", "0-3", "0-3,8,10-11", "1023"}) {
+  EXPECT_EQ(Options::defaults().thread_cpus, "auto");
+  for (const char* good : {"auto", "all", "inherit", "0", "0-3", "0-3,8,10-11", "1023"}) {
     auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + good + "\"\n"));
     ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
     EXPECT_EQ(r->thread_cpus, good);

@@ -95,11 +95,12 @@ struct CKPT_API Options {
   /// an agreement) then runs at once for its short piece of work instead of after the computing
   /// thread's slice of a few ms. 0 = the kernel's default slice. [CKPT_THREAD_SLICE_US]
   int thread_slice_us = 100;
-  /// CPUs ckpt's own threads run on: "all" = every CPU the process's cpuset allows, whatever core
-  /// mpiexec/srun bound the rank to (the threads then use idle cores instead of taking the
-  /// application's); "inherit" = the application thread's binding, as threads normally get; or a
-  /// list such as "8-15" (cores set aside for I/O). [CKPT_THREAD_CPUS]
-  std::string thread_cpus = "all";
+  /// CPUs ckpt's own threads run on: "auto" = the node's CPUs that no rank is bound to, when
+  /// mpiexec/srun left some (the threads then use idle cores instead of the application's), else the
+  /// application thread's binding; "all" = every CPU the process's cpuset allows; "inherit" = the
+  /// application thread's binding, as threads normally get; or a list such as "8-15" (cores set aside
+  /// for I/O). [CKPT_THREAD_CPUS]
+  std::string thread_cpus = "auto";
   /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
   std::uint64_t alignment = 4096;
   /// Compute per-block min/max of numeric data into the index. [CKPT_STATS]
