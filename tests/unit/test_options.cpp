@@ -101,7 +101,7 @@ TEST(Options, EnvironmentErrors) {
 
 TEST(Options, ThreadSlice) {
   auto dir = test::scratch_dir();
-  EXPECT_EQ(Options::defaults().thread_slice_us, 100);
+  EXPECT_EQ(Options::defaults().thread_slice_us, 0);
   for (const char* good : {"0", "100", "250", "100000"}) {
     auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + good + "\n"));
     ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
