@@ -71,11 +71,34 @@ std::vector<CheckpointRecord> Committer::history() const {
 }
 
 void Committer::loop() {
+  using Popped = BlockingQueue<std::shared_ptr<Job>>::Popped;
   std::shared_ptr<Job> job;
-  while (m_queue.pop(job)) {
+  for (;;) {
+    if (m_unsynced && m_cfg.durable_every_ms > 0) {
+      // durable_every_ms: no commit came to carry the (collective) periodic sync within the period:
+      // this rank syncs what it committed on its own. Otherwise an application that computes for an
+      // hour after its last checkpoint would leave that checkpoint exposed to a node crash that long.
+      const Popped got = m_queue.pop_until(job, m_last_sync + std::chrono::milliseconds(m_cfg.durable_every_ms));
+      if (got == Popped::closed) return;
+      if (got == Popped::timeout) {
+        idle_sync();
+        continue;
+      }
+    } else if (!m_queue.pop(job)) {
+      return;
+    }
     commit_and_finish(job);
     job.reset();
   }
+}
+
+void Committer::idle_sync() {
+  Span span(m_tracer, "ckpt:fsync", TraceThread::commit);
+  Status s = m_persistent ? m_store.sync() : Status::OK();
+  m_last_sync = Clock::now();
+  m_unsynced = !s.ok();  // tried again a period later
+  if (!s.ok() && m_cfg.verbose >= 1)
+    std::fprintf(stderr, "ckpt: rank %d: periodic sync: %s\n", m_rank, s.to_string().c_str());
 }
 
 void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {

@@ -144,6 +144,9 @@ class Committer {
   /// Every rank, after a commit's outcome: with durable_every_ms, syncs the store when the period is
   /// over (rank 0 decides, everybody learns it); true when this checkpoint is now durable.
   bool periodic_sync(bool committed);
+  /// Commit thread, durable_every_ms: the period passed with commits unsynced and none to come yet.
+  /// This rank's own sync, no collective (the commits' collectives stay in step).
+  void idle_sync();
 
   MPI_Comm m_commit_comm;
   int m_rank = 0, m_size = 1;
