@@ -11,6 +11,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -30,7 +31,7 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     return;
   }
   m_thread = std::thread([this] {
-    name_thread("ckpt commit", "ckpt commit");
+    start_ckpt_thread("ckpt commit", "ckpt commit", m_cfg.threads);
     set_sleeping_waits(true);
     loop();
   });
@@ -70,11 +71,34 @@ std::vector<CheckpointRecord> Committer::history() const {
 }
 
 void Committer::loop() {
+  using Popped = BlockingQueue<std::shared_ptr<Job>>::Popped;
   std::shared_ptr<Job> job;
-  while (m_queue.pop(job)) {
+  for (;;) {
+    if (m_unsynced && m_cfg.durable_every_ms > 0) {
+      // durable_every_ms: no commit came to carry the (collective) periodic sync within the period:
+      // this rank syncs what it committed on its own. Otherwise an application that computes for an
+      // hour after its last checkpoint would leave that checkpoint exposed to a node crash that long.
+      const Popped got = m_queue.pop_until(job, m_last_sync + std::chrono::milliseconds(m_cfg.durable_every_ms));
+      if (got == Popped::closed) return;
+      if (got == Popped::timeout) {
+        idle_sync();
+        continue;
+      }
+    } else if (!m_queue.pop(job)) {
+      return;
+    }
     commit_and_finish(job);
     job.reset();
   }
+}
+
+void Committer::idle_sync() {
+  Span span(m_tracer, "ckpt:fsync", TraceThread::commit);
+  Status s = m_persistent ? m_store.sync() : Status::OK();
+  m_last_sync = Clock::now();
+  m_unsynced = !s.ok();  // tried again a period later
+  if (!s.ok() && m_cfg.verbose >= 1)
+    std::fprintf(stderr, "ckpt: rank %d: periodic sync: %s\n", m_rank, s.to_string().c_str());
 }
 
 void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {

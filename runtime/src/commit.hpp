@@ -15,6 +15,7 @@
 
 #include "base/store.hpp"
 #include "runtime/src/job.hpp"
+#include "runtime/src/threads.hpp"
 #include "runtime/src/xor.hpp"
 
 namespace ckpt::detail {
@@ -22,6 +23,7 @@ namespace ckpt::detail {
 /// What the commit needs of the options.
 struct CommitConfig {
   bool fsync = true;
+  ThreadPolicy threads;      ///< options thread_cpus, thread_slice_us
   int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
   int keep = 2;              ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;
@@ -142,6 +144,9 @@ class Committer {
   /// Every rank, after a commit's outcome: with durable_every_ms, syncs the store when the period is
   /// over (rank 0 decides, everybody learns it); true when this checkpoint is now durable.
   bool periodic_sync(bool committed);
+  /// Commit thread, durable_every_ms: the period passed with commits unsynced and none to come yet.
+  /// This rank's own sync, no collective (the commits' collectives stay in step).
+  void idle_sync();
 
   MPI_Comm m_commit_comm;
   int m_rank = 0, m_size = 1;

@@ -8,6 +8,7 @@
 #include "base/layout.hpp"
 #include "ckpt/options.hpp"
 #include "gpu/device.hpp"
+#include "runtime/src/threads.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -23,6 +24,10 @@ inline std::uint64_t io_piece_bytes(const Options& o) { return o.chunk_bytes != 
 Result<Attributes> parse_mpiio_hints(const std::string& text);
 /// The transports' settings from validated options.
 TransportConfig transport_config(const Options& o);
+/// Checks a CPU list ("0-3,8,10-11") and returns the CPUs (invalid_argument naming `key` otherwise).
+Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::string& text);
+/// The background threads' policy from validated options (threads.hpp).
+ThreadPolicy thread_policy(const Options& o);
 /// The device's settings from validated options.
 CudaDeviceConfig device_config(const Options& o);
 

@@ -7,6 +7,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -14,7 +15,7 @@ Drainer::Drainer(const DrainConfig& cfg, const OpenEnv& open, Store& local, cons
                  Committer& global)
     : m_cfg(cfg), m_open(open), m_local(local), m_global_store(global_store), m_global(global) {
   m_thread = std::thread([this] {
-    name_thread("ckpt drain", "ckpt drain");
+    start_ckpt_thread("ckpt drain", "ckpt drain", m_cfg.threads);
     set_sleeping_waits(true);
     loop();
   });

@@ -14,6 +14,7 @@
 #include "runtime/src/commit.hpp"
 #include "runtime/src/flush.hpp"
 #include "runtime/src/job.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -23,6 +24,7 @@ struct DrainConfig {
   int keep = 2;                             ///< retention of the node directory (node leaders)
   bool node_leader = false;                 ///< this rank applies retention to `local`
   std::uint64_t chunk_bytes = 16ull << 20;  ///< read/write window
+  ThreadPolicy threads;                     ///< options thread_cpus, thread_slice_us
 };
 
 /// Owns the drain thread. submit() is called by the commit thread (jobs committed locally, in step

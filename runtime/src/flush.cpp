@@ -7,6 +7,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -91,11 +92,11 @@ FlushPipeline::FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device
                              Committer& committer, Tracer* tracer)
     : m_cfg(cfg), m_open(open), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
   m_digest_thread = std::thread([this] {
-    name_thread("ckpt digest", "ckpt flush: digest");
+    start_ckpt_thread("ckpt digest", "ckpt flush: digest", m_cfg.threads);
     digest_loop();
   });
   m_write_thread = std::thread([this] {
-    name_thread("ckpt write", "ckpt flush: write");
+    start_ckpt_thread("ckpt write", "ckpt flush: write", m_cfg.threads);
     set_sleeping_waits(true);
     write_loop();
   });

@@ -15,6 +15,7 @@
 #include "runtime/src/job.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/series.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -22,6 +23,7 @@ namespace ckpt::detail {
 struct FlushConfig {
   bool stats = true;       ///< compute min/max
   int flush_delay_ms = 0;  ///< testing: sleep before each write
+  ThreadPolicy threads;    ///< options thread_cpus, thread_slice_us
 };
 
 /// What opening a checkpoint's writers needs (open_writers).

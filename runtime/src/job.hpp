@@ -145,6 +145,17 @@ class BlockingQueue {
     std::lock_guard<std::mutex> lk(m_mu);
     return m_q.size();
   }
+  enum class Popped { item, closed, timeout };
+  /// pop() that gives up at `deadline`: an item, closed (and drained), or the deadline passed.
+  template <class Clock, class Duration>
+  Popped pop_until(T& out, const std::chrono::time_point<Clock, Duration>& deadline) {
+    std::unique_lock<std::mutex> lk(m_mu);
+    if (!m_cv.wait_until(lk, deadline, [&] { return m_closed || !m_q.empty(); })) return Popped::timeout;
+    if (m_q.empty()) return Popped::closed;
+    out = std::move(m_q.front());
+    m_q.pop_front();
+    return Popped::item;
+  }
   /// False once closed and drained.
   bool pop(T& out) {
     std::unique_lock<std::mutex> lk(m_mu);

@@ -5,13 +5,15 @@
 #include <utility>
 
 #include "base/mpi.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
-Launcher::Launcher(MPI_Comm comm, int max_in_flight, Device& device, FlushPipeline& flush, StagingPool& pool)
+Launcher::Launcher(MPI_Comm comm, int max_in_flight, ThreadPolicy threads, Device& device, FlushPipeline& flush,
+                   StagingPool& pool)
     : m_comm(comm), m_max_in_flight(max_in_flight), m_device(device), m_flush(flush), m_pool(pool) {
-  m_thread = std::thread([this] {
-    name_thread("ckpt launch", "ckpt launch");
+  m_thread = std::thread([this, threads = std::move(threads)] {
+    start_ckpt_thread("ckpt launch", "ckpt launch", threads);
     set_sleeping_waits(true);
     m_bound = m_device.bind_thread();
     loop();

@@ -15,6 +15,7 @@
 
 #include "runtime/src/flush.hpp"
 #include "runtime/src/job.hpp"
+#include "runtime/src/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -41,7 +42,8 @@ class Launcher {
  public:
   /// `comm` is a communicator of its own, freed by close(); `device`, `flush` and `pool` must outlive the
   /// Launcher. Starts the thread.
-  Launcher(MPI_Comm comm, int max_in_flight, Device& device, FlushPipeline& flush, StagingPool& pool);
+  Launcher(MPI_Comm comm, int max_in_flight, ThreadPolicy threads, Device& device, FlushPipeline& flush,
+           StagingPool& pool);
   ~Launcher();
   Launcher(const Launcher&) = delete;
   Launcher& operator=(const Launcher&) = delete;

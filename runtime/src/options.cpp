@@ -4,6 +4,7 @@
 #include "runtime/src/config.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -306,6 +307,21 @@ const std::vector<Field>& fields() {
          o.durable_every_ms = static_cast<int>(x.value());
          return Status();
        }},
+      {"thread_slice_us",
+       [](Options& o, const std::string& v) -> Status {
+         auto x = parse_int("thread_slice_us", v);
+         if (!x.ok() || (x.value() != 0 && (x.value() < 100 || x.value() > 100000)))
+           return bad_value("thread_slice_us", v, "0 (the kernel's default) or 100 to 100000 us");
+         o.thread_slice_us = static_cast<int>(x.value());
+         return Status();
+       }},
+      {"thread_cpus",
+       [](Options& o, const std::string& v) -> Status {
+         if (v != "auto" && v != "all" && v != "inherit")
+           CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", v).status());
+         o.thread_cpus = v;
+         return Status();
+       }},
       {"flush_delay_ms",
        [](Options& o, const std::string& v) -> Status {
          auto x = parse_int("flush_delay_ms", v);
@@ -407,6 +423,43 @@ Result<Attributes> parse_mpiio_hints(const std::string& v) {
     p = e + 1;
   }
   return out;
+}
+
+Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::string& v) {
+  const std::string allowed =
+      "auto, all, inherit, or CPU numbers and ranges such as 0-3,8 (each below " + std::to_string(CPU_SETSIZE) + ")";
+  std::vector<int> cpus;
+  std::size_t p = 0;
+  while (p <= v.size()) {
+    std::size_t e = v.find(',', p);
+    if (e == std::string::npos) e = v.size();
+    const std::string item = v.substr(p, e - p);
+    const std::size_t dash = item.find('-');
+    auto lo = parse_int(key, item.substr(0, dash));
+    auto hi = dash == std::string::npos ? lo : parse_int(key, item.substr(dash + 1));
+    if (item.empty() || !lo.ok() || !hi.ok() || lo.value() < 0 || hi.value() < lo.value() || hi.value() >= CPU_SETSIZE)
+      return bad_value(key, v, allowed);
+    for (auto c = lo.value(); c <= hi.value(); ++c) cpus.push_back(static_cast<int>(c));
+    p = e + 1;
+  }
+  return cpus;
+}
+
+ThreadPolicy thread_policy(const Options& o) {
+  ThreadPolicy t;
+  t.slice_us = o.thread_slice_us;
+  if (o.thread_cpus == "auto") {
+    t.where = ThreadPolicy::Cpus::spare;  // resolved by the Runtime (spare_cpus, collective)
+  } else if (o.thread_cpus == "all") {
+    t.where = ThreadPolicy::Cpus::all;
+  } else if (o.thread_cpus != "inherit") {
+    auto cpus = parse_cpu_list("thread_cpus", o.thread_cpus);  // valid: Options::validate() checked it
+    if (cpus.ok()) {
+      t.where = ThreadPolicy::Cpus::list;
+      t.cpus = std::move(cpus).value();
+    }
+  }
+  return t;
 }
 
 TransportConfig transport_config(const Options& o) {
@@ -537,6 +590,10 @@ Status Options::validate() const {
     CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
   }
   if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
+  if (thread_cpus != "auto" && thread_cpus != "all" && thread_cpus != "inherit")  // also when set in code
+    CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", thread_cpus).status());
+  if (thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
+    return Status(Code::invalid_argument, "option 'thread_slice_us' must be 0 or in [100, 100000]");
   if (durable_every_ms < 0 || durable_every_ms > 86400000)
     return Status(Code::invalid_argument, "option 'durable_every_ms' must be in [0, 86400000]");
   if (mpiio_files < 1 || rbio_writers < 0 || open_token < 0 || flush_delay_ms < 0 || verbose < 0)

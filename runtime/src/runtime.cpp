@@ -309,6 +309,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (!m_status.ok()) return;
   m_device = std::move(device).value();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(initial_chunk_bytes(m_opts)));
+  m_threads = thread_policy(m_opts);
   {
     // The auto pool's cap is a share of the node's memory: ranks on one node split it.
     MPI_Comm node = MPI_COMM_NULL;
@@ -316,6 +317,10 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
     if (node != MPI_COMM_NULL) {
       MPI_Comm_size(node, &on_node);
+      if (m_threads.where == ThreadPolicy::Cpus::spare) {  // thread_cpus: auto
+        m_threads.cpus = spare_cpus(node);
+        m_threads.where = m_threads.cpus.empty() ? ThreadPolicy::Cpus::inherit : ThreadPolicy::Cpus::list;
+      }
       MPI_Comm_free(&node);
     }
     m_pool->set_ranks_on_node(on_node);
@@ -327,8 +332,10 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   });
   // durable_every_ms: writers and the store's commit skip their fsyncs; the commit thread syncs.
   const bool sync_each = m_opts.fsync && m_opts.durable_every_ms == 0;
+  const ThreadPolicy& threads = m_threads;
   CommitConfig commit_cfg;
   commit_cfg.fsync = m_opts.fsync;
+  commit_cfg.threads = threads;
   commit_cfg.durable_every_ms = m_opts.durable_every_ms;
   commit_cfg.keep = m_opts.keep;
   commit_cfg.verbose = m_opts.verbose;
@@ -343,9 +350,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
     const OpenEnv drain_open{m_drain_comm, m_rank,   m_size,    &m_transports,
                              m_persistent, m_run_id, sync_each, m_opts.fsync};
-    m_drainer =
-        std::make_unique<Drainer>(DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts)},
-                                  drain_open, *m_local_store, *m_store, *m_global_committer);
+    m_drainer = std::make_unique<Drainer>(
+        DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts), threads}, drain_open,
+        *m_local_store, *m_store, *m_global_committer);
     m_drain_comm = MPI_COMM_NULL;  // the Drainer's now
     // The pipeline commits into the node directories; the drain thread retains them.
     commit_cfg.keep = 0;
@@ -379,13 +386,13 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
-  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms}, flush_open, *m_device,
-                                            *m_pool, *m_committer, m_tracer.get());
+  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms, threads}, flush_open,
+                                            *m_device, *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
   if (m_opts.on_busy == Options::OnBusy::coalesce) {
     MPI_Comm launch_comm = MPI_COMM_NULL;
     MPI_Comm_dup(m_app_comm, &launch_comm);
-    m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, *m_device, *m_flush, *m_pool);
+    m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, threads, *m_device, *m_flush, *m_pool);
     m_committer->set_on_finished([l = m_launcher.get()] { l->finished(); });
   }
   OpenEnv app_open = open;

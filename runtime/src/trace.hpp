@@ -5,8 +5,6 @@
 #ifndef CKPT_RUNTIME_TRACE_HPP
 #define CKPT_RUNTIME_TRACE_HPP
 
-#include <pthread.h>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,13 +27,6 @@ struct TraceEvent {
   std::int64_t step = -1;
   std::uint64_t bytes = 0;
 };
-
-/// Names a ckpt thread for the OS (`os_name`, at most 15 characters: what `top -H`, `perf report
-/// --sort comm` and /proc/<pid>/task/<tid>/comm show) and for an NVTX tool (`nvtx_name`).
-inline void name_thread(const char* os_name, const char* nvtx_name) noexcept {
-  (void)pthread_setname_np(pthread_self(), os_name);
-  nvtx_name_thread(nvtx_name);
-}
 
 /// Thread-safe collector. Disabled tracers record nothing (one branch per span).
 class Tracer {

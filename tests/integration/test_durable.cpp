@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <string>
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
@@ -61,6 +65,51 @@ TEST(Durable, SyncedWhenThePeriodIsOver) {
   o.dir = scratch_dir();
   o.durable_every_ms = 1;
   for (bool s : run(o, 3, 5)) EXPECT_TRUE(s) << "5 ms apart with a 1 ms period: every commit syncs";
+}
+
+/// The [ts, ts + dur] of rank `pid`'s spans named `name` on the commit thread (tid 3) in trace.json.
+std::vector<std::pair<double, double>> commit_spans(const std::string& trace, const std::string& name, int pid) {
+  std::ifstream in(trace);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::regex ev("\\{\"name\":\"" + name + "\",\"cat\":\"ckpt\",\"ph\":\"X\",\"pid\":" + std::to_string(pid) +
+                      ",\"tid\":3,\"ts\":([0-9.]+),\"dur\":([0-9.]+)");
+  std::vector<std::pair<double, double>> out;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), ev); it != std::sregex_iterator(); ++it) {
+    const double ts = std::stod((*it)[1].str());
+    out.emplace_back(ts, ts + std::stod((*it)[2].str()));
+  }
+  return out;
+}
+
+TEST(Durable, SyncedAfterThePeriodWithoutAnotherCommit) {
+  // The last checkpoint of a run (or the last before a long computation): no later commit carries
+  // the periodic sync, yet it must be synced about durable_every_ms after it, not at close().
+  Options o = Options::defaults();
+  o.dir = scratch_dir();
+  o.trace = scratch_dir("/trace");
+  o.durable_every_ms = 200;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    std::vector<double> v(5000, 1.0 + world_rank());
+    ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+    Ticket t = rt.checkpoint(1);  // well within the first period: the commit itself does not sync
+    ASSERT_TRUE(t.wait().ok());
+    EXPECT_FALSE(t.stats().synced);
+    ::usleep(800 * 1000);  // "compute"
+    ASSERT_TRUE(rt.close().ok());
+  }
+  if (world_rank() != 0) return;
+  const std::string trace = o.trace + "/trace.json";
+  for (int pid = 0; pid < ckpt::test::world_size(); ++pid) {
+    const auto commits = commit_spans(trace, "ckpt:commit", pid);
+    ASSERT_EQ(commits.size(), 1u) << "rank " << pid << ": one commit in " << trace;
+    const auto syncs = commit_spans(trace, "ckpt:fsync", pid);
+    ASSERT_FALSE(syncs.empty()) << "rank " << pid << ": no sync after the commit before close()";
+    const double after_ms = (syncs.front().first - commits.front().second) / 1e3;
+    EXPECT_GT(after_ms, 100.0) << "rank " << pid << ": not before the period is over";
+    EXPECT_LT(after_ms, 600.0) << "rank " << pid << ": synced " << after_ms << " ms after the commit (period 200 ms)";
+  }
 }
 
 TEST(Durable, NeverWithoutFsync) {

@@ -99,6 +99,47 @@ TEST(Options, EnvironmentErrors) {
   EXPECT_TRUE(py.error.ok()) << py.error.to_string();
 }
 
+TEST(Options, ThreadSlice) {
+  auto dir = test::scratch_dir();
+  EXPECT_EQ(Options::defaults().thread_slice_us, 0);
+  for (const char* good : {"0", "100", "250", "100000"}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + good + "\n"));
+    ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
+    EXPECT_EQ(r->thread_slice_us, std::stoi(good));
+  }
+  for (const char* bad : {"-1", "1", "99", "100001", "fast"}) {  // the kernel's range is 0.1 .. 100 ms
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + bad + "\n"));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("thread_slice_us"), std::string::npos) << r.status().message();
+  }
+  ::setenv("CKPT_THREAD_SLICE_US", "300", 1);
+  Options e;
+  ::unsetenv("CKPT_THREAD_SLICE_US");
+  ASSERT_TRUE(e.error.ok()) << e.error.to_string();
+  EXPECT_EQ(e.thread_slice_us, 300);
+  Options o = Options::defaults();
+  o.thread_slice_us = 50;
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
+}
+
+TEST(Options, ThreadCpus) {
+  auto dir = test::scratch_dir();
+  EXPECT_EQ(Options::defaults().thread_cpus, "auto");
+  for (const char* good : {"auto", "all", "inherit", "0", "0-3", "0-3,8,10-11", "1023"}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + good + "\"\n"));
+    ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
+    EXPECT_EQ(r->thread_cpus, good);
+  }
+  for (const char* bad : {"", "any", "3-1", "-1", "0,", ",0", "1024", "0-1024", "a-b", "0--2"}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + bad + "\"\n"));
+    ASSERT_FALSE(r.ok()) << "'" << bad << "'";
+    EXPECT_NE(r.status().message().find("thread_cpus"), std::string::npos) << r.status().message();
+  }
+  Options o = Options::defaults();
+  o.thread_cpus = "0-x";
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
+}
+
 TEST(Options, DoubleBufferOnNeedsASpareSize) {
   Options o = Options::defaults();
   o.gpu_double_buffer = Options::DoubleBuffer::on;  // with gpu_spare_bytes = 0 this used to mean "off", silently

@@ -90,6 +90,19 @@ struct CKPT_API Options {
   /// application computes), wherever address, offset and length are multiples of 4 KiB; the rest,
   /// and file systems that refuse O_DIRECT (tmpfs), go through the page cache. [CKPT_DIRECT_IO]
   bool direct_io = true;
+  /// Scheduler slice (microseconds) ckpt's own threads ask Linux for (sched_setattr's sched_runtime,
+  /// EEVDF, kernel >= 6.12; older kernels ignore it): a woken ckpt thread (a digest, a write, a poll of
+  /// an agreement) then runs at once for its short piece of work instead of after the computing
+  /// thread's slice of a few ms. 0 = the kernel's default slice (the default: where the threads share
+  /// the application's cores, 100 us cut `wait`'s blocked time 2-4x but cost the compute ~5%;
+  /// docs/performance.md). [CKPT_THREAD_SLICE_US]
+  int thread_slice_us = 0;
+  /// CPUs ckpt's own threads run on: "auto" = the node's CPUs that no rank is bound to, when
+  /// mpiexec/srun left some (the threads then use idle cores instead of the application's), else the
+  /// application thread's binding; "all" = every CPU the process's cpuset allows; "inherit" = the
+  /// application thread's binding, as threads normally get; or a list such as "8-15" (cores set aside
+  /// for I/O). [CKPT_THREAD_CPUS]
+  std::string thread_cpus = "auto";
   /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
   std::uint64_t alignment = 4096;
   /// Compute per-block min/max of numeric data into the index. [CKPT_STATS]

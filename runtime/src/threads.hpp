@@ -1,0 +1,52 @@
+// What each of ckpt's own threads (digest, write, commit, launch, drain) does first. Internal.
+#ifndef CKPT_RUNTIME_THREADS_HPP
+#define CKPT_RUNTIME_THREADS_HPP
+
+#include <mpi.h>
+
+#include <vector>
+
+namespace ckpt::detail {
+
+/// Where and how ckpt's own threads run (options thread_cpus and thread_slice_us; made by
+/// thread_policy() in options.cpp).
+struct ThreadPolicy {
+  /// Scheduler slice in microseconds asked for (sched_setattr's sched_runtime); 0: the default.
+  int slice_us = 0;
+  /// CPUs the threads may run on: the application thread's when the Runtime was made (inherit), every
+  /// CPU the process's cpuset allows (all), or `cpus` (list; thread_cpus auto resolves to the node's
+  /// spare CPUs - a list - or to inherit when there are none, see spare_cpus()).
+  enum class Cpus { inherit, all, list, spare } where = Cpus::inherit;
+  std::vector<int> cpus;  ///< where == list
+};
+
+/// thread_cpus: auto. Collective over `node` (the ranks of one node): the CPUs this process may use
+/// (its cpuset) that no rank of the node is bound to, ascending; empty when there are none (ranks
+/// not bound, or bound to every CPU). Ranks that were not bound count as using every CPU.
+std::vector<int> spare_cpus(MPI_Comm node);
+
+/// Names the calling thread for the OS (`os_name`, at most 15 characters: what `top -H`, `perf report
+/// --sort comm` and /proc/<pid>/task/<tid>/comm show) and for an NVTX tool (`nvtx_name`), and applies
+/// `policy`. Neither setting can fail a checkpoint: a refusal (an old kernel, a seccomp filter, CPUs
+/// outside the cpuset) leaves the inherited setting.
+///
+/// Why the CPUs: mpiexec/srun bind a rank to its core(s), and threads inherit the binding, so ckpt's
+/// threads competed with the application on its own core while other cores idled (1 rank on 2 cores:
+/// checkpoint() took 2.4x its copy, the threads' work ran on the application's core). `auto` moves
+/// them to the node's CPUs no rank is bound to, when there are any; when every CPU has its rank they
+/// stay on their own rank's (`all` would let them preempt the other ranks' compute instead: measured
+/// worse). The kernel intersects every mask with the cpuset: a job never leaves its allocation.
+///
+/// Why the slice: ckpt's threads wake for short pieces of work (a chunk's digest, a write, one test of
+/// an agreement's progress) on cores where the application computes. Linux's EEVDF scheduler (6.6+)
+/// lets the running thread finish its slice (a few ms on a busy core) before a woken one of the same
+/// weight runs; a thread that asked for a shorter slice (honoured from 6.12) gets an earlier deadline
+/// and runs at once. It does not get more CPU time than before, only sooner - which, on a core the
+/// application computes on, is the compute's time: off by default (measured).
+///
+/// Measured in docs/performance.md ("Where ckpt's threads run").
+void start_ckpt_thread(const char* os_name, const char* nvtx_name, const ThreadPolicy& policy) noexcept;
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_RUNTIME_THREADS_HPP
