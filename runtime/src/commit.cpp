@@ -81,7 +81,7 @@ void Committer::loop() {
       const Popped got = m_queue.pop_until(job, m_last_sync + std::chrono::milliseconds(m_cfg.durable_every_ms));
       if (got == Popped::closed) return;
       if (got == Popped::timeout) {
-        idle_sync();
+        (void)sync_store(false);
         continue;
       }
     } else if (!m_queue.pop(job)) {
@@ -90,15 +90,6 @@ void Committer::loop() {
     commit_and_finish(job);
     job.reset();
   }
-}
-
-void Committer::idle_sync() {
-  Span span(m_tracer, "ckpt:fsync", TraceThread::commit);
-  Status s = m_persistent ? m_store.sync() : Status::OK();
-  m_last_sync = Clock::now();
-  m_unsynced = !s.ok();  // tried again a period later
-  if (!s.ok() && m_cfg.verbose >= 1)
-    std::fprintf(stderr, "ckpt: rank %d: periodic sync: %s\n", m_rank, s.to_string().c_str());
 }
 
 void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
@@ -427,12 +418,19 @@ bool Committer::periodic_sync(bool committed) {
   if (m_rank == 0) now = m_unsynced && seconds_since(m_last_sync) * 1e3 >= m_cfg.durable_every_ms ? 1 : 0;
   bcast(&now, 1, MPI_INT, 0, m_commit_comm);
   if (now == 0) return false;
+  return sync_store(true);
+}
+
+bool Committer::sync_store(bool collective) {
   Span span(m_tracer, "ckpt:fsync", TraceThread::commit);
-  Status s = agree(m_commit_comm, m_store.sync());
+  Status s = m_store.sync();
+  if (collective) s = agree(m_commit_comm, s);
   m_last_sync = Clock::now();
-  m_unsynced = !s.ok();
-  if (!s.ok() && m_cfg.verbose >= 1 && m_rank == 0)
+  m_unsynced = !s.ok();  // tried again a period later
+  if (!s.ok() && m_cfg.verbose >= 1 && collective && m_rank == 0)
     std::fprintf(stderr, "ckpt: periodic sync: %s\n", s.to_string().c_str());
+  if (!s.ok() && m_cfg.verbose >= 1 && !collective)
+    std::fprintf(stderr, "ckpt: rank %d: periodic sync: %s\n", m_rank, s.to_string().c_str());
   return s.ok();
 }
 

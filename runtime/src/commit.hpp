@@ -144,9 +144,11 @@ class Committer {
   /// Every rank, after a commit's outcome: with durable_every_ms, syncs the store when the period is
   /// over (rank 0 decides, everybody learns it); true when this checkpoint is now durable.
   bool periodic_sync(bool committed);
-  /// Commit thread, durable_every_ms: the period passed with commits unsynced and none to come yet.
-  /// This rank's own sync, no collective (the commits' collectives stay in step).
-  void idle_sync();
+  /// durable_every_ms: syncs the store and restarts the period; true when it succeeded. `collective`:
+  /// every rank, agreed (periodic_sync, with a commit); else this rank alone - the commit thread when
+  /// the period passed with commits unsynced and none to come yet (the commits' collectives stay in
+  /// step).
+  bool sync_store(bool collective);
 
   MPI_Comm m_commit_comm;
   int m_rank = 0, m_size = 1;

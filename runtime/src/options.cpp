@@ -590,8 +590,10 @@ Status Options::validate() const {
     CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
   }
   if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
-  if (thread_cpus != "auto" && thread_cpus != "all" && thread_cpus != "inherit")  // also when set in code
-    CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", thread_cpus).status());
+  {  // also when set in code: the field's own check
+    Options scratch = *this;
+    CKPT_RETURN_IF_ERROR(find_field("thread_cpus")->set(scratch, thread_cpus));
+  }
   if (thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
     return Status(Code::invalid_argument, "option 'thread_slice_us' must be 0 or in [100, 100000]");
   if (durable_every_ms < 0 || durable_every_ms > 86400000)

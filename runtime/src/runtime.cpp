@@ -309,7 +309,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (!m_status.ok()) return;
   m_device = std::move(device).value();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(initial_chunk_bytes(m_opts)));
-  m_threads = thread_policy(m_opts);
+  ThreadPolicy threads = thread_policy(m_opts);
   {
     // The auto pool's cap is a share of the node's memory: ranks on one node split it.
     MPI_Comm node = MPI_COMM_NULL;
@@ -317,9 +317,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
     if (node != MPI_COMM_NULL) {
       MPI_Comm_size(node, &on_node);
-      if (m_threads.where == ThreadPolicy::Cpus::spare) {  // thread_cpus: auto
-        m_threads.cpus = spare_cpus(node);
-        m_threads.where = m_threads.cpus.empty() ? ThreadPolicy::Cpus::inherit : ThreadPolicy::Cpus::list;
+      if (threads.where == ThreadPolicy::Cpus::spare) {  // thread_cpus: auto
+        threads.cpus = spare_cpus(node);
+        threads.where = threads.cpus.empty() ? ThreadPolicy::Cpus::inherit : ThreadPolicy::Cpus::list;
       }
       MPI_Comm_free(&node);
     }
@@ -332,7 +332,6 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   });
   // durable_every_ms: writers and the store's commit skip their fsyncs; the commit thread syncs.
   const bool sync_each = m_opts.fsync && m_opts.durable_every_ms == 0;
-  const ThreadPolicy& threads = m_threads;
   CommitConfig commit_cfg;
   commit_cfg.fsync = m_opts.fsync;
   commit_cfg.threads = threads;

@@ -133,7 +133,6 @@ class RuntimeImpl {
   std::shared_ptr<Tracer> m_tracer;
   std::unique_ptr<Device> m_device;
   std::unique_ptr<StagingPool> m_pool;
-  ThreadPolicy m_threads;  ///< options thread_cpus (auto resolved on the node), thread_slice_us
   std::unique_ptr<Registry> m_registry;
   std::unique_ptr<Committer> m_committer;
   std::unique_ptr<FlushPipeline> m_flush;
