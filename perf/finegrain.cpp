@@ -136,37 +136,36 @@ struct App {
   }
 };
 
+/// The fastest of `runs` steps after `skip` untimed ones, timed from a barrier: no rank measures while
+/// another still first-touches its arrays.
+double fastest_step(App& app, int skip, int runs) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  double best = 0;
+  for (int i = 0; i < skip + runs; ++i) {
+    const auto t0 = Clock::now();
+    app.step(0);
+    const double t = since(t0);
+    if (i >= skip && (i == skip || t < best)) best = t;
+  }
+  return best;
+}
+
+/// work_n = the smallest `n` of the ranks (the slowest rank's choice), at most the whole array.
+void agree_work_n(App& app, double n) {
+  std::uint64_t mine = static_cast<std::uint64_t>(n), agreed = 0;
+  MPI_Allreduce(&mine, &agreed, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  app.work_n = static_cast<std::size_t>(std::min<std::uint64_t>(agreed, app.work.size()));
+}
+
 /// Sizes the compute so that one step takes about `ms` on every rank (the slowest rank's choice). The
 /// fastest of 15 full steps (after 3 untimed ones) sets the pace: a step slowed by another process
 /// (a busy machine) must not shrink the compute of every later step.
 void calibrate(App& app, double ms) {
   app.work_n = app.work.size() / 8;  // 32 MiB windows, each one out of the cache as in the run
-  std::vector<double> t;
-  MPI_Barrier(MPI_COMM_WORLD);  // no rank measures while another still first-touches its arrays
-  for (int i = 0; i < 18; ++i) {
-    const auto t0 = Clock::now();
-    app.step(0);
-    if (i >= 3) t.push_back(since(t0));
-  }
-  const double per_elem = *std::min_element(t.begin(), t.end()) / static_cast<double>(app.work_n);
-  std::uint64_t n = static_cast<std::uint64_t>(ms * 1e-3 / per_elem);
-  std::uint64_t agreed = 0;
-  MPI_Allreduce(&n, &agreed, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  if (agreed > app.work.size()) agreed = app.work.size();
-  app.work_n = static_cast<std::size_t>(agreed);
+  agree_work_n(app, static_cast<double>(app.work_n) * ms * 1e-3 / fastest_step(app, 3, 15));
   // The time per element depends on the window's size (prefetch, TLB, both ranks streaming at once):
   // steps of the chosen size correct it once, again from the fastest.
-  t.clear();
-  MPI_Barrier(MPI_COMM_WORLD);
-  for (int i = 0; i < 10; ++i) {
-    const auto t0 = Clock::now();
-    app.step(0);
-    if (i >= 2) t.push_back(since(t0));
-  }
-  n = static_cast<std::uint64_t>(static_cast<double>(app.work_n) * ms * 1e-3 / *std::min_element(t.begin(), t.end()));
-  MPI_Allreduce(&n, &agreed, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  if (agreed > app.work.size()) agreed = app.work.size();
-  app.work_n = static_cast<std::size_t>(agreed);
+  agree_work_n(app, static_cast<double>(app.work_n) * ms * 1e-3 / fastest_step(app, 2, 8));
 }
 
 /// One run of one mode on this rank.
