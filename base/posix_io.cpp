@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +50,28 @@ int open_direct(const std::string& path) {
   (void)path;
   return -1;
 #endif
+}
+
+void* map_direct_buffer(std::size_t n) {
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  if (n < kHuge) {
+    void* p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  // Map 2 MiB more than asked, keep the part from the first 2 MiB boundary, unmap the rest.
+  void* raw = ::mmap(nullptr, n + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto a = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (a + kHuge - 1) & ~std::uintptr_t{kHuge - 1};
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t end = start + (n + page - 1) / page * page, raw_end = a + n + kHuge;
+  if (start > a) ::munmap(raw, start - a);
+  if (raw_end > end) ::munmap(reinterpret_cast<void*>(end), raw_end - end);
+  void* p = reinterpret_cast<void*>(start);
+#ifdef MADV_HUGEPAGE
+  (void)::madvise(p, n, MADV_HUGEPAGE);  // advice: where it is refused (no THP), small pages as before
+#endif
+  return p;
 }
 
 Status pwrite_direct(int direct_fd, int fd, const void* p, std::size_t n, std::uint64_t off, const std::string& path,

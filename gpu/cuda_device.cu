@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/posix_io.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device.hpp"
 #include "gpu/gpu_runtime.hpp"
@@ -193,8 +194,8 @@ class CudaDevice final : public Device {
     // Pinned allocations of this size failed (limits, fragmentation): pin ordinary pages instead, and
     // if even that fails, keep them pageable -- correct, but the driver then stages every D2H
     // synchronously; the pool's pinned_bytes() and CheckpointStats::staging_pinned_bytes tell.
-    p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
+    p = map_direct_buffer(bytes);
+    if (p == nullptr)
       return Status(Code::io_error, "pinned staging (" + s.message() + ") and mmap of " + std::to_string(bytes) +
                                         " bytes both failed: " + std::strerror(errno));
     std::memset(p, 0, bytes);  // touch every page now, not during a capture

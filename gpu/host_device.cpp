@@ -1,5 +1,6 @@
-// The host device: a full peer of the CUDA device for host memory. Staging memory is mmap'ed, touched
-// once (first-touch faults are slow) and mlock'ed when RLIMIT_MEMLOCK allows.
+// The host device: a full peer of the CUDA device for host memory. Staging memory is mmap'ed (huge
+// pages from 2 MiB on, map_direct_buffer), touched once (first-touch faults are slow) and mlock'ed when
+// RLIMIT_MEMLOCK allows.
 #include <sys/mman.h>
 
 #if defined(__x86_64__)
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/posix_io.hpp"
 #include "gpu/device.hpp"
 
 namespace ckpt::detail {
@@ -21,8 +23,8 @@ class HostDevice final : public Device {
   Result<MemoryKind> classify(const void*) const override { return MemoryKind::host; }
 
   Result<StagingBlock> alloc_staging(std::size_t bytes) override {
-    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    void* p = map_direct_buffer(bytes);
+    if (p == nullptr) {
       return Status(Code::io_error,
                     "mmap of " + std::to_string(bytes) + " staging bytes failed: " + std::strerror(errno));
     }

@@ -44,6 +44,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <mpi.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #ifdef CKPT_HAVE_ADIOS2
@@ -168,11 +169,20 @@ void calibrate(App& app, double ms) {
   agree_work_n(app, static_cast<double>(app.work_n) * ms * 1e-3 / fastest_step(app, 2, 8));
 }
 
+/// CPU time (user + system) of this process so far: every thread, ckpt's and ADIOS2's included.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 /// One run of one mode on this rank.
 struct Sample {
   double run_s = 0;      ///< barrier .. the last checkpoint durable
   double blocked_s = 0;  ///< median time blocked per checkpoint
   int kept = 0;          ///< checkpoints written (not superseded; ADIOS2: all)
+  double cpu_s = 0;      ///< CPU time of the process in the timed run (summed over ranks by worst_over_ranks)
 };
 
 /// A mode: per run, `run(round)` does the whole loop and returns this rank's sample.
@@ -186,9 +196,10 @@ struct Mode {
 
 Sample run_none(App& app, int steps) {
   MPI_Barrier(MPI_COMM_WORLD);
+  const double c0 = cpu_seconds();
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) app.step(s);
-  return {since(t0), 0, 0};
+  return {since(t0), 0, 0, cpu_seconds() - c0};
 }
 
 // ---- memcpy: the copy a checkpoint cannot avoid ---------------------------------------------------
@@ -197,6 +208,7 @@ Sample run_memcpy(App& app, std::vector<double> (&spare)[2], int steps) {
   std::vector<double> copy;
   copy.reserve(static_cast<std::size_t>(steps));
   MPI_Barrier(MPI_COMM_WORLD);
+  const double c0 = cpu_seconds();
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
     app.step(s);
@@ -204,8 +216,7 @@ Sample run_memcpy(App& app, std::vector<double> (&spare)[2], int steps) {
     std::memcpy(spare[s % 2].data(), app.state.data(), app.state.size() * sizeof(double));
     copy.push_back(since(tc));
   }
-  Sample out{since(t0), median(copy), 0};
-  return out;
+  return {since(t0), median(copy), 0, cpu_seconds() - c0};
 }
 
 // ---- ckpt -------------------------------------------------------------------------------------------
@@ -252,6 +263,7 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
   const bool first = !m.first_done;
   m.first_done = true;
   MPI_Barrier(MPI_COMM_WORLD);
+  const double c0 = cpu_seconds();
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) {
     app.step(s);
@@ -261,6 +273,7 @@ Sample run_ckpt(App& app, CkptMode& m, int steps) {
   if (all.ok() && m.close_timed) all = m.rt->close();
   Sample out;
   out.run_s = since(t0);
+  out.cpu_s = cpu_seconds() - c0;
   if (!all.ok()) fail("ckpt: " + all.to_string());
   std::vector<double> blocked;
   int superseded = 0;
@@ -299,6 +312,7 @@ class Adios2Mode {
     const std::string path = dir + "/out.bp." + std::to_string(world_rank());
     std::vector<double> blocked;
     MPI_Barrier(MPI_COMM_WORLD);
+    const double c0 = cpu_seconds();
     const auto t0 = Clock::now();
     adios2::Engine e = m_io.Open(path, adios2::Mode::Write);
     for (int s = 0; s < steps; ++s) {
@@ -311,7 +325,7 @@ class Adios2Mode {
     }
     e.Close();
     if (const std::string bad = fsync_tree(path); !bad.empty()) fail("fsync " + bad + " failed");
-    Sample out{since(t0), median(blocked), steps};
+    Sample out{since(t0), median(blocked), steps, cpu_seconds() - c0};
     std::filesystem::remove_all(path);  // untimed
     return out;
   }
@@ -327,9 +341,10 @@ class Adios2Mode {
 // ---- driver -----------------------------------------------------------------------------------------
 
 Sample worst_over_ranks(Sample s) {
-  double v[2] = {s.run_s, s.blocked_s}, m[2];
+  double v[2] = {s.run_s, s.blocked_s}, m[2], cpu = 0;
   MPI_Allreduce(v, m, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return {m[0], m[1], s.kept};
+  MPI_Allreduce(&s.cpu_s, &cpu, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return {m[0], m[1], s.kept, cpu};
 }
 
 double median_of(const Mode& m, double Sample::*f) {
@@ -489,17 +504,21 @@ int main(int argc, char** argv) {
 #ifndef CKPT_HAVE_ADIOS2
     std::printf("adios2: not available (pip install adios2, then reconfigure)\n");
 #endif
-    std::printf("%-22s %8s %8s %6s %16s %26s %14s %12s\n", "mode", "run s", "x none", "kept", "blocked us/ckpt",
-                "blocked/(1.5 memcpy+50us)", "first ckpt us", "staging KiB");
+    std::printf("%-22s %8s %8s %6s %16s %26s %14s %14s %12s\n", "mode", "run s", "x none", "kept", "blocked us/ckpt",
+                "blocked/(1.5 memcpy+50us)", "cpu us/ckpt", "first ckpt us", "staging KiB");
     for (const Mode& m : modes) {
       const double r = median_of(m, &Sample::run_s), b = median_of(m, &Sample::blocked_s);
       // x none: the median of the rounds' ratios (each round's run over the same round's none), so that
       // a slow stretch of the machine, which every mode of a round shares, cancels.
-      std::vector<double> ratio;
-      for (std::size_t k = 0; k < m.rounds.size(); ++k)
+      // cpu us/ckpt: the CPU time the mode's run took beyond the same round's none, per checkpoint and
+      // rank - every thread of the process (ckpt's, ADIOS2's, MPI's progress), not the kernel's flusher.
+      std::vector<double> ratio, cpu;
+      for (std::size_t k = 0; k < m.rounds.size(); ++k) {
         ratio.push_back(m.rounds[k].run_s / modes.front().rounds[k].run_s);
-      std::printf("%-22s %8.3f %8.3f %6d %16.1f %26.2f", m.name.c_str(), r, median(ratio), m.rounds.back().kept,
-                  b * 1e6, b / (1.5 * copy_s + 50e-6));
+        cpu.push_back((m.rounds[k].cpu_s - modes.front().rounds[k].cpu_s) / (args.steps * size));
+      }
+      std::printf("%-22s %8.3f %8.3f %6d %16.1f %26.2f %14.1f", m.name.c_str(), r, median(ratio), m.rounds.back().kept,
+                  b * 1e6, b / (1.5 * copy_s + 50e-6), median(cpu) * 1e6);
       if (auto f = first.find(m.name); f != first.end())
         std::printf(" %14.1f %12.1f", f->second.first * 1e6, static_cast<double>(f->second.second) / 1024);
       std::printf("\n");
@@ -507,12 +526,12 @@ int main(int argc, char** argv) {
     if (!args.csv.empty()) {
       std::FILE* f = std::fopen(args.csv.c_str(), "w");
       if (!f) fail("cannot write " + args.csv);
-      std::fprintf(f, "mode,ranks,bytes_per_rank,steps,compute_ms,rep,run_s,blocked_s,memcpy_s,kept,memcpy_hot_s\n");
+      std::fprintf(f, "mode,ranks,bytes_per_rank,steps,compute_ms,rep,run_s,blocked_s,memcpy_s,kept,memcpy_hot_s,cpu_s\n");
       for (const Mode& m : modes)
         for (std::size_t r = 0; r < m.rounds.size(); ++r)
-          std::fprintf(f, "%s,%d,%llu,%d,%.3f,%zu,%.6f,%.6f,%.6f,%d,%.6f\n", m.name.c_str(), size,
+          std::fprintf(f, "%s,%d,%llu,%d,%.3f,%zu,%.6f,%.6f,%.6f,%d,%.6f,%.6f\n", m.name.c_str(), size,
                        static_cast<unsigned long long>(args.bytes), args.steps, args.compute_ms, r, m.rounds[r].run_s,
-                       m.rounds[r].blocked_s, copy_s, m.rounds[r].kept, hot_copy_s);
+                       m.rounds[r].blocked_s, copy_s, m.rounds[r].kept, hot_copy_s, m.rounds[r].cpu_s);
       if (std::fclose(f) != 0) fail("writing " + args.csv + " failed");
     }
   }

@@ -5,6 +5,11 @@
 //                          reaches the disk), timed from the Ticket's blocked_s; compare with BM_Memcpy
 //  - BM_Digest/<MiB>       XXH3-64 throughput, the checksum the flush pipeline computes per block
 //  - BM_MinMax/<MiB>       min/max of f64 values, the statistics the digest thread keeps per block
+//  - BM_DirectWrite/<MiB>/<pages>  an O_DIRECT pwrite + fdatasync of a staging buffer to a file in /tmp,
+//                          as the write thread does; pages 0: 4 KiB pages (MADV_NOHUGEPAGE), 1: the
+//                          staging pool's (map_direct_buffer: 2 MiB pages where THP allows). The CPU
+//                          column is the point: pinning 512x fewer pages for the device's DMA. The label
+//                          says how much of the buffer the kernel backed with huge pages
 //  - BM_IndexEncode/<vars> and BM_IndexDecode/<vars>: the runtime's index codec (format v1) on an index
 //                          of one rank with one block per 1-D f64 variable; decode validates everything
 //  - BM_NvtxRange          one ckpt NVTX range (gpu/nvtx.hpp: push + pop, as each trace span makes) next to
@@ -17,7 +22,9 @@
 // them: --benchmark_filter='BM_(Memcpy|Capture)/4096'. One rank (the Runtime needs MPI_THREAD_MULTIPLE):
 //
 //   mpiexec -n 1 build/perf/micro --benchmark_out=results/micro.csv --benchmark_out_format=csv
+#include <fcntl.h>
 #include <mpi.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -31,6 +38,7 @@
 #include <vector>
 
 #include "base/format.hpp"
+#include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
 #include "gpu/nvtx.hpp"
 
@@ -188,10 +196,69 @@ void BM_NvtxRange(benchmark::State& state) {
   }
 }
 
+/// AnonHugePages of the mapping that holds `p` (/proc/self/smaps), in KiB; -1 when not found.
+long huge_kib_of(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  bool inside = false;
+  long kib = -1;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' '))
+      inside = a >= lo && a < hi;
+    else if (inside && std::sscanf(line, "AnonHugePages: %ld kB", &kib) == 1)
+      break;
+  }
+  std::fclose(f);
+  return kib;
+}
+
+void BM_DirectWrite(benchmark::State& state) {
+  const std::size_t n = bytes_of(state);
+  const bool staging = state.range(1) != 0;
+  void* p = nullptr;
+  if (staging) {
+    p = ckpt::detail::map_direct_buffer(n);
+  } else {
+    p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = nullptr;
+#ifdef MADV_NOHUGEPAGE
+    if (p) (void)::madvise(p, n, MADV_NOHUGEPAGE);
+#endif
+  }
+  if (!p) {
+    state.SkipWithError("mmap failed");
+    return;
+  }
+  std::memset(p, 3, n);
+  std::error_code ec;
+  std::filesystem::create_directories(scratch_dir(), ec);
+  const std::string path = scratch_dir() + "/direct.bin";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    state.SkipWithError(("O_DIRECT open of " + path + ": " + std::strerror(errno)).c_str());
+  } else {
+    for (auto _ : state) {
+      if (::pwrite(fd, p, n, 0) != static_cast<ssize_t>(n) || ::fdatasync(fd) != 0) {
+        state.SkipWithError(("write " + path + ": " + std::strerror(errno)).c_str());
+        break;
+      }
+    }
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  state.SetLabel((staging ? "staging pages, " : "4 KiB pages, ") + std::to_string(huge_kib_of(p) / 1024) + " MiB huge");
+  ::munmap(p, n);
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
+}
+
 BENCHMARK(BM_Memcpy)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Capture)->Arg(64)->Arg(256)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Digest)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MinMax)->Arg(64)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DirectWrite)->ArgsProduct({{16, 64}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_IndexEncode)->Arg(1)->Arg(100)->Arg(10000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_IndexDecode)->Arg(1)->Arg(100)->Arg(10000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_NvtxBaseline)->UseRealTime()->Unit(benchmark::kNanosecond);
