@@ -3,6 +3,7 @@
 // not keep those pages) and through the page cache where it cannot (tmpfs, unaligned pieces).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -126,4 +127,41 @@ TEST(PosixIo, OpenDirectRefusedOnTmpfs) {
   ::unlink(path.c_str());
   ASSERT_EQ(got.size(), b.bytes);
   for (std::size_t i = 0; i < b.bytes; ++i) ASSERT_EQ(got[i], b.p[i]);
+}
+
+namespace {
+/// Whether every page of [p, p + n) is mapped: msync fails with ENOMEM on an unmapped page.
+bool mapped(const void* p, std::size_t n) { return ::msync(const_cast<void*>(p), n, MS_ASYNC) == 0; }
+}  // namespace
+
+// The staging pool's memory: exactly the bytes asked for are mapped (no stray head or tail left of the
+// over-sized mapping it trims), from 2 MiB on starting at a 2 MiB boundary, writable to the last byte,
+// and an O_DIRECT write from it lands byte for byte.
+TEST(PosixIo, MapDirectBufferIsExactlyTheBlockAskedFor) {
+  const std::size_t huge = std::size_t{2} << 20, page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  for (std::size_t n : {std::size_t{4096}, huge - 1, huge, 3 * huge + 12345, 8 * huge}) {
+    SCOPED_TRACE(n);
+    auto* p = static_cast<std::uint8_t*>(map_direct_buffer(n));
+    ASSERT_NE(p, nullptr);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    if (n >= huge) EXPECT_EQ(a % huge, 0u) << "a block of 2 MiB or more starts at a 2 MiB boundary";
+    EXPECT_EQ(a % page, 0u);
+    const std::size_t len = (n + page - 1) / page * page;
+    EXPECT_TRUE(mapped(p, len));
+    if (n >= huge) {  // what the over-sized mapping had around the block is gone
+      EXPECT_FALSE(mapped(p - page, page)) << "the page before the block is still mapped";
+      EXPECT_FALSE(mapped(p + len, page)) << "the page after the block is still mapped";
+    }
+    for (std::size_t i = 0; i < n; i += 1024) p[i] = static_cast<std::uint8_t>(i >> 10);
+    p[n - 1] = 0xA5;
+    if (n == 3 * huge + 12345) {  // through O_DIRECT where the file system takes it, as the pool's chunks go
+      const std::string path = scratch_dir() + "/map_direct_buffer.bin";
+      const std::size_t whole = n / kDirectAlign * kDirectAlign;
+      write_synced(path, p, whole, 0, true);
+      check_file(path, p, whole, 0);
+      ::unlink(path.c_str());
+    }
+    ASSERT_EQ(::munmap(p, n), 0);
+    EXPECT_FALSE(mapped(p, page));
+  }
 }
