@@ -309,9 +309,13 @@ const std::vector<Field>& fields() {
        }},
       {"thread_slice_us",
        [](Options& o, const std::string& v) -> Status {
+         if (v == "auto") {
+           o.thread_slice_us = -1;
+           return Status();
+         }
          auto x = parse_int("thread_slice_us", v);
          if (!x.ok() || (x.value() != 0 && (x.value() < 100 || x.value() > 100000)))
-           return bad_value("thread_slice_us", v, "0 (the kernel's default) or 100 to 100000 us");
+           return bad_value("thread_slice_us", v, "auto, 0 (the kernel's default) or 100 to 100000 us");
          o.thread_slice_us = static_cast<int>(x.value());
          return Status();
        }},
@@ -447,7 +451,9 @@ Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::strin
 
 ThreadPolicy thread_policy(const Options& o) {
   ThreadPolicy t;
-  t.slice_us = o.thread_slice_us;
+  // auto: slices where the application waits for the pipeline (wait), not where a faster pipeline
+  // would only write more of the checkpoints coalesce offers it (measured, docs/performance.md).
+  t.slice_us = o.thread_slice_us >= 0 ? o.thread_slice_us : o.on_busy == Options::OnBusy::wait ? 100 : 0;
   if (o.thread_cpus == "auto") {
     t.where = ThreadPolicy::Cpus::spare;  // resolved by the Runtime (spare_cpus, collective)
   } else if (o.thread_cpus == "all") {
@@ -594,8 +600,8 @@ Status Options::validate() const {
     Options scratch = *this;
     CKPT_RETURN_IF_ERROR(find_field("thread_cpus")->set(scratch, thread_cpus));
   }
-  if (thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
-    return Status(Code::invalid_argument, "option 'thread_slice_us' must be 0 or in [100, 100000]");
+  if (thread_slice_us != -1 && thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
+    return Status(Code::invalid_argument, "option 'thread_slice_us' must be -1 (auto), 0 or in [100, 100000]");
   if (durable_every_ms < 0 || durable_every_ms > 86400000)
     return Status(Code::invalid_argument, "option 'durable_every_ms' must be in [0, 86400000]");
   if (mpiio_files < 1 || rbio_writers < 0 || open_token < 0 || flush_delay_ms < 0 || verbose < 0)

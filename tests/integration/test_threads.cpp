@@ -101,10 +101,11 @@ std::string slice_unsupported() {
 
 /// Makes a Runtime (coalesce: it has a launcher thread too), checkpoints once, and returns its threads.
 std::map<std::string, ThreadInfo> threads_of_a_runtime(const std::string& dir, int slice_us,
-                                                       const std::string& cpus = "all") {
+                                                       const std::string& cpus = "all",
+                                                       Options::OnBusy busy = Options::OnBusy::coalesce) {
   Options o = Options::defaults();
   o.dir = dir;
-  o.on_busy = Options::OnBusy::coalesce;
+  o.on_busy = busy;
   o.thread_slice_us = slice_us;
   o.thread_cpus = cpus;
   Runtime rt(MPI_COMM_WORLD, o);
@@ -142,6 +143,26 @@ TEST(ThreadSlice, EveryCkptThreadAsksForIt) {
   for (const char* name : kNames) {
     ASSERT_EQ(threads.count(name), 1u) << name;
     EXPECT_EQ(threads[name].slice, app_slice) << name << ": 0 leaves the default slice";
+  }
+}
+
+// auto (-1, the default): 100 us where the application waits for the pipeline (on_busy wait), the
+// kernel's default slice with coalesce.
+TEST(ThreadSlice, AutoAsksForItWhereTheApplicationWaits) {
+  const std::string why = slice_unsupported();
+  if (!all_true(why.empty())) GTEST_SKIP() << why;
+  ASSERT_EQ(Options::defaults().thread_slice_us, -1);
+  const long long app_slice = sched_field(std::to_string(static_cast<long>(syscall(SYS_gettid))), "se.slice");
+  ASSERT_NE(app_slice, 100000) << "the test needs an application slice other than the one auto asks for";
+  auto threads = threads_of_a_runtime(scratch_dir("/auto-wait"), -1, "all", Options::OnBusy::wait);
+  for (const char* name : {"ckpt digest", "ckpt write", "ckpt commit"}) {
+    ASSERT_EQ(threads.count(name), 1u) << name << " not found among this process's threads";
+    EXPECT_EQ(threads[name].slice, 100000) << name << ": auto with on_busy wait";
+  }
+  threads = threads_of_a_runtime(scratch_dir("/auto-coalesce"), -1, "all", Options::OnBusy::coalesce);
+  for (const char* name : kNames) {
+    ASSERT_EQ(threads.count(name), 1u) << name;
+    EXPECT_EQ(threads[name].slice, app_slice) << name << ": auto with coalesce leaves the default slice";
   }
 }
 

@@ -101,13 +101,14 @@ TEST(Options, EnvironmentErrors) {
 
 TEST(Options, ThreadSlice) {
   auto dir = test::scratch_dir();
-  EXPECT_EQ(Options::defaults().thread_slice_us, 0);
-  for (const char* good : {"0", "100", "250", "100000"}) {
+  EXPECT_EQ(Options::defaults().thread_slice_us, -1) << "auto";
+  for (const char* good : {"0", "100", "250", "100000", "auto"}) {
     auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + good + "\n"));
     ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
-    EXPECT_EQ(r->thread_slice_us, std::stoi(good));
+    EXPECT_EQ(r->thread_slice_us, std::string(good) == "auto" ? -1 : std::stoi(good));
+    EXPECT_TRUE(r->validate().ok()) << good;
   }
-  for (const char* bad : {"-1", "1", "99", "100001", "fast"}) {  // the kernel's range is 0.1 .. 100 ms
+  for (const char* bad : {"-1", "1", "99", "100001", "fast", "Auto"}) {  // the kernel's range is 0.1 .. 100 ms
     auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + bad + "\n"));
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("thread_slice_us"), std::string::npos) << r.status().message();
@@ -120,6 +121,8 @@ TEST(Options, ThreadSlice) {
   Options o = Options::defaults();
   o.thread_slice_us = 50;
   EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
+  o.thread_slice_us = -2;
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "only -1 means auto";
 }
 
 TEST(Options, ThreadCpus) {

@@ -93,10 +93,11 @@ struct CKPT_API Options {
   /// Scheduler slice (microseconds) ckpt's own threads ask Linux for (sched_setattr's sched_runtime,
   /// EEVDF, kernel >= 6.12; older kernels ignore it): a woken ckpt thread (a digest, a write, a poll of
   /// an agreement) then runs at once for its short piece of work instead of after the computing
-  /// thread's slice of a few ms. 0 = the kernel's default slice (the default: where the threads share
-  /// the application's cores, 100 us cut `wait`'s blocked time 2-4x but cost the compute ~5%;
-  /// docs/performance.md). [CKPT_THREAD_SLICE_US]
-  int thread_slice_us = 0;
+  /// thread's slice of a few ms. 0 = the kernel's default slice; -1 (`auto`, the default) = 100 us with
+  /// on_busy wait (the application waits for the pipeline: finishing it sooner is its gain, and every
+  /// checkpoint is written either way) and 0 with coalesce (a faster pipeline writes more of the
+  /// checkpoints it is offered, and that CPU is the compute's). docs/performance.md. [CKPT_THREAD_SLICE_US]
+  int thread_slice_us = -1;
   /// CPUs ckpt's own threads run on: "auto" = the node's CPUs that no rank is bound to, when
   /// mpiexec/srun left some (the threads then use idle cores instead of the application's), else the
   /// application thread's binding; "all" = every CPU the process's cpuset allows; "inherit" = the
