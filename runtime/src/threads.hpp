@@ -42,7 +42,8 @@ std::vector<int> spare_cpus(MPI_Comm node);
 /// lets the running thread finish its slice (a few ms on a busy core) before a woken one of the same
 /// weight runs; a thread that asked for a shorter slice (honoured from 6.12) gets an earlier deadline
 /// and runs at once. It does not get more CPU time than before, only sooner - which, on a core the
-/// application computes on, is the compute's time: off by default (measured).
+/// application computes on, is the compute's time: worth it where the application waits for the
+/// pipeline (on_busy wait), not with coalesce (thread_slice_us auto; measured).
 ///
 /// Measured in docs/performance.md ("Where ckpt's threads run").
 void start_ckpt_thread(const char* os_name, const char* nvtx_name, const ThreadPolicy& policy) noexcept;
