@@ -454,6 +454,7 @@ ThreadPolicy thread_policy(const Options& o) {
   // auto: slices where the application waits for the pipeline (wait), not where a faster pipeline
   // would only write more of the checkpoints coalesce offers it (measured, docs/performance.md).
   t.slice_us = o.thread_slice_us >= 0 ? o.thread_slice_us : o.on_busy == Options::OnBusy::wait ? 100 : 0;
+  t.slice_auto = o.thread_slice_us < 0;
   if (o.thread_cpus == "auto") {
     t.where = ThreadPolicy::Cpus::spare;  // resolved by the Runtime (spare_cpus, collective)
   } else if (o.thread_cpus == "all") {

@@ -256,10 +256,14 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_status = Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(m_opts.pool_bytes) +
                                                   ") exceeds the physical memory of this node (" +
                                                   std::to_string(physical_memory()) + " bytes)");
+  // thread_cpus: a list naming CPUs outside this rank's cpuset (ranks' cpusets may differ).
+  ThreadPolicy threads = thread_policy(m_opts);
+  if (m_status.ok()) m_status = check_cpus(threads);
   const bool series = m_opts.layout == Options::Layout::series;
   m_store = series ? make_series_store(m_opts.dir) : make_directory_store(m_opts.dir);
   m_status = agree(m_app_comm, m_status);
-  if (m_status.ok()) m_status = make_transports();
+  if (!m_status.ok()) return;  // the same Status on every rank (agreeing again would prefix it twice)
+  m_status = make_transports();
   if (m_status.ok() && m_funneled) m_status = funneled_refusal(provided);
   if (m_status.ok() && series && (!m_opts.groups.empty() || m_opts.transport != "posix"))
     m_status = Status(Code::invalid_argument,
@@ -309,7 +313,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (!m_status.ok()) return;
   m_device = std::move(device).value();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(initial_chunk_bytes(m_opts)));
-  ThreadPolicy threads = thread_policy(m_opts);
+  threads.warn = m_rank == 0 || m_opts.verbose >= 1;
   {
     // The auto pool's cap is a share of the node's memory: ranks on one node split it.
     MPI_Comm node = MPI_COMM_NULL;

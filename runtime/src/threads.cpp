@@ -6,7 +6,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <thread>
 
 #include "gpu/nvtx.hpp"
@@ -26,17 +32,18 @@ struct SchedAttr {
   std::uint64_t sched_period;
 };
 
-void request_slice(int slice_us) noexcept {
+/// 0, or the errno of the kernel's refusal.
+int request_slice(int slice_us) noexcept {
 #ifdef SYS_sched_setattr
-  if (slice_us <= 0) return;
+  if (slice_us <= 0) return 0;
   SchedAttr attr{};
   attr.size = sizeof attr;
   attr.sched_policy = 0;  // SCHED_OTHER; nice stays what the thread inherited
   attr.sched_nice = static_cast<std::int32_t>(nice(0));
   attr.sched_runtime = static_cast<std::uint64_t>(slice_us) * 1000u;
-  (void)syscall(SYS_sched_setattr, 0, &attr, 0u);
+  return syscall(SYS_sched_setattr, 0, &attr, 0u) == 0 ? 0 : errno;
 #else
-  (void)slice_us;
+  return slice_us > 0 ? ENOSYS : 0;
 #endif
 }
 
@@ -47,20 +54,42 @@ cpu_set_t every_cpu() {
   return set;
 }
 
-void set_cpus(const ThreadPolicy& policy) noexcept {
+/// 0, or the errno of the kernel's refusal.
+int set_cpus(const ThreadPolicy& policy) noexcept {
   cpu_set_t set;
   CPU_ZERO(&set);
   switch (policy.where) {
     case ThreadPolicy::Cpus::inherit:
     case ThreadPolicy::Cpus::spare:  // unresolved: nothing spare was found
-      return;
+      return 0;
     case ThreadPolicy::Cpus::all: set = every_cpu(); break;
     case ThreadPolicy::Cpus::list:
       for (int c : policy.cpus)
         if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
       break;
   }
-  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/// "0-3,8": CPU numbers, ascending, as ranges.
+std::string cpu_ranges(std::vector<int> cpus) {
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+    i = j + 1;
+  }
+  return out;
+}
+
+/// Says the first refusal of one setting in this process on stderr.
+void warn_once(std::atomic<bool>& said, const std::string& what, int err) noexcept {
+  if (said.exchange(true)) return;
+  std::fprintf(stderr, "ckpt: %s (%s); ckpt's threads keep the setting they inherited\n", what.c_str(),
+               std::strerror(err));
 }
 
 /// The CPUs the kernel lets this process use (its cpuset): what a thread gets when it asks for all.
@@ -76,6 +105,24 @@ cpu_set_t allowed_cpus() {
 }
 
 }  // namespace
+
+Status check_cpus(const ThreadPolicy& policy) {
+  if (policy.where != ThreadPolicy::Cpus::list) return Status::OK();
+  const cpu_set_t allowed = allowed_cpus();
+  if (CPU_COUNT(&allowed) == 0) return Status::OK();  // unknown: the threads' refusal is reported
+  std::vector<int> outside, inside;
+  for (int c : policy.cpus)
+    if (c < 0 || c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) outside.push_back(c);
+  if (outside.empty()) return Status::OK();
+  std::sort(outside.begin(), outside.end());
+  outside.erase(std::unique(outside.begin(), outside.end()), outside.end());
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) inside.push_back(c);
+  const bool many = outside.size() > 1;
+  return Status(Code::invalid_argument, std::string("thread_cpus: CPU") + (many ? "s " : " ") + cpu_ranges(outside) +
+                                            (many ? " are" : " is") +
+                                            " not in this process's cpuset (allowed: " + cpu_ranges(inside) + ")");
+}
 
 std::vector<int> spare_cpus(MPI_Comm node) {
   cpu_set_t mine;
@@ -97,8 +144,17 @@ std::vector<int> spare_cpus(MPI_Comm node) {
 void start_ckpt_thread(const char* os_name, const char* nvtx_name, const ThreadPolicy& policy) noexcept {
   (void)pthread_setname_np(pthread_self(), os_name);
   nvtx_name_thread(nvtx_name);
-  set_cpus(policy);
-  request_slice(policy.slice_us);
+  static std::atomic<bool> cpus_said{false}, slice_said{false};
+  if (const int err = set_cpus(policy); err != 0 && policy.warn) {
+    const std::string where =
+        policy.where == ThreadPolicy::Cpus::all ? "every CPU of the process" : "CPUs " + cpu_ranges(policy.cpus);
+    warn_once(cpus_said, "thread_cpus: the kernel refused to run ckpt's threads on " + where, err);
+  }
+  if (const int err = request_slice(policy.slice_us); err != 0 && policy.warn && !policy.slice_auto)
+    warn_once(
+        slice_said,
+        "thread_slice_us: the kernel refused a slice of " + std::to_string(policy.slice_us) + " us (sched_setattr)",
+        err);
 }
 
 }  // namespace ckpt::detail

@@ -6,6 +6,8 @@
 
 #include <vector>
 
+#include "ckpt/status.hpp"
+
 namespace ckpt::detail {
 
 /// Where and how ckpt's own threads run (options thread_cpus and thread_slice_us; made by
@@ -18,6 +20,11 @@ struct ThreadPolicy {
   /// spare CPUs - a list - or to inherit when there are none, see spare_cpus()).
   enum class Cpus { inherit, all, list, spare } where = Cpus::inherit;
   std::vector<int> cpus;  ///< where == list
+  /// Whether a refusal by the kernel is said on stderr (rank 0, or every rank with verbose >= 1).
+  bool warn = false;
+  /// slice_us came from thread_slice_us auto, not from the user: a kernel that refuses it (no
+  /// sched_setattr, a seccomp filter) is not worth a line on every job's stderr.
+  bool slice_auto = false;
 };
 
 /// thread_cpus: auto. Collective over `node` (the ranks of one node): the CPUs this process may use
@@ -25,10 +32,20 @@ struct ThreadPolicy {
 /// not bound, or bound to every CPU). Ranks that were not bound count as using every CPU.
 std::vector<int> spare_cpus(MPI_Comm node);
 
+/// A thread_cpus list checked against this process's cpuset (the CPUs a thread gets when it asks for
+/// every one; the job's allocation): ok, or invalid_argument naming the listed CPUs outside it and the
+/// CPUs allowed ("thread_cpus: CPUs 7,9 are not in this process's cpuset (allowed: 0-1)"). A list
+/// partly inside is refused too: who names CPUs wants those, and the kernel would silently keep only
+/// the others (or refuse them all, leaving the threads where they were). Ok for the other policies,
+/// and when the cpuset cannot be read (the threads' own refusal is then reported, see
+/// start_ckpt_thread). Local: ranks may have different cpusets; the Runtime agrees on the outcome.
+Status check_cpus(const ThreadPolicy& policy);
+
 /// Names the calling thread for the OS (`os_name`, at most 15 characters: what `top -H`, `perf report
 /// --sort comm` and /proc/<pid>/task/<tid>/comm show) and for an NVTX tool (`nvtx_name`), and applies
-/// `policy`. Neither setting can fail a checkpoint: a refusal (an old kernel, a seccomp filter, CPUs
-/// outside the cpuset) leaves the inherited setting.
+/// `policy`. Neither setting can fail a checkpoint: a refusal (an old kernel, a seccomp filter, a
+/// cpuset changed since the Runtime was made) leaves the inherited setting, and the first refusal of
+/// each setting in the process is said once on stderr when `policy.warn` ("ckpt: thread_cpus: ...").
 ///
 /// Why the CPUs: mpiexec/srun bind a rank to its core(s), and threads inherit the binding, so ckpt's
 /// threads competed with the application on its own core while other cores idled (1 rank on 2 cores:

@@ -121,6 +121,50 @@ std::map<std::string, ThreadInfo> threads_of_a_runtime(const std::string& dir, i
 
 const char* const kNames[] = {"ckpt digest", "ckpt write", "ckpt commit", "ckpt launch"};
 
+/// Every CPU the process may use (mpiexec may have bound this rank to one): what a thread gets when it
+/// asks for all of them, the kernel keeping the cpuset's share.
+cpu_set_t process_cpus() {
+  cpu_set_t process;
+  std::thread([&] {
+    cpu_set_t full;
+    CPU_ZERO(&full);
+    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &full);
+    (void)sched_setaffinity(0, sizeof full, &full);
+    CPU_ZERO(&process);
+    (void)sched_getaffinity(0, sizeof process, &process);
+  }).join();
+  return process;
+}
+
+/// "0-3,8" for a set (written here again, not taken from the runtime: the test checks its message).
+std::string ranges_of(const cpu_set_t& set) {
+  std::string out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &set)) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    out += (out.empty() ? "" : ",") + std::to_string(c) + (last > c ? "-" + std::to_string(last) : "");
+    c = last;
+  }
+  return out;
+}
+
+/// The CPUs below CPU_SETSIZE outside this process's cpuset, highest first.
+std::vector<int> cpus_outside(const cpu_set_t& process) {
+  std::vector<int> out;
+  for (int c = CPU_SETSIZE - 1; c >= 0; --c)
+    if (!CPU_ISSET(c, &process)) out.push_back(c);
+  return out;
+}
+
+Status runtime_status(const std::string& dir, const std::string& cpus) {
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.thread_cpus = cpus;
+  Runtime rt(MPI_COMM_WORLD, o);
+  return rt.status();
+}
+
 }  // namespace
 
 TEST(ThreadSlice, EveryCkptThreadAsksForIt) {
@@ -167,18 +211,9 @@ TEST(ThreadSlice, AutoAsksForItWhereTheApplicationWaits) {
 }
 
 TEST(ThreadCpus, AllInheritAndAList) {
-  // Every CPU the process may use (mpiexec may have bound this rank to one): what a thread gets
-  // when it asks for all of them, the kernel keeping the cpuset's share.
-  cpu_set_t bound, process, one;
+  cpu_set_t bound, one;
   ASSERT_EQ(sched_getaffinity(0, sizeof bound, &bound), 0);
-  std::thread([&] {
-    cpu_set_t full;
-    CPU_ZERO(&full);
-    for (int c = 0; c < CPU_SETSIZE; ++c) CPU_SET(c, &full);
-    (void)sched_setaffinity(0, sizeof full, &full);
-    CPU_ZERO(&process);
-    (void)sched_getaffinity(0, sizeof process, &process);
-  }).join();
+  const cpu_set_t process = process_cpus();
   if (!all_true(CPU_COUNT(&process) >= 2)) GTEST_SKIP() << "needs 2 CPUs to tell a binding from none";
   int first = 0;
   while (!CPU_ISSET(first, &process)) ++first;
@@ -229,4 +264,48 @@ TEST(ThreadCpus, AllInheritAndAList) {
   ASSERT_EQ(sched_getaffinity(0, sizeof now, &now), 0);
   EXPECT_TRUE(CPU_EQUAL(&now, &one)) << "the application thread's binding is left alone";
   ASSERT_EQ(sched_setaffinity(0, sizeof bound, &bound), 0);
+}
+
+TEST(ThreadCpus, AListOutsideTheCpusetIsRefused) {
+  const cpu_set_t process = process_cpus();
+  const std::vector<int> outside = cpus_outside(process);
+  if (!all_true(!outside.empty())) GTEST_SKIP() << "every CPU below CPU_SETSIZE is in this process's cpuset";
+  int inside = 0;
+  while (!CPU_ISSET(inside, &process)) ++inside;
+  const std::string bad = std::to_string(outside[0]);
+  const std::string want =
+      "thread_cpus: CPU " + bad + " is not in this process's cpuset (allowed: " + ranges_of(process) + ")";
+  // Wholly outside, and partly inside (refused too: who names CPUs wants those).
+  for (const std::string& list : {bad, std::to_string(inside) + "," + bad}) {
+    const Status s = runtime_status(scratch_dir("/refused"), list);
+    EXPECT_EQ(s.code(), Code::invalid_argument) << list << ": " << s.to_string();
+    EXPECT_NE(s.message().find(want), std::string::npos) << list << ": " << s.message();
+  }
+  // Several outside: named as ranges.
+  if (outside.size() >= 4) {
+    const std::string list = std::to_string(outside[3]) + "," + std::to_string(outside[1]) + "-" + bad;
+    const Status s = runtime_status(scratch_dir("/several"), list);
+    EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+    const std::string several = "thread_cpus: CPUs " + std::to_string(outside[3]) + "," + std::to_string(outside[1]) +
+                                "-" + bad + " are not in this process's cpuset";
+    EXPECT_NE(s.message().find(several), std::string::npos) << s.message();
+  }
+  // The refusal leaves nothing behind: a list inside the cpuset works next.
+  const Status s = runtime_status(scratch_dir("/inside"), std::to_string(inside));
+  EXPECT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST(ThreadCpus, RanksThatDisagreeAllFail) {
+  // One rank names a CPU outside its cpuset (as where the ranks' cpusets differ), the others are
+  // fine: every rank's Runtime fails with that rank's reason, and none waits for the others.
+  const cpu_set_t process = process_cpus();
+  const std::vector<int> outside = cpus_outside(process);
+  if (!all_true(!outside.empty())) GTEST_SKIP() << "every CPU below CPU_SETSIZE is in this process's cpuset";
+  const int last = ckpt::test::world_size() - 1;
+  const std::string bad = std::to_string(outside[0]);
+  const Status s =
+      runtime_status(scratch_dir("/disagree"), ckpt::test::world_rank() == last ? bad : std::string("inherit"));
+  EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+  EXPECT_EQ(s.message().rfind("rank " + std::to_string(last) + ": thread_cpus: CPU " + bad + " is not", 0), 0u)
+      << s.message();
 }

@@ -138,6 +138,11 @@ TEST(Options, ThreadCpus) {
     ASSERT_FALSE(r.ok()) << "'" << bad << "'";
     EXPECT_NE(r.status().message().find("thread_cpus"), std::string::npos) << r.status().message();
   }
+  for (const char* beyond : {"1024", "0-1024", "4,99999"}) {  // beyond a cpu_set_t: said, with the limit
+    auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + beyond + "\"\n"));
+    ASSERT_FALSE(r.ok()) << beyond;
+    EXPECT_NE(r.status().message().find("each below 1024"), std::string::npos) << r.status().message();
+  }
   Options o = Options::defaults();
   o.thread_cpus = "0-x";
   EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";

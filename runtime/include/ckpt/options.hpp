@@ -102,7 +102,8 @@ struct CKPT_API Options {
   /// mpiexec/srun left some (the threads then use idle cores instead of the application's), else the
   /// application thread's binding; "all" = every CPU the process's cpuset allows; "inherit" = the
   /// application thread's binding, as threads normally get; or a list such as "8-15" (cores set aside
-  /// for I/O). [CKPT_THREAD_CPUS]
+  /// for I/O; a list naming a CPU outside the process's cpuset fails the Runtime's construction with
+  /// invalid_argument). [CKPT_THREAD_CPUS]
   std::string thread_cpus = "auto";
   /// Alignment in bytes of blocks of at least 64 KiB in data files (power of two). [CKPT_ALIGNMENT]
   std::uint64_t alignment = 4096;
