@@ -27,7 +27,7 @@ int open_direct(const std::string& path);
 /// touched; nullptr (errno set) when the mapping fails. Free with munmap(p, n). From 2 MiB on the block
 /// starts at a 2 MiB boundary and is advised as transparent huge pages (MADV_HUGEPAGE; where the kernel
 /// runs THP in `madvise` or `always` mode): an O_DIRECT write then pins one page per 2 MiB instead of
-/// 512, which cut the CPU time of a 16 MiB write + fdatasync 2.5x here (perf/micro BM_DirectWrite), and
+/// 512, which cut the CPU time of a 16-64 MiB write + fdatasync 3.6-14x here (perf/micro BM_DirectWrite), and
 /// copies into the block miss the TLB less. The tail past the last 2 MiB boundary keeps small pages.
 void* map_direct_buffer(std::size_t n);
 /// Writes like pwrite_all() on `fd`, but the part of [p, p + n) that O_DIRECT can take - from `p` and

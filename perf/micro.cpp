@@ -235,20 +235,25 @@ void BM_DirectWrite(benchmark::State& state) {
   std::memset(p, 3, n);
   std::error_code ec;
   std::filesystem::create_directories(scratch_dir(), ec);
+  // The write thread's own path: a file, its O_DIRECT descriptor (open_direct), pwrite_direct.
   const std::string path = scratch_dir() + "/direct.bin";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int dfd = fd >= 0 ? ckpt::detail::open_direct(path) : -1;
+  if (dfd < 0) {
     state.SkipWithError(("O_DIRECT open of " + path + ": " + std::strerror(errno)).c_str());
   } else {
     for (auto _ : state) {
-      if (::pwrite(fd, p, n, 0) != static_cast<ssize_t>(n) || ::fdatasync(fd) != 0) {
-        state.SkipWithError(("write " + path + ": " + std::strerror(errno)).c_str());
+      ckpt::Status s = ckpt::detail::pwrite_direct(dfd, fd, p, n, 0, path);
+      if (s.ok() && ::fdatasync(fd) != 0) s = ckpt::detail::errno_status("fdatasync " + path);
+      if (!s.ok()) {
+        state.SkipWithError(s.to_string().c_str());
         break;
       }
     }
-    ::close(fd);
-    ::unlink(path.c_str());
+    ::close(dfd);
   }
+  if (fd >= 0) ::close(fd);
+  ::unlink(path.c_str());
   state.SetLabel((staging ? "staging pages, " : "4 KiB pages, ") + std::to_string(huge_kib_of(p) / 1024) + " MiB huge");
   ::munmap(p, n);
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(n));
