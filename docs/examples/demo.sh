@@ -4,11 +4,13 @@
 # uninterrupted run ends. Run from the repository root after `bash .ci/setup`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 app=build/docs/examples/heat_restart
+[[ -x $app ]] || { echo "demo: $app is not built; run 'bash .ci/setup' first" >&2; exit 1; }
+source tests/support/mpi_launch.sh  # mpiexec -n 4 on any core count, as any user
+ckpt_mpi_prepare 4
 dir=$(mktemp -d /tmp/ckpt-demo.XXXXXX)
 args=(--cells 2000000 --steps 400 --every 5)
-mpi=(mpiexec -n 4 --oversubscribe)
+mpi=(mpiexec -n 4)
 
 echo "== 1. uninterrupted reference run (null transport: no I/O)"
 ref=$("${mpi[@]}" "$app" "${args[@]}" --dir "$dir/ref" --transport null | tee /dev/stderr | sed -n 's/^state: //p')
