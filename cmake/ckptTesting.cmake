@@ -4,7 +4,7 @@
 # One GoogleTest executable (or a reuse of one) and one CTest test. Every test runs under
 # ${MPIEXEC_EXECUTABLE} with RANKS ranks (default 1; oversubscribed: CI machines have 2 cores) and
 # PROCESSORS set; tests with RANKS > 1 get the `mpi` label. CKPTTEST_TMP names a scratch directory
-# in the build tree. (Test-only variables must not start with CKPT_: ckpt rejects unknown CKPT_* names.)
+# in the build tree. (Test-only variables do not start with CKPT_: ckpt warns about unknown CKPT_* names.)
 find_package(GTest REQUIRED)
 # What the MPI in use needs to run tests as root on an oversubscribed 2-core machine. Open MPI refuses
 # both unless told; MPICH (Hydra) needs nothing.

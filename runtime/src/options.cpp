@@ -9,7 +9,10 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cstdint>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -343,10 +346,10 @@ std::string env_name(const char* key) {
   return s;
 }
 
-std::string known_keys(bool env) {
+std::string known_keys() {
   std::string s;
-  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + (env ? env_name(f.key) : std::string(f.key));
-  return env ? s : s + ", groups";
+  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + std::string(f.key);
+  return s + ", groups";
 }
 
 const Field* find_field(const std::string& key) {
@@ -546,6 +549,38 @@ Options Options::defaults() {
 Options::Options() { error = apply_env(); }
 Options::Options(int /*no_env*/) {}
 
+namespace {
+/// Levenshtein distance between a and b (short names: the quadratic table is nothing).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// The warning for an unknown variable `name`: the nearest known one when it looks like a misspelling.
+std::string unknown_variable(const std::string& name) {
+  std::string best;
+  std::size_t best_d = SIZE_MAX;
+  for (auto& f : fields()) {
+    const std::size_t d = edit_distance(name, env_name(f.key));
+    if (d < best_d) best_d = d, best = env_name(f.key);
+  }
+  std::string w = "unknown environment variable " + name + " ignored";
+  // A misspelling is a few edits away; CKPT_ROOT is not "CKPT_DIR misspelt", say only what is known.
+  if (best_d <= std::max<std::size_t>(2, name.size() / 5)) return w + " (did you mean " + best + "?)";
+  return w + " (ckpt's variables are listed in docs/options.md)";
+}
+}  // namespace
+
 Status Options::apply_env() {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string kv = *e;
@@ -558,9 +593,12 @@ Status Options::apply_env() {
     const Field* found = nullptr;
     for (auto& f : fields())
       if (env_name(f.key) == name) found = &f;
-    if (found == nullptr)
-      return Status(Code::invalid_argument,
-                    "unknown environment variable " + name + " (known: " + known_keys(true) + ")");
+    if (found == nullptr) {
+      // A site module or a shell may define CKPT_ROOT or CKPT_PREFIX for its own purposes: never fatal.
+      const std::string w = unknown_variable(name);
+      if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
+      continue;
+    }
     Status s = found->set(*this, value);
     if (!s.ok()) return s.with_context(name);
     if (name == "CKPT_TRANSPORT")  // "handy for benchmarks and tests": one transport for every group
@@ -680,7 +718,7 @@ Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
     const Field* f = find_field(key);
     if (f == nullptr)
       return Status(Code::invalid_argument,
-                    "config file " + path + ": unknown key '" + key + "' (known: " + known_keys(false) + ")");
+                    "config file " + path + ": unknown key '" + key + "' (known: " + known_keys() + ")");
     if (!it->second.IsScalar())
       return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' needs a single value");
     Status s = f->set(o, it->second.Scalar());

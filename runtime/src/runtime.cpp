@@ -238,6 +238,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   MPI_Comm_rank(m_app_comm, &m_rank);
   MPI_Comm_size(m_app_comm, &m_size);
+  if (m_rank == 0)  // e.g. an unknown CKPT_* variable: said once, never fatal
+    for (const auto& w : m_opts.warnings) std::fprintf(stderr, "ckpt: warning: %s\n", w.c_str());
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   // Funneled: ckpt's threads make no MPI call (its commit and collective opens run on this thread), so

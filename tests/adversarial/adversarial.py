@@ -577,11 +577,18 @@ def env_mpiio_hint_that_crashes_mpi_is_refused():
 
 @case
 def env_unknown_or_bad_variables_are_named():
-    """An unknown CKPT_* variable or a bad value stops the job with invalid_argument naming it."""
+    """A bad value of a known CKPT_* variable stops the job with invalid_argument naming it; an unknown
+    CKPT_* variable (a site's CKPT_ROOT, a misspelling) is one warning line on rank 0 naming it (and the
+    nearest known name for a misspelling), and the job runs."""
     d = fresh("env_bad")
-    for var, val in (("CKPT_KEPE", "2"), ("CKPT_KEEP", "0"), ("CKPT_CHUNK_BYTES", "1x"), ("CKPT_FSYNC", "maybe")):
+    for var, val in (("CKPT_KEEP", "0"), ("CKPT_CHUNK_BYTES", "1x"), ("CKPT_FSYNC", "maybe")):
         rc, out = run(mpi(2, "--dir", d), timeout=60, env={var: val})
         check(rc == 4 and "invalid_argument" in out and var in out, "%s=%s: rc %s: %s" % (var, val, rc, out[-800:]))
+    for var, hint in (("CKPT_KEPE", "did you mean CKPT_KEEP?"), ("CKPT_ROOT", "docs/options.md")):
+        rc, out = run(mpi(2, "--dir", d), timeout=60, env={var: "2"})
+        warned = [l for l in out.splitlines() if "warning: unknown environment variable " + var in l]
+        check(rc == 0 and len(warned) == 1 and hint in warned[0],
+              "%s=2: rc %s, %d warning lines: %s" % (var, rc, len(warned), out[-800:]))
 
 
 @case

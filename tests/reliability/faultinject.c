@@ -11,7 +11,7 @@
  *                      that crosses the limit is cut short, the next one fails (default 0)
  *   FAULTINJ_NTH       fail only the K-th matching call (1-based) and let the others through;
  *                      0 (default) = every call after the byte budget is spent
- * Variables deliberately do not start with CKPT_ (ckpt rejects unknown CKPT_* names).
+ * Variables deliberately do not start with CKPT_ (ckpt warns about unknown CKPT_* names).
  * Build: cc -shared -fPIC -o libfaultinject.so faultinject.c -ldl
  */
 #define _GNU_SOURCE

@@ -87,16 +87,26 @@ TEST(Options, EnvironmentErrors) {
   ::unsetenv("CKPT_FSYNC");
   EXPECT_FALSE(o.error.ok());
   EXPECT_NE(o.error.message().find("CKPT_FSYNC"), std::string::npos) << o.error.message();
-  ::setenv("CKPT_NOT_AN_OPTION", "1", 1);
+  // Unknown CKPT_* names are a site's or a user's own (CKPT_ROOT, CKPT_PREFIX) or misspellings: a
+  // warning naming them, never an error; a misspelling gets the nearest known name.
+  ::setenv("CKPT_ROOT", "/opt/ckpt", 1);
+  ::setenv("CKPT_KEPE", "3", 1);
   Options u;
-  ::unsetenv("CKPT_NOT_AN_OPTION");
-  EXPECT_FALSE(u.error.ok());
-  EXPECT_NE(u.error.message().find("CKPT_NOT_AN_OPTION"), std::string::npos);
-  // The Python package's variable is not the runtime's, and not an error for it.
+  ::unsetenv("CKPT_ROOT");
+  ::unsetenv("CKPT_KEPE");
+  EXPECT_TRUE(u.error.ok()) << u.error.to_string();
+  EXPECT_EQ(u.keep, Options::defaults().keep) << "a misspelt variable sets nothing";
+  ASSERT_EQ(u.warnings.size(), 2u);
+  std::string all = u.warnings[0] + "\n" + u.warnings[1];
+  EXPECT_NE(all.find("CKPT_ROOT ignored"), std::string::npos) << all;
+  EXPECT_NE(all.find("CKPT_KEPE ignored (did you mean CKPT_KEEP?)"), std::string::npos) << all;
+  EXPECT_EQ(all.find("did you mean CKPT_DIR"), std::string::npos) << "CKPT_ROOT is no misspelling: " << all;
+  // The Python package's variable is not the runtime's, and not even a warning for it.
   ::setenv("CKPT_LIBRARY", "/opt/ckpt/lib/libckpt.so", 1);
   Options py;
   ::unsetenv("CKPT_LIBRARY");
   EXPECT_TRUE(py.error.ok()) << py.error.to_string();
+  EXPECT_TRUE(py.warnings.empty());
 }
 
 TEST(Options, ThreadSlice) {

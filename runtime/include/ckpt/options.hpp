@@ -31,8 +31,9 @@ struct CKPT_API Options {
   /// As load(), but the error is returned instead of stored.
   static Result<Options> try_load(const std::string& path);
 
-  /// Applies CKPT_* variables from the environment on top of this object. Unknown CKPT_* names are
-  /// errors naming the variable and the known ones.
+  /// Applies CKPT_* variables from the environment on top of this object. A bad value of a known
+  /// variable is an error naming it. An unknown CKPT_* name (a site's CKPT_ROOT, a misspelling) is not:
+  /// it is recorded in `warnings` with the nearest known name, and the Runtime prints it on rank 0.
   Status apply_env();
 
   /// Checks ranges and consistency (e.g. chunk_bytes > 0, keep >= 1). Called by Runtime too.
@@ -185,6 +186,9 @@ struct CKPT_API Options {
 
   /// Non-ok when construction from the environment or a file failed.
   Status error;
+  /// Messages about the environment that are not errors (unknown CKPT_* variables), one per line; a
+  /// Runtime built from these options prints them once on rank 0 ("ckpt: warning: ...").
+  std::vector<std::string> warnings;
 
  private:
   explicit Options(int no_env);
