@@ -14,7 +14,8 @@
 A thin layer over the C reader of libckpt (ckpt_reader_* in ckpt/ckpt.h) through ctypes: the format is
 read, and every block's checksum verified, by the library itself. No MPI is needed. libckpt is found
 through $CKPT_LIBRARY, else beside this package in an install tree (<prefix>/lib/python/ckpt ->
-<prefix>/lib), else by the system's loader.
+<prefix>/lib), else where the install tree was when this package was pip-installed from it
+(`pip install <prefix>/lib/python`: ckpt/_install.py, written by setup.py), else by the system's loader.
 """
 
 import ctypes
@@ -22,7 +23,10 @@ import os
 
 import numpy as np
 
-__all__ = ["open", "Series", "Checkpoint", "Variable", "Error", "CorruptError", "NotFoundError"]
+# The project's version (CMakeLists.txt's project(VERSION); CMake refuses to configure when they differ).
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "open", "Series", "Checkpoint", "Variable", "Error", "CorruptError", "NotFoundError"]
 
 
 class Error(Exception):
@@ -69,8 +73,16 @@ def _load_library():
     if os.environ.get("CKPT_LIBRARY"):
         candidates.append(os.environ["CKPT_LIBRARY"])
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("libckpt.so", "libckpt.dylib"):
-        candidates.append(os.path.join(here, "..", "..", name))  # <prefix>/lib/python/ckpt -> <prefix>/lib
+    libdirs = [os.path.join(here, "..", "..")]  # <prefix>/lib/python/ckpt -> <prefix>/lib
+    try:  # pip-installed from <prefix>/lib/python: the libdir setup.py recorded
+        from . import _install
+        if _install.LIBDIR:
+            libdirs.append(_install.LIBDIR)
+    except ImportError:
+        pass
+    for d in libdirs:
+        for name in ("libckpt.so", "libckpt.dylib"):
+            candidates.append(os.path.join(d, name))
     candidates += ["libckpt.so.0", "libckpt.so", "libckpt.dylib"]
     errors = []
     for c in candidates:

@@ -4,6 +4,11 @@
 #ifndef CKPT_RUNTIME_STATUS_HPP
 #define CKPT_RUNTIME_STATUS_HPP
 
+// Every C++ header of ckpt includes this one. (C code includes ckpt/ckpt.h, which needs C99 only.)
+#if __cplusplus < 201703L
+#error "ckpt's C++ API needs C++17: compile with -std=c++17 (pkg-config --variable=cxxflags ckpt), or use the C API ckpt/ckpt.h"
+#endif
+
 #include <optional>
 #include <string>
 #include <utility>
