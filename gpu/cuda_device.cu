@@ -211,7 +211,7 @@ class CudaDevice final : public Device {
       std::lock_guard<std::mutex> lk(m_staging_mu);
       auto it = m_staging.find(b.ptr);
       if (it == m_staging.end()) return;  // not ours
-      how = it->second;
+      how = it->second.how;
       m_staging.erase(it);
     }
     // Only at pool teardown, after every copy landed; failures have nobody left to tell.
@@ -389,6 +389,13 @@ class CudaDevice final : public Device {
 
  private:
   enum class Staging : std::uint8_t { host_alloc, registered, pageable };
+  /// The map's value: a class, not the enum. nvcc's front end turns this file's anonymous namespace into
+  /// a named one, and GCC gives a std template instantiated on an enum default visibility (a class type
+  /// argument makes it hidden under -fvisibility=hidden): std::unordered_map<void*, Staging> was exported
+  /// from libckpt (tests/install checks that nothing of ckpt::detail is).
+  struct StagingOf {
+    Staging how;
+  };
   struct SpareCopy {
     void* dst;
     const void* src;
@@ -397,7 +404,7 @@ class CudaDevice final : public Device {
 
   Result<StagingBlock> remember(const StagingBlock& b, Staging how) {
     std::lock_guard<std::mutex> lk(m_staging_mu);
-    m_staging[b.ptr] = how;
+    m_staging[b.ptr] = StagingOf{how};
     return b;
   }
 
@@ -497,7 +504,7 @@ class CudaDevice final : public Device {
   int m_waiters = 0;
 
   std::mutex m_staging_mu;
-  std::unordered_map<void*, Staging> m_staging;  // staging block -> how it was allocated
+  std::unordered_map<void*, StagingOf> m_staging;  // staging block -> how it was allocated
 };
 
 }  // namespace
