@@ -1,7 +1,8 @@
 /// \file gpu_runtime.hpp
 /// The GPU vendor seam (private to gpu/ and the GPU tests): one header that makes the CUDA runtime API
-/// names ckpt uses mean the CUDA runtime (CKPT_HAVE_CUDA) or the HIP runtime (CKPT_HAVE_HIP), so that
-/// gpu/cuda_device.cu is the one device implementation of both vendors. ckpt's source keeps the CUDA
+/// names ckpt uses mean the CUDA runtime (CKPT_HAVE_CUDA), the HIP runtime (CKPT_HAVE_HIP) or the
+/// simulated device, a CPU runtime for tests (CKPT_HAVE_SIMGPU, gpu/sim/sim_runtime.hpp), so that
+/// gpu/cuda_device.cu is the one device implementation of all three. ckpt's source keeps the CUDA
 /// spelling; under HIP each name below is one `#define` to its HIP twin (the approach of hipify's
 /// runtime headers and of llama.cpp's vendors/hip.h). Only the names ckpt's library uses are mapped:
 /// a new CUDA call in cuda_device.cu fails to compile in the HIP build until it is added here, where
@@ -25,8 +26,8 @@
 
 #include "ckpt/config.hpp"
 
-#if CKPT_HAVE_HIP && CKPT_HAVE_CUDA
-#error "ckpt builds one GPU vendor at a time (CKPT_ENABLE_CUDA and CKPT_ENABLE_HIP)"
+#if CKPT_HAVE_HIP + CKPT_HAVE_CUDA + CKPT_HAVE_SIMGPU > 1
+#error "ckpt builds one GPU vendor at a time (CKPT_ENABLE_CUDA, CKPT_ENABLE_HIP, CKPT_ENABLE_SIMGPU)"
 #endif
 
 #if CKPT_HAVE_HIP
@@ -95,6 +96,20 @@
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemcpy2DAsync hipMemcpy2DAsync
 
+#elif CKPT_HAVE_SIMGPU
+#include "gpu/sim/sim_runtime.hpp"  // the CUDA names themselves, on the CPU
+// The mutation check (tests/gpu/mutants.sh): each wait of the device goes through the simulated
+// device, which removes the one the environment variable SIMGPU_MUTANT names (none when unset).
+#define cudaStreamWaitEvent(...)                                                                      \
+  (::ckpt::simgpu::mutant_skips(__PRETTY_FUNCTION__, "cudaStreamWaitEvent(" #__VA_ARGS__ ")") ? cudaSuccess \
+                                                                                          : ::cudaStreamWaitEvent(__VA_ARGS__))
+#define cudaEventSynchronize(...)                                                                      \
+  (::ckpt::simgpu::mutant_skips(__PRETTY_FUNCTION__, "cudaEventSynchronize(" #__VA_ARGS__ ")") ? cudaSuccess \
+                                                                                           : ::cudaEventSynchronize(__VA_ARGS__))
+#define cudaStreamSynchronize(...)                                                                      \
+  (::ckpt::simgpu::mutant_skips(__PRETTY_FUNCTION__, "cudaStreamSynchronize(" #__VA_ARGS__ ")") ? cudaSuccess \
+                                                                                            : ::cudaStreamSynchronize(__VA_ARGS__))
+
 #else  // CUDA
 #include <cuda_runtime.h>
 #if CKPT_HAVE_NVTX
@@ -107,6 +122,9 @@ namespace ckpt::detail {
 #if CKPT_HAVE_HIP
 inline constexpr const char* kGpuVendor = "HIP";      ///< for messages: "HIP device 0"
 inline constexpr const char* kGpuDeviceName = "hip";  ///< Device::name()
+#elif CKPT_HAVE_SIMGPU
+inline constexpr const char* kGpuVendor = "simulated CUDA";
+inline constexpr const char* kGpuDeviceName = "simgpu";
 #else
 inline constexpr const char* kGpuVendor = "CUDA";
 inline constexpr const char* kGpuDeviceName = "cuda";

@@ -49,7 +49,7 @@ __global__ void slow_fill(double* a, std::size_t n, double value, long long cycl
 }
 
 void fill(cudaStream_t s, double* a, std::size_t n, double value, long long cycles = 0) {
-  slow_fill<<<64, 256, 0, s>>>(a, n, value, cycles);
+  CKPT_LAUNCH(slow_fill, 64, 256, s)(a, n, value, cycles);
 }
 
 constexpr long long kSlow = 200'000'000;  // ~0.1 s on a current GPU
@@ -370,12 +370,16 @@ TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrit
   o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
   o.max_in_flight = c.max_in_flight;
   constexpr int kSteps = 4;
+  o.keep = kSteps;  // every step is restarted below
   {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
     std::vector<Ticket> tickets;
     for (int step = 1; step <= kSteps; ++step) {
+      // What checkpoint() would wait for (max_in_flight) is waited for first: the producer then starts
+      // only when checkpoint() no longer blocks, and is still running when it returns.
+      if (step > c.max_in_flight) ASSERT_TRUE(tickets[step - 1 - c.max_in_flight].wait().ok());
       fill(ts.s, dev, n, 1000.0 * step, kSlow);  // slow producer: still running at checkpoint()
       tickets.push_back(rt.checkpoint(step, ts.s));
       // Not vacuous: the producer (and the copies ordered after it) are still pending on the stream.

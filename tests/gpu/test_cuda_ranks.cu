@@ -59,10 +59,10 @@ TEST(CudaRanks, SharedGpuCheckpointAndNToMRestart) {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     ASSERT_TRUE(rt.protect("field", dev, DType::f64, Block{{kRows, kCols}, {r0, 0}, {nr, kCols}}).ok());
-    fill_rows<<<64, 256, 0, s>>>(dev, r0, nr, kCols, 0.5, 100'000'000);
+    CKPT_LAUNCH(fill_rows, 64, 256, s)(dev, r0, nr, kCols, 0.5, 100'000'000);
     Ticket t = rt.checkpoint(1, s);
     EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
-    fill_rows<<<64, 256, 0, s>>>(dev, r0, nr, kCols, -1e9, 0);
+    CKPT_LAUNCH(fill_rows, 64, 256, s)(dev, r0, nr, kCols, -1e9, 0);
     Status st = t.wait();
     ASSERT_TRUE(st.ok()) << st.to_string();
     ASSERT_TRUE(rt.close().ok());
