@@ -34,9 +34,10 @@ class StreamProbe {
 /// Checks that `stream` can order work of the Runtime's device `device` (capture and restart), in this
 /// order, stopping at the first failure: (1) the calling thread's current device is `device` (nullptr
 /// means that device's default stream, and the default stream of another device would never be
-/// ordered); (2) an explicit stream belongs to `device`; (3) the stream is not being captured into a
-/// graph (copies would become graph nodes that never run). Failures are failed_precondition with what
-/// to do; probe errors are returned as they are. `what` names the call ("checkpoint", "restart").
+/// ordered); (2) the stream is not being captured into a graph (copies would become graph nodes that
+/// never run; asked before anything else about the stream, which a capture may refuse); (3) an
+/// explicit stream belongs to `device`. Failures are failed_precondition with what to do; probe errors
+/// are returned as they are. `what` names the call ("checkpoint", "restart").
 Status check_app_stream(int device, void* stream, StreamProbe& probe, const char* what);
 
 /// Where one device copy of a double-buffered capture goes.
