@@ -12,9 +12,11 @@
 /// differences is in docs/gpu.md):
 ///   - gpu_memory_type(): cudaPointerAttributes::type vs hipPointerAttribute_t::memoryType/isManaged;
 ///   - gpu_is_default_stream(): CUDA has the legacy and per-thread handles, HIP nullptr and per-thread;
-///   - gpu_stream_device(): cudaStreamGetDevice; HIP has hipStreamGetDevice only from ROCm 5.x on
-///     (checked at configure time: CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) -- without it a stream of
-///     another device cannot be detected and the stream is taken to be on the current device;
+///   - gpu_stream_device(): cudaStreamGetDevice, which came with CUDA 12.8 (runtime and driver); HIP has
+///     hipStreamGetDevice only from ROCm 5.x on (checked at configure time:
+///     CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) -- without it (an older toolkit or driver, or
+///     CKPT_IMPL_NO_STREAM_GET_DEVICE) a stream of another device cannot be detected and the stream is
+///     taken to be on the current device;
 ///   - gpu_name_stream(): NVTX names CUDA streams; roctx cannot name streams (no-op on HIP);
 ///   - the sticky and "no GPU" error lists (cuda_check.hpp).
 ///
@@ -115,6 +117,9 @@
 #if CKPT_HAVE_NVTX
 #include <nvtx3/nvToolsExtCudaRt.h>
 #endif
+#if CUDART_VERSION < 12000
+#error "ckpt's CUDA device needs CUDA 12.0 or newer (docs/gpu.md)"
+#endif
 #endif
 
 namespace ckpt::detail {
@@ -167,16 +172,32 @@ inline bool gpu_is_default_stream(cudaStream_t s) {
 #endif
 }
 
-/// The device `s` was created on. HIP without hipStreamGetDevice: the calling thread's current device
-/// (the check that the stream belongs to the Runtime's device then cannot fail; see the file comment).
-inline cudaError_t gpu_stream_device(cudaStream_t s, int* device) {
-#if CKPT_HAVE_HIP && !defined(CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE)
-  (void)s;
-  return hipGetDevice(device);
-#elif CKPT_HAVE_HIP
-  return hipStreamGetDevice(s, device);
+/// Whether gpu_stream_device() asks the stream's device (false: the fallback below, which cannot tell a
+/// stream of another device).
+#if (CKPT_HAVE_HIP && defined(CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) || !CKPT_HAVE_HIP && CUDART_VERSION >= 12080) && \
+    !defined(CKPT_IMPL_NO_STREAM_GET_DEVICE)
+inline constexpr bool kGpuAsksStreamDevice = true;
 #else
-  return cudaStreamGetDevice(s, device);
+inline constexpr bool kGpuAsksStreamDevice = false;
+#endif
+
+/// The device `s` was created on. Without cudaStreamGetDevice (HIP without hipStreamGetDevice, a CUDA
+/// toolkit before 12.8, a driver older than the toolkit, or CKPT_IMPL_NO_STREAM_GET_DEVICE): the calling
+/// thread's current device, so the check that the stream belongs to the Runtime's device cannot fail
+/// (see the file comment).
+inline cudaError_t gpu_stream_device(cudaStream_t s, int* device) {
+#if CKPT_HAVE_HIP && defined(CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) && !defined(CKPT_IMPL_NO_STREAM_GET_DEVICE)
+  return hipStreamGetDevice(s, device);
+#elif !CKPT_HAVE_HIP && CUDART_VERSION >= 12080 && !defined(CKPT_IMPL_NO_STREAM_GET_DEVICE)
+  // A runtime of 12.8+ on an older driver refuses the call: that is not a failure of the checkpoint.
+  const cudaError_t pending = cudaPeekAtLastError();
+  const cudaError_t e = cudaStreamGetDevice(s, device);
+  if (e != cudaErrorCallRequiresNewerDriver && e != cudaErrorNotSupported) return e;
+  if (pending == cudaSuccess) (void)cudaGetLastError();  // ours: not the application's next error
+  return cudaGetDevice(device);  // a driver older than 12.8 under a 12.8+ runtime: not checked
+#else
+  (void)s;
+  return cudaGetDevice(device);
 #endif
 }
 

@@ -53,6 +53,18 @@ inline std::string no_gpu_reason() {
 
 }  // namespace ckpt::test
 
+#if CKPT_HAVE_SIMGPU
+namespace ckpt::test {
+/// Puts the simulated device's delays and injected errors back to none when the test ends, however.
+struct SimReset {
+  SimReset() = default;
+  SimReset(const SimReset&) = delete;
+  SimReset& operator=(const SimReset&) = delete;
+  ~SimReset() { ckpt::simgpu::reset(); }
+};
+}  // namespace ckpt::test
+#endif
+
 /// Skips the test, with the reason, when there is no GPU.
 #define SKIP_WITHOUT_GPU()                                \
   do {                                                    \

@@ -166,6 +166,96 @@ TEST(CudaDevice, ClassifiesMemoryKinds) {
   CUDA_OK(cudaFree(managed));
 }
 
+// Issue 13's defect 2, on two devices (the simulated device has two): device memory, the current device
+// and the stream of another device than the Runtime's are refused, with what to do.
+TEST(CudaDevice, TheCurrentDeviceAStreamOrMemoryOfAnotherDeviceIsRefused) {
+  SKIP_WITHOUT_GPU();
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  if (count < 2) GTEST_SKIP() << "one GPU: no other device to tell apart";
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t other = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  double* far = nullptr;
+  CUDA_OK(cudaMalloc(&far, 4096));
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t mine = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking));
+  constexpr std::size_t n = 1 << 17;
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  fill(mine, dev, n, 2.0);
+  {
+    Runtime rt(MPI_COMM_WORLD, options_for(ckpt::test::scratch_dir()));
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    Status p = rt.protect("far", far, DType::f64, {512});
+    EXPECT_EQ(p.code(), Code::failed_precondition) << p.to_string();
+    EXPECT_NE(p.message().find("device 1"), std::string::npos) << p.to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.checkpoint(1, mine).wait().ok());
+    Status c = rt.checkpoint(2, other).wait();
+    Status r = rt.restart(1, other);
+    if (detail::kGpuAsksStreamDevice) {
+      EXPECT_EQ(c.code(), Code::failed_precondition) << c.to_string();
+      EXPECT_NE(c.message().find("the stream belongs to CUDA device 1"), std::string::npos) << c.to_string();
+      EXPECT_EQ(r.code(), Code::failed_precondition) << r.to_string();
+    } else {  // cannot be told apart (gpu_runtime.hpp); the copies are still ordered by the events
+      EXPECT_TRUE(c.ok()) << c.to_string();
+      EXPECT_TRUE(r.ok()) << r.to_string();
+    }
+    CUDA_OK(cudaSetDevice(1));  // the application moved to another device after making the Runtime
+    Status d = rt.checkpoint(3).wait();
+    CUDA_OK(cudaSetDevice(0));
+    EXPECT_EQ(d.code(), Code::failed_precondition) << d.to_string();
+    EXPECT_NE(d.message().find("current CUDA device is 1"), std::string::npos) << d.to_string();
+    ASSERT_TRUE(rt.restart(1, mine).ok());
+  }
+  CUDA_OK(cudaStreamSynchronize(mine));
+  std::vector<double> got(n);
+  CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got[n - 1], 2.0 + (n - 1));
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaFree(far));
+  CUDA_OK(cudaStreamDestroy(mine));
+  CUDA_OK(cudaStreamDestroy(other));
+}
+
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 2: a runtime of CUDA 12.8 or newer on an older driver answers cudaStreamGetDevice
+// with cudaErrorCallRequiresNewerDriver; that made every checkpoint with an explicit stream an io_error.
+// The device then does not check the stream's device, and the error does not reach the application.
+TEST(CudaDevice, ADriverThatCannotTellTheStreamsDeviceIsNoFailure) {
+  ckpt::test::SimReset reset;
+  constexpr std::size_t n = 1 << 16;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  fill(s, dev, n, 5.0, kSlow);
+  {
+    Runtime rt(MPI_COMM_WORLD, options_for(ckpt::test::scratch_dir()));
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    const long asked = ckpt::simgpu::calls("cudaStreamGetDevice");
+    ckpt::simgpu::inject_error("cudaStreamGetDevice", 0, cudaErrorCallRequiresNewerDriver);
+    ckpt::simgpu::inject_error("cudaStreamGetDevice", 0, cudaErrorCallRequiresNewerDriver);
+    Ticket t = rt.checkpoint(1, s);
+    fill(s, dev, n, -1.0);
+    Status st = t.wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "ckpt's refused query leaked into the application's last error";
+    st = rt.restart(1, s);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(ckpt::simgpu::calls("cudaStreamGetDevice") - asked, detail::kGpuAsksStreamDevice ? 2 : 0);
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  std::vector<double> got(n);
+  CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got[n - 1], 5.0 + (n - 1));
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+#endif
+
 /// capture_begin / copy_to_host / fence / capture_end on a stream with a slow kernel before the capture
 /// and an overwriting kernel after it; the fences are waited on from another thread (the flush thread's
 /// role). Run with and without device-side double buffering.
