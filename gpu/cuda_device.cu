@@ -23,8 +23,9 @@
 //
 // Threads: the application thread makes the device (its current device is m_dev) and calls everything
 // but wait(); capture_begin/restore_begin check that its current device is still m_dev. ckpt's own
-// threads call bind_thread() once (cudaSetDevice(m_dev), never undone) before wait(): nothing here ever
-// "restores" a device on a thread that had none, which would create a context on GPU 0.
+// threads call bind_thread() once (cudaSetDevice(m_dev), never undone) before wait(), and a thread whose
+// binding failed never calls wait(): nothing here ever "restores" a device on a thread that had none,
+// which would create a context on GPU 0 (AppThreadDevice).
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -51,17 +52,19 @@ constexpr unsigned kFenceEventFlags = cudaEventDisableTiming | cudaEventBlocking
 
 bool is_host_kind(MemoryKind k) { return k == MemoryKind::host || k == MemoryKind::host_pinned; }
 
-/// The application thread's current device, switched to `dev` for a scope and switched back. Only for
-/// calls that may come at any time on an application thread (allocation, teardown); that thread has a
-/// current device of its own, so switching back creates nothing.
+/// The calling thread's current device switched to `dev` for a scope, and switched back only if the
+/// thread had one. For calls that may come at any time on a thread of the application (allocation,
+/// teardown), which need not be the one that made the device: on a thread that never chose a device,
+/// cudaGetDevice answers 0, and switching "back" to it would create a context on GPU 0 (issue 32); such
+/// a thread stays on `dev`, whose context exists.
 class AppThreadDevice {
  public:
   explicit AppThreadDevice(int dev) : m_dev(dev) {
-    m_status = CKPT_IMPL_CUDA_CHECK(cudaGetDevice(&m_prev));
+    m_status = CKPT_IMPL_CUDA_CHECK(gpu_thread_device(&m_prev));
     if (m_status.ok() && m_prev != m_dev) m_status = CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_dev));
   }
   ~AppThreadDevice() {
-    if (m_status.ok() && m_prev != m_dev) (void)CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_prev));
+    if (m_status.ok() && m_prev >= 0 && m_prev != m_dev) (void)CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_prev));
   }
   AppThreadDevice(const AppThreadDevice&) = delete;
   AppThreadDevice& operator=(const AppThreadDevice&) = delete;
@@ -69,7 +72,7 @@ class AppThreadDevice {
 
  private:
   int m_dev;
-  int m_prev = -1;
+  int m_prev = -1;  ///< -1: the thread had no current device
   Status m_status;
 };
 
@@ -214,8 +217,12 @@ class CudaDevice final : public Device {
       how = it->second.how;
       m_staging.erase(it);
     }
-    // Only at pool teardown, after every copy landed; failures have nobody left to tell.
+    // At pool teardown or re-chunking, when no chunk is lent. A retired chunk (its fence was never
+    // waited on: the waiting thread could not be bound, or the fence failed) may still be the target of
+    // a copy: the streams drain first. Failures have nobody left to tell.
     AppThreadDevice cur(m_dev);
+    if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_d2d));
+    (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
     if (how == Staging::host_alloc) {
       (void)CKPT_IMPL_CUDA_CHECK(cudaFreeHost(b.ptr));
       return;

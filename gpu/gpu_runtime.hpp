@@ -17,6 +17,8 @@
 ///     CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) -- without it (an older toolkit or driver, or
 ///     CKPT_IMPL_NO_STREAM_GET_DEVICE) a stream of another device cannot be detected and the stream is
 ///     taken to be on the current device;
+///   - gpu_thread_device(): whether the calling thread has a current device at all (CUDA: a current
+///     context, cuCtxGetCurrent through the runtime's driver entry point);
 ///   - gpu_name_stream(): NVTX names CUDA streams; roctx cannot name streams (no-op on HIP);
 ///   - the sticky and "no GPU" error lists (cuda_check.hpp).
 ///
@@ -198,6 +200,36 @@ inline cudaError_t gpu_stream_device(cudaStream_t s, int* device) {
 #else
   (void)s;
   return cudaGetDevice(device);
+#endif
+}
+
+/// The calling thread's current device, or -1 when the thread has none yet. CUDA makes device 0 current
+/// (creating its context) at the first call that needs a context, and cudaGetDevice answers 0 on such a
+/// thread too: only the driver's cuCtxGetCurrent tells "none". HIP starts every device at hipInit, so
+/// there a device switch creates nothing and the answer is hipGetDevice's.
+inline cudaError_t gpu_thread_device(int* device) {
+#if CKPT_HAVE_HIP
+  return hipGetDevice(device);
+#else
+  using CtxGetCurrent = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*), without cuda.h
+  static const CtxGetCurrent get_current = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t pending = cudaPeekAtLastError();
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+#endif
+    if (e != cudaSuccess && pending == cudaSuccess) (void)cudaGetLastError();
+    return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<CtxGetCurrent>(fn) : nullptr;
+  }();
+  void* ctx = nullptr;
+  if (get_current != nullptr && get_current(&ctx) == 0 && ctx == nullptr) {
+    *device = -1;
+    return cudaSuccess;
+  }
+  return cudaGetDevice(device);  // a context is current (or the driver could not say): its device
 #endif
 }
 

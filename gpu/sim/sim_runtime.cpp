@@ -932,6 +932,8 @@ const std::vector<Mutant>& mutants() {
       {"copy_waits_restore_after", "CudaDevice::restore_begin(", "cudaStreamWaitEvent(m_copy, m_restore_after, 0)"},
       {"host_waits_fence", "CudaDevice::wait(", "cudaEventSynchronize(e)"},
       {"restore_end_waits_copy", "CudaDevice::restore_end(", "cudaStreamSynchronize(m_copy)"},
+      {"free_staging_waits_d2d", "CudaDevice::free_staging(", "cudaStreamSynchronize(m_d2d)"},
+      {"free_staging_waits_copy", "CudaDevice::free_staging(", "cudaStreamSynchronize(m_copy)"},
       {"drain_waits_d2d", "CudaDevice::synchronize(", "cudaStreamSynchronize(m_d2d)"},
       {"drain_waits_copy", "CudaDevice::synchronize(", "cudaStreamSynchronize(m_copy)"},
       {"teardown_waits_d2d", "CudaDevice::~CudaDevice(", "cudaStreamSynchronize(m_d2d)"},

@@ -256,6 +256,84 @@ TEST(CudaDevice, ADriverThatCannotTellTheStreamsDeviceIsNoFailure) {
 }
 #endif
 
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 5: a thread of the application that never chose a device (cudaGetDevice answers 0
+// there) grows the staging pool and destroys a Runtime made on device 1. The device switches that
+// thread to device 1 for those calls and must not "switch it back" to device 0, which would create a
+// context on GPU 0 (the simulated device counts the threads that had a context on each device).
+TEST(CudaDevice, AThreadWithoutADeviceGetsNoContextOnDevice0) {
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  constexpr std::size_t n = 1 << 16;
+  double *a = nullptr, *b = nullptr;
+  CUDA_OK(cudaMalloc(&a, n * sizeof(double)));
+  CUDA_OK(cudaMalloc(&b, 8 * n * sizeof(double)));
+  fill(s, a, n, 1.0);
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = 0;  // the auto pool: it grows when a larger region is protected
+  auto rt = std::make_unique<Runtime>(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt->status().ok()) << rt->status().to_string();
+  ASSERT_TRUE(rt->protect("a", a, DType::f64, {n}).ok());
+  ASSERT_TRUE(rt->checkpoint(1, s).wait().ok());
+  const int before = ckpt::simgpu::device_attachments(0);
+  std::thread other([&] {
+    ASSERT_FALSE(ckpt::simgpu::thread_has_device());
+    const long allocs = ckpt::simgpu::calls("cudaHostAlloc");
+    EXPECT_TRUE(rt->protect("b", b, DType::f64, {8 * n}).ok());  // staging allocated here
+    EXPECT_GT(ckpt::simgpu::calls("cudaHostAlloc"), allocs);
+    EXPECT_TRUE(rt->close().ok());
+    rt.reset();  // staging freed, streams and events destroyed, here
+  });
+  other.join();
+  EXPECT_EQ(ckpt::simgpu::device_attachments(0), before) << "a thread got a context on device 0";
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaSetDevice(0));
+}
+
+// Issue 32, defect 5: a flush thread whose binding to the device failed does not wait on fences (its
+// call would create a context on GPU 0); the checkpoint fails naming the binding and its chunks are
+// retired, not reused with copies in flight - nor freed under them at teardown (the simulated device
+// aborts when memory is freed under a queued copy; the D2H is slowed down so that it is still queued).
+// With double buffering half on, some of the copies into the chunks are on the D2D stream.
+class UnboundFlushThread : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(UnboundFlushThread, NeverWaitsAndItsChunksAreRetired) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 50'000);
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  constexpr std::size_t n = 1 << 18;
+  double* a = nullptr;
+  CUDA_OK(cudaMalloc(&a, n * sizeof(double)));
+  const int before = ckpt::simgpu::device_attachments(0);
+  {
+    // The next cudaSetDevice is the flush thread's bind_thread() (the application thread is on device 1).
+    ckpt::simgpu::inject_error("cudaSetDevice", 0, cudaErrorDevicesUnavailable);
+    Options o = options_for(ckpt::test::scratch_dir());
+    o.chunk_bytes = 256 << 10;
+    o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam());
+    o.gpu_spare_bytes = n * sizeof(double) / 2;
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("a", a, DType::f64, {n}).ok());
+    for (int step = 1; step <= 2; ++step) {
+      fill(s, a, n, step, kSlow);
+      Status st = rt.checkpoint(step, s).wait();
+      EXPECT_NE(st.message().find("binding the flush thread"), std::string::npos) << st.to_string();
+    }
+  }
+  EXPECT_EQ(ckpt::simgpu::device_attachments(0), before) << "the unbound flush thread made a device call";
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaSetDevice(0));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, UnboundFlushThread, ::testing::Values("off", "on"));
+#endif
+
 /// capture_begin / copy_to_host / fence / capture_end on a stream with a slow kernel before the capture
 /// and an overwriting kernel after it; the fences are waited on from another thread (the flush thread's
 /// role). Run with and without device-side double buffering.
