@@ -116,6 +116,9 @@ class CudaDevice final : public Device {
     gpu_name_stream(m_copy, "ckpt copy (D2H/H2D)");
     for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after, &m_restored})
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming)));
+    int pitch = 0;  // cudaMemcpy2DAsync refuses larger pitches (RowBatcher splits by it)
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, m_dev)));
+    m_max_pitch = static_cast<std::uint64_t>(pitch);
     using DB = CudaDeviceConfig::DoubleBuffer;
     if (m_config.double_buffer == DB::on && m_config.spare_bytes == 0)
       return Status(Code::invalid_argument, "double buffering 'on' needs a spare buffer size (gpu_spare_bytes > 0)");
@@ -386,6 +389,8 @@ class CudaDevice final : public Device {
     return Status::OK();
   }
 
+  std::uint64_t max_copy_pitch() const override { return m_max_pitch; }
+
   Status restore_end(void* stream) override {
     NvtxRange r("ckpt:h2d_sync");
     auto app = static_cast<cudaStream_t>(stream);
@@ -483,6 +488,7 @@ class CudaDevice final : public Device {
 
   const int m_dev;
   CudaDeviceConfig m_config;
+  std::uint64_t m_max_pitch = 0;  ///< cudaDevAttrMaxPitch
   cudaStream_t m_copy = nullptr;
   cudaStream_t m_d2d = nullptr;
   cudaStream_t m_app = nullptr;

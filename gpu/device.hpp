@@ -72,6 +72,9 @@ class Device {
   /// Enqueues `c` (offsets relative to dst_base / src_base) from host memory into application memory of
   /// kind `dst_kind`. Host memory is written at once; device memory when a later fence() is reached.
   virtual Status copy_to_device(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind dst_kind) = 0;
+  /// The largest pitch (distance between rows) of one strided copy into device memory (copy_to_device
+  /// with height > 1); rows further apart must be copied one by one (RowBatcher's cap).
+  virtual std::uint64_t max_copy_pitch() const = 0;
   /// A plain copy of `n` bytes (copy_to_device of one row).
   Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind dst_kind) {
     return copy_to_device(dst, src, Copy2D{0, 0, n, 1, n, n}, dst_kind);

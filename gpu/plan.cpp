@@ -73,7 +73,8 @@ Status RowBatcher::add(std::uint64_t dst, std::uint64_t src, std::uint64_t n) {
       c.width += n;  // contiguous on both sides: one longer copy
       return Status::OK();
     }
-    if (n == c.width && c.height == 1 && dst > c.dst && src > c.src && dst - c.dst >= n && src - c.src >= n) {
+    if (n == c.width && c.height == 1 && dst > c.dst && src > c.src && dst - c.dst >= n && src - c.src >= n &&
+        dst - c.dst <= m_max_pitch && src - c.src <= m_max_pitch) {
       c.dpitch = dst - c.dst;
       c.spitch = src - c.src;
       c.height = 2;

@@ -97,10 +97,13 @@ struct Copy2D {
 
 /// Batches restart rows into as few copies as possible (application thread): consecutive rows of equal
 /// width at constant source and destination strides become one Copy2D (cudaMemcpy2DAsync), rows that
-/// are contiguous on both sides one plain copy. `emit` receives each batch; flush() emits the last.
+/// are contiguous on both sides one plain copy. A 2D copy's pitches stay within `max_pitch` (the
+/// device's limit, Device::max_copy_pitch(): cudaMemcpy2DAsync refuses larger ones): rows further apart
+/// are copies of their own. `emit` receives each batch; flush() emits the last.
 class RowBatcher {
  public:
-  explicit RowBatcher(std::function<Status(const Copy2D&)> emit) : m_emit(std::move(emit)) {}
+  explicit RowBatcher(std::function<Status(const Copy2D&)> emit, std::uint64_t max_pitch = UINT64_MAX)
+      : m_emit(std::move(emit)), m_max_pitch(max_pitch) {}
   /// Adds a row of `n` > 0 bytes from src to dst.
   Status add(std::uint64_t dst, std::uint64_t src, std::uint64_t n);
   Status flush();
@@ -109,6 +112,7 @@ class RowBatcher {
 
  private:
   std::function<Status(const Copy2D&)> m_emit;
+  std::uint64_t m_max_pitch;
   Copy2D m_cur;
   bool m_open = false;
   std::size_t m_emitted = 0;

@@ -326,7 +326,8 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
         [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
           // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync, not one
           // copy per row).
-          RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); });
+          RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); },
+                           m_device.max_copy_pitch());
           CKPT_RETURN_IF_ERROR(rows.scatter_piece(p0, n, [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) {
             return batch.add(dst, src, len);
           }));
