@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -205,8 +206,17 @@ class CudaDevice final : public Device {
       return Status(Code::io_error, "pinned staging (" + s.message() + ") and mmap of " + std::to_string(bytes) +
                                         " bytes both failed: " + std::strerror(errno));
     std::memset(p, 0, bytes);  // touch every page now, not during a capture
-    if (m_config.pin_staging && CKPT_IMPL_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable)).ok())
-      return remember(StagingBlock{p, bytes, true, true}, Staging::registered);
+    Status reg = m_config.pin_staging ? CKPT_IMPL_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable))
+                                      : Status(Code::unavailable, "pinned staging disabled");
+    if (reg.ok()) return remember(StagingBlock{p, bytes, true, true}, Staging::registered);
+    if (m_config.say_fallbacks && !m_said_pageable) {  // once per device: every later piece is the same story
+      m_said_pageable = true;
+      std::fprintf(stderr,
+                   "ckpt: %s device %d: staging memory could not be pinned (%s; %s): %zu bytes of the staging pool "
+                   "are pageable, and device copies into them are synchronous and slower "
+                   "(CheckpointStats::staging_pinned_bytes < staging_bytes tells)\n",
+                   kGpuVendor, m_dev, s.message().c_str(), reg.message().c_str(), bytes);
+    }
     return remember(StagingBlock{p, bytes, ::mlock(p, bytes) == 0, false}, Staging::pageable);
   }
 
@@ -504,6 +514,7 @@ class CudaDevice final : public Device {
   void* m_spare = nullptr;
   std::size_t m_spare_bytes = 0;
   bool m_spare_async = false;
+  bool m_said_pageable = false;  ///< the pageable fall-back was said (alloc_staging: application thread)
   DoubleBufferPlan m_plan;
   SpareSizer m_sizer;
   std::vector<SpareCopy> m_d2h;

@@ -98,6 +98,9 @@ struct CudaDeviceConfig {
   DoubleBuffer double_buffer = DoubleBuffer::off;
   std::size_t spare_bytes = 0;  ///< `on`: size of the spare; `automatic`: its cap (0: device memory / 16)
   bool pin_staging = true;      ///< false: pageable staging memory (tests the fall-back; copies synchronous)
+  /// Say on stderr, once, when staging memory could not be pinned (the Runtime: on rank 0, and on every
+  /// rank with verbose); it also shows in CheckpointStats::staging_pinned_bytes.
+  bool say_fallbacks = false;
 };
 
 /// Performs `c` with memcpy (host memory on both sides).

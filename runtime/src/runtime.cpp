@@ -308,7 +308,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   MPI_Bcast(&m_run_id, 1, MPI_UINT64_T, 0, m_app_comm);
   MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
   m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
-  auto device = make_runtime_device(device_config(m_opts));
+  CudaDeviceConfig device_cfg = device_config(m_opts);
+  device_cfg.say_fallbacks = m_rank == 0 || m_opts.verbose >= 1;
+  auto device = make_runtime_device(device_cfg);
   // A GPU that is there but whose device failed to start is an error: the host device would memcpy
   // device pointers. Agreed, so that every rank stops here together.
   m_status = agree(m_app_comm, device.ok() ? Status::OK() : device.status());

@@ -168,6 +168,47 @@ TEST(CudaRanks, ReaderReadsBoxesIntoDeviceMemory) {
 // plane apart in the destination: a 2D copy with that pitch. With a device whose pitch limit is below
 // a plane (the simulated device's is set so; a real GPU's is 2 GiB, reached by [4][32768][8192]) the
 // rows must be copied one by one - cudaMemcpy2DAsync refused the pitch and the restart failed.
+// Issue 32, defect 6: when no staging memory can be pinned (cudaHostAlloc and cudaHostRegister fail on
+// every rank), the checkpoints stay exact and the fall-back is said on stderr by rank 0 only, or by every
+// rank with verbose.
+TEST(CudaRanks, PageableStagingIsSaidByRank0OrEveryRankWithVerbose) {
+  ckpt::test::SimReset reset;
+  const int rank = world_rank();
+  constexpr std::size_t n = 1 << 18;
+  double* dev = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dev, n * sizeof(double)), cudaSuccess);
+  for (int verbose = 0; verbose <= 1; ++verbose) {
+    for (int i = 0; i < 16; ++i) {  // more than the pool's pieces
+      ckpt::simgpu::inject_error("cudaHostAlloc", 0, cudaErrorMemoryAllocation);
+      ckpt::simgpu::inject_error("cudaHostRegister", 0, cudaErrorMemoryAllocation);
+    }
+    Options o = Options::defaults();
+    o.dir = ckpt::test::scratch_dir() + "/v" + std::to_string(verbose);
+    o.fsync = false;
+    o.verbose = verbose;
+    ::testing::internal::CaptureStderr();
+    {
+      Runtime rt(MPI_COMM_WORLD, o);
+      EXPECT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+      CKPT_LAUNCH(fill_rows, 1, 1, nullptr)(dev, 0, 1, n, 3.0 + rank, 0);
+      Ticket t = rt.checkpoint(1);
+      EXPECT_TRUE(t.wait().ok()) << t.wait().to_string();
+      EXPECT_EQ(t.stats().staging_pinned_bytes, 0u);
+      EXPECT_TRUE(rt.restart(1).ok());
+    }
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const bool said = err.find("staging memory could not be pinned") != std::string::npos;
+    EXPECT_EQ(said, rank == 0 || verbose == 1) << "rank " << rank << " verbose " << verbose << ": " << err;
+    ckpt::simgpu::reset();
+  }
+  std::vector<double> got(n);
+  ASSERT_EQ(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got[n - 1], 3.0 + rank + static_cast<double>(n - 1));
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
+}
+
 TEST(CudaRanks, ARestartSplitsRowsFartherApartThanTheDevicesPitchLimit) {
   ckpt::test::SimReset reset;
   constexpr std::uint64_t kP = 4, kR = 64, kC = 32;  // a plane: 16 KiB
