@@ -697,6 +697,46 @@ TEST(CudaRuntime, PageableStagingIsCorrectAndReported) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 7: regions with a Source are sized inside checkpoint(); re-chunking there freed the
+// staging pool (cudaFreeHost) and pinned it again on the application thread, seconds at 16 GiB. A
+// device array behind a Source shrinks 64x and grows back, with 4 checkpoints in flight: no
+// checkpoint() call frees or unregisters staging memory, and the last one restarts exactly.
+TEST(CudaRuntime, ASourceThatShrinksAndGrowsFreesNoStagingInsideCheckpoint) {
+  constexpr std::size_t n = 1 << 20;  // 8 MiB of doubles
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  std::uint64_t count = n;
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = 0;  // the auto pool: its chunks follow the state
+  o.max_in_flight = 4;
+  auto frees = [] { return ckpt::simgpu::calls("cudaFreeHost") + ckpt::simgpu::calls("cudaHostUnregister"); };
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    Source src;
+    src.locate = [&] { return Place{dev, {count}}; };
+    ASSERT_TRUE(rt.protect("dev", DType::f64, src).ok());
+    int step = 0;
+    for (std::uint64_t c : {n, n / 64, n / 64, n, n}) {
+      count = c;
+      fill(s, dev, c, 10.0 * ++step);
+      const long before = frees();
+      Ticket t = rt.checkpoint(step, s);
+      EXPECT_EQ(frees(), before) << "checkpoint " << step << " (" << c << " elements) freed staging memory";
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    }
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    ASSERT_TRUE(rt.restart(step, s).ok());
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_bad(dev, n, 10.0 * step), 0u);
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+#endif
+
 TEST(CudaRuntime, AGraphCapturedStreamIsRejectedThenAFailedWriteThenExactRestarts) {
   SKIP_WITHOUT_GPU();
   constexpr std::size_t n = 2 << 20;
