@@ -737,6 +737,59 @@ TEST(CudaRuntime, ASourceThatShrinksAndGrowsFreesNoStagingInsideCheckpoint) {
 }
 #endif
 
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 1: on_busy coalesce, back-to-back checkpoint() calls. The one that supersedes the
+// capture waiting to be launched gave that capture's chunks back on the application thread, after
+// waiting for their D2H: a whole D2H per call (the simulated device makes every D2H copy take 0.3 s).
+// Now the reclaim thread gives them back: no call waits for a D2H, and the last checkpoint is exact.
+class CoalesceBackToBack : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CoalesceBackToBack, NoCheckpointCallWaitsForASupersededCapturesD2H) {
+  ckpt::test::SimReset reset;
+  constexpr long kD2HUs = 300'000;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, kD2HUs);
+  constexpr std::size_t n = 1 << 20;  // 8 MiB: one chunk
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.on_busy = Options::OnBusy::coalesce;
+  o.chunk_bytes = n * sizeof(double);
+  o.pool_bytes = 4 * o.chunk_bytes;  // room for a third capture while two wait for their D2H
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam());
+  o.gpu_spare_bytes = n * sizeof(double);
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    std::vector<Ticket> tickets;
+    for (int step = 1; step <= 3; ++step) {
+      fill(s, dev, n, 100.0 * step);
+      tickets.push_back(rt.checkpoint(step, s));
+      // One of the three supersedes a capture whose D2H is still queued (0.3 s and more away).
+      EXPECT_LT(tickets.back().stats().blocked_s, 0.5 * kD2HUs / 1e6) << "checkpoint(" << step << ")";
+    }
+    int superseded = 0;
+    for (auto& t : tickets) {
+      Status st = t.wait();
+      if (st.code() == Code::superseded) ++superseded;
+      else EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+    EXPECT_GE(superseded, 1) << "no capture was superseded: the test checked nothing";
+    EXPECT_TRUE(tickets.back().wait().ok());
+    ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 0);
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    ASSERT_TRUE(rt.restart(3, s).ok());
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_bad(dev, n, 300.0), 0u);
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, CoalesceBackToBack, ::testing::Values("off", "on"));
+#endif
+
 TEST(CudaRuntime, AGraphCapturedStreamIsRejectedThenAFailedWriteThenExactRestarts) {
   SKIP_WITHOUT_GPU();
   constexpr std::size_t n = 2 << 20;
