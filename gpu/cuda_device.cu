@@ -18,8 +18,8 @@
 //              application's stream waits on it, so later kernels cannot overwrite data being copied
 //   m_spare_free  recorded on m_copy after the D2H copies out of the spare; the next capture's first
 //              D2D copy into the spare waits on it
-//   m_restore_after / m_restored  restart: recorded on the application's stream / on m_copy after the
-//              H2D copies
+//   m_restore_after  restart: recorded on the application's stream; m_copy waits on it before the H2D
+//              copies (restore_end then waits for m_copy on the host)
 //
 // Threads: the application thread makes the device (its current device is m_dev) and calls everything
 // but wait(); capture_begin/restore_begin check that its current device is still m_dev. ckpt's own
@@ -115,7 +115,7 @@ class CudaDevice final : public Device {
   Status init() {
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_copy, cudaStreamNonBlocking)));
     gpu_name_stream(m_copy, "ckpt copy (D2H/H2D)");
-    for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after, &m_restored})
+    for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after})
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming)));
     int pitch = 0;  // cudaMemcpy2DAsync refuses larger pitches (RowBatcher splits by it)
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, m_dev)));
@@ -158,7 +158,7 @@ class CudaDevice final : public Device {
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
     for (auto& p : m_pending) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(p.second));
     for (cudaEvent_t e : m_free_events) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(e));
-    for (cudaEvent_t e : {m_start, m_captured, m_spare_free, m_d2d_done, m_restore_after, m_restored})
+    for (cudaEvent_t e : {m_start, m_captured, m_spare_free, m_d2d_done, m_restore_after})
       if (e != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(e));
     if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_d2d));
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_copy));
@@ -401,11 +401,12 @@ class CudaDevice final : public Device {
 
   std::uint64_t max_copy_pitch() const override { return m_max_pitch; }
 
-  Status restore_end(void* stream) override {
+  Status restore_end(void*) override {
+    // The host waits for every H2D copy: restart() returns with the data in place and its bounce chunks
+    // free, and whatever the application enqueues afterwards runs after the copies. (The application's
+    // stream used to wait on an event after them too: with the host waiting, that wait could not
+    // matter, and no test could tell it was there.)
     NvtxRange r("ckpt:h2d_sync");
-    auto app = static_cast<cudaStream_t>(stream);
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_restored, m_copy)));
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_restored, 0)));
     return CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
   }
 
@@ -503,7 +504,7 @@ class CudaDevice final : public Device {
   cudaStream_t m_d2d = nullptr;
   cudaStream_t m_app = nullptr;
   cudaEvent_t m_start = nullptr, m_captured = nullptr, m_spare_free = nullptr, m_d2d_done = nullptr,
-              m_restore_after = nullptr, m_restored = nullptr;
+              m_restore_after = nullptr;
 
   // Application thread only (capture and restart).
   bool m_capturing = false;

@@ -1,5 +1,8 @@
 // The GPU device (gpu/cuda_device.cu) and the GPU-check helper (gpu/cuda_check.hpp), for the vendor ckpt
-// was built with: CUDA, or HIP (the same source through gpu/gpu_runtime.hpp and gpu_test_util.hpp).
+// was built with: CUDA, HIP (the same source through gpu/gpu_runtime.hpp and gpu_test_util.hpp) or the
+// simulated device (gpu/sim/: a CPU runtime, kernels as host functions; docs/gpu.md), where the tests
+// marked CKPT_HAVE_SIMGPU also use its controls (slowed-down copies, injected errors, two devices,
+// contexts counted per thread).
 // Runs anywhere: the helper's Status/sticky classification, the application's pending error left
 // alone (with a GPU only: without a driver the initialisation error sticks), and "no GPU -> unavailable
 // -> host device".
@@ -8,11 +11,12 @@
 // waited on from another thread, device-side double buffering, and Runtime round trips with canary
 // kernels (a slow kernel before checkpoint(), an overwriting kernel right after it, restart targets
 // poisoned first) over the default, per-thread and a blocking stream, double buffering
-// off/on/half/auto, max_in_flight 1/2/4, a 1 GiB checkpoint through a 4-chunk pool, managed, pinned
-// and cudaMallocAsync memory, pageable staging, a graph-captured stream (rejected), an injected
-// write failure followed by an exact restart, and restart(step, stream). Every round trip asserts
-// cudaStreamQuery(stream) == cudaErrorNotReady right after checkpoint(): the slow kernel is still
-// running, so a test cannot pass because the GPU happened to be idle.
+// off/on/half/auto, max_in_flight 1/2/4, captures back to back without a slow kernel between them, a
+// checkpoint 16 times the staging pool, managed, pinned and cudaMallocAsync memory, pageable staging, a
+// graph-captured stream (rejected), an injected write failure followed by an exact restart, and
+// restart(step, stream). Every canary round trip asserts cudaStreamQuery(stream) == cudaErrorNotReady
+// right after checkpoint(): the slow kernel is still running, so a test cannot pass because the GPU
+// happened to be idle.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -52,7 +56,15 @@ void fill(cudaStream_t s, double* a, std::size_t n, double value, long long cycl
   CKPT_LAUNCH(slow_fill, 64, 256, s)(a, n, value, cycles);
 }
 
-constexpr long long kSlow = 200'000'000;  // ~0.1 s on a current GPU
+constexpr long long kSlow = 200'000'000;  // ~0.1 s on a current GPU, 40 ms on the simulated device
+
+/// The simulated device copies with memcpy on a few cores: its round trips move 4x fewer bytes, in as
+/// many chunks.
+#if CKPT_HAVE_SIMGPU
+constexpr std::size_t kScale = 4;
+#else
+constexpr std::size_t kScale = 1;
+#endif
 
 Options options_for(const std::string& dir) {
   Options o = Options::defaults();  // the environment's CKPT_* variables are not ours to read
@@ -527,13 +539,13 @@ class CudaCanary : public ::testing::TestWithParam<Canary> {};
 TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrites) {
   SKIP_WITHOUT_GPU();
   const Canary c = GetParam();
-  constexpr std::size_t n = 8 << 20;  // 64 MiB of doubles: 4 chunks of 16 MiB
+  constexpr std::size_t n = (8 << 20) / kScale;  // 64 MiB of doubles (16 simulated): 4 chunks
   constexpr std::size_t bytes = n * sizeof(double);
   TestStream ts(c.stream);
   double* dev = nullptr;
   CUDA_OK(cudaMalloc(&dev, bytes));
   Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 16 << 20;
+  o.chunk_bytes = (16 << 20) / kScale;
   o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
   o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
   o.max_in_flight = c.max_in_flight;
@@ -578,15 +590,76 @@ INSTANTIATE_TEST_SUITE_P(
                       Canary{StreamKind::blocking, "on", 0.5, 2}, Canary{StreamKind::blocking, "auto", 0, 4}),
     canary_name);
 
-TEST(CudaRuntime, OneGiBThroughAFourChunkPool) {
+/// Captures back to back, with no slow producer between them (issue 32). The canary's slow producer
+/// before every capture lets the previous capture's D2H out of the spare buffer finish before the next
+/// capture's D2D into it, so a D2D that did not wait for spare_free went unnoticed there. Here each
+/// capture follows the previous one at once, 4 in flight; on the simulated device every copy and kernel
+/// is also slowed down (D2H most), which widens every window between the streams.
+class BackToBack : public ::testing::TestWithParam<Canary> {};
+
+TEST_P(BackToBack, EveryCheckpointHoldsItsOwnData) {
   SKIP_WITHOUT_GPU();
-  constexpr std::size_t n = std::size_t{1} << 27;  // 1 GiB of doubles
+#if CKPT_HAVE_SIMGPU
+  // Kernels (the poison before a restart among them) slower than an H2D copy, a capture's D2H copies
+  // together slower than a kernel, a D2D copy slower than nothing.
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 20'000);
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 2'000);
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2d, 5'000);
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::kernel, 30'000);
+#endif
+  const Canary c = GetParam();
+  constexpr std::size_t n = 2 << 20;  // 16 MiB of doubles: 4 chunks of 4 MiB
+  constexpr std::size_t bytes = n * sizeof(double);
+  TestStream ts(c.stream);
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, bytes));
+  constexpr int kSteps = 4;
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = 4 << 20;
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
+  o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  o.max_in_flight = c.max_in_flight;
+  o.keep = kSteps;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    std::vector<Ticket> tickets;
+    for (int step = 1; step <= kSteps; ++step) {
+      fill(ts.s, dev, n, 1000.0 * step);  // no slow producer: the previous capture's copies still run
+      tickets.push_back(rt.checkpoint(step, ts.s));
+    }
+    fill(ts.s, dev, n, -1.0);
+    for (auto& t : tickets) ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    for (int step = kSteps; step >= 1; --step) {
+      CUDA_OK(cudaMemsetAsync(dev, 0xff, bytes, ts.s));  // poison: restart must write every byte
+      Status st = rt.restart(step, ts.s);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      CUDA_OK(cudaStreamSynchronize(ts.s));
+      EXPECT_EQ(count_bad(dev, n, 1000.0 * step), 0u) << "step " << step;
+    }
+  }
+  CUDA_OK(cudaFree(dev));
+}
+
+INSTANTIATE_TEST_SUITE_P(Streams, BackToBack,
+                         ::testing::Values(Canary{StreamKind::blocking, "off", 0, 4},
+                                           Canary{StreamKind::blocking, "on", 1, 4},
+                                           Canary{StreamKind::blocking, "on", 0.5, 4},
+                                           Canary{StreamKind::blocking, "auto", 0, 4},
+                                           Canary{StreamKind::legacy, "on", 1, 4}),
+                         canary_name);
+
+TEST(CudaRuntime, ACheckpointSixteenTimesThePoolStreamsThroughIt) {
+  SKIP_WITHOUT_GPU();
+  constexpr std::size_t n = (std::size_t{1} << 27) / kScale;  // 1 GiB of doubles (256 MiB simulated)
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   double* dev = nullptr;
   CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
   Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 16 << 20;
+  o.chunk_bytes = (16 << 20) / kScale;
   o.pool_bytes = 4 * o.chunk_bytes;  // the capture streams: checkpoint() waits for chunks to be written
   {
     Runtime rt(MPI_COMM_WORLD, o);
@@ -788,6 +861,150 @@ TEST_P(CoalesceBackToBack, NoCheckpointCallWaitsForASupersededCapturesD2H) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 INSTANTIATE_TEST_SUITE_P(DoubleBuffer, CoalesceBackToBack, ::testing::Values("off", "on"));
+#endif
+
+#if CKPT_HAVE_SIMGPU
+// restart() returns once its H2D copies landed: its two bounce chunks go back to the pool then, and the
+// next checkpoint gets them first (the pool is LIFO) and copies host regions into them at once. Every
+// H2D copy takes 50 ms here, so a restart that returned earlier has its last copy read the next
+// checkpoint's host data.
+TEST(CudaRuntime, ACheckpointRightAfterARestartDoesNotOverwriteItsCopies) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 50'000);
+  constexpr std::size_t n = 1 << 17;  // 1 MiB of doubles per region: one bounce piece each
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  std::vector<double> host(n);
+  for (std::size_t i = 0; i < n; ++i) host[i] = -3.0 - static_cast<double>(i);
+  fill(s, dev, n, 7.0);
+  {
+    Options o = options_for(ckpt::test::scratch_dir());
+    o.chunk_bytes = n * sizeof(double);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("host", host.data(), DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.checkpoint(1, s).wait().ok());
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    ASSERT_TRUE(rt.restart(1, s).ok());
+    Ticket t = rt.checkpoint(2, s);  // copies the host region into the chunks the restart read through
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_bad(dev, n, 7.0), 0u) << "the restart's copies read the next checkpoint's data";
+    ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+// A fence that cannot be taken (its cudaEventRecord fails, injected): the checkpoint fails, and the
+// copies into the chunk are drained (Device::synchronize) before the chunk goes back to the pool. The
+// D2H takes 0.1 s here; the restart right after reads the stored checkpoint through that chunk (LIFO),
+// so a D2H still in flight would land in the restart's data. Double buffering on with a spare smaller
+// than the region: the D2H runs on the D2D stream. When the drain fails too (injected), the chunk is
+// retired, never handed out again, and its memory is freed at teardown only after the copy landed (the
+// simulated device aborts when memory is freed under a queued copy).
+struct FenceCase {
+  const char* double_buffer;
+  bool drain_fails;
+};
+
+class FailedFence : public ::testing::TestWithParam<FenceCase> {};
+
+TEST_P(FailedFence, TheChunksCopiesAreDrainedBeforeItIsReusedOrFreed) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 100'000);
+  constexpr std::size_t n = 1 << 17;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = n * sizeof(double);
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam().double_buffer);
+  o.gpu_spare_bytes = n * sizeof(double) / 2;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    fill(s, dev, n, 1.0);
+    ASSERT_TRUE(rt.checkpoint(1, s).wait().ok());
+    fill(s, dev, n, 2.0);
+    // The capture records m_start on the stream first, then the fence's event (direct), or the event
+    // that joins the D2D stream into the copy stream (double buffering): the second record fails.
+    ckpt::simgpu::inject_error("cudaEventRecord", 1, cudaErrorMemoryAllocation);
+    if (GetParam().drain_fails) {
+      // The next stream synchronisation is the drain's (Device::synchronize); the next record after the
+      // failed one is capture_end's, which would otherwise join the D2D stream into the copy stream.
+      ckpt::simgpu::inject_error("cudaStreamSynchronize", 0, cudaErrorMemoryAllocation);
+      ckpt::simgpu::inject_error("cudaEventRecord", 0, cudaErrorMemoryAllocation);
+    }
+    Status st = rt.checkpoint(2, s).wait();
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("cudaEventRecord"), std::string::npos) << st.to_string();
+    if (!GetParam().drain_fails) {
+      CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+      ASSERT_TRUE(rt.restart(1, s).ok());
+      CUDA_OK(cudaStreamSynchronize(s));
+      EXPECT_EQ(count_bad(dev, n, 1.0), 0u) << "the failed checkpoint's copy landed in the restart's data";
+    }
+  }  // drain_fails: the Runtime goes at once, its pool with the retired chunk, the D2H still queued
+  if (GetParam().drain_fails) {
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.restart(1, s).ok());
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_bad(dev, n, 1.0), 0u);
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, FailedFence,
+                         ::testing::Values(FenceCase{"off", false}, FenceCase{"on", false}, FenceCase{"off", true},
+                                           FenceCase{"on", true}));
+
+// A capture abandoned halfway (no fence, no capture_end), then the device destroyed: its destructor
+// drains both streams first, so that nothing of the device is in flight afterwards - neither the D2H
+// into the caller's buffer (freed right after: the simulated device aborts when memory is freed under a
+// queued copy) nor, with automatic double buffering, the D2D into the spare, which the destructor frees
+// in the copy stream's order.
+class AbandonedCapture : public ::testing::TestWithParam<CudaDeviceConfig::DoubleBuffer> {};
+
+TEST_P(AbandonedCapture, IsDrainedWhenTheDeviceIsDestroyed) {
+  ckpt::test::SimReset reset;
+  constexpr std::size_t n = 1 << 17, bytes = n * sizeof(double);
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* a = nullptr;
+  CUDA_OK(cudaMalloc(&a, bytes));
+  void* staged = nullptr;
+  CUDA_OK(cudaHostAlloc(&staged, bytes, cudaHostAllocPortable));
+  fill(s, a, n, 1.0);
+  {
+    CudaDeviceConfig cfg;
+    cfg.double_buffer = GetParam();
+    auto dev = detail::make_cuda_device(cfg);
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    Device& d = *dev.value();
+    // A whole capture first: in automatic mode it sizes the spare, which the second one copies into.
+    ASSERT_TRUE(d.capture_begin(s).ok());
+    ASSERT_TRUE(d.copy_to_host(staged, a, bytes, MemoryKind::device).ok());
+    auto f = d.fence();
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(d.capture_end(s).ok());
+    ASSERT_TRUE(d.wait(f.value()).ok());
+    ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 100'000);
+    ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2d, 100'000);
+    ASSERT_TRUE(d.capture_begin(s).ok());
+    ASSERT_TRUE(d.copy_to_host(staged, a, bytes, MemoryKind::device).ok());
+  }  // abandoned: destroyed with the copy enqueued
+  CUDA_OK(cudaFreeHost(staged));
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, AbandonedCapture,
+                         ::testing::Values(CudaDeviceConfig::DoubleBuffer::off,
+                                           CudaDeviceConfig::DoubleBuffer::automatic));
 #endif
 
 TEST(CudaRuntime, AGraphCapturedStreamIsRejectedThenAFailedWriteThenExactRestarts) {
