@@ -532,6 +532,37 @@ std::size_t count_bad(const double* dev, std::size_t n, double base) {
   return bad;
 }
 
+/// Restarts `step` into `dev`, poisoned first (the restart must write every byte), on `s`: the number of
+/// its `n` elements that are not base + i (all of them when the restart failed).
+std::size_t bad_after_restart(Runtime& rt, std::int64_t step, cudaStream_t s, double* dev, std::size_t n,
+                              double base) {
+  EXPECT_EQ(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s), cudaSuccess);
+  const Status st = rt.restart(step, s);
+  EXPECT_TRUE(st.ok()) << "restart(" << step << "): " << st.to_string();
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  return st.ok() ? count_bad(dev, n, base) : n;
+}
+
+constexpr int kCanarySteps = 4;
+
+/// A canary case's options: chunks of `chunk` bytes for a region of `bytes`, the case's double
+/// buffering and max_in_flight, every step kept (all are restarted).
+Options canary_options(const Canary& c, std::size_t bytes, std::size_t chunk) {
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = chunk;
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
+  o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  o.max_in_flight = c.max_in_flight;
+  o.keep = kCanarySteps;
+  return o;
+}
+
+/// Restarts every step (bad_after_restart) and checks that step k holds 1000 k + i.
+void expect_every_step_restores(Runtime& rt, cudaStream_t s, double* dev, std::size_t n) {
+  for (int step = 1; step <= kCanarySteps; ++step)
+    EXPECT_EQ(bad_after_restart(rt, step, s, dev, n, 1000.0 * step), 0u) << "step " << step;
+}
+
 }  // namespace
 
 class CudaCanary : public ::testing::TestWithParam<Canary> {};
@@ -544,19 +575,12 @@ TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrit
   TestStream ts(c.stream);
   double* dev = nullptr;
   CUDA_OK(cudaMalloc(&dev, bytes));
-  Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = (16 << 20) / kScale;
-  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
-  o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
-  o.max_in_flight = c.max_in_flight;
-  constexpr int kSteps = 4;
-  o.keep = kSteps;  // every step is restarted below
   {
-    Runtime rt(MPI_COMM_WORLD, o);
+    Runtime rt(MPI_COMM_WORLD, canary_options(c, bytes, (16 << 20) / kScale));
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
     std::vector<Ticket> tickets;
-    for (int step = 1; step <= kSteps; ++step) {
+    for (int step = 1; step <= kCanarySteps; ++step) {
       // What checkpoint() would wait for (max_in_flight) is waited for first: the producer then starts
       // only when checkpoint() no longer blocks, and is still running when it returns.
       if (step > c.max_in_flight) ASSERT_TRUE(tickets[step - 1 - c.max_in_flight].wait().ok());
@@ -567,13 +591,7 @@ TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrit
       fill(ts.s, dev, n, -1.0);  // canary: overwrites right away, must run after the copies
     }
     for (auto& t : tickets) ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
-    for (int step = 1; step <= kSteps; ++step) {
-      CUDA_OK(cudaMemsetAsync(dev, 0xff, bytes, ts.s));  // poison: restart must write every byte
-      Status st = rt.restart(step, ts.s);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      CUDA_OK(cudaStreamSynchronize(ts.s));
-      EXPECT_EQ(count_bad(dev, n, 1000.0 * step), 0u) << "step " << step;
-    }
+    expect_every_step_restores(rt, ts.s, dev, n);
   }
   CUDA_OK(cudaFree(dev));
 }
@@ -614,31 +632,18 @@ TEST_P(BackToBack, EveryCheckpointHoldsItsOwnData) {
   TestStream ts(c.stream);
   double* dev = nullptr;
   CUDA_OK(cudaMalloc(&dev, bytes));
-  constexpr int kSteps = 4;
-  Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 4 << 20;
-  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
-  o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
-  o.max_in_flight = c.max_in_flight;
-  o.keep = kSteps;
   {
-    Runtime rt(MPI_COMM_WORLD, o);
+    Runtime rt(MPI_COMM_WORLD, canary_options(c, bytes, 4 << 20));
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
     std::vector<Ticket> tickets;
-    for (int step = 1; step <= kSteps; ++step) {
+    for (int step = 1; step <= kCanarySteps; ++step) {
       fill(ts.s, dev, n, 1000.0 * step);  // no slow producer: the previous capture's copies still run
       tickets.push_back(rt.checkpoint(step, ts.s));
     }
     fill(ts.s, dev, n, -1.0);
     for (auto& t : tickets) ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
-    for (int step = kSteps; step >= 1; --step) {
-      CUDA_OK(cudaMemsetAsync(dev, 0xff, bytes, ts.s));  // poison: restart must write every byte
-      Status st = rt.restart(step, ts.s);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      CUDA_OK(cudaStreamSynchronize(ts.s));
-      EXPECT_EQ(count_bad(dev, n, 1000.0 * step), 0u) << "step " << step;
-    }
+    expect_every_step_restores(rt, ts.s, dev, n);
   }
   CUDA_OK(cudaFree(dev));
 }
@@ -800,10 +805,7 @@ TEST(CudaRuntime, ASourceThatShrinksAndGrowsFreesNoStagingInsideCheckpoint) {
       EXPECT_EQ(frees(), before) << "checkpoint " << step << " (" << c << " elements) freed staging memory";
       ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
     }
-    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
-    ASSERT_TRUE(rt.restart(step, s).ok());
-    CUDA_OK(cudaStreamSynchronize(s));
-    EXPECT_EQ(count_bad(dev, n, 10.0 * step), 0u);
+    EXPECT_EQ(bad_after_restart(rt, step, s, dev, n, 10.0 * step), 0u);
   }
   CUDA_OK(cudaFree(dev));
   CUDA_OK(cudaStreamDestroy(s));
@@ -852,10 +854,7 @@ TEST_P(CoalesceBackToBack, NoCheckpointCallWaitsForASupersededCapturesD2H) {
     EXPECT_GE(superseded, 1) << "no capture was superseded: the test checked nothing";
     EXPECT_TRUE(tickets.back().wait().ok());
     ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 0);
-    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
-    ASSERT_TRUE(rt.restart(3, s).ok());
-    CUDA_OK(cudaStreamSynchronize(s));
-    EXPECT_EQ(count_bad(dev, n, 300.0), 0u);
+    EXPECT_EQ(bad_after_restart(rt, 3, s, dev, n, 300.0), 0u);
   }
   CUDA_OK(cudaFree(dev));
   CUDA_OK(cudaStreamDestroy(s));
@@ -942,19 +941,13 @@ TEST_P(FailedFence, TheChunksCopiesAreDrainedBeforeItIsReusedOrFreed) {
     EXPECT_FALSE(st.ok());
     EXPECT_NE(st.message().find("cudaEventRecord"), std::string::npos) << st.to_string();
     if (!GetParam().drain_fails) {
-      CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
-      ASSERT_TRUE(rt.restart(1, s).ok());
-      CUDA_OK(cudaStreamSynchronize(s));
-      EXPECT_EQ(count_bad(dev, n, 1.0), 0u) << "the failed checkpoint's copy landed in the restart's data";
+      EXPECT_EQ(bad_after_restart(rt, 1, s, dev, n, 1.0), 0u) << "the failed checkpoint's copy landed in the restart's data";
     }
   }  // drain_fails: the Runtime goes at once, its pool with the retired chunk, the D2H still queued
   if (GetParam().drain_fails) {
-    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
-    ASSERT_TRUE(rt.restart(1, s).ok());
-    CUDA_OK(cudaStreamSynchronize(s));
-    EXPECT_EQ(count_bad(dev, n, 1.0), 0u);
+    EXPECT_EQ(bad_after_restart(rt, 1, s, dev, n, 1.0), 0u);
   }
   CUDA_OK(cudaFree(dev));
   CUDA_OK(cudaStreamDestroy(s));
