@@ -863,6 +863,58 @@ INSTANTIATE_TEST_SUITE_P(DoubleBuffer, CoalesceBackToBack, ::testing::Values("of
 #endif
 
 #if CKPT_HAVE_SIMGPU
+// What the device does without what it would like: no GPU at all (the simulated device reports none:
+// unavailable, the host device instead), no memory pools (automatic double buffering stays direct), no
+// room for the automatic spare (its allocation fails: direct, the cap halved, the smaller spare used).
+// Every checkpoint exact.
+TEST(CudaDevice, WithoutADeviceMemoryPoolsOrRoomForTheSpare) {
+  {
+    ckpt::test::SimReset reset;
+    ckpt::simgpu::set_device_count(0);
+    auto d = detail::make_cuda_device();
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), Code::unavailable) << d.status().to_string();
+    auto fallback = detail::make_default_device();
+    ASSERT_TRUE(fallback.ok()) << fallback.status().to_string();
+    EXPECT_STREQ(fallback.value()->name(), "host");
+  }
+  constexpr std::size_t n = 1 << 18, bytes = n * sizeof(double);
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, bytes));
+  for (const bool pools : {false, true}) {
+    ckpt::test::SimReset reset;
+    ckpt::simgpu::set_memory_pools_supported(pools);
+    // With pools: less free device memory than the spare wants (the region), so its allocation fails.
+    if (pools) ckpt::simgpu::set_device_memory(bytes + bytes / 2);
+    Options o = options_for(ckpt::test::scratch_dir() + (pools ? "/full" : "/nopools"));
+    o.gpu_double_buffer = Options::DoubleBuffer::automatic;
+    o.gpu_spare_bytes = bytes;
+    o.keep = 3;
+    const long spares = ckpt::simgpu::calls("cudaMallocAsync");
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    for (int step = 1; step <= 3; ++step) {
+      fill(s, dev, n, 1000.0 * step, kSlow);
+      Ticket t = rt.checkpoint(step, s);
+      fill(s, dev, n, -1.0);
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    }
+    // Without pools the spare is never asked for. Without room for the region's size it is asked for
+    // that (which fails), then for the halved cap, which fits: then half the region goes through it.
+    EXPECT_EQ(ckpt::simgpu::calls("cudaMallocAsync") - spares, pools ? 2 : 0);
+    for (int step = 1; step <= 3; ++step)
+      EXPECT_EQ(bad_after_restart(rt, step, s, dev, n, 1000.0 * step), 0u) << "step " << step;
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+#endif
+
+#if CKPT_HAVE_SIMGPU
 // restart() returns once its H2D copies landed: its two bounce chunks go back to the pool then, and the
 // next checkpoint gets them first (the pool is LIFO) and copies host regions into them at once. Every
 // H2D copy takes 50 ms here, so a restart that returned earlier has its last copy read the next
