@@ -2,7 +2,9 @@
 // restart into device memory, optional device-side double buffering. Written against the CUDA runtime
 // API; gpu_runtime.hpp (the only header that includes cuda_runtime.h or hip_runtime_api.h) maps every
 // name to HIP in a HIP build, so this one file is the CUDA device (nvcc, CKPT_HAVE_CUDA) and the HIP
-// device (the host compiler against HIP's headers, CKPT_HAVE_HIP). How the streams and events fit
+// device (the host compiler against HIP's headers, CKPT_HAVE_HIP); in the tests' simulated build
+// (CKPT_HAVE_SIMGPU) the host compiler builds it, as it is, against gpu/sim's CPU runtime, and every
+// wait below is one that tests/gpu/mutants.sh removes in turn. How the streams and events fit
 // together is in docs/gpu.md; the decisions that need no GPU (stream checks, spare placement and
 // sizing, row batching) are in plan.hpp.
 //

@@ -1,7 +1,8 @@
 /// \file device.hpp
 /// The seam between the pipeline and memory (internal). One implementation per memory system: the host
 /// device (always built, a full peer) and the GPU device (cuda_device.cu: the CUDA device when
-/// CKPT_HAVE_CUDA, the HIP device, from the same source, when CKPT_HAVE_HIP).
+/// CKPT_HAVE_CUDA, the HIP device, from the same source, when CKPT_HAVE_HIP, and the simulated device
+/// of the tests when CKPT_HAVE_SIMGPU).
 #ifndef CKPT_GPU_DEVICE_HPP
 #define CKPT_GPU_DEVICE_HPP
 
