@@ -1,4 +1,4 @@
-// The `ckpt` command line: ls, verify, diff, convert. See docs/cli.md.
+// The `ckpt` command line: ls, verify, diff, convert, options, report. See docs/cli.md.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -58,6 +58,13 @@ int main(int argc, char** argv) {
   c_convert->add_option("-o,--output", convert.output, "the HDF5 file to write")->required();
   c_convert->add_flag("-f,--force", convert.force, "overwrite the output file if it exists");
 
+  std::string options_config;
+  bool options_markdown = false;
+  auto* c_options = app.add_subcommand(
+      "options", "Print the options a Runtime would be given here (defaults < --config FILE < CKPT_* variables) as YAML");
+  c_options->add_option("--config", options_config, "a YAML options file, as Options::load reads it");
+  c_options->add_flag("--markdown", options_markdown, "print the table of every option (docs/options.md) instead");
+
   std::string report_run, report_out, report_nvtx;
   auto* c_report = app.add_subcommand(
       "report",
@@ -86,6 +93,17 @@ int main(int argc, char** argv) {
   if (c_verify->parsed()) return run_verify(verify);
   if (c_diff->parsed()) return run_diff(diff);
   if (c_convert->parsed()) return run_convert(convert);
+  if (c_options->parsed()) {
+    if (options_markdown) {
+      std::fputs(ckpt::options_markdown().c_str(), stdout);
+      return kExitOk;
+    }
+    ckpt::Options o = options_config.empty() ? ckpt::Options() : ckpt::Options::load(options_config);
+    for (const auto& w : o.warnings) std::fprintf(stderr, "ckpt options: warning: %s\n", w.c_str());
+    if (!o.error.ok()) return fail("options", o.error.to_string());
+    std::fputs(o.to_yaml().c_str(), stdout);
+    return kExitOk;
+  }
   if (c_report->parsed()) {
     if (report_run.empty() && report_nvtx.empty())
       return fail("report", "give RUN (a CKPT_TRACE directory), --nvtx, or both");

@@ -94,6 +94,7 @@ void RuntimeImpl::write_trace_and_summary() {
 
   std::ostringstream js, table;
   js << "{\n  \"ranks\": " << m_size << ",\n  \"transport\": " << json_string(m_committer->transport_names())
+     << ",\n  \"options\": " << json_string(m_cfg.describe())  // rank 0's resolved options (YAML)
      << ",\n  \"checkpoints\": [";
   char line[512];
   std::snprintf(line, sizeof line, "%8s %10s %12s %12s %11s %11s %12s %10s %6s %5s\n", "step", "MiB", "blocked max",

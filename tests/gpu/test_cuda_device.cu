@@ -367,7 +367,8 @@ TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrit
   Options o = options_for(ckpt::test::scratch_dir());
   o.chunk_bytes = 16 << 20;
   o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
-  o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  const auto spare = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  o.gpu_spare_bytes = spare > 0 ? ckpt::AutoBytes(spare) : ckpt::AutoBytes();  // 0: auto's own cap
   o.max_in_flight = c.max_in_flight;
   constexpr int kSteps = 4;
   {
@@ -415,7 +416,7 @@ TEST(CudaRuntime, OneGiBThroughAFourChunkPool) {
   CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
   Options o = options_for(ckpt::test::scratch_dir());
   o.chunk_bytes = 16 << 20;
-  o.pool_bytes = 4 * o.chunk_bytes;  // the capture streams: checkpoint() waits for chunks to be written
+  o.pool_bytes = 4 * *o.chunk_bytes;  // the capture streams: checkpoint() waits for chunks to be written
   {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
@@ -423,7 +424,7 @@ TEST(CudaRuntime, OneGiBThroughAFourChunkPool) {
     Ticket t = rt.checkpoint(1, s);
     fill(s, dev, n, -1.0);
     ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
-    EXPECT_EQ(t.stats().staging_bytes, 4u * o.chunk_bytes);
+    EXPECT_EQ(t.stats().staging_bytes, 4u * *o.chunk_bytes);
     CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
     ASSERT_TRUE(rt.restart(1, s).ok());
     CUDA_OK(cudaStreamSynchronize(s));
