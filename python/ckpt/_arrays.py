@@ -14,6 +14,7 @@ contiguous rows, and the C API has no memory selection (strides) to describe any
 
 import ctypes
 import os
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -87,7 +88,8 @@ def _contiguous(shape, strides, itemsize):
 
 
 def _numpy(a, what):
-    if isinstance(a, np.ma.MaskedArray):
+    ma = sys.modules.get("numpy.ma")  # not imported: no masked array exists (importing it costs 0.1 s)
+    if ma is not None and isinstance(a, ma.MaskedArray):
         raise error("invalid_argument", f"{what}: a masked array; protect its .data and .mask as two arrays")
     if not a.flags.c_contiguous:
         raise error("invalid_argument",

@@ -99,19 +99,14 @@ class _Region:
 _getrefcount = getattr(sys, "getrefcount", None)  # CPython; elsewhere checkpoint() checks nothing
 
 
-class _Probe:
-    __slots__ = ("obj",)
+def _map_refs():
+    """What `map(_getrefcount, objs)` counts for each object beyond the references held elsewhere (the
+    iteration's own: 1 in CPython up to 3.13), measured on the same expression."""
+    objs = [object()]  # held by the list only
+    return next(map(_getrefcount, objs)) - 1
 
 
-def _call_refs():
-    """What `_getrefcount(r.obj)` counts beyond the references held elsewhere (its argument: 1 in CPython
-    up to 3.13), measured on the same expression."""
-    p = _Probe()
-    p.obj = object()  # held by p.obj only
-    return _getrefcount(p.obj) - 1
-
-
-_CALL_REFS = _call_refs() if _getrefcount else 0
+_MAP_REFS = _map_refs() if _getrefcount else 0
 
 
 def _owns_memory(obj):
@@ -179,7 +174,9 @@ class Runtime:
                                              text.encode() if text else None, ctypes.byref(h)))
         self._h = h
         self._regions = {}  # name -> _Region, in protect() order
-        self._watched = []  # regions whose holding checkpoint() checks
+        # The regions whose holding checkpoint() checks; for speed (one pass in C over them), their
+        # objects and the reference count at or below which nothing but this Runtime holds each one.
+        self._watched, self._watch_objs, self._watch_limits = [], [], []
         self._abandoned = False
         r, n, dev = ctypes.c_int(), ctypes.c_int(), ctypes.c_char_p()
         check(lib.ckpt_rank(h, ctypes.byref(r)))
@@ -282,7 +279,9 @@ class Runtime:
         del old, mem
         if r.watched:
             self._watched.append(r)
+        self._watch_objs = [x.obj for x in self._watched]
         r.our_refs = (_getrefcount(array) if _getrefcount else 0) - before  # what this Runtime holds
+        self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
         return array
 
     def _check_device(self, name, mem, what):
@@ -356,6 +355,8 @@ class Runtime:
         r = self._regions.pop(name, None)
         if r is not None and r.watched:
             self._watched.remove(r)
+            self._watch_objs = [x.obj for x in self._watched]
+            self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
 
     def set_optional(self, name, optional=True):
         """Marks region `name` optional (or not): a restart from a checkpoint without it leaves it as it is."""
@@ -389,9 +390,10 @@ class Runtime:
         if h is None:
             self._handle(f"checkpoint({step})")
         step = operator.index(step)
-        for r in self._watched:
-            if _getrefcount(r.obj) - _CALL_REFS <= r.our_refs:  # nothing but this Runtime holds it
-                raise _stale(self._regions, r, step)
+        if self._watch_objs and any(map(operator.le, map(_getrefcount, self._watch_objs), self._watch_limits)):
+            for r, n, limit in zip(self._watched, map(_getrefcount, self._watch_objs), self._watch_limits):
+                if n <= limit:  # nothing but this Runtime holds it
+                    raise _stale(self._regions, r, step)
         s = _arrays.stream_handle(stream, f"checkpoint({step})") if stream is not None else None
         t = _P()
         rc = lib.ckpt_checkpoint(h, step, s, ctypes.byref(t))
@@ -457,7 +459,7 @@ class Runtime:
             failure = exception(rc) if rc != 0 else None
         finally:
             lib.ckpt_free(h)  # no collective left: ckpt_close ran
-            self._regions, self._watched = {}, []
+            self._regions, self._watched, self._watch_objs, self._watch_limits = {}, [], [], []
             if self in _open_runtimes:
                 _open_runtimes.remove(self)
         if failure is not None:
