@@ -51,15 +51,9 @@ int main(int argc, char** argv) {
   snprintf(from_text, sizeof from_text, "%s/text", base);
   snprintf(from_env, sizeof from_env, "%s/env", base);
   if (g_rank == 0) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", base, base);
-    CHECK(system(cmd) == 0);
-    FILE* f = fopen(yaml, "w");
-    CHECK(f != NULL);
-    if (f != NULL) {
-      fprintf(f, "dir: %s\nkeep: 5\nfsync: false\n", from_file);
-      fclose(f);
-    }
+    fresh_dir(base);
+    snprintf(text, sizeof text, "dir: %s\nkeep: 5\nfsync: false\n", from_file);
+    write_text(yaml, text);
   }
   MPI_Barrier(MPI_COMM_WORLD);
 
