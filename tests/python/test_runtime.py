@@ -548,6 +548,28 @@ def test_processes_that_disagree(scratch):
         agree(rt.checkpoint(13).wait() and b[0] == 1.0 and g.shape == (2, 3), "usable afterwards")
 
 
+@pytest.mark.parametrize("differs", ["kind", "dtype", "global_shape"])
+def test_processes_that_register_a_name_differently(scratch, differs):
+    if size == 1:
+        pytest.skip("needs two processes to disagree")
+    rt = runtime(scratch)
+    first = rank == 0
+    if differs == "kind":  # a box of a global array on rank 0, a local array elsewhere
+        x = rt.protect("x", np.zeros(4), global_shape=(4 * size,), start=(4 * rank,)) if first else \
+            rt.protect("x", np.zeros(4))
+    elif differs == "dtype":
+        x = rt.protect("x", np.zeros(4, np.float64 if first else np.float32), global_shape=(4 * size,),
+                       start=(4 * rank,))
+    else:
+        x = rt.protect("x", np.zeros(4), global_shape=(4 * size + first,), start=(4 * rank,))
+    kind, msg = outcome(lambda: rt.checkpoint(1).wait())
+    agree(kind == "InvalidArgumentError" and "'x' is registered differently" in msg, f"{differs}: {kind}: {msg}")
+    agree(rt.latest() is None and x.size == 4, "nothing committed")
+    # close() reports the Runtime's first failure again, as ckpt_close does, and closes anyway.
+    kind, msg = outcome(rt.close)
+    agree(kind == "InvalidArgumentError" and rt.closed, f"close(): {kind}: {msg}")
+
+
 def test_context_manager_and_exceptions(scratch):
     with runtime(scratch) as rt:
         rt.protect("x", np.zeros(2))
