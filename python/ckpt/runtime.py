@@ -28,6 +28,8 @@ import os
 import sys
 from collections import namedtuple
 
+import numpy as np
+
 from . import _arrays
 from ._lib import CheckpointStatsC, PreconditionError, check, error, exception, lib, u64_array
 
@@ -110,9 +112,16 @@ _MAP_REFS = _map_refs() if _getrefcount else 0
 
 
 def _owns_memory(obj):
-    """Whether `obj` is not a view of another array (numpy/CuPy .base, PyTorch ._base): then nothing but it
-    can reach its memory, and holding no reference to it means the application cannot update it."""
-    return getattr(obj, "base", None) is None and getattr(obj, "_base", None) is None
+    """Whether `obj` is known not to be a view of other memory: then nothing but it reaches its memory, and
+    no reference to it outside the Runtime means the application cannot update it. Known for numpy and
+    CuPy arrays (.base is None). Not for other producers: numba's slices and PyTorch's detach() share
+    memory with no reliable mark, and a false alarm would refuse a valid checkpoint, so they are not
+    checked."""
+    if isinstance(obj, np.ndarray):
+        return obj.base is None
+    if type(obj).__module__.partition(".")[0] == "cupy":
+        return getattr(obj, "base", None) is None
+    return False
 
 
 def _ints(values, what, name):

@@ -350,16 +350,21 @@ def test_lifetimes(scratch):
     with pytest.raises(ckpt.InvalidArgumentError, match="joined"):
         rt.protect("u", v, joined=True)
     rt.checkpoint(6).wait()  # still usable after the refusals
+    # Arrays of other producers are not checked (their views carry no mark to trust): no false alarm.
+    rt.protect("unchecked", FakeDLPackArray(np.zeros(3)))
+    rt.checkpoint(7).wait()
+    rt.unprotect("unchecked")
     # A DLPack capsule is kept, unconsumed, while protected and released with the array.
     f = FakeDLPackArray(np.zeros(4))
     rt.protect("dev", f)
     agree(f.live_exports() == 1, "the capsule is held")
-    rt.checkpoint(7).wait()
+    rt.checkpoint(8).wait()
     rt.protect("dev", f)  # replaced by a new export of the same array
     gc.collect()
     agree(f.live_exports() == 1 and len(f.exports) == 2, "the old capsule was released")
     g = FakeDLPackArray(np.zeros(4))
     rt.protect("dev2", g)
+    rt.checkpoint(9).wait()
     rt.close()
     gc.collect()
     agree(f.live_exports() == 0 and g.live_exports() == 0, "close() releases every capsule")
