@@ -165,6 +165,8 @@ class Runtime:
         self._h = None
         if comm is None:
             comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+            raise error("invalid_argument", f"Runtime: comm must be an mpi4py communicator, not {comm!r}")
         if isinstance(options, (str, bytes, os.PathLike)):
             if config is not None:
                 raise error("invalid_argument", "Runtime: options is a path and config is given too; pass the "

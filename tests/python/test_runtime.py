@@ -244,6 +244,9 @@ def test_options_dict_file_environment(scratch):
     agree(kind == "InvalidArgumentError", "a path twice")
     kind, _ = outcome(lambda: ckpt.Runtime(comm, [("dir", "x")]))
     agree(kind == "InvalidArgumentError", "options of the wrong type")
+    for bad_comm in (MPI.COMM_NULL, "world"):
+        with pytest.raises(ckpt.InvalidArgumentError, match="communicator"):
+            ckpt.Runtime(bad_comm, {"dir": f"{scratch}/x"})
     # A sub-communicator: one Runtime per half, each its own directory.
     half = comm.Split(rank % 2, rank)
     with ckpt.Runtime(half, {"dir": f"{scratch}/half{rank % 2}", "fsync": False}) as rt:
