@@ -16,7 +16,8 @@ async, sync, hdf5-sync), finegrain (seed 000: a checkpoint after every ~4 ms ste
 MiB per rank: none, ckpt wait/coalesce with fsync on and off, the same with layout series keeping every
 step (and durable only at the end), ADIOS2 BP5 appending steps), levels
 (issue 19: node-local level in /dev/shm and drain vs a global directory throttled by perf/slowfs.c),
-model (rbIO eq. 6, Young/Daly for large machines, one level and two), plots.
+py_overhead (issue 37: the Python package's checkpoint() and protect() against C++'s, 64 MiB and 100 small
+arrays per rank), model (rbIO eq. 6, Young/Daly for large machines, one level and two), plots.
 """
 import argparse
 import os
@@ -49,6 +50,9 @@ def steps(b, out, scratch, size):
                                "--locals", "1000,10000,40000", "--bytes", "16M,64M,256M", "--dir", f"{scratch}/growth", "--csv",
                                f"{out}/growth_{n}.csv"], {})
         for n in (1, 2, 4)
+    ] + [
+        ("py_overhead", [sys.executable, f"{HERE}/py_overhead.py", "--build", b, "--ranks", "2", "--rounds", "3",
+                         "--repeats", "30", "--dir", f"{scratch}/py_overhead", "--csv", f"{out}/py_overhead.csv"], {}),
     ] + [
         ("overlap", mpi + ["-n", "1", f"{b}/perf/overlap", "--bytes", "64M", "--every", "5", "--steps", "40",
                            "--reps", "3", "--dir", f"{scratch}/overlap", "--csv", f"{out}/overlap.csv"], {}),

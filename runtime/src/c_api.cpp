@@ -178,12 +178,14 @@ ckpt::Status wait_unclaimed(ckpt_runtime* rt) {
   return first;
 }
 
-int create(MPI_Comm comm, const char* config, ckpt_runtime** out) noexcept {
+/// `options`: the YAML text of ckpt_create_handle_options, or NULL.
+int create(MPI_Comm comm, const char* config, const char* options, ckpt_runtime** out) noexcept {
   return guard(nullptr, [&]() -> ckpt::Status {
     if (out == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_create: out is NULL");
     *out = nullptr;
-    ckpt::Options opts;
-    if (config != nullptr && config[0] != '\0') opts = ckpt::Options::load(config);
+    // Defaults < the file < the text < CKPT_*; an error is kept in opts, and the Runtime's constructor
+    // reports it on every rank (a file missing on one node must not leave the others waiting).
+    const ckpt::Options opts = ckpt::Options::load(config != nullptr ? config : "", options != nullptr ? options : "");
     auto h = std::make_unique<ckpt_runtime>();
     h->rt = std::make_unique<ckpt::Runtime>(comm, opts);
     ckpt::Status st = h->rt->status();  // agreed by every rank
@@ -207,13 +209,7 @@ const char* ckpt_code_name(int code) {
 const char* ckpt_last_error(void) { return t_last_error.c_str(); }
 
 int ckpt_create_handle(const void* comm, size_t comm_size, const char* config, ckpt_runtime** out) {
-  if (out != nullptr) *out = nullptr;
-  if (comm == nullptr || comm_size != sizeof(MPI_Comm))
-    return fail(ckpt::Code::invalid_argument,
-                "ckpt_create: the communicator handle is not an MPI_Comm of the MPI library ckpt was built with");
-  MPI_Comm c;
-  std::memcpy(&c, comm, sizeof c);
-  return create(c, config, out);
+  return ckpt_create_handle_options(comm, comm_size, config, nullptr, out);
 }
 
 int ckpt_create_fortran(int fortran_comm, const char* config, ckpt_runtime** out) {
@@ -222,7 +218,7 @@ int ckpt_create_fortran(int fortran_comm, const char* config, ckpt_runtime** out
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized) return fail(ckpt::Code::failed_precondition, "ckpt_create: MPI is not initialised");
-  return create(MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm)), config, out);
+  return create(MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm)), config, nullptr, out);
 }
 
 void ckpt_free(ckpt_runtime* rt) {
@@ -493,21 +489,47 @@ int ckpt_latest(ckpt_runtime* rt, int64_t* step) {
   });
 }
 
-int ckpt_restart_step(ckpt_runtime* rt, int64_t step) {
+int ckpt_restart_step(ckpt_runtime* rt, int64_t step) { return ckpt_restart_step_stream(rt, step, nullptr); }
+
+int ckpt_restart(ckpt_runtime* rt, int64_t* step) { return ckpt_restart_stream(rt, nullptr, step); }
+
+// ---- for language bindings: options as text, restart on a stream, the device ------------------------
+
+int ckpt_create_handle_options(const void* comm, size_t comm_size, const char* config, const char* options,
+                               ckpt_runtime** out) {
+  if (out != nullptr) *out = nullptr;
+  if (comm == nullptr || comm_size != sizeof(MPI_Comm))
+    return fail(ckpt::Code::invalid_argument,
+                "ckpt_create: the communicator handle is not an MPI_Comm of the MPI library ckpt was built with");
+  MPI_Comm c;
+  std::memcpy(&c, comm, sizeof c);
+  return create(c, config, options, out);
+}
+
+int ckpt_restart_step_stream(ckpt_runtime* rt, int64_t step, void* stream) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
-    return rt->rt->restart(step);
+    return rt->rt->restart(step, stream);
   });
 }
 
-int ckpt_restart(ckpt_runtime* rt, int64_t* step) {
+int ckpt_restart_stream(ckpt_runtime* rt, void* stream, int64_t* step) {
   if (step != nullptr) *step = -1;
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
     if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_restart: step is NULL");
-    ckpt::Result<std::int64_t> r = rt->rt->restart();
+    ckpt::Result<std::int64_t> r = rt->rt->restart_newest(stream);
     if (!r.ok()) return r.status();
     *step = *r;
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_device_name(const ckpt_runtime* rt, const char** name) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (name == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_device_name: name is NULL");
+    *name = rt->rt->device_name();
     return ckpt::Status::OK();
   });
 }

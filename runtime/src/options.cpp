@@ -654,19 +654,19 @@ Result<std::string> read_config(const std::string& path) {
   return text;
 }
 
-Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
+Status apply_yaml(Options& o, const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) return Status();
   if (!root.IsMap())
-    return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
+    return Status(Code::invalid_argument, origin + ": top level must be a map of options");
   std::vector<std::string> seen;
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("<not a string>");
     // A key given twice: which one wins would be the parser's accident.
     if (std::find(seen.begin(), seen.end(), key) != seen.end())
-      return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' is set twice");
+      return Status(Code::invalid_argument, origin + ": key '" + key + "' is set twice");
     seen.push_back(key);
     if (key == "groups") {
-      CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context("config file " + path));
+      CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context(origin));
       continue;
     }
     const detail::OptionRow* row = detail::find_option(key);
@@ -674,7 +674,7 @@ Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
       std::vector<std::string> keys;
       for (auto& r : option_rows()) keys.push_back(r.key);
       const std::string guess = nearest(key, keys);
-      return Status(Code::invalid_argument, "config file " + path + ": unknown key '" + key + "'" +
+      return Status(Code::invalid_argument, origin + ": unknown key '" + key + "'" +
                                                 (guess.empty() ? "" : " (did you mean '" + guess + "'?)") +
                                                 " (known: " + known_keys() + ")");
     }
@@ -682,10 +682,10 @@ Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
       std::string flat;
       for (auto h = it->second.begin(); h != it->second.end(); ++h) {
         if (!h->first.IsScalar() || !h->second.IsScalar())
-          return Status(Code::invalid_argument, "config file " + path + ": mpiio_hints entries must be key: value");
+          return Status(Code::invalid_argument, origin + ": mpiio_hints entries must be key: value");
         flat += (flat.empty() ? "" : ",") + h->first.Scalar() + "=" + h->second.Scalar();
       }
-      CKPT_RETURN_IF_ERROR(row->set(o, flat).with_context("config file " + path));
+      CKPT_RETURN_IF_ERROR(row->set(o, flat).with_context(origin));
       continue;
     }
     if (it->second.IsNull()) {
@@ -693,44 +693,67 @@ Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
       // an option takes one (local_dir, trace: off), else an error that says how to write the word.
       Status s = row->set(o, "");
       if (s.ok()) continue;
-      return Status(Code::invalid_argument, "config file " + path + ": key '" + key +
+      return Status(Code::invalid_argument, origin + ": key '" + key +
                                                 "' has no value (YAML reads null and ~ as no value; quote a value "
                                                 "that is the word: " +
                                                 key + ": \"null\")");
     }
     if (!it->second.IsScalar())
-      return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' needs a single value");
+      return Status(Code::invalid_argument, origin + ": key '" + key + "' needs a single value");
     Status s = row->set(o, it->second.Scalar());
-    if (!s.ok()) return s.with_context("config file " + path);
+    if (!s.ok()) return s.with_context(origin);
   }
   return Status();
 }
-}  // namespace
 
-Result<Options> Options::try_load(const std::string& path) {
-  Options o = defaults();
-  auto text = read_config(path);
-  if (!text.ok()) return text.status();
+/// Applies the YAML map `text` on top of `o`; `origin` ("config file <path>", "options") names it in errors.
+Status apply_yaml_text(Options& o, const std::string& text, const std::string& origin) {
   // yaml-cpp reports malformed input (and some conversions) by throwing: nothing may escape.
   try {
-    const YAML::Node root = YAML::Load(text.value());
-    CKPT_RETURN_IF_ERROR(apply_yaml(o, root, path));
+    return apply_yaml(o, YAML::Load(text), origin);
   } catch (const YAML::Exception& e) {
-    return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
+    return Status(Code::invalid_argument, origin + ": " + e.what());
   } catch (const std::exception& e) {
-    return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
+    return Status(Code::invalid_argument, origin + ": " + e.what());
   }
-  CKPT_RETURN_IF_ERROR(o.validate().with_context("config file " + path));
+}
+
+/// Defaults < the file at *path (none when path is null) < the YAML map `yaml` (none when empty) < CKPT_*.
+Result<Options> load_layers(const std::string* path, const std::string& yaml) {
+  Options o = Options::defaults();
+  std::string origin;
+  if (path != nullptr) {
+    auto text = read_config(*path);
+    if (!text.ok()) return text.status();
+    origin = "config file " + *path;
+    CKPT_RETURN_IF_ERROR(apply_yaml_text(o, text.value(), origin));
+  }
+  if (!yaml.empty()) {
+    CKPT_RETURN_IF_ERROR(apply_yaml_text(o, yaml, "options"));
+    origin += origin.empty() ? "options" : " and options";
+  }
+  if (!origin.empty()) CKPT_RETURN_IF_ERROR(o.validate().with_context(origin));
   CKPT_RETURN_IF_ERROR(o.apply_env());
   return o;
 }
 
-Options Options::load(const std::string& path) {
-  auto r = try_load(path);
-  if (r.ok()) return r.value();
-  Options o = defaults();
+/// The options of `r`, or the defaults with r's error recorded.
+Options or_error(Result<Options> r) {
+  if (r.ok()) return std::move(r).value();
+  Options o = Options::defaults();
   o.error = r.status();
   return o;
 }
+}  // namespace
+
+Result<Options> Options::try_load(const std::string& path) { return load_layers(&path, ""); }
+
+Result<Options> Options::try_load(const std::string& path, const std::string& yaml) {
+  return load_layers(path.empty() ? nullptr : &path, yaml);
+}
+
+Options Options::load(const std::string& path) { return or_error(try_load(path)); }
+
+Options Options::load(const std::string& path, const std::string& yaml) { return or_error(try_load(path, yaml)); }
 
 }  // namespace ckpt

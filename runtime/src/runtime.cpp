@@ -138,6 +138,7 @@ Ticket Runtime::checkpoint(std::int64_t step, void* stream) { return m_impl->che
 Status Runtime::wait_all() { return m_impl->wait_all(); }
 Status Runtime::poll() { return m_impl->poll(); }
 bool Runtime::funneled() const { return m_impl->funneled(); }
+const char* Runtime::device_name() const { return m_impl->device_name(); }
 std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
@@ -418,6 +419,8 @@ Status RuntimeImpl::make_node_level() {
 void RuntimeImpl::wait_drains() {
   if (m_drainer) (void)m_drainer->wait_idle(false);
 }
+
+const char* RuntimeImpl::device_name() const { return m_device ? m_device->name() : "none"; }
 
 const std::string& RuntimeImpl::restart_level() const {
   static const std::string none;

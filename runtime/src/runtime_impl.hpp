@@ -70,6 +70,7 @@ class RuntimeImpl {
   Result<std::int64_t> restart_newest(void* stream);
   Result<CheckpointReader> inspect(std::int64_t step);
   const std::string& restart_level() const;
+  const char* device_name() const;
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name);
   Status close();
   /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.

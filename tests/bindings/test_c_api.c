@@ -49,21 +49,11 @@ int main(int argc, char** argv) {
   snprintf(yaml, sizeof yaml, "%s.yaml", dir);
   snprintf(bad_yaml, sizeof bad_yaml, "%s.bad.yaml", dir);
   if (g_rank == 0) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-    CHECK(system(cmd) == 0);
-    FILE* f = fopen(yaml, "w");
-    CHECK(f != NULL);
-    if (f != NULL) {
-      fprintf(f, "dir: %s\nkeep: 3\nfsync: false\n", dir);
-      fclose(f);
-    }
-    f = fopen(bad_yaml, "w");
-    CHECK(f != NULL);
-    if (f != NULL) {
-      fprintf(f, "no_such_option: 1\n");
-      fclose(f);
-    }
+    char text[700];
+    fresh_dir(dir);
+    snprintf(text, sizeof text, "dir: %s\nkeep: 3\nfsync: false\n", dir);
+    write_text(yaml, text);
+    write_text(bad_yaml, "no_such_option: 1\n");
   }
   MPI_Barrier(MPI_COMM_WORLD);
 

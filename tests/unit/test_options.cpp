@@ -55,6 +55,38 @@ TEST(Options, YamlThenEnvironment) {
   EXPECT_FALSE(r->fsync);
 }
 
+// Options as YAML text (ckpt_create_handle_options; the Python package's dict as JSON): file < text < CKPT_*.
+TEST(Options, YamlTextBetweenFileAndEnvironment) {
+  auto dir = test::scratch_dir();
+  auto p = write_yaml(dir, "dir: /tmp/x\nkeep: 5\npool_bytes: 64M\n");
+  ::setenv("CKPT_POOL_BYTES", "32M", 1);
+  auto r = Options::try_load(p, R"({"keep": 3, "fsync": false, "mpiio_hints": {"cb_nodes": 2}})");
+  ::unsetenv("CKPT_POOL_BYTES");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->dir, "/tmp/x") << "from the file";
+  EXPECT_EQ(r->keep, 3) << "the text over the file";
+  EXPECT_FALSE(r->fsync);
+  EXPECT_EQ(r->mpiio_hints, "cb_nodes=2");
+  EXPECT_EQ(r->pool_bytes, 32u << 20) << "the environment over both";
+  auto t = Options::try_load("", "transport: \"null\"\n");  // no file: the text alone (a quoted null)
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->transport, "null");
+  EXPECT_EQ(t->keep, Options::defaults().keep);
+  // Errors name "options" (not a file), the key, and are kept by load() for the Runtime to agree on.
+  auto bad = Options::try_load("", R"({"kepp": 3})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("options: unknown key 'kepp'"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(Options::try_load("", "{\"keep\": 0}").ok()) << "validated";
+  EXPECT_FALSE(Options::try_load("", "[1, 2]").ok()) << "not a map";
+  EXPECT_FALSE(Options::try_load("", "{\"dir\": ").ok()) << "malformed";
+  EXPECT_FALSE(Options::load(p, "{\"keep\": -1}").error.ok());
+  EXPECT_EQ(Options::try_load(dir + "/missing.yaml", "{}").status().code(), Code::not_found) << "the file's error";
+  // A layer may fix what another one breaks: validated once, after both.
+  auto p2 = write_yaml(dir, "pool_bytes: 8K\nchunk_bytes: 8K\n");
+  EXPECT_TRUE(Options::try_load(p2, "{\"pool_bytes\": \"16K\"}").ok());
+  EXPECT_EQ(Options::try_load("").status().code(), Code::not_found) << "try_load(path) still needs the file";
+}
+
 TEST(Options, UnknownKeyIsNamed) {
   auto dir = test::scratch_dir();
   auto r = Options::try_load(write_yaml(dir, "kepp: 3\n"));

@@ -186,6 +186,24 @@ CKPT_API int ckpt_restart_step(ckpt_runtime* rt, int64_t step);
  *  ones) and stores its step in *step; CKPT_NOT_FOUND (and *step = -1) when none exists. */
 CKPT_API int ckpt_restart(ckpt_runtime* rt, int64_t* step);
 
+/* ---- For language bindings (the Python package): options as text, restart on a stream, the device -- */
+
+/** As ckpt_create_handle, with `options` applied on top of the file `config`: NULL/"" or the text of a
+ *  YAML map with the keys of a config file (docs/options.md; JSON is YAML, so a binding passes its
+ *  dictionary as JSON). Precedence: defaults < config < options < CKPT_* environment variables. An
+ *  error of `options` (unknown key, bad value, not a map) names "options" and is agreed by every rank. */
+CKPT_API int ckpt_create_handle_options(const void* comm, size_t comm_size, const char* config, const char* options,
+                                        ckpt_runtime** out);
+/** Collective. As ckpt_restart, with the copies into device memory ordered after the work enqueued so
+ *  far on `stream` (a cudaStream_t, or hipStream_t; NULL = the default stream) and the work enqueued on
+ *  `stream` afterwards ordered after them (ckpt::Runtime::restart_newest). The host device ignores it. */
+CKPT_API int ckpt_restart_stream(ckpt_runtime* rt, void* stream, int64_t* step);
+/** Collective. As ckpt_restart_step, ordered on `stream` as in ckpt_restart_stream. */
+CKPT_API int ckpt_restart_step_stream(ckpt_runtime* rt, int64_t step, void* stream);
+/** *name = the device that copies the regions (ckpt::Runtime::device_name): "host" (built without a
+ *  GPU device, or no GPU found: pointers are read as host memory), "cuda" or "hip". A static string. */
+CKPT_API int ckpt_device_name(const ckpt_runtime* rt, const char** name);
+
 /* ---- Reading checkpoints without restarting (ckpt::Reader; no MPI call, serial) ----------------- */
 
 /** The checkpoints under a root, or one checkpoint directory (ckpt::Reader). */

@@ -251,6 +251,9 @@ class CKPT_API Runtime {
   /// The options in effect: as resolved at construction (environment overrides applied, `dir` and
   /// `local_dir` absolute, agreed across ranks); as given when the construction failed.
   const Options& options() const;
+  /// The device that copies the regions: "host" (built without a GPU device, or no GPU found), "cuda"
+  /// or "hip"; "none" when the Runtime failed before choosing one (see status()). A static string.
+  const char* device_name() const;
 
   /// Registers `count` (a local array, this rank only) elements of `dtype` at `ptr`, shape `dims`.
   /// `ptr` may be host or device memory; the kind is detected. ckpt reads it in checkpoint() and

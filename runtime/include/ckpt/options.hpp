@@ -137,6 +137,14 @@ struct CKPT_API Options {
   /// As load(), but the error is returned instead of stored.
   static Result<Options> try_load(const std::string& path);
 
+  /// Defaults, then the YAML file at `path` (none when `path` is empty), then `yaml`: the text of a
+  /// YAML map with the keys of a config file (JSON is YAML too; a language binding's dictionary of
+  /// options, e.g. the Python package's), then CKPT_* environment overrides. Errors name the file, or
+  /// "options" for `yaml`; they are recorded in `error` (see try_load()).
+  static Options load(const std::string& path, const std::string& yaml);
+  /// As load(path, yaml), but the error is returned instead of stored.
+  static Result<Options> try_load(const std::string& path, const std::string& yaml);
+
   /// Applies CKPT_* variables from the environment on top of this object. A bad value of a known
   /// variable is an error naming it. An unknown CKPT_* name (a site's CKPT_ROOT, a misspelling) is not:
   /// it is recorded in `warnings` with the nearest known name, and the Runtime prints it on rank 0.
