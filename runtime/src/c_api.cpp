@@ -130,13 +130,21 @@ ckpt::Status need_name(const char* name) {
   return ckpt::Status::OK();
 }
 
-/// dims[0..ndims) as a Shape; checks ndims and the pointer.
+/// dims[0..ndims) as a Shape; checks ndims, the pointer, and that no value is 2^63 or more: C callers
+/// pass int64_t or int values through uint64_t, so such a value is a negative number that was cast (a
+/// region of ~2^64 bytes that the next checkpoint would read), never a real extent.
 ckpt::Result<ckpt::Shape> shape_of(int ndims, const std::uint64_t* dims, const char* what) {
   if (ndims < 0 || ndims > CKPT_MAX_DIMS)
     return ckpt::Status(ckpt::Code::invalid_argument,
                         "ndims must be 0.." + std::to_string(CKPT_MAX_DIMS) + ", got " + std::to_string(ndims));
   if (ndims > 0 && dims == nullptr)
     return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL with ndims > 0");
+  for (int d = 0; d < ndims; ++d)
+    if (dims[d] > static_cast<std::uint64_t>(INT64_MAX))
+      return ckpt::Status(ckpt::Code::invalid_argument,
+                          std::string(what) + "[" + std::to_string(d) + "] is " + std::to_string(dims[d]) + " (" +
+                              std::to_string(static_cast<std::int64_t>(dims[d])) +
+                              " as a signed value): a negative number passed as uint64_t?");
   return ckpt::Shape(dims, dims + ndims);
 }
 
@@ -151,9 +159,12 @@ ckpt::Result<ckpt::Block> block_of(int ndims, const std::uint64_t* global, const
   return ckpt::Block{*g, *s, *c};
 }
 
-/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row < 0 for the balanced split.
+/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row a row or CKPT_BALANCED.
 ckpt::Result<ckpt::Joined> joined_of(int ndims, const std::uint64_t* dims, std::int64_t first_row) {
   if (ndims < 1) return ckpt::Status(ckpt::Code::invalid_argument, "a joined array needs ndims >= 1 (its rows first)");
+  if (first_row < 0 && first_row != CKPT_BALANCED)
+    return ckpt::Status(ckpt::Code::invalid_argument, "first_row must be a row (>= 0) or CKPT_BALANCED (-1), got " +
+                                                          std::to_string(first_row));
   auto d = shape_of(ndims, dims, "dims");
   if (!d.ok()) return d.status();
   ckpt::Joined j{*d, std::nullopt};

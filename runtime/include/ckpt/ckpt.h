@@ -121,7 +121,9 @@ CKPT_API int ckpt_size(const ckpt_runtime* rt, int* size);
 
 /** Registers a local array (this rank only) of `ndims` dimensions `dims` (C order, slowest first;
  *  ndims = 0 is a scalar) of `dtype` at `ptr` (host or device memory). The caller keeps ownership
- *  and keeps `ptr` valid until ckpt_unprotect or the end of the runtime. Names: [A-Za-z0-9_./-]. */
+ *  and keeps `ptr` valid until ckpt_unprotect or the end of the runtime. Names: [A-Za-z0-9_./-].
+ *  An extent, start or global extent of 2^63 or more (a negative number cast to uint64_t) is
+ *  CKPT_INVALID_ARGUMENT naming it, here and in every call below that takes extents. */
 CKPT_API int ckpt_protect(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims, const uint64_t* dims);
 /** Registers this rank's box [start, start + count) of a global C-order array of extents `global`;
  *  restartable on another rank count. */
@@ -138,7 +140,8 @@ CKPT_API int ckpt_update_block(ckpt_runtime* rt, const char* name, void* ptr, in
  *  rows concatenated in rank order; the runtime gathers the row counts at each commit. dims[0] is this
  *  rank's row count (0 allowed; then ptr may be NULL), dims[1..ndims) the extents of a row, equal on
  *  every rank. first_row: restart only, the first stored row this rank reads; -1 (CKPT_BALANCED) for
- *  this rank's share of the balanced split (see ckpt_joined_rows). Restartable on any rank count. */
+ *  this rank's share of the balanced split (see ckpt_joined_rows); any other negative value is
+ *  CKPT_INVALID_ARGUMENT naming it. Restartable on any rank count. */
 CKPT_API int ckpt_protect_joined(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims,
                                  const uint64_t* dims, int64_t first_row);
 /** Changes the pointer, rows and first_row of a registered joined array. */
