@@ -84,10 +84,15 @@ bool exists_nofollow(const std::string& path) {
 
 }  // namespace
 
+bool is_store_name(const std::string& name) {
+  return name == kLatestName || name == kLatestTmpName || name == kLockName || name == "index" ||
+         parse_step_name(name).has_value() || parse_segment_name(name).has_value();
+}
+
 bool is_checkpoint_dir(const std::string& path) {
   const std::string name = split_last(path).second;
   struct stat st {};
-  return ::stat((path + "/index").c_str(), &st) == 0 || parse_step_name(name).has_value() || name == "latest";
+  return ::stat((path + "/index").c_str(), &st) == 0 || parse_step_name(name).has_value() || name == kLatestName;
 }
 
 Status check_directory(const std::string& path) {
@@ -297,7 +302,7 @@ class DirectoryStore final : public Store {
 
   std::optional<std::int64_t> latest_link() const override {
     char buf[4096];
-    const ssize_t n = ::readlink((m_root + "/latest").c_str(), buf, sizeof buf - 1);
+    const ssize_t n = ::readlink((m_root + "/" + kLatestName).c_str(), buf, sizeof buf - 1);
     if (n <= 0) return std::nullopt;
     std::string target(buf, static_cast<std::size_t>(n));
     while (target.size() > 1 && target.back() == '/') target.pop_back();
@@ -370,12 +375,12 @@ class DirectoryStore final : public Store {
     // rename of the checkpoint itself is already durable. For the same reason a `latest` that cannot
     // be replaced (a directory planted there, say) must not turn a committed checkpoint into a failed
     // one: it is reported on stderr only.
-    const std::string link_tmp = m_root + "/latest.tmp";
+    const std::string link_tmp = m_root + "/" + kLatestTmpName;
     ::unlink(link_tmp.c_str());
     Status link;
     if (::symlink(step_name(step).c_str(), link_tmp.c_str()) != 0)
       link = errno_status("symlink " + link_tmp);
-    else if (::rename(link_tmp.c_str(), (m_root + "/latest").c_str()) != 0)
+    else if (::rename(link_tmp.c_str(), (m_root + "/" + kLatestName).c_str()) != 0)
       link = errno_status("rename " + link_tmp + " to latest");
     if (!link.ok()) {
       ::unlink(link_tmp.c_str());

@@ -622,6 +622,59 @@ def cli_root_with_only_unfinished_checkpoints():
     check(rc in (1, 2) and "ckpt.5.tmp" in out, "verify: rc %s: %s" % (rc, out[-500:]))
 
 
+# ---- hostile bytes, claims, store names, exit codes (issue 31, part 6) ---------------------------------
+
+def cli_bytes(*args, limit_as=None, timeout=60):
+    """Runs ckpt with `args` (str or bytes) and returns (rc, stdout, stderr) as bytes, stderr apart. A crash
+    or a hang fails the case. limit_as: an address-space limit in bytes (RLIMIT_AS), so that a program that
+    allocates what a crafted index claims fails at once instead of paging."""
+    import resource
+
+    def limit():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    cmd = [os.fsencode(ARGS.cli)] + [a if isinstance(a, bytes) else os.fsencode(a) for a in args]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                         preexec_fn=limit)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(p)
+        raise Fail("HANG: ckpt %r" % (args,))
+    check(not crashed(p.returncode), "ckpt %r crashed (rc %s): %r" % (args, p.returncode, err[-800:]))
+    return p.returncode, out, err
+
+
+@case
+def cli_convert_refuses_every_name_the_store_owns():
+    """`ckpt convert -o <root>/<name>` is refused (exit 2, nothing written) for every name the store owns in a
+    checkpoint root - latest, latest.tmp, .lock, ckpt.N and its .tmp/.old/.del/.abandoned forms, series.K and
+    series.K.del - also in a root whose job has not committed yet (only .lock); the root then goes on
+    committing and verifies."""
+    if ARGS.hdf5 != "ON":
+        return "SKIP: built without HDF5 (no convert)"
+    d = fresh("cli_store_names")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    fresh_root = fresh("cli_store_names_new")
+    open(os.path.join(fresh_root, ".lock"), "w").close()
+    names = ["latest", "latest.tmp", ".lock", "ckpt.7", "ckpt.7.tmp", "ckpt.7.old", "ckpt.7.del", "ckpt.7.abandoned",
+             "series.3", "series.3.del"]
+    for root in (d, fresh_root):
+        for n in names:
+            target = os.path.join(root, n)
+            existed = os.path.lexists(target)
+            rc, out, err = cli_bytes("convert", c1, "-o", target, "--force")
+            lines = err.decode().splitlines()
+            check(rc == 2 and len(lines) == 1 and "belongs to the checkpoint store" in lines[0],
+                  "convert -o %s: rc %s: %r" % (target, rc, (out + err)[-500:]))
+            check(existed == os.path.lexists(target), "convert -o %s changed it" % target)
+    make_checkpoints(d, steps=2)
+    rc, out, err = cli_bytes("verify", d)
+    check(rc == 0, "verify after: rc %s: %r" % (rc, out[-500:]))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
