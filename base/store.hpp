@@ -112,8 +112,11 @@ class BlockReader {
   /// As above, reading each piece into the buffer `next` hands out (the restart alternates two bounce
   /// buffers so that reading a piece overlaps the device copies of the previous one).
   Status stream(const BlockRecord& b, std::size_t buf_bytes, const BufferFn& next, const PieceFn& fn);
-  /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
-  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
+  /// Checks, reading no data, that `b` lies inside its file as the file is (its size is looked up once
+  /// per file): an index - damaged, or crafted with valid checksums - may claim more bytes than were
+  /// written, and a reader must learn that before it allocates what the claim says. `corrupt` "<where>:
+  /// its file holds N bytes ...", or the error opening the file. stream() starts with it.
+  Status claim(const BlockRecord& b);
   /// stream() of `b` (pieces also handed to `fn` when given), then, when the block carries
   /// statistics, its min/max recomputed against the index: a difference is `corrupt` "... data
   /// matches its checksum but not the min/max in the index". What `ckpt verify` and Reader::verify check.
@@ -127,6 +130,7 @@ class BlockReader {
   std::string m_dir;
   const Index& m_idx;
   FileReader m_files;
+  std::vector<std::uint64_t> m_sizes;  ///< per file of the index; UINT64_MAX until looked up
 };
 
 // ---- a checkpoint root ---------------------------------------------------------------------------

@@ -93,7 +93,9 @@ class Converter {
       for (std::uint32_t i : m_lookup.blocks(v)) {
         const BlockRecord& b = m_c.index.blocks[i];
         if (block_elements(b) == 0) continue;
-        m_buf.resize(b.length);
+        auto need = m_reader.box_bytes(r.name, b.start, b.count);  // the claim checked against the file
+        if (!need.ok()) return need.status();
+        m_buf.resize(need.value());
         CKPT_RETURN_IF_ERROR(m_reader.read(r.name, b.start, b.count, m_buf.data(), m_buf.size()));
         CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, b.start, b.count, m_buf.data()));
       }
@@ -104,7 +106,9 @@ class Converter {
       const BlockRecord& b = m_c.index.blocks[i];
       auto ds = h5::create_dataset(m_file, h5::dataset_path(r.name, r.kind, b.rank), r.dtype, b.count);
       if (!ds.ok()) return ds.status();
-      m_buf.resize(b.length);
+      auto need = m_reader.rank_bytes(r.name, b.rank);  // the claim checked against the file
+      if (!need.ok()) return need.status();
+      m_buf.resize(need.value());
       CKPT_RETURN_IF_ERROR(m_reader.read_rank(r.name, b.rank, m_buf.data(), m_buf.size()));
       if (block_elements(b) > 0)
         CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b.count.size(), 0), b.count, m_buf.data()));

@@ -160,7 +160,6 @@ class Differ {
   /// once per coarse box it straddles. A box the other side does not store whole is not compared; the
   /// coverage note says so.
   Status compare_global(const VariableInfo& va, const VariableInfo& vb, VarDiff& out) {
-    const std::size_t ea = dtype_size(va.dtype), eb = dtype_size(vb.dtype);
     std::uint64_t covered = 0, total_a = 0, total_b = 0;
     for (const BlockInfo& b : va.blocks) total_a += shape_elements(b.count);
     for (const BlockInfo& b : vb.blocks) total_b += shape_elements(b.count);
@@ -168,15 +167,18 @@ class Differ {
     for (const BlockInfo& box : boxes_of_a ? va.blocks : vb.blocks) {
       const std::uint64_t n = shape_elements(box.count);
       if (n == 0) continue;
-      m_buf_a.resize(n * ea);
-      m_buf_b.resize(n * eb);
-      // The side the box comes from stores it whole; the other may not (mismatch: not compared).
-      Status sa = m_ra.read(va.name, box.start, box.count, m_buf_a.data(), m_buf_a.size());
-      if (sa.code() == Code::mismatch && !boxes_of_a) continue;
-      CKPT_RETURN_IF_ERROR(sa);
-      Status sb = m_rb.read(vb.name, box.start, box.count, m_buf_b.data(), m_buf_b.size());
-      if (sb.code() == Code::mismatch && boxes_of_a) continue;
-      CKPT_RETURN_IF_ERROR(sb);
+      // The side the box comes from stores it whole; the other may not (mismatch: not compared). Buffers
+      // are sized from what the readers checked against the files, never from a block's claim.
+      auto na = m_ra.box_bytes(va.name, box.start, box.count);
+      if (na.status().code() == Code::mismatch && !boxes_of_a) continue;
+      if (!na.ok()) return na.status();
+      auto nb = m_rb.box_bytes(vb.name, box.start, box.count);
+      if (nb.status().code() == Code::mismatch && boxes_of_a) continue;
+      if (!nb.ok()) return nb.status();
+      m_buf_a.resize(na.value());
+      m_buf_b.resize(nb.value());
+      CKPT_RETURN_IF_ERROR(m_ra.read(va.name, box.start, box.count, m_buf_a.data(), m_buf_a.size()));
+      CKPT_RETURN_IF_ERROR(m_rb.read(vb.name, box.start, box.count, m_buf_b.data(), m_buf_b.size()));
       compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), n, out.acc);
       covered += n;
     }
@@ -232,8 +234,12 @@ class Differ {
         out.fails = true;
         continue;
       }
-      m_buf_a.resize(a->bytes);
-      m_buf_b.resize(b->bytes);
+      auto na = m_ra.rank_bytes(va.name, a->rank);
+      if (!na.ok()) return na.status();
+      auto nb = m_rb.rank_bytes(vb.name, b->rank);
+      if (!nb.ok()) return nb.status();
+      m_buf_a.resize(na.value());
+      m_buf_b.resize(nb.value());
       CKPT_RETURN_IF_ERROR(m_ra.read_rank(va.name, a->rank, m_buf_a.data(), m_buf_a.size()));
       CKPT_RETURN_IF_ERROR(m_rb.read_rank(vb.name, b->rank, m_buf_b.data(), m_buf_b.size()));
       compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), shape_elements(a->count), out.acc);

@@ -109,6 +109,8 @@ for _name, _args in {
                               ctypes.POINTER(ctypes.c_char_p)],
     "ckpt_reader_step_nvars": [_P, ctypes.POINTER(ctypes.c_size_t)],
     "ckpt_reader_step_var": [_P, ctypes.c_size_t, ctypes.POINTER(_VarInfo)],
+    "ckpt_reader_step_box_bytes": [_P, ctypes.c_char_p, ctypes.c_int, _u64p, _u64p, _u64p],
+    "ckpt_reader_step_rank_bytes": [_P, ctypes.c_char_p, ctypes.c_uint32, _u64p],
     "ckpt_reader_step_read": [_P, ctypes.c_char_p, ctypes.c_int, _u64p, _u64p, _P, ctypes.c_size_t],
     "ckpt_reader_step_read_rank": [_P, ctypes.c_char_p, ctypes.c_uint32, _P, ctypes.c_size_t],
     "ckpt_reader_step_verify": [_P],
@@ -284,12 +286,20 @@ class Variable:
         count = next((b["count"] for b in self.blocks if b["rank"] == rank), None)
         if count is None:
             raise NotFoundError("not_found", f"variable {self.name!r}: rank {rank} wrote no block of it")
+        # Allocated once the reader checked the block against its file (an index may claim more).
+        n = ctypes.c_uint64()
+        _check(_lib.ckpt_reader_step_rank_bytes(self._ckpt._h, self.name.encode(), int(rank), ctypes.byref(n)))
         out = np.empty(count, dtype=self.dtype)
         _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, self.name.encode(), int(rank),
                                                out.ctypes.data_as(_P), out.nbytes))
         return out[()] if self.kind == "scalar" else out
 
     def _box(self, start, count):
+        # Allocated once the reader checked the blocks of the box against their files (an index may
+        # claim more than they hold) and that they cover it.
+        n = ctypes.c_uint64()
+        _check(_lib.ckpt_reader_step_box_bytes(self._ckpt._h, self.name.encode(), self.ndim, _u64_array(start),
+                                               _u64_array(count), ctypes.byref(n)))
         out = np.empty(tuple(count), dtype=self.dtype)
         _check(_lib.ckpt_reader_step_read(self._ckpt._h, self.name.encode(), self.ndim, _u64_array(start),
                                           _u64_array(count), out.ctypes.data_as(_P), out.nbytes))

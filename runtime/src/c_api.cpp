@@ -643,6 +643,35 @@ int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i
   });
 }
 
+int ckpt_reader_step_box_bytes(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                               const uint64_t* count, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_box_bytes: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_box_bytes: name"));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_box_bytes: bytes"));
+    auto s = shape_of(ndims, start, "start");
+    if (!s.ok()) return s.status();
+    auto n = shape_of(ndims, count, "count");
+    if (!n.ok()) return n.status();
+    auto b = c->ckpt.box_bytes(name, *s, *n);
+    if (!b.ok()) return b.status();
+    *bytes = b.value();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_rank_bytes(ckpt_reader_step* c, const char* name, uint32_t rank, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_rank_bytes: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_rank_bytes: name"));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_rank_bytes: bytes"));
+    auto b = c->ckpt.rank_bytes(name, rank);
+    if (!b.ok()) return b.status();
+    *bytes = b.value();
+    return ckpt::Status::OK();
+  });
+}
+
 int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
                           const uint64_t* count, void* out, size_t out_bytes) {
   return guard(nullptr, [&] {

@@ -646,6 +646,65 @@ def cli_bytes(*args, limit_as=None, timeout=60):
     return p.returncode, out, err
 
 
+def craft(*args):
+    """adv_craft (an index rewritten with valid checksums); returns what it printed as {name: bytes}."""
+    rc, out = run([ARGS.craft] + list(args), timeout=30)
+    check(rc == 0, "adv_craft %s: %s" % (" ".join(args), out[-800:]))
+    planted = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(" ")
+        if v.startswith("b'"):
+            planted[k] = bytes.fromhex(v[2:-1].replace("\\x", ""))
+    return planted
+
+
+def python_reader(script, limit_as=None):
+    """Runs `script` with the Python package (python/ckpt over this build's libckpt); (rc, output)."""
+    import resource
+
+    def limit():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    env = dict(os.environ, PYTHONPATH=ARGS.python, CKPT_LIBRARY=ARGS.libckpt, OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=60, preexec_fn=limit)
+    return p.returncode, p.stdout.decode("utf-8", "replace")
+
+
+@case
+def cli_block_claiming_more_than_its_file():
+    """A crafted index (valid checksums) whose block claims 1 TiB of a file of a few KiB: convert and diff
+    exit 2 with one line naming the variable and the file, without allocating the claim (they run under a
+    4 GiB address-space limit); verify reports the block (exit 1); the Python package raises CorruptError,
+    not MemoryError."""
+    d = fresh("cli_claim")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    craft("claim", c1, "field")
+    lim = 4 << 30
+    runs = [["diff", c1, c1], ["diff", "--var", "field", "--tol", "0", c1, c1]]
+    if ARGS.hdf5 == "ON":
+        runs.append(["convert", c1, "-o", os.path.join(ARGS.dir, "cli_claim.h5"), "--force"])
+    for a in runs:
+        rc, out, err = cli_bytes(*a, limit_as=lim)
+        lines = err.decode("utf-8", "replace").splitlines()
+        check(rc == 2 and len(lines) == 1 and "'field'" in lines[0] and "holds" in lines[0],
+              "ckpt %s: rc %s: %r" % (" ".join(a), rc, (out + err)[-800:]))
+    left = [n for n in os.listdir(ARGS.dir) if n.startswith("cli_claim.h5")]
+    check(not left, "convert left %s" % left)
+    rc, out, err = cli_bytes("verify", c1, limit_as=lim)
+    check(rc == 1 and b"'field'" in out, "verify: rc %s: %r" % (rc, (out + err)[-800:]))
+    rc, out = python_reader(
+        "import ckpt\n"
+        "v = ckpt.open(%r).latest()['field']\n"
+        "try:\n"
+        "    v.read()\n"
+        "except ckpt.CorruptError as e:\n"
+        "    print('refused:', e)\n" % c1, limit_as=lim)
+    check(rc == 0 and "refused:" in out and "field" in out, "Python read of the claim: " + out[-1200:])
+
+
 @case
 def cli_convert_refuses_every_name_the_store_owns():
     """`ckpt convert -o <root>/<name>` is refused (exit 2, nothing written) for every name the store owns in a
@@ -682,6 +741,9 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--killat", required=True)
+    ap.add_argument("--craft", required=True, help="adv_craft (crafted indexes)")
+    ap.add_argument("--python", required=True, help="the directory holding the Python package ckpt")
+    ap.add_argument("--libckpt", required=True, help="libckpt, for the Python package")
     ap.add_argument("--dir", required=True)
     ap.add_argument("--hdf5", default="OFF")
     ap.add_argument("--only", default="")

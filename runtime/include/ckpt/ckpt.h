@@ -259,6 +259,15 @@ CKPT_API int ckpt_reader_step_nvars(const ckpt_reader_step* c, size_t* n);
 CKPT_API int ckpt_reader_step_var(const ckpt_reader_step* c, size_t i, ckpt_var_info* info);
 /** Index of the variable called `name` (CKPT_NOT_FOUND when there is none). */
 CKPT_API int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i);
+/** *bytes = what ckpt_reader_step_read of the same box writes, once the checks it makes before reading
+ *  passed (the box lies in the array; every block it touches lies inside its data file as the file is
+ *  now, and those blocks cover the box). Reads no data. Allocate from it, not from extents or block
+ *  sizes: a damaged or crafted index may claim more than its files hold (CKPT_CORRUPT here). */
+CKPT_API int ckpt_reader_step_box_bytes(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                                        const uint64_t* count, uint64_t* bytes);
+/** *bytes = the size of the block rank `rank` wrote of local or scalar variable `name`, once it is known to
+ *  lie inside its data file (as ckpt_reader_step_box_bytes). */
+CKPT_API int ckpt_reader_step_rank_bytes(ckpt_reader_step* c, const char* name, uint32_t rank, uint64_t* bytes);
 /** Reads the box [start, start + count) of global variable `name` into `out` (row-major, the stored
  *  dtype, at least the box's bytes in out_bytes); only the blocks that intersect it are read, each
  *  verified. */
