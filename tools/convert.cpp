@@ -10,6 +10,7 @@
 #include "ckpt/config.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 #if CKPT_HAVE_HDF5
@@ -188,8 +189,8 @@ int run_convert(const ConvertArgs& a) {
     ::unlink(tmp.c_str());
     return fail("convert", s.message());
   }
-  std::printf("%s: step %lld, %zu variables -> %s\n", c->dir.c_str(), static_cast<long long>(c->index.step),
-              c->index.vars.size(), a.output.c_str());
+  say("%s: step %lld, %zu variables -> %s\n", c->dir, static_cast<long long>(c->index.step), c->index.vars.size(),
+      a.output);
   return kExitOk;
 }
 

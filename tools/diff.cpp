@@ -15,6 +15,7 @@
 #include "ckpt/reader.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 namespace ckpt::tools {
@@ -324,37 +325,34 @@ int run_diff(const DiffArgs& args) {
       vars.push_back(v);
     }
     j["variables"] = vars;
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
-    std::printf("A: %s (step %lld, %d ranks, %s)\n", a->path().c_str(), static_cast<long long>(a->step()), a->nranks(),
-                a->transport().c_str());
-    std::printf("B: %s (step %lld, %d ranks, %s)\n", b->path().c_str(), static_cast<long long>(b->step()), b->nranks(),
-                b->transport().c_str());
+    say("A: %s (step %lld, %d ranks, %s)\n", a->path(), static_cast<long long>(a->step()), a->nranks(), a->transport());
+    say("B: %s (step %lld, %d ranks, %s)\n", b->path(), static_cast<long long>(b->step()), b->nranks(), b->transport());
     std::size_t w = 8;
     for (auto& d : results) w = std::max(w, d.name.size());
-    std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind",
-                "dtype", "compared", "differing", "mag_error", "max_abs", "rel_l2", "result");
+    say("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind", "dtype",
+        "compared", "differing", "mag_error", "max_abs", "rel_l2", "result");
     std::size_t n_equal = 0, n_diff = 0, n_other = 0;
     for (auto& d : results) {
       std::string result = d.result + (d.note.empty() ? "" : " (" + d.note + ")");
       if (args.has_tol && d.fails) result += "  FAIL";
       if (d.compared) {
         const bool opaque = d.dtype == "bytes";
-        std::printf("%-*s  %-6s  %-7s  %10llu  %10llu  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name.c_str(),
-                    d.kind.c_str(), d.dtype.c_str(), static_cast<unsigned long long>(d.acc.compared),
-                    static_cast<unsigned long long>(d.acc.differing), opaque ? "-" : fmt(d.acc.mag_error()).c_str(),
-                    opaque ? "-" : fmt(static_cast<double>(d.acc.max_abs)).c_str(),
-                    opaque ? "-" : fmt(d.acc.rel_l2()).c_str(), result.c_str());
+        say("%-*s  %-6s  %-7s  %10llu  %10llu  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name, d.kind, d.dtype,
+            static_cast<unsigned long long>(d.acc.compared), static_cast<unsigned long long>(d.acc.differing),
+            opaque ? "-" : fmt(d.acc.mag_error()), opaque ? "-" : fmt(static_cast<double>(d.acc.max_abs)),
+            opaque ? "-" : fmt(d.acc.rel_l2()), result);
         (d.result == "equal" ? n_equal : n_diff)++;
       } else {
-        std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name.c_str(),
-                    d.kind.c_str(), d.dtype.c_str(), "-", "-", "-", "-", "-", result.c_str());
+        say("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name, d.kind, d.dtype,
+            "-", "-", "-", "-", "-", result);
         ++n_other;
       }
     }
-    std::printf("%zu equal, %zu differ, %zu not compared", n_equal, n_diff, n_other);
-    if (args.has_tol) std::printf("; tolerance %g on the magnitude error: %s", args.tol, pass ? "PASS" : "FAIL");
-    std::printf("\n");
+    say("%zu equal, %zu differ, %zu not compared", n_equal, n_diff, n_other);
+    if (args.has_tol) say("; tolerance %g on the magnitude error: %s", args.tol, pass ? "PASS" : "FAIL");
+    say("\n");
   }
   return !args.has_tol || pass ? kExitOk : kExitBad;
 }

@@ -12,12 +12,13 @@
 #include "ckpt/ckpt.hpp"
 #include "ckpt/config.hpp"
 #include "tools/commands.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 namespace ckpt::tools {
 
 int fail(const char* cmd, const std::string& message) {
-  std::fprintf(stderr, "ckpt %s: %s\n", cmd, message.c_str());
+  std::fprintf(stderr, "%s: %s\n", *cmd ? ("ckpt " + std::string(cmd)).c_str() : "ckpt", shown(message).c_str());
   return kExitError;
 }
 

@@ -122,10 +122,22 @@ _lib.ckpt_last_error.restype = ctypes.c_char_p
 _lib.ckpt_last_error.argtypes = []
 
 
+def _str(b):
+    """Names, paths and annotations are bytes: as str, bytes that are not UTF-8 become lone surrogates
+    (surrogateescape, as os.fsdecode does), so any byte sequence comes through and _bytes() gives it back
+    exactly (docs/cli.md, "Bytes in names and annotations": ckpt ls --json writes the same str)."""
+    return b.decode("utf-8", "surrogateescape")
+
+
+def _bytes(s):
+    """The bytes a str of _str() (or a path, or a bytes object) stands for."""
+    return os.fsencode(s) if not isinstance(s, str) else s.encode("utf-8", "surrogateescape")
+
+
 def _check(rc):
     if rc == 0:
         return
-    msg = (_lib.ckpt_last_error() or b"").decode("utf-8", "replace")
+    msg = (_lib.ckpt_last_error() or b"").decode("utf-8", "backslashreplace")
     code = _CODES.get(rc, str(rc))
     if code == "corrupt":
         raise CorruptError(code, msg)
@@ -159,12 +171,12 @@ class Series:
         self.comm = comm  # kept alive: collective step opens use it
         h = _P()
         if comm is None:
-            _check(_lib.ckpt_reader_open(self.path.encode(), ctypes.byref(h)))
+            _check(_lib.ckpt_reader_open(_bytes(self.path), ctypes.byref(h)))
         else:
             from mpi4py import MPI  # the handle's address and size, as ckpt_reader_open_comm passes them
 
             _check(_lib.ckpt_reader_open_handle(ctypes.c_void_p(MPI._addressof(comm)), MPI._sizeof(comm),
-                                                self.path.encode(), ctypes.byref(h)))
+                                                _bytes(self.path), ctypes.byref(h)))
         self._h = h
         n = ctypes.c_size_t(0)
         _check(_lib.ckpt_reader_steps(self._h, None, 0, ctypes.byref(n)))
@@ -212,7 +224,7 @@ class Checkpoint:
         self._h = handle
         step, nranks, transport = ctypes.c_int64(), ctypes.c_int(), ctypes.c_char_p()
         _check(_lib.ckpt_reader_step_info(self._h, ctypes.byref(step), ctypes.byref(nranks), ctypes.byref(transport)))
-        self.step, self.nranks, self.transport = step.value, nranks.value, transport.value.decode()
+        self.step, self.nranks, self.transport = step.value, nranks.value, _str(transport.value)
         n = ctypes.c_size_t()
         _check(_lib.ckpt_reader_step_nvars(self._h, ctypes.byref(n)))
         self._vars = {}
@@ -250,14 +262,14 @@ class Variable:
 
     def __init__(self, ckpt, info):
         self._ckpt = ckpt
-        self.name = info.name.decode()
+        self.name = _str(info.name)
         self.kind = _KINDS[info.kind]
         self.dtype = np.dtype(_DTYPES[info.dtype])
         self.uniform = bool(info.uniform)
         self.shape = tuple(int(info.shape[d]) for d in range(info.ndims))
         self.min = float(info.min) if info.has_minmax else None
         self.max = float(info.max) if info.has_minmax else None
-        self.attrs = {info.attr_keys[i].decode(): info.attr_values[i].decode() for i in range(info.nattrs)}
+        self.attrs = {_str(info.attr_keys[i]): _str(info.attr_values[i]) for i in range(info.nattrs)}
         nd = info.ndims
         self.blocks = [{"rank": int(info.block_ranks[b]),
                         "start": tuple(int(info.block_starts[b * nd + d]) for d in range(nd)),
@@ -288,9 +300,9 @@ class Variable:
             raise NotFoundError("not_found", f"variable {self.name!r}: rank {rank} wrote no block of it")
         # Allocated once the reader checked the block against its file (an index may claim more).
         n = ctypes.c_uint64()
-        _check(_lib.ckpt_reader_step_rank_bytes(self._ckpt._h, self.name.encode(), int(rank), ctypes.byref(n)))
+        _check(_lib.ckpt_reader_step_rank_bytes(self._ckpt._h, _bytes(self.name), int(rank), ctypes.byref(n)))
         out = np.empty(count, dtype=self.dtype)
-        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, self.name.encode(), int(rank),
+        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, _bytes(self.name), int(rank),
                                                out.ctypes.data_as(_P), out.nbytes))
         return out[()] if self.kind == "scalar" else out
 
@@ -298,10 +310,10 @@ class Variable:
         # Allocated once the reader checked the blocks of the box against their files (an index may
         # claim more than they hold) and that they cover it.
         n = ctypes.c_uint64()
-        _check(_lib.ckpt_reader_step_box_bytes(self._ckpt._h, self.name.encode(), self.ndim, _u64_array(start),
+        _check(_lib.ckpt_reader_step_box_bytes(self._ckpt._h, _bytes(self.name), self.ndim, _u64_array(start),
                                                _u64_array(count), ctypes.byref(n)))
         out = np.empty(tuple(count), dtype=self.dtype)
-        _check(_lib.ckpt_reader_step_read(self._ckpt._h, self.name.encode(), self.ndim, _u64_array(start),
+        _check(_lib.ckpt_reader_step_read(self._ckpt._h, _bytes(self.name), self.ndim, _u64_array(start),
                                           _u64_array(count), out.ctypes.data_as(_P), out.nbytes))
         return out
 

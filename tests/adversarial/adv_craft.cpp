@@ -3,6 +3,10 @@
 //   adv_craft claim DIR VAR   the first block of global variable VAR claims 1 TiB: the variable's shape,
 //                             the block's count and length and its file's recorded size grow to match, so
 //                             the index decodes, while the data file holds what it held (a few KiB)
+//   adv_craft hostile DIR     hostile bytes wherever an index holds free text: the transport, a checkpoint
+//                             attribute, an annotation of every variable (key and value), and the name of
+//                             the first data file (renamed on disk too)
+// Prints the bytes it planted (hostile) as a Python bytes literal per line, for the checks.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -15,15 +19,29 @@ namespace {
 
 using namespace ckpt::detail;
 
+/// Terminal escapes (CSI clear screen, OSC window title ended by BEL), the 8-bit CSI as UTF-8 (C1),
+/// bytes that are not UTF-8 (a lone continuation, 0xff, an overlong '/'), a newline, a tab, DEL, a
+/// backslash, and a valid non-ASCII letter that must come out as it is.
+const std::string kHostile = std::string(
+                                 "e\xcc\x81t\xc3\xa9 \x1b[2J\x1b]0;pwned\x07 \xc2\x9b"
+                                 "31m \x80\xff\xc0\xaf") +
+                             "\n\t\x7f\\x41";
+
 int fail(const std::string& what) {
   std::fprintf(stderr, "adv_craft: %s\n", what.c_str());
   return 1;
 }
 
+void print_bytes(const char* what, const std::string& s) {
+  std::printf("%s b'", what);
+  for (unsigned char c : s) std::printf("\\x%02x", c);
+  std::printf("'\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) return fail("usage: adv_craft claim DIR VAR");
+  if (argc < 3) return fail("usage: adv_craft claim DIR VAR | hostile DIR");
   const std::string mode = argv[1], dir = argv[2];
   auto idx = load_checkpoint_index(dir, std::nullopt);
   if (!idx.ok()) return fail(idx.status().to_string());
@@ -41,8 +59,18 @@ int main(int argc, char** argv) {
       x.files[b.file].bytes = std::max(x.files[b.file].bytes, b.offset + tib);
       break;
     }
+  } else if (mode == "hostile") {
+    x.transport = "posix" + kHostile;
+    x.attrs.emplace_back("k" + kHostile, "v" + kHostile);
+    // A NUL in a value: annotate() takes any bytes.
+    for (VarRecord& r : x.vars) r.attrs.emplace_back("note" + kHostile, "v" + kHostile + std::string(1, '\0') + "z");
+    const std::string old = x.files[0].name, renamed = "data" + kHostile;
+    if (::rename((dir + "/" + old).c_str(), (dir + "/" + renamed).c_str()) != 0) return fail("rename " + old);
+    x.files[0].name = renamed;
+    print_bytes("hostile", kHostile);
+    print_bytes("file", renamed);
   } else {
-    return fail("usage: adv_craft claim DIR VAR");
+    return fail("usage: adv_craft claim DIR VAR | hostile DIR");
   }
   const auto bytes = encode_index(x);
   if (!decode_index(bytes.data(), bytes.size()).ok()) return fail("the crafted index does not decode");

@@ -672,6 +672,107 @@ def python_reader(script, limit_as=None):
     return p.returncode, p.stdout.decode("utf-8", "replace")
 
 
+# Bytes a terminal must never receive from ckpt: C0 controls but the newline (ESC starts an escape
+# sequence; BEL ends an OSC one), DEL, and the C1 controls as UTF-8 (U+009B is the 8-bit CSI).
+TERMINAL_UNSAFE = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+def terminal_safe(b, what):
+    m = TERMINAL_UNSAFE.search(b)
+    if m:
+        raise Fail("%s: byte %r passed through at %d: %r" % (what, m.group(0), m.start(), b[max(0, m.start() - 40):][:120]))
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Fail("%s: not UTF-8 (%s): %r" % (what, e, b[max(0, e.start - 40):][:120]))
+
+
+def text_escaped(b):
+    r"""docs/cli.md, "Bytes in names and annotations", text outputs: a byte that is not part of a printable
+    UTF-8 character is written \xNN, a backslash \\ (the oracle of the checks, written from the doc)."""
+    out = []
+    for ch in b.decode("utf-8", "surrogateescape"):
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:
+            out.append("\\x%02x" % (o - 0xDC00))
+        elif o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append("".join("\\x%02x" % c for c in ch.encode()))
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out).encode()
+
+
+def sx(s):
+    """A JSON / Python str back to the bytes it stands for (surrogateescape: docs/cli.md)."""
+    return s.encode("utf-8", "surrogateescape")
+
+
+@case
+def cli_hostile_bytes_in_every_output():
+    """Names and annotations are bytes: with terminal escapes, C1 controls, bytes that are not UTF-8, a
+    newline and a NUL in the transport, a checkpoint attribute, every variable's annotation and a data file's
+    name (an index with valid checksums), ls/verify/diff (text and --json), convert (HDF5 attributes) and the
+    Python package exit as on clean input, pass no control byte to a terminal, print the documented escapes,
+    and --json, HDF5 and Python give back the exact bytes."""
+    d = fresh("cli_hostile")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    planted = craft("hostile", c1)
+    h, fname = planted["hostile"], planted["file"]
+    for args in (["ls", d], ["ls", "-l", d], ["ls", "-l", c1], ["verify", d], ["verify", c1], ["diff", c1, c1],
+                 ["diff", "--tol", "0", c1, c1]):
+        for js in (False, True):
+            a = args[:1] + (["--json"] if js else []) + args[1:]
+            rc, out, err = cli_bytes(*a)
+            check(rc == 0 and not err, "ckpt %s: rc %s: %r" % (" ".join(a), rc, (out + err)[-600:]))
+            terminal_safe(out, "ckpt %s stdout" % " ".join(a))
+            if not js:
+                if a[0] == "ls" and a[-1] == c1:
+                    for want in (b"posix" + h, b"note" + h, b"v" + h + b"\0z", fname):
+                        check(text_escaped(want) in out, "ls -l: %r not printed as %r" % (want, text_escaped(want)))
+                continue
+            j = json.loads(out.decode("utf-8"))
+            if a[0] == "ls" and a[-1] == c1:
+                check(sx(j["transport"]) == b"posix" + h, "ls --json transport: %r" % j["transport"])
+                check(sx(j["files"][0]["name"]) == fname, "ls --json file: %r" % j["files"][0]["name"])
+                check({sx(k): sx(v) for k, v in j["attrs"].items()}.get(b"k" + h) == b"v" + h, "ls --json attrs")
+                attrs = {sx(k): sx(v) for k, v in j["variables"][0]["attrs"].items()}
+                check(attrs.get(b"note" + h) == b"v" + h + b"\0z", "ls --json annotation: %r" % attrs)
+            if a[0] == "diff":
+                check(sx(j["a"]["transport"]) == b"posix" + h, "diff --json transport: %r" % j["a"])
+    if ARGS.hdf5 == "ON":
+        out_h5 = os.path.join(ARGS.dir, "cli_hostile.h5")
+        rc, out, err = cli_bytes("convert", c1, "-o", out_h5, "--force")
+        check(rc == 0 and not err, "convert: rc %s: %r" % (rc, (out + err)[-600:]))
+        terminal_safe(out, "convert stdout")
+        rc, out = python_reader(
+            "import h5py\n"
+            "f = h5py.File(%r, 'r')\n"
+            "key = lambda k: k.encode('utf-8', 'surrogateescape') if isinstance(k, str) else bytes(k)\n"
+            "val = lambda v: (v.encode('utf-8', 'surrogateescape') if isinstance(v, str)\n"
+            "                 else bytes(v) if isinstance(v, bytes) else v.tobytes())\n"
+            "attrs = {key(k): v for k, v in f.attrs.items()}\n"
+            "assert val(attrs[b'ckpt_transport']) == b'posix' + %r, attrs\n"
+            "assert val(attrs[b'ckpt_attr.k' + %r]) == b'v' + %r, attrs\n"
+            "va = {key(k): v for k, v in f['field'].attrs.items()}\n"
+            "assert val(va[b'note' + %r]) == b'v' + %r + b'\\0z', va\n"
+            "print('hdf5 ok')\n" % (out_h5, h, h, h, h, h))
+        check(rc == 0 and "hdf5 ok" in out, "HDF5 attributes: " + out[-1500:])
+    rc, out = python_reader(
+        "import ckpt\n"
+        "c = ckpt.open(%r).latest()\n"
+        "b = lambda x: x.encode('utf-8', 'surrogateescape')\n"
+        "assert b(c.transport) == b'posix' + %r, repr(c.transport)\n"
+        "v = c['field']\n"
+        "a = {b(k): b(x) for k, x in v.attrs.items()}\n"
+        "assert a[b'note' + %r].startswith(b'v' + %r), a\n"
+        "assert v.read().size > 0\n"
+        "print('python ok', repr(v))\n" % (c1, h, h, h))
+    check(rc == 0 and "python ok" in out, "Python package: " + out[-1500:])
+
+
 @case
 def cli_block_claiming_more_than_its_file():
     """A crafted index (valid checksums) whose block claims 1 TiB of a file of a few KiB: convert and diff
