@@ -835,6 +835,67 @@ def cli_convert_refuses_every_name_the_store_owns():
     check(rc == 0, "verify after: rc %s: %r" % (rc, out[-500:]))
 
 
+@case
+def cli_exit_codes_on_bad_input():
+    """Every subcommand holds its documented exit status (docs/cli.md) on bad input - missing, empty, plain,
+    binary and wrong-kind paths, unknown options, missing or extra arguments, a bad --tol (nan, inf, -1, abc),
+    JSON that is not a trace - with exactly one line on stderr, "ckpt <command>: <what>", nothing on stdout,
+    and no traceback or usage text: a table of subcommand x bad input."""
+    d = fresh("cli_exit")
+    make_checkpoints(d, steps=2)
+    c1, c2 = os.path.join(d, "ckpt.1"), os.path.join(d, "ckpt.2")
+    w = fresh("cli_exit_inputs")
+    missing, empty_dir, plain, binary = (os.path.join(w, n) for n in ("missing", "empty", "plain", "binary"))
+    os.mkdir(empty_dir)
+    open(plain, "w").write("not a checkpoint\n")
+    open(binary, "wb").write(bytes(range(256)) * 4)
+    traces = {"empty": (b"", b""), "binary": (bytes(range(256)), bytes(range(256))), "list": (b"[]", b"[]"),
+              "object": (b"{}", b"{}"), "wrong": (b'{"traceEvents": 5}', b'{"ranks": "x"}'),
+              "events": (b'{"traceEvents": [{"ph": "X", "name": 3}]}', b'{"ranks": 1, "checkpoints": []}'),
+              "no_summary": (b'{"traceEvents": []}', None)}
+    for name, (trace, summary) in traces.items():
+        os.mkdir(os.path.join(w, "trace_" + name))
+        open(os.path.join(w, "trace_" + name, "trace.json"), "wb").write(trace)
+        if summary is not None:
+            open(os.path.join(w, "trace_" + name, "summary.json"), "wb").write(summary)
+    out_h5 = os.path.join(w, "out.h5")
+    table = [
+        ([], 2, "ckpt"), (["frobnicate"], 2, "ckpt"), (["--frob"], 2, "ckpt"),
+        (["ls"], 2, "ckpt ls"), (["ls", missing], 2, "ckpt ls"), (["ls", plain], 2, "ckpt ls"),
+        (["ls", binary], 2, "ckpt ls"), (["ls", "--frob", c1], 2, "ckpt ls"), (["ls", c1, c2], 2, "ckpt ls"),
+        (["ls", empty_dir], 0, None), (["ls", c1], 0, None),
+        (["verify"], 2, "ckpt verify"), (["verify", missing], 2, "ckpt verify"), (["verify", plain], 2, "ckpt verify"),
+        (["verify", binary], 2, "ckpt verify"), (["verify", empty_dir], 2, "ckpt verify"),
+        (["verify", "-x", c1], 2, "ckpt verify"), (["verify", c1], 0, None),
+        (["diff", c1], 2, "ckpt diff"), (["diff", c1, missing], 2, "ckpt diff"), (["diff", binary, c1], 2, "ckpt diff"),
+        (["diff", "--tol", "nan", c1, c2], 2, "ckpt diff"), (["diff", "--tol", "inf", c1, c2], 2, "ckpt diff"),
+        (["diff", "--tol", "-1", c1, c2], 2, "ckpt diff"), (["diff", "--tol", "abc", c1, c2], 2, "ckpt diff"),
+        (["diff", "--tol", "", c1, c2], 2, "ckpt diff"), (["diff", "--tol", c1, c2], 2, "ckpt diff"),
+        (["diff", "--var", "nope", c1, c2], 2, "ckpt diff"), (["diff", c1, c2, c1], 2, "ckpt diff"),
+        (["diff", c1, c2], 0, None), (["diff", "--tol", "0", c1, c1], 0, None),
+        (["diff", "--tol", "0", c1, c2], 1, None),
+        (["report"], 2, "ckpt report"), (["report", missing], 2, "ckpt report"), (["report", plain], 2, "ckpt report"),
+        (["report", empty_dir], 2, "ckpt report"), (["report", d], 2, "ckpt report"),
+        (["report", "--frob", d], 2, "ckpt report"), (["report", "--nvtx", empty_dir], 2, "ckpt report"),
+    ] + [(["report", os.path.join(w, "trace_" + n)], 2, "ckpt report") for n in traces]
+    if ARGS.hdf5 == "ON":
+        table += [(["convert", c1], 2, "ckpt convert"), (["convert", missing, "-o", out_h5], 2, "ckpt convert"),
+                  (["convert", binary, "-o", out_h5], 2, "ckpt convert"),
+                  (["convert", c1, "-o", os.path.join(c1, "x.h5")], 2, "ckpt convert"),
+                  (["convert", c1, "-o", os.path.join(d, "latest.tmp")], 2, "ckpt convert"),
+                  (["convert", c1, "-o", os.path.join(missing, "x.h5")], 2, "ckpt convert")]
+    bad = []
+    for args, want, prefix in table:
+        rc, out, err = cli_bytes(*args)
+        lines = err.decode("utf-8", "replace").splitlines()
+        if rc != want:
+            bad.append("ckpt %s: exit %s, want %s: %r" % (" ".join(args), rc, want, (out + err)[-300:]))
+        elif prefix and (len(lines) != 1 or not lines[0].startswith(prefix + ": ") or out):
+            bad.append("ckpt %s: want one line '%s: ...' on stderr and nothing on stdout, got stderr %r stdout %r"
+                       % (" ".join(args), prefix, err[-300:], out[-200:]))
+    check(not bad, "%d of %d rows:\n      " % (len(bad), len(table)) + "\n      ".join(bad))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
