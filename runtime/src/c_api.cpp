@@ -163,8 +163,8 @@ ckpt::Result<ckpt::Block> block_of(int ndims, const std::uint64_t* global, const
 ckpt::Result<ckpt::Joined> joined_of(int ndims, const std::uint64_t* dims, std::int64_t first_row) {
   if (ndims < 1) return ckpt::Status(ckpt::Code::invalid_argument, "a joined array needs ndims >= 1 (its rows first)");
   if (first_row < 0 && first_row != CKPT_BALANCED)
-    return ckpt::Status(ckpt::Code::invalid_argument, "first_row must be a row (>= 0) or CKPT_BALANCED (-1), got " +
-                                                          std::to_string(first_row));
+    return ckpt::Status(ckpt::Code::invalid_argument,
+                        "first_row must be a row (>= 0) or CKPT_BALANCED (-1), got " + std::to_string(first_row));
   auto d = shape_of(ndims, dims, "dims");
   if (!d.ok()) return d.status();
   ckpt::Joined j{*d, std::nullopt};
@@ -530,6 +530,17 @@ ckpt::Status need(const void* p, const char* what) {
   if (p == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL");
   return ckpt::Status::OK();
 }
+/// The box [start, start + count) of a reader call, each of ndims extents (shape_of's checks).
+struct Box {
+  ckpt::Shape start, count;
+};
+ckpt::Result<Box> box_of(int ndims, const std::uint64_t* start, const std::uint64_t* count) {
+  auto s = shape_of(ndims, start, "start");
+  if (!s.ok()) return s.status();
+  auto n = shape_of(ndims, count, "count");
+  if (!n.ok()) return n.status();
+  return Box{std::move(s).value(), std::move(n).value()};
+}
 int open_step_into(ckpt::Result<ckpt::CheckpointReader> c, ckpt_reader_step** out) {
   return guard(nullptr, [&] {
     if (!c.ok()) return c.status();
@@ -649,11 +660,9 @@ int ckpt_reader_step_box_bytes(ckpt_reader_step* c, const char* name, int ndims,
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_box_bytes: step handle"));
     CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_box_bytes: name"));
     CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_box_bytes: bytes"));
-    auto s = shape_of(ndims, start, "start");
-    if (!s.ok()) return s.status();
-    auto n = shape_of(ndims, count, "count");
-    if (!n.ok()) return n.status();
-    auto b = c->ckpt.box_bytes(name, *s, *n);
+    auto box = box_of(ndims, start, count);
+    if (!box.ok()) return box.status();
+    auto b = c->ckpt.box_bytes(name, box->start, box->count);
     if (!b.ok()) return b.status();
     *bytes = b.value();
     return ckpt::Status::OK();
@@ -677,12 +686,10 @@ int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int ndims, cons
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_read: step handle"));
     CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_read: name"));
-    auto s = shape_of(ndims, start, "start");
-    if (!s.ok()) return s.status();
-    auto n = shape_of(ndims, count, "count");
-    if (!n.ok()) return n.status();
+    auto box = box_of(ndims, start, count);
+    if (!box.ok()) return box.status();
     if (out == nullptr && out_bytes > 0) return ckpt::Status(ckpt::Code::invalid_argument, "out is NULL");
-    return c->ckpt.read(name, *s, *n, out, out_bytes);
+    return c->ckpt.read(name, box->start, box->count, out, out_bytes);
   });
 }
 
