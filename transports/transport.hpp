@@ -68,7 +68,7 @@ inline std::vector<std::uint8_t> encode_header_for(const WriteContext& ctx, int 
 }
 
 /// A transport's settings: the few options transports read, typed, made from Options by the runtime
-/// (runtime/src/options.cpp, transport_config()), so that a transport never sees the rest.
+/// (transport_config() in runtime/src/resolve.cpp), so that a transport never sees the rest.
 struct TransportConfig {
   std::uint64_t alignment = 4096;       ///< blocks of >= 64 KiB start at a multiple (power of two)
   std::uint64_t chunk_bytes = 4 << 20;  ///< staging chunk size (mpiio writes in pieces of it)
