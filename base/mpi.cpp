@@ -1,9 +1,12 @@
 // MPI helpers (see mpi.hpp).
 #include "base/mpi.hpp"
 
+#include "base/hash.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -93,6 +96,43 @@ Status agree(MPI_Comm comm, const Status& local) {
   // The same Status on every rank, the failing ones included: callers may branch on it collectively
   // (checkpoint(-1) on one rank gives every rank the same error).
   return Status(first.code(), "rank " + std::to_string(lowest) + ": " + first.message());
+}
+
+Status agree_equal(MPI_Comm comm, const std::vector<NamedValue>& values, const std::string& what) {
+  if (comm == MPI_COMM_NULL || values.empty()) return Status::OK();
+  const std::size_t n = values.size();
+  // max(h) and max(~h) = ~min(h) in one reduction: a value is equal everywhere when its min is its max.
+  std::vector<std::uint64_t> h(2 * n), r(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    h[i] = hash64(values[i].value.data(), values[i].value.size());
+    h[n + i] = ~h[i];
+  }
+  allreduce(h.data(), r.data(), static_cast<int>(2 * n), MPI_UINT64_T, MPI_MAX, comm);
+  std::size_t first = 0;
+  while (first < n && r[first] == ~r[n + first]) ++first;
+  if (first == n) return Status::OK();
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::uint64_t h0 = h[first];
+  bcast(&h0, 1, MPI_UINT64_T, 0, comm);
+  const int mine = h[first] != h0 ? rank : size;
+  int other = 0;
+  allreduce(&mine, &other, 1, MPI_INT, MPI_MIN, comm);
+  auto text_of = [&](int root) {  // control bytes escaped: the message goes to a terminal
+    std::vector<std::uint8_t> b(values[first].value.begin(), values[first].value.end());
+    bcast_bytes(comm, b, root);
+    std::string t;
+    for (std::uint8_t c : b) {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c);
+      t += c < 0x20 || c == 0x7f ? std::string(esc) : std::string(1, static_cast<char>(c));
+    }
+    return t;
+  };
+  const std::string v0 = text_of(0), vr = text_of(other);
+  return Status(Code::invalid_argument, what + ": " + values[first].name + " differs across ranks: rank 0 has '" + v0 +
+                                            "', rank " + std::to_string(other) + " has '" + vr + "'");
 }
 
 Status bcast_status(MPI_Comm comm, const Status& s, int root) {

@@ -52,6 +52,19 @@ Status mpi_status(int rc, const std::string& what);
 /// prefixed "rank <r in comm>: ". Costs one allreduce when nobody failed.
 Status agree(MPI_Comm comm, const Status& local);
 
+/// A named value a rank brings to agree_equal(): an option and its value, an argument of a collective call.
+struct NamedValue {
+  std::string name;
+  std::string value;
+};
+
+/// "Do all ranks hold the same values?" Collective over `comm`; every rank passes the same names in the
+/// same order. ok when every value is equal on every rank; otherwise every rank gets the same
+/// invalid_argument: "<what>: <name> differs across ranks: rank 0 has '<v>', rank <r> has '<w>'" for the
+/// first name that differs (rank r the lowest whose value differs from rank 0's). One allreduce of two
+/// hashes per name when all agree.
+Status agree_equal(MPI_Comm comm, const std::vector<NamedValue>& values, const std::string& what);
+
 /// The Status `s` of rank `root` on every rank (code and message). Collective over `comm`: one
 /// broadcast when `s` is ok, two otherwise.
 Status bcast_status(MPI_Comm comm, const Status& s, int root);

@@ -1,5 +1,5 @@
 // The out-of-line parts of the public value types (Status, DType, MemoryKind names) and version(), in
-// the base library so that every layer - and the tools, which do not link the runtime - has them.
+// the base library so that every layer has them (the tools link the base layer beside libckpt).
 #include <string>
 
 #include "ckpt/ckpt.hpp"

@@ -27,6 +27,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::fclose(f);
   auto o = ckpt::Options::try_load(path);
   ::unlink(path.c_str());  // libFuzzer ends with exit(): nothing would remove the last one
-  if (o.ok() && !o->validate().ok()) std::abort();  // try_load must only return valid options
+  if (!o.ok()) return 0;
+  if (!o->validate().ok()) std::abort();  // try_load must only return valid options
+  // What to_yaml() prints loads back as the same options (the printing of every row reads back).
+  const std::string y = o->to_yaml();
+  f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return 0;
+  std::fwrite(y.data(), 1, y.size(), f);
+  std::fclose(f);
+  auto back = ckpt::Options::try_load(path);
+  ::unlink(path.c_str());
+  if (!back.ok() || back->to_yaml() != y) std::abort();
   return 0;
 }

@@ -241,7 +241,7 @@ int main(int argc, char** argv) {
     o.keep = 1;
     // The raw write and the reads go in ckpt's write pieces: chunk_bytes, or 16 MiB when it is auto (0)
     // (the auto chunk of states of 32 MiB and more).
-    const std::size_t piece = o.chunk_bytes != 0 ? o.chunk_bytes : (std::size_t{16} << 20);
+    const std::size_t piece = o.chunk_bytes.value_or(std::size_t{16} << 20);
     std::vector<double> mc, bl, fl, du, cm, raw;
     {
       ckpt::Runtime rt(MPI_COMM_WORLD, o);

@@ -1,7 +1,8 @@
 // coIO: MPI-IO collective writes. The ranks are split into nf contiguous groups; each group
 // writes one file with MPI_File_write_at_all, every rank's stream at its own aligned offset. nf = 1
 // is one shared file. Collective calls must match across a group, so every rank makes as many
-// write_at_all calls as the rank with the most chunks (extra calls write nothing), also on errors.
+// write_at_all calls as the rank with the most writes (extra calls write nothing), also on errors:
+// counted from the caller's write length (WriteContext::write_bytes), which differs per rank.
 #include <algorithm>
 
 #include "base/format.hpp"
@@ -107,9 +108,13 @@ class MpiioTransport final : public Transport {
     if (grank == 0) before = 0;
     std::uint64_t my_end = align + before + ctx.bytes();  // the file ends where the last stream ends
     MPI_Allreduce(&my_end, &total, 1, MPI_UINT64_T, MPI_MAX, m_comm);
+    // The collective calls this rank will make: one per write() and 1 GiB piece of it. The writes'
+    // length is the caller's (each rank's auto chunk follows its own state), so the count differs
+    // across ranks; every rank makes the largest (pad_and_close), agreed here.
+    const std::uint64_t each = ctx.write_bytes != 0 ? ctx.write_bytes : std::max<std::uint64_t>(ctx.bytes(), 1);
     long long calls = 0;
-    for (std::uint64_t off = 0; off < ctx.bytes(); off += m_opts.chunk_bytes) {
-      const std::uint64_t len = std::min<std::uint64_t>(m_opts.chunk_bytes, ctx.bytes() - off);
+    for (std::uint64_t off = 0; off < ctx.bytes(); off += each) {
+      const std::uint64_t len = std::min<std::uint64_t>(each, ctx.bytes() - off);
       calls += static_cast<long long>((len + kMaxMpiPiece - 1) / kMaxMpiPiece);
     }
     MPI_Allreduce(MPI_IN_PLACE, &calls, 1, MPI_LONG_LONG, MPI_MAX, m_comm);

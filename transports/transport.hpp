@@ -34,6 +34,10 @@ struct WriteContext {
   const StreamPlan* plan = nullptr;  ///< this rank's stream; valid until finish()/abort() returns
   std::uint32_t group = 0;           ///< transport group; its part of the stream is [begin, end)
   std::uint64_t segment_begin = 0, segment_end = 0;
+  /// The length of every write() of this segment but the last (the pipeline's staging chunk, the
+  /// drain's piece): a writer that makes one collective call per write() (mpiio) counts its calls with it.
+  /// A per-rank value (the auto chunk follows each rank's state): such writers agree on the count.
+  std::uint64_t write_bytes = 0;
   /// Bytes of this writer's part of the stream (write() offsets are relative to segment_begin).
   std::uint64_t bytes() const { return segment_end - segment_begin; }
   /// "<prefix>.<k>" for group 0, "g<group>.<prefix>.<k>" otherwise: file names unique per group.
@@ -64,7 +68,7 @@ inline std::vector<std::uint8_t> encode_header_for(const WriteContext& ctx, int 
 }
 
 /// A transport's settings: the few options transports read, typed, made from Options by the runtime
-/// (runtime/src/options.cpp, transport_config()), so that a transport never sees the rest.
+/// (transport_config() in runtime/src/resolve.cpp), so that a transport never sees the rest.
 struct TransportConfig {
   std::uint64_t alignment = 4096;       ///< blocks of >= 64 KiB start at a multiple (power of two)
   std::uint64_t chunk_bytes = 4 << 20;  ///< staging chunk size (mpiio writes in pieces of it)

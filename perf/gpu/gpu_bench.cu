@@ -152,7 +152,7 @@ void bench_capture(const Args& a, const Peaks& pk, cudaStream_t s) {
     for (const char* mode : {"off", "on", "auto"}) {
       ckpt::Options o = base_options(a, "null");
       o.gpu_double_buffer = *ckpt::parse_double_buffer(mode);
-      o.gpu_spare_bytes = std::string(mode) == "on" ? bytes : 0;
+      o.gpu_spare_bytes = std::string(mode) == "on" ? ckpt::AutoBytes(bytes) : ckpt::AutoBytes();
       if (std::string(mode) == "auto") o.gpu_spare_bytes = bytes;  // cap: the whole region
       ckpt::Runtime rt(MPI_COMM_WORLD, o);
       if (!rt.status().ok() || !rt.protect("x", dev, ckpt::DType::f64, {n}).ok()) {

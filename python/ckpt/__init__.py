@@ -1,6 +1,13 @@
-"""Read ckpt checkpoints from Python, as numpy arrays, without restarting the application.
+"""ckpt from Python: checkpoint and restart the numpy and device arrays of an mpi4py program
+(ckpt.Runtime, docs/api-python.md), and read checkpoints as numpy arrays without restarting (ckpt.open,
+docs/api-reader.md).
 
-    import ckpt
+    rt = ckpt.Runtime(MPI.COMM_WORLD, {"dir": "/scratch/run/ckpt"})   # collective; also a YAML path, CKPT_*
+    rt.protect("u", u, global_shape=(ny, nx), start=(y0, 0))           # numpy, CuPy, PyTorch, numba arrays
+    t = rt.checkpoint(step)                 # returns once captured: t.wait(), t.done(), t.stats()
+    rt.restart()                            # newest checkpoint that verifies, into the protected arrays
+    rt.close()                              # or `with ckpt.Runtime(...) as rt:`
+
     s = ckpt.open("/scratch/run/ckpt")      # the `dir` of a run (or one ckpt.<step> directory)
     s = ckpt.open(path, comm=MPI.COMM_WORLD)  # collective, on an mpi4py communicator
     s.steps                                 # complete steps, oldest first
@@ -11,11 +18,10 @@
     v[10:20, :, 5]                          # reads only the blocks the box touches
     c.verify()                              # raises ckpt.CorruptError naming variable, block and file
 
-A thin layer over the C reader of libckpt (ckpt_reader_* in ckpt/ckpt.h) through ctypes: the format is
-read, and every block's checksum verified, by the library itself. No MPI is needed. libckpt is found
-through $CKPT_LIBRARY, else beside this package in an install tree (<prefix>/lib/python/ckpt ->
-<prefix>/lib), else where the install tree was when this package was pip-installed from it
-(`pip install <prefix>/lib/python`: ckpt/_install.py, written by setup.py), else by the system's loader.
+A thin layer over the C API of libckpt (ckpt/ckpt.h) through ctypes: the format is written and read, and
+every block's checksum verified, by the library itself. Reading needs no MPI; ckpt.Runtime needs mpi4py
+on the MPI library libckpt was built with. How libckpt is found: ckpt/_lib.py. Errors are ckpt.Error
+subclasses carrying the library's message (ckpt/_lib.py).
 """
 
 import ctypes
@@ -23,119 +29,27 @@ import os
 
 import numpy as np
 
+from ._lib import (CorruptError, Error, InternalError, InvalidArgumentError, MismatchError, NotFoundError,
+                   PreconditionError, StorageError, UnavailableError, VarInfo as _VarInfo, check as _check,
+                   lib as _lib, to_bytes as _bytes, to_str as _str, u64_array as _u64_array)
+from . import _arrays
+from .runtime import CheckpointStats, JoinedRows, Runtime, Ticket
+
 # The project's version (CMakeLists.txt's project(VERSION); CMake refuses to configure when they differ).
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "open", "Series", "Checkpoint", "Variable", "Error", "CorruptError", "NotFoundError"]
+__all__ = ["__version__", "open", "Series", "Checkpoint", "Variable", "Runtime", "Ticket", "CheckpointStats",
+           "JoinedRows", "Error", "InvalidArgumentError", "NotFoundError", "MismatchError", "CorruptError",
+           "StorageError", "UnavailableError", "PreconditionError", "InternalError"]
 
+for _cls in (Error, InvalidArgumentError, NotFoundError, MismatchError, CorruptError, StorageError, UnavailableError,
+             PreconditionError, InternalError, Runtime, Ticket):
+    _cls.__module__ = "ckpt"  # tracebacks say ckpt.NotFoundError, where the user meets it
 
-class Error(Exception):
-    """A failure reported by libckpt; `code` is its ckpt::Code name (e.g. "corrupt")."""
-
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
-
-
-class CorruptError(Error):
-    """Stored data failed validation (checksum, truncated file, damaged index)."""
-
-
-class NotFoundError(Error, KeyError):
-    """No such checkpoint, step, variable or rank."""
-
-    def __str__(self):  # KeyError would print the repr of the message
-        return Exception.__str__(self)
-
-
-_CODES = {0: "ok", 1: "invalid_argument", 2: "not_found", 3: "mismatch", 4: "corrupt", 5: "io_error",
-          6: "unavailable", 7: "failed_precondition", 8: "internal"}
 _DTYPES = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32, 7: np.uint64,
            8: np.int64, 9: np.float32, 10: np.float64, 11: np.uint8}
 _KINDS = {0: "local", 1: "global", 2: "scalar", 3: "joined"}
-
-_u64p = ctypes.POINTER(ctypes.c_uint64)
-_u32p = ctypes.POINTER(ctypes.c_uint32)
-_strp = ctypes.POINTER(ctypes.c_char_p)
-
-
-class _VarInfo(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("kind", ctypes.c_int),
-                ("uniform", ctypes.c_int), ("ndims", ctypes.c_int), ("shape", _u64p),
-                ("has_minmax", ctypes.c_int), ("min", ctypes.c_double), ("max", ctypes.c_double),
-                ("nattrs", ctypes.c_size_t), ("attr_keys", _strp), ("attr_values", _strp),
-                ("nblocks", ctypes.c_size_t), ("block_ranks", _u32p), ("block_starts", _u64p),
-                ("block_counts", _u64p), ("nranks", ctypes.c_size_t), ("ranks", _u32p)]
-
-
-def _load_library():
-    candidates = []
-    if os.environ.get("CKPT_LIBRARY"):
-        candidates.append(os.environ["CKPT_LIBRARY"])
-    here = os.path.dirname(os.path.abspath(__file__))
-    libdirs = [os.path.join(here, "..", "..")]  # <prefix>/lib/python/ckpt -> <prefix>/lib
-    try:  # pip-installed from <prefix>/lib/python: the libdir setup.py recorded
-        from . import _install
-        if _install.LIBDIR:
-            libdirs.append(_install.LIBDIR)
-    except ImportError:
-        pass
-    for d in libdirs:
-        for name in ("libckpt.so", "libckpt.dylib"):
-            candidates.append(os.path.join(d, name))
-    candidates += ["libckpt.so.0", "libckpt.so", "libckpt.dylib"]
-    errors = []
-    for c in candidates:
-        if os.path.sep in c and not os.path.exists(c):
-            continue
-        try:
-            return ctypes.CDLL(c)
-        except OSError as e:
-            errors.append(f"{c}: {e}")
-    raise ImportError("ckpt: cannot load libckpt (set CKPT_LIBRARY to its path): " + "; ".join(errors))
-
-
-_lib = _load_library()
 _P = ctypes.c_void_p
-for _name, _args in {
-    "ckpt_reader_open": [ctypes.c_char_p, ctypes.POINTER(_P)],
-    "ckpt_reader_open_handle": [_P, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(_P)],
-    "ckpt_reader_free": [_P],
-    "ckpt_reader_steps": [_P, ctypes.POINTER(ctypes.c_int64), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
-    "ckpt_reader_open_step": [_P, ctypes.c_int64, ctypes.POINTER(_P)],
-    "ckpt_reader_latest": [_P, ctypes.POINTER(_P)],
-    "ckpt_reader_step_free": [_P],
-    "ckpt_reader_step_info": [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int),
-                              ctypes.POINTER(ctypes.c_char_p)],
-    "ckpt_reader_step_nvars": [_P, ctypes.POINTER(ctypes.c_size_t)],
-    "ckpt_reader_step_var": [_P, ctypes.c_size_t, ctypes.POINTER(_VarInfo)],
-    "ckpt_reader_step_read": [_P, ctypes.c_char_p, ctypes.c_int, _u64p, _u64p, _P, ctypes.c_size_t],
-    "ckpt_reader_step_read_rank": [_P, ctypes.c_char_p, ctypes.c_uint32, _P, ctypes.c_size_t],
-    "ckpt_reader_step_verify": [_P],
-}.items():
-    _f = getattr(_lib, _name)
-    _f.argtypes = _args
-    _f.restype = None if _name.endswith("_free") else ctypes.c_int
-_lib.ckpt_last_error.restype = ctypes.c_char_p
-_lib.ckpt_last_error.argtypes = []
-
-
-def _check(rc):
-    if rc == 0:
-        return
-    msg = (_lib.ckpt_last_error() or b"").decode("utf-8", "replace")
-    code = _CODES.get(rc, str(rc))
-    if code == "corrupt":
-        raise CorruptError(code, msg)
-    if code == "not_found":
-        raise NotFoundError(code, msg)
-    if code == "invalid_argument":
-        raise ValueError(msg)
-    raise Error(code, msg)
-
-
-def _u64_array(values):
-    return (ctypes.c_uint64 * max(1, len(values)))(*values)
 
 
 def open(path, comm=None):  # noqa: A001 - the name the interface promises (ckpt.open)
@@ -157,12 +71,12 @@ class Series:
         self.comm = comm  # kept alive: collective step opens use it
         h = _P()
         if comm is None:
-            _check(_lib.ckpt_reader_open(self.path.encode(), ctypes.byref(h)))
+            _check(_lib.ckpt_reader_open(_bytes(self.path), ctypes.byref(h)))
         else:
             from mpi4py import MPI  # the handle's address and size, as ckpt_reader_open_comm passes them
 
             _check(_lib.ckpt_reader_open_handle(ctypes.c_void_p(MPI._addressof(comm)), MPI._sizeof(comm),
-                                                self.path.encode(), ctypes.byref(h)))
+                                                _bytes(self.path), ctypes.byref(h)))
         self._h = h
         n = ctypes.c_size_t(0)
         _check(_lib.ckpt_reader_steps(self._h, None, 0, ctypes.byref(n)))
@@ -210,7 +124,7 @@ class Checkpoint:
         self._h = handle
         step, nranks, transport = ctypes.c_int64(), ctypes.c_int(), ctypes.c_char_p()
         _check(_lib.ckpt_reader_step_info(self._h, ctypes.byref(step), ctypes.byref(nranks), ctypes.byref(transport)))
-        self.step, self.nranks, self.transport = step.value, nranks.value, transport.value.decode()
+        self.step, self.nranks, self.transport = step.value, nranks.value, _str(transport.value)
         n = ctypes.c_size_t()
         _check(_lib.ckpt_reader_step_nvars(self._h, ctypes.byref(n)))
         self._vars = {}
@@ -248,20 +162,49 @@ class Variable:
 
     def __init__(self, ckpt, info):
         self._ckpt = ckpt
-        self.name = info.name.decode()
+        self.name = _str(info.name)
         self.kind = _KINDS[info.kind]
         self.dtype = np.dtype(_DTYPES[info.dtype])
         self.uniform = bool(info.uniform)
         self.shape = tuple(int(info.shape[d]) for d in range(info.ndims))
         self.min = float(info.min) if info.has_minmax else None
         self.max = float(info.max) if info.has_minmax else None
-        self.attrs = {info.attr_keys[i].decode(): info.attr_values[i].decode() for i in range(info.nattrs)}
+        self.attrs = {_str(info.attr_keys[i]): _str(info.attr_values[i]) for i in range(info.nattrs)}
         nd = info.ndims
         self.blocks = [{"rank": int(info.block_ranks[b]),
                         "start": tuple(int(info.block_starts[b * nd + d]) for d in range(nd)),
                         "count": tuple(int(info.block_counts[b * nd + d]) for d in range(nd))}
                        for b in range(info.nblocks)]
         self.ranks = [int(info.ranks[i]) for i in range(info.nranks)]
+        # An array written by ckpt.Runtime in a type ckpt lacks (bool, complex, float16, structured...):
+        # stored as a type ckpt has, with a trailing dimension where needed (ckpt/_arrays.py); read back in
+        # its own type. stored_dtype / stored_shape are what the file holds; min/max are of those values.
+        self.stored_dtype, self.stored_shape = self.dtype, self.shape
+        self._trail = None
+        want = _arrays.stored_dtype(self.attrs.get(_arrays.DTYPE_ATTR, ""))
+        if want is not None:
+            if info.dtype == _arrays.BYTES:
+                trail = want.itemsize
+            else:
+                trail = want.itemsize // self.dtype.itemsize if want.itemsize != self.dtype.itemsize else 0
+            if want.itemsize == max(trail, 1) * self.dtype.itemsize and \
+                    (trail == 0 or (self.shape and self.shape[-1] == trail)):
+                self._trail = trail
+                self.dtype = want
+                self.shape = self.shape[:-1] if trail else self.shape
+
+    def _as_stored(self, start, count):
+        """A box of the logical array as a box of the stored one (the trailing dimension added)."""
+        if self._trail:
+            return tuple(start) + (0,), tuple(count) + (self._trail,)
+        return tuple(start), tuple(count)
+
+    def _logical(self, out):
+        """Stored values `out` in the variable's own type."""
+        if self._trail is None:
+            return out
+        v = out.view(self.dtype)
+        return v.reshape(out.shape[:-1]) if self._trail else v
 
     @property
     def ndim(self):
@@ -284,16 +227,26 @@ class Variable:
         count = next((b["count"] for b in self.blocks if b["rank"] == rank), None)
         if count is None:
             raise NotFoundError("not_found", f"variable {self.name!r}: rank {rank} wrote no block of it")
-        out = np.empty(count, dtype=self.dtype)
-        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, self.name.encode(), int(rank),
+        # Allocated once the reader checked the block against its file (an index may claim more).
+        n = ctypes.c_uint64()
+        _check(_lib.ckpt_reader_step_rank_bytes(self._ckpt._h, _bytes(self.name), int(rank), ctypes.byref(n)))
+        out = np.empty(count, dtype=self.stored_dtype)
+        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, _bytes(self.name), int(rank),
                                                out.ctypes.data_as(_P), out.nbytes))
-        return out[()] if self.kind == "scalar" else out
+        out = self._logical(out)
+        return out[()] if self.kind == "scalar" or (self._trail and out.ndim == 0) else out
 
     def _box(self, start, count):
-        out = np.empty(tuple(count), dtype=self.dtype)
-        _check(_lib.ckpt_reader_step_read(self._ckpt._h, self.name.encode(), self.ndim, _u64_array(start),
+        start, count = self._as_stored(start, count)
+        # Allocated once the reader checked the blocks of the box against their files (an index may
+        # claim more than they hold) and that they cover it.
+        n = ctypes.c_uint64()
+        _check(_lib.ckpt_reader_step_box_bytes(self._ckpt._h, _bytes(self.name), len(count), _u64_array(start),
+                                               _u64_array(count), ctypes.byref(n)))
+        out = np.empty(count, dtype=self.stored_dtype)
+        _check(_lib.ckpt_reader_step_read(self._ckpt._h, _bytes(self.name), len(count), _u64_array(start),
                                           _u64_array(count), out.ctypes.data_as(_P), out.nbytes))
-        return out
+        return self._logical(out)
 
     def __getitem__(self, key):
         """numpy basic indexing (integers, slices with steps, Ellipsis) of a global array; reads the

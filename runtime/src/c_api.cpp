@@ -130,13 +130,21 @@ ckpt::Status need_name(const char* name) {
   return ckpt::Status::OK();
 }
 
-/// dims[0..ndims) as a Shape; checks ndims and the pointer.
+/// dims[0..ndims) as a Shape; checks ndims, the pointer, and that no value is 2^63 or more: C callers
+/// pass int64_t or int values through uint64_t, so such a value is a negative number that was cast (a
+/// region of ~2^64 bytes that the next checkpoint would read), never a real extent.
 ckpt::Result<ckpt::Shape> shape_of(int ndims, const std::uint64_t* dims, const char* what) {
   if (ndims < 0 || ndims > CKPT_MAX_DIMS)
     return ckpt::Status(ckpt::Code::invalid_argument,
                         "ndims must be 0.." + std::to_string(CKPT_MAX_DIMS) + ", got " + std::to_string(ndims));
   if (ndims > 0 && dims == nullptr)
     return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL with ndims > 0");
+  for (int d = 0; d < ndims; ++d)
+    if (dims[d] > static_cast<std::uint64_t>(INT64_MAX))
+      return ckpt::Status(ckpt::Code::invalid_argument,
+                          std::string(what) + "[" + std::to_string(d) + "] is " + std::to_string(dims[d]) + " (" +
+                              std::to_string(static_cast<std::int64_t>(dims[d])) +
+                              " as a signed value): a negative number passed as uint64_t?");
   return ckpt::Shape(dims, dims + ndims);
 }
 
@@ -151,9 +159,12 @@ ckpt::Result<ckpt::Block> block_of(int ndims, const std::uint64_t* global, const
   return ckpt::Block{*g, *s, *c};
 }
 
-/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row < 0 for the balanced split.
+/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row a row or CKPT_BALANCED.
 ckpt::Result<ckpt::Joined> joined_of(int ndims, const std::uint64_t* dims, std::int64_t first_row) {
   if (ndims < 1) return ckpt::Status(ckpt::Code::invalid_argument, "a joined array needs ndims >= 1 (its rows first)");
+  if (first_row < 0 && first_row != CKPT_BALANCED)
+    return ckpt::Status(ckpt::Code::invalid_argument,
+                        "first_row must be a row (>= 0) or CKPT_BALANCED (-1), got " + std::to_string(first_row));
   auto d = shape_of(ndims, dims, "dims");
   if (!d.ok()) return d.status();
   ckpt::Joined j{*d, std::nullopt};
@@ -178,12 +189,14 @@ ckpt::Status wait_unclaimed(ckpt_runtime* rt) {
   return first;
 }
 
-int create(MPI_Comm comm, const char* config, ckpt_runtime** out) noexcept {
+/// `options`: the YAML text of ckpt_create_handle_options, or NULL.
+int create(MPI_Comm comm, const char* config, const char* options, ckpt_runtime** out) noexcept {
   return guard(nullptr, [&]() -> ckpt::Status {
     if (out == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_create: out is NULL");
     *out = nullptr;
-    ckpt::Options opts;
-    if (config != nullptr && config[0] != '\0') opts = ckpt::Options::load(config);
+    // Defaults < the file < the text < CKPT_*; an error is kept in opts, and the Runtime's constructor
+    // reports it on every rank (a file missing on one node must not leave the others waiting).
+    const ckpt::Options opts = ckpt::Options::load(config != nullptr ? config : "", options != nullptr ? options : "");
     auto h = std::make_unique<ckpt_runtime>();
     h->rt = std::make_unique<ckpt::Runtime>(comm, opts);
     ckpt::Status st = h->rt->status();  // agreed by every rank
@@ -207,13 +220,7 @@ const char* ckpt_code_name(int code) {
 const char* ckpt_last_error(void) { return t_last_error.c_str(); }
 
 int ckpt_create_handle(const void* comm, size_t comm_size, const char* config, ckpt_runtime** out) {
-  if (out != nullptr) *out = nullptr;
-  if (comm == nullptr || comm_size != sizeof(MPI_Comm))
-    return fail(ckpt::Code::invalid_argument,
-                "ckpt_create: the communicator handle is not an MPI_Comm of the MPI library ckpt was built with");
-  MPI_Comm c;
-  std::memcpy(&c, comm, sizeof c);
-  return create(c, config, out);
+  return ckpt_create_handle_options(comm, comm_size, config, nullptr, out);
 }
 
 int ckpt_create_fortran(int fortran_comm, const char* config, ckpt_runtime** out) {
@@ -222,7 +229,7 @@ int ckpt_create_fortran(int fortran_comm, const char* config, ckpt_runtime** out
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (!initialized || finalized) return fail(ckpt::Code::failed_precondition, "ckpt_create: MPI is not initialised");
-  return create(MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm)), config, out);
+  return create(MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm)), config, nullptr, out);
 }
 
 void ckpt_free(ckpt_runtime* rt) {
@@ -493,21 +500,47 @@ int ckpt_latest(ckpt_runtime* rt, int64_t* step) {
   });
 }
 
-int ckpt_restart_step(ckpt_runtime* rt, int64_t step) {
+int ckpt_restart_step(ckpt_runtime* rt, int64_t step) { return ckpt_restart_step_stream(rt, step, nullptr); }
+
+int ckpt_restart(ckpt_runtime* rt, int64_t* step) { return ckpt_restart_stream(rt, nullptr, step); }
+
+// ---- for language bindings: options as text, restart on a stream, the device ------------------------
+
+int ckpt_create_handle_options(const void* comm, size_t comm_size, const char* config, const char* options,
+                               ckpt_runtime** out) {
+  if (out != nullptr) *out = nullptr;
+  if (comm == nullptr || comm_size != sizeof(MPI_Comm))
+    return fail(ckpt::Code::invalid_argument,
+                "ckpt_create: the communicator handle is not an MPI_Comm of the MPI library ckpt was built with");
+  MPI_Comm c;
+  std::memcpy(&c, comm, sizeof c);
+  return create(c, config, options, out);
+}
+
+int ckpt_restart_step_stream(ckpt_runtime* rt, int64_t step, void* stream) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
-    return rt->rt->restart(step);
+    return rt->rt->restart(step, stream);
   });
 }
 
-int ckpt_restart(ckpt_runtime* rt, int64_t* step) {
+int ckpt_restart_stream(ckpt_runtime* rt, void* stream, int64_t* step) {
   if (step != nullptr) *step = -1;
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
     if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_restart: step is NULL");
-    ckpt::Result<std::int64_t> r = rt->rt->restart();
+    ckpt::Result<std::int64_t> r = rt->rt->restart_newest(stream);
     if (!r.ok()) return r.status();
     *step = *r;
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_device_name(const ckpt_runtime* rt, const char** name) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (name == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_device_name: name is NULL");
+    *name = rt->rt->device_name();
     return ckpt::Status::OK();
   });
 }
@@ -518,6 +551,17 @@ namespace {
 ckpt::Status need(const void* p, const char* what) {
   if (p == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL");
   return ckpt::Status::OK();
+}
+/// The box [start, start + count) of a reader call, each of ndims extents (shape_of's checks).
+struct Box {
+  ckpt::Shape start, count;
+};
+ckpt::Result<Box> box_of(int ndims, const std::uint64_t* start, const std::uint64_t* count) {
+  auto s = shape_of(ndims, start, "start");
+  if (!s.ok()) return s.status();
+  auto n = shape_of(ndims, count, "count");
+  if (!n.ok()) return n.status();
+  return Box{std::move(s).value(), std::move(n).value()};
 }
 int open_step_into(ckpt::Result<ckpt::CheckpointReader> c, ckpt_reader_step** out) {
   return guard(nullptr, [&] {
@@ -632,17 +676,42 @@ int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i
   });
 }
 
+int ckpt_reader_step_box_bytes(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                               const uint64_t* count, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_box_bytes: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_box_bytes: name"));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_box_bytes: bytes"));
+    auto box = box_of(ndims, start, count);
+    if (!box.ok()) return box.status();
+    auto b = c->ckpt.box_bytes(name, box->start, box->count);
+    if (!b.ok()) return b.status();
+    *bytes = b.value();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_rank_bytes(ckpt_reader_step* c, const char* name, uint32_t rank, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_rank_bytes: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_rank_bytes: name"));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_rank_bytes: bytes"));
+    auto b = c->ckpt.rank_bytes(name, rank);
+    if (!b.ok()) return b.status();
+    *bytes = b.value();
+    return ckpt::Status::OK();
+  });
+}
+
 int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
                           const uint64_t* count, void* out, size_t out_bytes) {
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_read: step handle"));
     CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_read: name"));
-    auto s = shape_of(ndims, start, "start");
-    if (!s.ok()) return s.status();
-    auto n = shape_of(ndims, count, "count");
-    if (!n.ok()) return n.status();
+    auto box = box_of(ndims, start, count);
+    if (!box.ok()) return box.status();
     if (out == nullptr && out_bytes > 0) return ckpt::Status(ckpt::Code::invalid_argument, "out is NULL");
-    return c->ckpt.read(name, *s, *n, out, out_bytes);
+    return c->ckpt.read(name, box->start, box->count, out, out_bytes);
   });
 }
 

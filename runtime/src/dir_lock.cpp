@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/store.hpp"
+
 namespace ckpt::detail {
 
-Status DirLock::acquire(const std::string& dir) {
+Status DirLock::acquire(const std::string& dir, std::uint64_t token) {
   release();
-  const std::string path = dir + "/.lock";
+  const std::string path = dir + "/" + kLockName;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int e = errno;
@@ -39,12 +41,39 @@ Status DirLock::acquire(const std::string& dir) {
   }
   char host[128] = {};
   ::gethostname(host, sizeof host - 1);
-  const std::string me = "pid " + std::to_string(::getpid()) + " on host " + host + "\n";
-  if (::ftruncate(fd, 0) == 0) {
-    const ssize_t w = ::pwrite(fd, me.data(), me.size(), 0);
-    (void)w;  // the text is only for the message of a job that finds the lock held
+  const std::string me =
+      "pid " + std::to_string(::getpid()) + " on host " + host + " run " + std::to_string(token) + "\n";
+  // The text names the holder for a job that finds the lock held, and proves to the other ranks that
+  // they see this very directory: synced, so that another node's client reads it (NFS: close-to-open).
+  const bool written = ::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) == static_cast<ssize_t>(me.size()) &&
+                       ::fsync(fd) == 0;
+  if (!written) {
+    const int e = errno;
+    ::close(fd);
+    return Status(Code::io_error, "cannot write the directory lock " + path + ": " + std::strerror(e));
   }
   m_fd = fd;
+  m_text = me;
+  return Status::OK();
+}
+
+Status same_directory(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/.lock";
+  const std::string advice =
+      ": option 'dir' must name one directory on a file system every rank shares (for storage on each node, "
+      "use local_dir)";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return Status(Code::failed_precondition, "the checkpoint directory " + dir +
+                                                 " that rank 0 created is not visible here (" + path + ": " +
+                                                 std::strerror(errno) + ")" + advice);
+  char buf[512] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  ::close(fd);
+  if (n < 0 || std::string(buf, static_cast<std::size_t>(n)) != text)
+    return Status(Code::failed_precondition,
+                  "the checkpoint directory " + dir + " is not the one rank 0 created: " + path + " holds another job's lock" +
+                      advice);
   return Status::OK();
 }
 
@@ -53,6 +82,7 @@ void DirLock::release() {
   ::flock(m_fd, LOCK_UN);
   ::close(m_fd);
   m_fd = -1;
+  m_text.clear();
 }
 
 }  // namespace ckpt::detail

@@ -108,6 +108,7 @@ Status Drainer::drain(const Job& local) {
 
   // The write thread's sequence (open every segment, then per segment: start, windows, finish), so
   // that collective transports and writer ranks see the same calls on every rank.
+  g->chunk_bytes = m_cfg.chunk_bytes;  // the windows below
   g->write.error = open_writers(m_open, *g, Status::OK());
   FileReader files(m_local.checkpoint_dir(local.step));
   std::vector<std::uint8_t> buf;

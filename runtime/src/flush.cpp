@@ -77,6 +77,7 @@ Status open_writers(const OpenEnv& env, Job& job, Status setup) {
     ctx.group = seg.group;
     ctx.segment_begin = seg.begin;
     ctx.segment_end = seg.end;
+    ctx.write_bytes = job.chunk_bytes;
     auto w = transports[seg.group]->open(ctx);
     if (w.ok()) {
       job.write.writers.push_back(std::move(w).value());

@@ -1,7 +1,10 @@
-// The one place where options are read: YAML files and CKPT_* variables, validated into Options.
+// The one place where options are read: the rows of CKPT_OPTIONS (ckpt/options.hpp) become a table of
+// parsers, printers and range checks here, which the YAML and CKPT_* readers, validate(), to_yaml(),
+// describe_options() and the agreement across ranks (runtime/src/resolve.cpp) all use.
 #include "ckpt/options.hpp"
 
-#include "runtime/src/config.hpp"
+#include "runtime/src/resolve.hpp"
+#include "runtime/src/option_table.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -11,50 +14,50 @@
 
 #include <algorithm>
 #include <cctype>
-#include <climits>
-#include <cstdint>
 #include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 extern char** environ;
 
 namespace ckpt {
+namespace detail {
 namespace {
-
-using Setter = std::function<Status(Options&, const std::string&)>;
-
-struct Field {
-  const char* key;  // YAML key; the variable is CKPT_<KEY upper-cased>
-  Setter set;
-};
 
 Status bad_value(const std::string& key, const std::string& value, const std::string& allowed) {
   return Status(Code::invalid_argument, "option '" + key + "': bad value '" + value + "' (allowed: " + allowed + ")");
 }
 
-Result<long long> parse_int(const std::string& key, const std::string& v) {
+bool parse_integer(const std::string& v, long long* out) {
   char* end = nullptr;
   errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0) return bad_value(key, v, "an integer");
-  return x;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0) return false;
+  *out = x;
+  return true;
 }
 
-Result<bool> parse_bool(const std::string& key, const std::string& v) {
-  std::string l;
-  for (char c : v) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "1" || l == "true" || l == "on" || l == "yes") return true;
-  if (l == "0" || l == "false" || l == "off" || l == "no") return false;
-  return bad_value(key, v, "true/false, on/off, yes/no, 1/0");
+/// "64M" for 64 MiB: the largest binary unit that divides the value, as parse_bytes reads it.
+std::string print_bytes(std::uint64_t v) {
+  static const char* const units[] = {"T", "G", "M", "K"};
+  for (int i = 0; i < 4; ++i) {
+    const int shift = 40 - 10 * i;
+    if (v != 0 && v % (std::uint64_t{1} << shift) == 0) return std::to_string(v >> shift) + units[i];
+  }
+  return std::to_string(v);
 }
 
-// ---- options with a fixed set of spellings ---------------------------------------------------------
-// One table per option (spelling -> value, in the order messages list them); parse_named() reads a
-// value, named_list() writes the accepted spellings into every message about them.
+// ---- option specs: how a row's text becomes its value -----------------------------------------------
+// Each spec has value_type, parse(text) -> Result (the message says what is allowed), print(value) in the
+// spelling parse reads, valid(value) for a value set in code, and allowed() for messages and the docs.
 
 template <class E>
 struct Named {
@@ -62,18 +65,14 @@ struct Named {
   E value;
 };
 
-const Named<Options::OnBusy> kOnBusy[] = {{"wait", Options::OnBusy::wait}, {"coalesce", Options::OnBusy::coalesce}};
-const Named<Options::Layout> kLayout[] = {{"directory", Options::Layout::directory},
-                                          {"series", Options::Layout::series}};
-const Named<Options::DoubleBuffer> kDoubleBuffer[] = {
-    {"off", Options::DoubleBuffer::off}, {"on", Options::DoubleBuffer::on}, {"auto", Options::DoubleBuffer::automatic}};
-const Named<Options::MpiThreads> kMpiThreads[] = {{"auto", Options::MpiThreads::automatic},
-                                                  {"multiple", Options::MpiThreads::multiple},
-                                                  {"funneled", Options::MpiThreads::funneled}};
-const Named<const char*> kRedundancy[] = {{"none", "none"}, {"partner", "partner"}, {"xor", "xor"}};
+const Named<OnBusy> kOnBusy[] = {{"wait", OnBusy::wait}, {"coalesce", OnBusy::coalesce}};
+const Named<Layout> kLayout[] = {{"directory", Layout::directory}, {"series", Layout::series}};
+const Named<DoubleBuffer> kDoubleBuffer[] = {{"off", DoubleBuffer::off}, {"on", DoubleBuffer::on}};
+const Named<MpiThreads> kMpiThreads[] = {{"multiple", MpiThreads::multiple}, {"funneled", MpiThreads::funneled}};
+const Named<Redundancy> kRedundancy[] = {
+    {"none", Redundancy::none}, {"partner", Redundancy::partner}, {"xor", Redundancy::xor_parity}};
 const Named<const char*> kRomioCbWrite[] = {{"enable", "enable"}, {"disable", "disable"}, {"automatic", "automatic"}};
 
-/// The spellings of `table` in order, joined by `sep` and the last one by `last` ("a, b or c").
 template <class E, std::size_t N>
 std::string named_list(const Named<E> (&table)[N], const char* sep = ", ", const char* last = ", ") {
   std::string s;
@@ -81,281 +80,365 @@ std::string named_list(const Named<E> (&table)[N], const char* sep = ", ", const
   return s;
 }
 
-/// The entry of `table` spelled `text` exactly (case matters), or null.
 template <class E, std::size_t N>
-const Named<E>* find_named(const Named<E> (&table)[N], const std::string& text) {
-  for (const auto& n : table)
-    if (text == n.name) return &n;
+struct OneOf {
+  using value_type = E;
+  const Named<E> (&table)[N];
+  Result<E> parse(const std::string& t) const {
+    for (const auto& n : table)
+      if (t == n.name) return n.value;
+    return Status(Code::invalid_argument, "'" + t + "' is not " + named_list(table, ", ", " or "));
+  }
+  std::string print(E v) const {
+    for (const auto& n : table)
+      if (n.value == v) return n.name;
+    return "?" + std::to_string(static_cast<int>(v));
+  }
+  bool valid(E v) const { return print(v)[0] != '?'; }
+  std::string allowed() const { return named_list(table); }
+};
+template <class E, std::size_t N>
+OneOf<E, N> one_of(const Named<E> (&table)[N]) {
+  return {table};
+}
+
+struct Boolean {
+  using value_type = bool;
+  Result<bool> parse(const std::string& t) const {
+    std::string l;
+    for (char c : t) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (l == "1" || l == "true" || l == "on" || l == "yes") return true;
+    if (l == "0" || l == "false" || l == "off" || l == "no") return false;
+    return Status(Code::invalid_argument, "not a boolean");
+  }
+  std::string print(bool v) const { return v ? "true" : "false"; }
+  bool valid(bool) const { return true; }
+  std::string allowed() const { return "true/false, on/off, yes/no, 1/0"; }
+};
+Boolean boolean() { return {}; }
+
+struct IntRange {
+  using value_type = int;
+  long long lo, hi;
+  Result<int> parse(const std::string& t) const {
+    long long x = 0;
+    if (!parse_integer(t, &x) || x < lo || x > hi) return Status(Code::invalid_argument, "out of range");
+    return static_cast<int>(x);
+  }
+  std::string print(int v) const { return std::to_string(v); }
+  bool valid(int v) const { return v >= lo && v <= hi; }
+  std::string allowed() const { return std::to_string(lo) + ".." + std::to_string(hi); }
+};
+IntRange range(long long lo, long long hi) { return {lo, hi}; }
+
+/// thread_slice_us: 0 (the kernel's default) or 100..100000.
+struct SliceUs {
+  using value_type = int;
+  Result<int> parse(const std::string& t) const {
+    long long x = 0;
+    if (!parse_integer(t, &x) || !valid(x)) return Status(Code::invalid_argument, "out of range");
+    return static_cast<int>(x);
+  }
+  std::string print(int v) const { return std::to_string(v); }
+  bool valid(long long v) const { return v == 0 || (v >= 100 && v <= 100000); }
+  std::string allowed() const { return "0 (the kernel's default) or 100..100000"; }
+};
+SliceUs slice_us() { return {}; }
+
+struct Bytes {
+  using value_type = std::uint64_t;
+  std::uint64_t lo, hi, multiple;
+  bool pow2;
+  Result<std::uint64_t> parse(const std::string& t) const {
+    auto b = parse_bytes(t);
+    if (!b.ok()) return b.status();
+    if (!valid(b.value())) return Status(Code::invalid_argument, "out of range");
+    return b.value();
+  }
+  std::string print(std::uint64_t v) const { return print_bytes(v); }
+  bool valid(std::uint64_t v) const {
+    return v >= lo && v <= hi && v % multiple == 0 && (!pow2 || (v & (v - 1)) == 0);
+  }
+  std::string allowed() const {
+    std::string s = pow2 ? "a power of two " : "a byte count ";
+    s += print_bytes(lo) + ".." + (hi == UINT64_MAX ? std::string("") : print_bytes(hi));
+    if (multiple > 1) s += ", a multiple of " + print_bytes(multiple);
+    return s + " (K, M, G, T: binary units)";
+  }
+};
+Bytes bytes(std::uint64_t lo, std::uint64_t hi, std::uint64_t multiple = 1) { return {lo, hi, multiple, false}; }
+Bytes power_of_two(std::uint64_t lo, std::uint64_t hi) { return {lo, hi, 1, true}; }
+
+struct Fraction {
+  using value_type = double;
+  double max;
+  Result<double> parse(const std::string& t) const {
+    char* end = nullptr;
+    const double x = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !valid(x)) return Status(Code::invalid_argument, "out of range");
+    return x;
+  }
+  std::string print(double v) const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+  bool valid(double v) const { return v > 0 && v <= max; }
+  std::string allowed() const { return "a number in (0, " + print(max) + "]"; }
+};
+Fraction fraction(double max) { return {max}; }
+
+/// Free text; `nonempty` for a path that must be given. A NUL byte is refused: the path would end there.
+struct Text {
+  using value_type = std::string;
+  bool nonempty;
+  const char* what;
+  Result<std::string> parse(const std::string& t) const {
+    if (!valid(t)) return Status(Code::invalid_argument, "not allowed");
+    return t;
+  }
+  std::string print(const std::string& v) const { return v; }
+  bool valid(const std::string& v) const { return (!nonempty || !v.empty()) && v.find('\0') == std::string::npos; }
+  std::string allowed() const { return what; }
+};
+Text path() { return {true, "a non-empty path"}; }
+Text text() { return {false, "a path, or empty (off)"}; }
+Text transport_name() { return {true, "posix, mpiio, rbio, hdf5, hdf5-sync, null"}; }
+
+struct Hints {
+  using value_type = std::string;
+  Result<std::string> parse(const std::string& t) const {
+    auto h = parse_mpiio_hints(t);
+    if (!h.ok()) return h.status();
+    return t;
+  }
+  std::string print(const std::string& v) const { return v; }
+  bool valid(const std::string& v) const { return parse_mpiio_hints(v).ok(); }
+  std::string allowed() const {
+    return "key=value,... of cb_buffer_size, striping_unit (byte counts), cb_nodes, striping_factor (1..16777216), "
+           "romio_cb_write (" +
+           named_list(kRomioCbWrite, "/", "/") + ")";
+  }
+};
+Hints mpiio_hints() { return {}; }
+
+struct CpuList {
+  using value_type = std::string;
+  Result<std::string> parse(const std::string& t) const {
+    if (t == "all" || t == "inherit") return t;
+    auto c = parse_cpu_list("thread_cpus", t);
+    if (!c.ok()) return c.status();
+    return t;
+  }
+  std::string print(const std::string& v) const { return v; }
+  bool valid(const std::string& v) const { return parse(v).ok(); }
+  std::string allowed() const { return "all, inherit, or CPUs like 0-3,8 (each below " + std::to_string(CPU_SETSIZE) + ")"; }
+};
+CpuList cpu_list() { return {}; }
+
+/// An automatic choice: `auto` <-> an unset optional. The plain 0 that meant auto before auto was
+/// spelled out is still read as auto where 0 is not a value of the inner spec (files of older runs).
+template <class Inner>
+struct AutoOr {
+  using value_type = std::optional<typename Inner::value_type>;
+  Inner inner;
+  Result<value_type> parse(const std::string& t) const {
+    if (t == "auto") return value_type{};
+    auto v = inner.parse(t);
+    if (v.ok()) return value_type{std::move(v).value()};
+    if (t == "0") return value_type{};  // the former spelling of auto
+    return Status(Code::invalid_argument, "'" + t + "' is not one of: " + allowed());
+  }
+  std::string print(const value_type& v) const { return v ? inner.print(*v) : "auto"; }
+  bool valid(const value_type& v) const { return !v || inner.valid(*v); }
+  std::string allowed() const { return "auto, " + inner.allowed(); }
+};
+template <class Inner>
+AutoOr<Inner> auto_or(Inner inner) {
+  return {inner};
+}
+
+// ---- the table --------------------------------------------------------------------------------------
+
+template <class Spec, class T>
+OptionRow make_row(const char* group, OptionScope scope, const char* key, const char* doc, T Options::*member,
+                   const T& def, Spec spec) {
+  static_assert(std::is_same<typename Spec::value_type, T>::value, "a spec must parse its field's type");
+  OptionRow r;
+  r.group = group;
+  r.scope = scope;
+  r.key = key;
+  r.doc = doc;
+  r.allowed = spec.allowed();
+  r.default_text = spec.print(def);
+  r.set = [spec, member, key](Options& o, const std::string& t) -> Status {
+    auto v = spec.parse(t);
+    if (!v.ok()) return bad_value(key, t, spec.allowed());
+    o.*member = std::move(v).value();
+    return Status::OK();
+  };
+  r.get = [spec, member](const Options& o) { return spec.print(o.*member); };
+  r.check = [spec, member, key](const Options& o) -> Status {
+    if (spec.valid(o.*member)) return Status::OK();
+    return Status(Code::invalid_argument,
+                  "option '" + std::string(key) + "' is " + spec.print(o.*member) + " (allowed: " + spec.allowed() + ")");
+  };
+  return r;
+}
+
+}  // namespace
+
+const char* scope_name(OptionScope s) {
+  switch (s) {
+    case OptionScope::job: return "job";
+    case OptionScope::job_set: return "job_set";
+    case OptionScope::rank: return "rank";
+  }
+  return "?";
+}
+
+const std::vector<OptionRow>& option_rows() {
+  static const std::vector<OptionRow> rows = [] {
+    std::vector<OptionRow> r;
+#define CKPT_IMPL_OPTION_ROW(group, scope, type, name, def, spec, doc) \
+  r.push_back(make_row(#group, OptionScope::scope, #name, doc, &Options::name, type(def), spec));
+    CKPT_OPTIONS(CKPT_IMPL_OPTION_ROW)
+#undef CKPT_IMPL_OPTION_ROW
+    return r;
+  }();
+  return rows;
+}
+
+const OptionRow* find_option(const std::string& key) {
+  for (auto& r : option_rows())
+    if (key == r.key) return &r;
   return nullptr;
 }
 
-/// The value `text` spells, or invalid_argument "'<text>' is not a, b or c".
-template <class E, std::size_t N>
-Result<E> parse_named(const Named<E> (&table)[N], const std::string& text) {
-  if (const Named<E>* n = find_named(table, text)) return n->value;
-  return Status(Code::invalid_argument, "'" + text + "' is not " + named_list(table, ", ", " or "));
-}
-
-/// Whether `value` is one of `table`'s (an enum set in code from an integer may be none).
-template <class E, std::size_t N>
-bool is_named(const Named<E> (&table)[N], E value) {
-  for (const auto& n : table)
-    if (n.value == value) return true;
-  return false;
-}
-
-/// The option `key` whose member is set from `table`: "option '<key>': bad value '<v>' (allowed: a, b, c)".
-template <class M, class E, std::size_t N>
-Field named_field(const char* key, const Named<E> (&table)[N], M Options::*member) {
-  return {key, [key, &table, member](Options& o, const std::string& v) -> Status {
-            const Named<E>* n = find_named(table, v);
-            if (n == nullptr) return bad_value(key, v, named_list(table));
-            o.*member = n->value;
-            return Status();
-          }};
-}
-
-/// The boolean option `key` (parse_bool's spellings).
-Field bool_field(const char* key, bool Options::*member) {
-  return {key, [key, member](Options& o, const std::string& v) -> Status {
-            auto b = parse_bool(key, v);
-            if (!b.ok()) return b.status();
-            o.*member = b.value();
-            return Status();
-          }};
-}
-
-const std::vector<Field>& fields() {
-  static const std::vector<Field> f = {
-      {"dir",
-       [](Options& o, const std::string& v) -> Status {
-         if (v.empty()) return bad_value("dir", v, "a non-empty path");
-         o.dir = v;
-         return Status();
-       }},
-      {"transport",
-       [](Options& o, const std::string& v) -> Status {
-         if (v.empty()) return bad_value("transport", v, "posix, mpiio, rbio, hdf5, hdf5-sync, null");
-         o.transport = v;  // checked against the registry when the Runtime is built
-         return Status();
-       }},
-      named_field("gpu_double_buffer", kDoubleBuffer, &Options::gpu_double_buffer),
-      named_field("mpi_threads", kMpiThreads, &Options::mpi_threads),
-      {"gpu_spare_bytes",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bytes(v);
-         if (!b.ok()) return bad_value("gpu_spare_bytes", v, "a byte count like 4G");
-         o.gpu_spare_bytes = b.value();
-         return Status();
-       }},
-      {"trace",
-       [](Options& o, const std::string& v) -> Status {
-         o.trace = v;
-         return Status();
-       }},
-      {"rbio_writers",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("rbio_writers", v);
-         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24))
-           return bad_value("rbio_writers", v, "0 (one per node) or a positive count");
-         o.rbio_writers = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"rbio_files",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("rbio_files", v);
-         if (!x.ok() || (x.value() != 0 && x.value() != 1))
-           return bad_value("rbio_files", v, "0 (one per writer) or 1 (shared)");
-         o.rbio_files = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"mpiio_files",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("mpiio_files", v);
-         if (!x.ok() || x.value() < 1 || x.value() > (1 << 24)) return bad_value("mpiio_files", v, "a positive count");
-         o.mpiio_files = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"mpiio_hints",
-       [](Options& o, const std::string& v) -> Status {
-         CKPT_RETURN_IF_ERROR(detail::parse_mpiio_hints(v).status());
-         o.mpiio_hints = v;
-         return Status();
-       }},
-      {"open_token",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("open_token", v);
-         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24))
-           return bad_value("open_token", v, "0 (off) or a positive count");
-         o.open_token = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"local_dir",
-       [](Options& o, const std::string& v) -> Status {
-         o.local_dir = v;  // empty = no node-local level
-         return Status();
-       }},
-      {"drain_every",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("drain_every", v);
-         if (!x.ok() || x.value() < 0 || x.value() > 1000000)
-           return bad_value("drain_every", v, "0 (never), 1 (every checkpoint) or n (every n-th)");
-         o.drain_every = static_cast<int>(x.value());
-         return Status();
-       }},
-      named_field("redundancy", kRedundancy, &Options::redundancy),
-      {"xor_group",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("xor_group", v);
-         if (!x.ok() || x.value() < 2 || x.value() > (1 << 16))
-           return bad_value("xor_group", v, "nodes per parity group, >= 2");
-         o.xor_group = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"keep_global",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("keep_global", v);
-         if (!x.ok() || x.value() < 0 || x.value() > 1000000)
-           return bad_value("keep_global", v, "0 (as keep) or an integer >= 1");
-         o.keep_global = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"ranks_per_node",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("ranks_per_node", v);
-         if (!x.ok() || x.value() < 0 || x.value() > (1 << 24))
-           return bad_value("ranks_per_node", v, "0 (detect) or a positive count");
-         o.ranks_per_node = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"pool_bytes",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bytes(v);
-         if (!b.ok()) return bad_value("pool_bytes", v, "0 (auto) or a byte count like 256M, 1G");
-         o.pool_bytes = b.value();
-         return Status();
-       }},
-      {"pool_max_fraction",
-       [](Options& o, const std::string& v) -> Status {
-         char* end = nullptr;
-         double x = std::strtod(v.c_str(), &end);
-         if (v.empty() || *end != '\0' || !(x > 0 && x <= 0.9))
-           return bad_value("pool_max_fraction", v, "a number in (0, 0.9]");
-         o.pool_max_fraction = x;
-         return Status();
-       }},
-      {"chunk_bytes",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bytes(v);
-         if (!b.ok() || (b.value() != 0 && (b.value() < 4096 || b.value() > (1ull << 32) || b.value() % 4096 != 0)))
-           return bad_value("chunk_bytes", v, "0 (auto) or a multiple of 4K from 4K to 4G, like 16M");
-         o.chunk_bytes = b.value();
-         return Status();
-       }},
-      {"max_in_flight",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("max_in_flight", v);
-         if (!x.ok() || x.value() < 1 || x.value() > 64)
-           return bad_value("max_in_flight", v, "an integer from 1 to 64");
-         o.max_in_flight = static_cast<int>(x.value());
-         return Status();
-       }},
-      named_field("on_busy", kOnBusy, &Options::on_busy),
-      named_field("layout", kLayout, &Options::layout),
-      {"segment_bytes",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bytes(v);
-         if (!b.ok() || b.value() < 4096) return bad_value("segment_bytes", v, "a byte count >= 4K, like 1G");
-         o.segment_bytes = b.value();
-         return Status();
-       }},
-      {"segment_steps",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("segment_steps", v);
-         if (!x.ok() || x.value() < 0 || x.value() > 1000000000)
-           return bad_value("segment_steps", v, "0 (no limit) or an integer >= 1");
-         o.segment_steps = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"keep",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("keep", v);
-         if (!x.ok() || x.value() < 1 || x.value() > 1000000) return bad_value("keep", v, "an integer >= 1");
-         o.keep = static_cast<int>(x.value());
-         return Status();
-       }},
-      bool_field("fsync", &Options::fsync),
-      bool_field("direct_io", &Options::direct_io),
-      {"alignment",
-       [](Options& o, const std::string& v) -> Status {
-         auto b = parse_bytes(v);
-         if (!b.ok() || b.value() < 64 || (b.value() & (b.value() - 1)) != 0 || b.value() > (1ull << 30))
-           return bad_value("alignment", v, "a power of two from 64 to 1G, like 4K");
-         o.alignment = b.value();
-         return Status();
-       }},
-      bool_field("stats", &Options::stats),
-      {"verbose",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("verbose", v);
-         if (!x.ok() || x.value() < 0 || x.value() > 2) return bad_value("verbose", v, "0, 1 or 2");
-         o.verbose = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"durable_every_ms",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("durable_every_ms", v);
-         if (!x.ok() || x.value() < 0 || x.value() > 86400000)
-           return bad_value("durable_every_ms", v, "0 (every commit fsynced) to 86400000 ms");
-         o.durable_every_ms = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"thread_slice_us",
-       [](Options& o, const std::string& v) -> Status {
-         if (v == "auto") {
-           o.thread_slice_us = -1;
-           return Status();
-         }
-         auto x = parse_int("thread_slice_us", v);
-         if (!x.ok() || (x.value() != 0 && (x.value() < 100 || x.value() > 100000)))
-           return bad_value("thread_slice_us", v, "auto, 0 (the kernel's default) or 100 to 100000 us");
-         o.thread_slice_us = static_cast<int>(x.value());
-         return Status();
-       }},
-      {"thread_cpus",
-       [](Options& o, const std::string& v) -> Status {
-         if (v != "auto" && v != "all" && v != "inherit")
-           CKPT_RETURN_IF_ERROR(detail::parse_cpu_list("thread_cpus", v).status());
-         o.thread_cpus = v;
-         return Status();
-       }},
-      {"flush_delay_ms",
-       [](Options& o, const std::string& v) -> Status {
-         auto x = parse_int("flush_delay_ms", v);
-         if (!x.ok() || x.value() < 0 || x.value() > 600000) return bad_value("flush_delay_ms", v, "0 to 600000");
-         o.flush_delay_ms = static_cast<int>(x.value());
-         return Status();
-       }},
-  };
-  return f;
-}
-
-std::string env_name(const char* key) {
+std::string env_name(const std::string& key) {
   std::string s = "CKPT_";
-  for (const char* p = key; *p; ++p) s += static_cast<char>(std::toupper(static_cast<unsigned char>(*p)));
+  for (char c : key) s += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
+}
+
+// ---- test knobs: CKPT_TEST_* variables, read by the Runtime, never fields of Options -------------------
+
+const std::vector<TestKnob>& test_knobs() {
+  static const std::vector<TestKnob> k = {
+      {"CKPT_TEST_FLUSH_DELAY_MS", "the flush thread sleeps this many ms before each chunk write (0..600000)"},
+  };
+  return k;
+}
+
+int test_knob_ms(const char* name) {
+  const char* v = std::getenv(name);
+  long long x = 0;
+  if (v == nullptr || !parse_integer(v, &x) || x < 0 || x > 600000) return 0;
+  return static_cast<int>(x);
+}
+
+Result<Attributes> parse_mpiio_hints(const std::string& v) {
+  // Values are checked here: ROMIO divides by cb_nodes (0 is SIGFPE) and indexes with it (-5 is
+  // SIGSEGV), so nothing unchecked may reach MPI_Info_set. Byte counts may carry a unit ("16M"),
+  // which ROMIO would read as 16: they leave here in bytes.
+  const std::string allowed =
+      "key=value,... with cb_buffer_size and striping_unit byte counts (like 16M), cb_nodes and "
+      "striping_factor from 1 to 16777216, romio_cb_write " +
+      named_list(kRomioCbWrite, "/", "/");
+  Attributes out;
+  std::size_t p = 0;
+  while (p < v.size()) {
+    std::size_t e = v.find(',', p);
+    if (e == std::string::npos) e = v.size();
+    const std::string kv = v.substr(p, e - p);
+    const std::size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq + 1 >= kv.size()) return bad_value("mpiio_hints", v, allowed);
+    const std::string k = kv.substr(0, eq);
+    std::string val = kv.substr(eq + 1);
+    for (auto& seen : out)
+      if (seen.first == k) return bad_value("mpiio_hints", v, "each key at most once; " + allowed);
+    bool good = false;
+    long long x = 0;
+    if (k == "cb_buffer_size" || k == "striping_unit") {
+      auto b = parse_bytes(val);
+      good = b.ok() && b.value() >= 1 && b.value() <= (1ull << 31) - 1;  // MPI_Info values are int
+      if (good) val = std::to_string(b.value());
+    } else if (k == "cb_nodes" || k == "striping_factor") {
+      good = parse_integer(val, &x) && x >= 1 && x <= (1 << 24);
+    } else if (k == "romio_cb_write") {
+      for (const auto& n : kRomioCbWrite) good = good || val == n.name;
+    }
+    if (!good) return bad_value("mpiio_hints", v, allowed + "; '" + kv + "' is not");
+    out.emplace_back(k, val);
+    p = e + 1;
+  }
+  return out;
+}
+
+Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::string& v) {
+  const std::string allowed =
+      "auto, all, inherit, or CPU numbers and ranges such as 0-3,8 (each below " + std::to_string(CPU_SETSIZE) + ")";
+  std::vector<int> cpus;
+  std::size_t p = 0;
+  while (p <= v.size()) {
+    std::size_t e = v.find(',', p);
+    if (e == std::string::npos) e = v.size();
+    const std::string item = v.substr(p, e - p);
+    const std::size_t dash = item.find('-');
+    long long lo = 0, hi = 0;
+    const bool good = parse_integer(item.substr(0, dash), &lo) &&
+                      (dash == std::string::npos ? (hi = lo, true) : parse_integer(item.substr(dash + 1), &hi));
+    if (item.empty() || !good || lo < 0 || hi < lo || hi >= CPU_SETSIZE) return bad_value(key, v, allowed);
+    for (auto c = lo; c <= hi; ++c) cpus.push_back(static_cast<int>(c));
+    p = e + 1;
+  }
+  return cpus;
+}
+
+}  // namespace detail
+
+using detail::option_rows;
+
+namespace {
+
+/// Levenshtein distance between a and b (short names: the quadratic table is nothing).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// The nearest of `known` to `name`, when it is near enough to be a misspelling; else empty.
+std::string nearest(const std::string& name, const std::vector<std::string>& known) {
+  std::string best;
+  std::size_t best_d = SIZE_MAX;
+  for (const auto& k : known) {
+    const std::size_t d = edit_distance(name, k);
+    if (d < best_d) best_d = d, best = k;
+  }
+  // A misspelling is a few edits away; CKPT_ROOT is not "CKPT_DIR misspelt".
+  return best_d <= std::max<std::size_t>(2, name.size() / 5) ? best : std::string();
+}
+
+std::vector<std::string> known_variables() {
+  std::vector<std::string> v;
+  for (auto& r : option_rows()) v.push_back(detail::env_name(r.key));
+  return v;
 }
 
 std::string known_keys() {
   std::string s;
-  for (auto& f : fields()) s += (s.empty() ? "" : ", ") + std::string(f.key);
+  for (auto& r : option_rows()) s += (s.empty() ? "" : ", ") + std::string(r.key);
   return s + ", groups";
-}
-
-const Field* find_field(const std::string& key) {
-  for (auto& f : fields())
-    if (key == f.key) return &f;
-  return nullptr;
 }
 
 Status parse_groups(Options& o, const YAML::Node& node) {
@@ -390,127 +473,21 @@ Status parse_groups(Options& o, const YAML::Node& node) {
   return Status();
 }
 
+/// A YAML scalar for `s`: double-quoted with escapes when plain would not read back as the same text.
+std::string yaml_scalar(const std::string& s) {
+  YAML::Emitter e;
+  e << s;
+  return e.c_str();
+}
+
 }  // namespace
 
-namespace detail {
-
-Result<Attributes> parse_mpiio_hints(const std::string& v) {
-  // Values are checked here: ROMIO divides by cb_nodes (0 is SIGFPE) and indexes with it (-5 is
-  // SIGSEGV), so nothing unchecked may reach MPI_Info_set. Byte counts may carry a unit ("16M"),
-  // which ROMIO would read as 16: they leave here in bytes.
-  const std::string allowed =
-      "key=value,... with cb_buffer_size and striping_unit byte counts (like 16M), cb_nodes and "
-      "striping_factor from 1 to 16777216, romio_cb_write " +
-      named_list(kRomioCbWrite, "/", "/");
-  Attributes out;
-  std::size_t p = 0;
-  while (p < v.size()) {
-    std::size_t e = v.find(',', p);
-    if (e == std::string::npos) e = v.size();
-    const std::string kv = v.substr(p, e - p);
-    const std::size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq + 1 >= kv.size()) return bad_value("mpiio_hints", v, allowed);
-    const std::string k = kv.substr(0, eq);
-    std::string val = kv.substr(eq + 1);
-    for (auto& seen : out)
-      if (seen.first == k) return bad_value("mpiio_hints", v, "each key at most once; " + allowed);
-    bool good = false;
-    if (k == "cb_buffer_size" || k == "striping_unit") {
-      auto b = parse_bytes(val);
-      good = b.ok() && b.value() >= 1 && b.value() <= (1ull << 31) - 1;  // MPI_Info values are int
-      if (good) val = std::to_string(b.value());
-    } else if (k == "cb_nodes" || k == "striping_factor") {
-      auto x = parse_int(k, val);
-      good = x.ok() && x.value() >= 1 && x.value() <= (1 << 24);
-    } else if (k == "romio_cb_write") {
-      good = find_named(kRomioCbWrite, val) != nullptr;
-    }
-    if (!good) return bad_value("mpiio_hints", v, allowed + "; '" + kv + "' is not");
-    out.emplace_back(k, val);
-    p = e + 1;
-  }
-  return out;
+Result<OnBusy> parse_on_busy(const std::string& text) { return detail::one_of(detail::kOnBusy).parse(text); }
+const char* on_busy_name(OnBusy v) noexcept { return v == OnBusy::coalesce ? "coalesce" : "wait"; }
+Result<Layout> parse_layout(const std::string& text) { return detail::one_of(detail::kLayout).parse(text); }
+Result<AutoDoubleBuffer> parse_double_buffer(const std::string& text) {
+  return detail::auto_or(detail::one_of(detail::kDoubleBuffer)).parse(text);
 }
-
-Result<std::vector<int>> parse_cpu_list(const std::string& key, const std::string& v) {
-  const std::string allowed =
-      "auto, all, inherit, or CPU numbers and ranges such as 0-3,8 (each below " + std::to_string(CPU_SETSIZE) + ")";
-  std::vector<int> cpus;
-  std::size_t p = 0;
-  while (p <= v.size()) {
-    std::size_t e = v.find(',', p);
-    if (e == std::string::npos) e = v.size();
-    const std::string item = v.substr(p, e - p);
-    const std::size_t dash = item.find('-');
-    auto lo = parse_int(key, item.substr(0, dash));
-    auto hi = dash == std::string::npos ? lo : parse_int(key, item.substr(dash + 1));
-    if (item.empty() || !lo.ok() || !hi.ok() || lo.value() < 0 || hi.value() < lo.value() || hi.value() >= CPU_SETSIZE)
-      return bad_value(key, v, allowed);
-    for (auto c = lo.value(); c <= hi.value(); ++c) cpus.push_back(static_cast<int>(c));
-    p = e + 1;
-  }
-  return cpus;
-}
-
-ThreadPolicy thread_policy(const Options& o) {
-  ThreadPolicy t;
-  // auto: slices where the application waits for the pipeline (wait), not where a faster pipeline
-  // would only write more of the checkpoints coalesce offers it (measured, docs/performance.md).
-  t.slice_us = o.thread_slice_us >= 0 ? o.thread_slice_us : o.on_busy == Options::OnBusy::wait ? 100 : 0;
-  t.slice_auto = o.thread_slice_us < 0;
-  if (o.thread_cpus == "auto") {
-    t.where = ThreadPolicy::Cpus::spare;  // resolved by the Runtime (spare_cpus, collective)
-  } else if (o.thread_cpus == "all") {
-    t.where = ThreadPolicy::Cpus::all;
-  } else if (o.thread_cpus != "inherit") {
-    auto cpus = parse_cpu_list("thread_cpus", o.thread_cpus);  // valid: Options::validate() checked it
-    if (cpus.ok()) {
-      t.where = ThreadPolicy::Cpus::list;
-      t.cpus = std::move(cpus).value();
-    }
-  }
-  return t;
-}
-
-TransportConfig transport_config(const Options& o) {
-  TransportConfig c;
-  c.alignment = o.alignment;
-  c.chunk_bytes = io_piece_bytes(o);
-  c.open_token = o.open_token;
-  c.mpiio_files = o.mpiio_files;
-  c.rbio_writers = o.rbio_writers;
-  c.rbio_files = o.rbio_files;
-  c.append = o.layout == Options::Layout::series;
-  c.direct_io = o.direct_io;
-  auto hints = parse_mpiio_hints(o.mpiio_hints);  // valid: Options::validate() checked them
-  if (hints.ok()) c.mpiio_hints = std::move(hints).value();
-  return c;
-}
-
-CudaDeviceConfig device_config(const Options& o) {
-  CudaDeviceConfig dev;
-  switch (o.gpu_double_buffer) {
-    case Options::DoubleBuffer::off: dev.double_buffer = CudaDeviceConfig::DoubleBuffer::off; break;
-    case Options::DoubleBuffer::on: dev.double_buffer = CudaDeviceConfig::DoubleBuffer::on; break;
-    case Options::DoubleBuffer::automatic: dev.double_buffer = CudaDeviceConfig::DoubleBuffer::automatic; break;
-  }
-  dev.spare_bytes = static_cast<std::size_t>(o.gpu_spare_bytes);
-  return dev;
-}
-
-}  // namespace detail
-
-Result<Options::OnBusy> parse_on_busy(const std::string& text) { return parse_named(kOnBusy, text); }
-
-const char* on_busy_name(Options::OnBusy v) noexcept {
-  for (const auto& n : kOnBusy)
-    if (n.value == v) return n.name;
-  return "?";
-}
-
-Result<Options::Layout> parse_layout(const std::string& text) { return parse_named(kLayout, text); }
-
-Result<Options::DoubleBuffer> parse_double_buffer(const std::string& text) { return parse_named(kDoubleBuffer, text); }
 
 Result<std::uint64_t> parse_bytes(const std::string& text) {
   if (text.empty()) return Status(Code::invalid_argument, "empty byte count");
@@ -541,45 +518,10 @@ Result<std::uint64_t> parse_bytes(const std::string& text) {
   return v << shift;
 }
 
-Options Options::defaults() {
-  Options o = Options(0);
-  return o;
-}
+Options Options::defaults() { return Options(0); }
 
 Options::Options() { error = apply_env(); }
 Options::Options(int /*no_env*/) {}
-
-namespace {
-/// Levenshtein distance between a and b (short names: the quadratic table is nothing).
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-/// The warning for an unknown variable `name`: the nearest known one when it looks like a misspelling.
-std::string unknown_variable(const std::string& name) {
-  std::string best;
-  std::size_t best_d = SIZE_MAX;
-  for (auto& f : fields()) {
-    const std::size_t d = edit_distance(name, env_name(f.key));
-    if (d < best_d) best_d = d, best = env_name(f.key);
-  }
-  std::string w = "unknown environment variable " + name + " ignored";
-  // A misspelling is a few edits away; CKPT_ROOT is not "CKPT_DIR misspelt", say only what is known.
-  if (best_d <= std::max<std::size_t>(2, name.size() / 5)) return w + " (did you mean " + best + "?)";
-  return w + " (ckpt's variables are listed in docs/options.md)";
-}
-}  // namespace
 
 Status Options::apply_env() {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -588,18 +530,23 @@ Status Options::apply_env() {
     auto eq = kv.find('=');
     std::string name = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
     // Variables of other parts of ckpt (docs/options.md): the Python package's CKPT_LIBRARY is set in the
-    // environment of a job that also runs an application.
-    if (name == "CKPT_LIBRARY") continue;
-    const Field* found = nullptr;
-    for (auto& f : fields())
-      if (env_name(f.key) == name) found = &f;
-    if (found == nullptr) {
+    // environment of a job that also runs an application; the test knobs are read by the Runtime.
+    bool other = name == "CKPT_LIBRARY";
+    for (auto& k : detail::test_knobs()) other = other || name == k.variable;
+    if (other) continue;
+    const detail::OptionRow* row = nullptr;
+    for (auto& r : option_rows())
+      if (detail::env_name(r.key) == name) row = &r;
+    if (row == nullptr) {
       // A site module or a shell may define CKPT_ROOT or CKPT_PREFIX for its own purposes: never fatal.
-      const std::string w = unknown_variable(name);
+      const std::string guess = nearest(name, known_variables());
+      const std::string w = "unknown environment variable " + name + " ignored" +
+                            (guess.empty() ? " (ckpt's variables are listed in docs/options.md)"
+                                           : " (did you mean " + guess + "?)");
       if (std::find(warnings.begin(), warnings.end(), w) == warnings.end()) warnings.push_back(w);
       continue;
     }
-    Status s = found->set(*this, value);
+    Status s = row->set(*this, value);
     if (!s.ok()) return s.with_context(name);
     if (name == "CKPT_TRANSPORT")  // "handy for benchmarks and tests": one transport for every group
       for (auto& g : groups) g.transport = value;
@@ -608,60 +555,72 @@ Status Options::apply_env() {
 }
 
 Status Options::validate() const {
-  if (dir.empty()) return Status(Code::invalid_argument, "option 'dir' is empty");
-  if (chunk_bytes != 0 && (chunk_bytes < 4096 || chunk_bytes % 4096 != 0))
-    return Status(Code::invalid_argument, "option 'chunk_bytes' must be 0 (auto) or a multiple of 4096");
-  if (pool_bytes != 0 && pool_bytes < 2 * (chunk_bytes != 0 ? chunk_bytes : 4096))
-    return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(pool_bytes) +
+  // Each field within its row's allowed values (also when set in code, not through text).
+  for (auto& r : option_rows()) CKPT_RETURN_IF_ERROR(r.check(*this));
+  // The rules between options.
+  const std::uint64_t chunk = chunk_bytes.value_or(4096);
+  if (pool_bytes && *pool_bytes < 2 * chunk)
+    return Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(*pool_bytes) +
                                               ") must hold at least two chunks of chunk_bytes (" +
-                                              std::to_string(chunk_bytes != 0 ? chunk_bytes : 4096) + ")");
-  if (!is_named(kOnBusy, on_busy))  // set in code from an integer
-    return Status(Code::invalid_argument, "option 'on_busy' must be " + named_list(kOnBusy, ", ", " or ") + ", got " +
-                                              std::to_string(static_cast<int>(on_busy)));
-  if (max_in_flight < 1) return Status(Code::invalid_argument, "option 'max_in_flight' must be >= 1");
-  if (keep < 1) return Status(Code::invalid_argument, "option 'keep' must be >= 1");
-  if (!is_named(kLayout, layout))  // set in code from an integer
-    return Status(Code::invalid_argument, "option 'layout' must be " + named_list(kLayout, ", ", " or "));
-  if (segment_bytes < 4096 || segment_steps < 0)
-    return Status(Code::invalid_argument, "option 'segment_bytes' must be >= 4096 and 'segment_steps' >= 0");
+                                              std::to_string(chunk) + ")");
   if (layout == Layout::series && !local_dir.empty())
     return Status(Code::invalid_argument,
                   "option 'layout': series does not work with local_dir (the node level and its drain copy "
                   "checkpoint directories); use layout directory with local_dir");
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-    return Status(Code::invalid_argument, "option 'alignment' must be a power of two");
-  if (!mpiio_hints.empty()) {  // also when set in code, not through a file or the environment
-    Options scratch = *this;
-    CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(scratch, mpiio_hints));
-  }
-  if (max_in_flight > 64) return Status(Code::invalid_argument, "option 'max_in_flight' must be <= 64");
-  {  // also when set in code: the field's own check
-    Options scratch = *this;
-    CKPT_RETURN_IF_ERROR(find_field("thread_cpus")->set(scratch, thread_cpus));
-  }
-  if (thread_slice_us != -1 && thread_slice_us != 0 && (thread_slice_us < 100 || thread_slice_us > 100000))
-    return Status(Code::invalid_argument, "option 'thread_slice_us' must be -1 (auto), 0 or in [100, 100000]");
-  if (durable_every_ms < 0 || durable_every_ms > 86400000)
-    return Status(Code::invalid_argument, "option 'durable_every_ms' must be in [0, 86400000]");
-  if (mpiio_files < 1 || rbio_writers < 0 || open_token < 0 || flush_delay_ms < 0 || verbose < 0)
-    return Status(
-        Code::invalid_argument,
-        "options mpiio_files (>= 1), rbio_writers, open_token, flush_delay_ms and verbose (>= 0) out of range");
-  if (drain_every < 0 || ranks_per_node < 0)
-    return Status(Code::invalid_argument, "options drain_every and ranks_per_node must be >= 0");
-  if (find_named(kRedundancy, redundancy) == nullptr)
-    return Status(Code::invalid_argument, "option 'redundancy' must be " + named_list(kRedundancy, ", ", " or "));
-  if (xor_group < 2) return Status(Code::invalid_argument, "option 'xor_group' must be >= 2");
-  if (keep_global < 0) return Status(Code::invalid_argument, "option 'keep_global' must be >= 0 (0: as keep)");
   if (!local_dir.empty() && local_dir == dir)
     return Status(Code::invalid_argument, "option 'local_dir' must differ from 'dir' (" + dir + ")");
-  if (!(pool_max_fraction > 0 && pool_max_fraction <= 0.9))
-    return Status(Code::invalid_argument, "option 'pool_max_fraction' must be in (0, 0.9]");
-  if (gpu_double_buffer == DoubleBuffer::on && gpu_spare_bytes == 0)
+  if (gpu_double_buffer == DoubleBuffer::on && !gpu_spare_bytes)
     return Status(Code::invalid_argument,
-                  "option 'gpu_double_buffer' is 'on' but 'gpu_spare_bytes' is 0: give the spare buffer's size "
+                  "option 'gpu_double_buffer' is 'on' but 'gpu_spare_bytes' is auto: give the spare buffer's size "
                   "(e.g. 4G), or use 'auto' or 'off'");
+  for (const auto& g : groups)
+    if (g.name.empty() || g.transport.empty() || g.match.empty())
+      return Status(Code::invalid_argument, "groups: every group needs a name, a transport and a match pattern");
   return Status();
+}
+
+std::string Options::to_yaml() const {
+  std::string y;
+  for (auto& r : option_rows()) y += std::string(r.key) + ": " + yaml_scalar(r.get(*this)) + "\n";
+  if (!groups.empty()) {
+    y += "groups:\n";
+    for (const auto& g : groups) {
+      y += "  - name: " + yaml_scalar(g.name) + "\n    transport: " + yaml_scalar(g.transport) + "\n    match:\n";
+      for (const auto& m : g.match) y += "      - " + yaml_scalar(m) + "\n";
+    }
+  }
+  return y;
+}
+
+std::vector<OptionDescription> describe_options() {
+  std::vector<OptionDescription> d;
+  for (auto& r : option_rows())
+    d.push_back({r.group, r.key, detail::env_name(r.key), detail::scope_name(r.scope), r.default_text, r.allowed,
+                 r.doc});
+  return d;
+}
+
+std::string options_markdown() {
+  // One table per group, in table order; `|` inside a cell escaped.
+  auto cell = [](const std::string& s) {
+    std::string o;
+    for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
+    return o;
+  };
+  std::string md, group;
+  for (const auto& o : describe_options()) {
+    if (o.group != group) {
+      group = o.group;
+      md += (md.empty() ? "" : "\n") + std::string("### ") + group + "\n\n";
+      md += "| key | variable | scope | default | allowed | meaning |\n|---|---|---|---|---|---|\n";
+    }
+    const std::string def = o.default_value.empty() ? "(empty)" : "`" + cell(o.default_value) + "`";
+    md += "| `" + o.key + "` | `" + o.variable + "` | " + o.scope + " | " + def + " | " +
+          cell(o.allowed) + " | " + cell(o.description) + " |\n";
+  }
+  md += "\n### test knobs (variables only, not options)\n\n| variable | meaning |\n|---|---|\n";
+  for (auto& k : detail::test_knobs()) md += "| `" + std::string(k.variable) + "` | " + cell(k.doc) + " |\n";
+  return md;
 }
 
 namespace {
@@ -695,63 +654,106 @@ Result<std::string> read_config(const std::string& path) {
   return text;
 }
 
-Status apply_yaml(Options& o, const YAML::Node& root, const std::string& path) {
+Status apply_yaml(Options& o, const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) return Status();
   if (!root.IsMap())
-    return Status(Code::invalid_argument, "config file " + path + ": top level must be a map of options");
+    return Status(Code::invalid_argument, origin + ": top level must be a map of options");
+  std::vector<std::string> seen;
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("<not a string>");
+    // A key given twice: which one wins would be the parser's accident.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end())
+      return Status(Code::invalid_argument, origin + ": key '" + key + "' is set twice");
+    seen.push_back(key);
     if (key == "groups") {
-      CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context("config file " + path));
+      CKPT_RETURN_IF_ERROR(parse_groups(o, it->second).with_context(origin));
       continue;
+    }
+    const detail::OptionRow* row = detail::find_option(key);
+    if (row == nullptr) {
+      std::vector<std::string> keys;
+      for (auto& r : option_rows()) keys.push_back(r.key);
+      const std::string guess = nearest(key, keys);
+      return Status(Code::invalid_argument, origin + ": unknown key '" + key + "'" +
+                                                (guess.empty() ? "" : " (did you mean '" + guess + "'?)") +
+                                                " (known: " + known_keys() + ")");
     }
     if (key == "mpiio_hints" && it->second.IsMap()) {  // also accepted as a map
       std::string flat;
       for (auto h = it->second.begin(); h != it->second.end(); ++h) {
         if (!h->first.IsScalar() || !h->second.IsScalar())
-          return Status(Code::invalid_argument, "config file " + path + ": mpiio_hints entries must be key: value");
+          return Status(Code::invalid_argument, origin + ": mpiio_hints entries must be key: value");
         flat += (flat.empty() ? "" : ",") + h->first.Scalar() + "=" + h->second.Scalar();
       }
-      CKPT_RETURN_IF_ERROR(find_field("mpiio_hints")->set(o, flat).with_context("config file " + path));
+      CKPT_RETURN_IF_ERROR(row->set(o, flat).with_context(origin));
       continue;
     }
-    const Field* f = find_field(key);
-    if (f == nullptr)
-      return Status(Code::invalid_argument,
-                    "config file " + path + ": unknown key '" + key + "' (known: " + known_keys() + ")");
+    if (it->second.IsNull()) {
+      // `key:`, `key: ~` and `key: null` are all YAML's null (the text is gone): the empty value where
+      // an option takes one (local_dir, trace: off), else an error that says how to write the word.
+      Status s = row->set(o, "");
+      if (s.ok()) continue;
+      return Status(Code::invalid_argument, origin + ": key '" + key +
+                                                "' has no value (YAML reads null and ~ as no value; quote a value "
+                                                "that is the word: " +
+                                                key + ": \"null\")");
+    }
     if (!it->second.IsScalar())
-      return Status(Code::invalid_argument, "config file " + path + ": key '" + key + "' needs a single value");
-    Status s = f->set(o, it->second.Scalar());
-    if (!s.ok()) return s.with_context("config file " + path);
+      return Status(Code::invalid_argument, origin + ": key '" + key + "' needs a single value");
+    Status s = row->set(o, it->second.Scalar());
+    if (!s.ok()) return s.with_context(origin);
   }
   return Status();
 }
-}  // namespace
 
-Result<Options> Options::try_load(const std::string& path) {
-  Options o = defaults();
-  auto text = read_config(path);
-  if (!text.ok()) return text.status();
+/// Applies the YAML map `text` on top of `o`; `origin` ("config file <path>", "options") names it in errors.
+Status apply_yaml_text(Options& o, const std::string& text, const std::string& origin) {
   // yaml-cpp reports malformed input (and some conversions) by throwing: nothing may escape.
   try {
-    const YAML::Node root = YAML::Load(text.value());
-    CKPT_RETURN_IF_ERROR(apply_yaml(o, root, path));
+    return apply_yaml(o, YAML::Load(text), origin);
   } catch (const YAML::Exception& e) {
-    return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
+    return Status(Code::invalid_argument, origin + ": " + e.what());
   } catch (const std::exception& e) {
-    return Status(Code::invalid_argument, "config file " + path + ": " + e.what());
+    return Status(Code::invalid_argument, origin + ": " + e.what());
   }
-  CKPT_RETURN_IF_ERROR(o.validate().with_context("config file " + path));
+}
+
+/// Defaults < the file at *path (none when path is null) < the YAML map `yaml` (none when empty) < CKPT_*.
+Result<Options> load_layers(const std::string* path, const std::string& yaml) {
+  Options o = Options::defaults();
+  std::string origin;
+  if (path != nullptr) {
+    auto text = read_config(*path);
+    if (!text.ok()) return text.status();
+    origin = "config file " + *path;
+    CKPT_RETURN_IF_ERROR(apply_yaml_text(o, text.value(), origin));
+  }
+  if (!yaml.empty()) {
+    CKPT_RETURN_IF_ERROR(apply_yaml_text(o, yaml, "options"));
+    origin += origin.empty() ? "options" : " and options";
+  }
+  if (!origin.empty()) CKPT_RETURN_IF_ERROR(o.validate().with_context(origin));
   CKPT_RETURN_IF_ERROR(o.apply_env());
   return o;
 }
 
-Options Options::load(const std::string& path) {
-  auto r = try_load(path);
-  if (r.ok()) return r.value();
-  Options o = defaults();
+/// The options of `r`, or the defaults with r's error recorded.
+Options or_error(Result<Options> r) {
+  if (r.ok()) return std::move(r).value();
+  Options o = Options::defaults();
   o.error = r.status();
   return o;
 }
+}  // namespace
+
+Result<Options> Options::try_load(const std::string& path) { return load_layers(&path, ""); }
+
+Result<Options> Options::try_load(const std::string& path, const std::string& yaml) {
+  return load_layers(path.empty() ? nullptr : &path, yaml);
+}
+
+Options Options::load(const std::string& path) { return or_error(try_load(path)); }
+
+Options Options::load(const std::string& path, const std::string& yaml) { return or_error(try_load(path, yaml)); }
 
 }  // namespace ckpt

@@ -33,9 +33,9 @@ std::uint64_t auto_chunk_bytes(std::uint64_t stream_bound, std::size_t groups) {
 }
 
 std::uint64_t initial_chunk_bytes(const Options& opts) {
-  if (opts.chunk_bytes != 0) return opts.chunk_bytes;
-  if (opts.pool_bytes != 0)
-    return std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, opts.pool_bytes / 2 / 4096 * 4096));
+  if (opts.chunk_bytes) return *opts.chunk_bytes;
+  if (opts.pool_bytes)
+    return std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, *opts.pool_bytes / 2 / 4096 * 4096));
   return 4096;
 }
 
@@ -166,7 +166,7 @@ int streams_in_pool(const Options& opts) {
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes) {
   const std::uint64_t chunk = pool.chunk_bytes();
   const std::uint64_t want_chunks =
-      opts.pool_bytes != 0 ? opts.pool_bytes / chunk
+      opts.pool_bytes ? *opts.pool_bytes / chunk
                            : auto_pool_chunks(stream_bytes, chunk, streams_in_pool(opts), pool.chunks(),
                                               physical_memory(), opts.pool_max_fraction, pool.ranks_on_node());
   if (want_chunks <= pool.chunks()) return Status::OK();
@@ -176,7 +176,7 @@ Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t 
 
 Status reserve_for_regions(StagingPool& pool, const Options& opts, std::uint64_t stream_bound, std::size_t groups,
                            Resize when) {
-  if (opts.chunk_bytes == 0 && opts.pool_bytes == 0) {
+  if (!opts.chunk_bytes && !opts.pool_bytes) {
     const std::uint64_t want = auto_chunk_bytes(stream_bound, groups), have = pool.chunk_bytes();
     bool rechunk = false;
     switch (when) {

@@ -62,10 +62,10 @@ std::vector<Restorer::LocalCandidate> Restorer::local_candidates() {
       for (int k = 0; k < n; ++k)
         if (!holds(k)) c.lost.push_back(k);
       for (int k : c.lost) {
-        if (m_opts.redundancy == "partner") {
+        if (m_opts.redundancy == Redundancy::partner) {
           // A lost node comes back from the partner copy on the next node, which must hold the step.
           if (n < 2 || !holds((k + 1) % n)) ok = false;
-        } else if (m_opts.redundancy == "xor") {
+        } else if (m_opts.redundancy == Redundancy::xor_parity) {
           // From the parity of its group: every other node of the group must hold the step.
           const int group = xor_group_of(n, m_opts.xor_group, k);
           for (int other = 0; other < n; ++other)
@@ -147,7 +147,7 @@ Status Restorer::rebuild(const LocalCandidate& c) {
   // 0. A lost node's leader clears what a failed attempt left, before any rank of its node writes.
   s = agree(m_app_comm, lost(me) && m_layout.leader() ? remove_tree(staging) : Status::OK());
   if (!s.ok()) return s.with_context("rebuilding step " + std::to_string(c.step) + " from " + redundancy_source());
-  if (m_opts.redundancy == "xor") {
+  if (m_opts.redundancy == Redundancy::xor_parity) {
     // 1-2. In a group that lost a node, the others send what its files and its parity are made of.
     const XorGroup g = make_xor_group(m_layout, m_opts.xor_group);
     int lost_member = -1;
@@ -388,7 +388,7 @@ Status Restorer::restart(std::int64_t step, void* stream, Registry& registry, Ca
     if (!c->lost.empty()) from_local = rebuild(*c);
     if (from_local.ok()) from_local = restart_from(step, stream, registry, *m_local);
     if (from_local.ok()) {
-      m_level = c->lost.empty() ? "local" : m_opts.redundancy;
+      m_level = c->lost.empty() ? "local" : m_opts.redundancy == Redundancy::partner ? "partner" : "xor";
       return from_local;
     }
   }
@@ -419,8 +419,16 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   std::uint64_t bytes = 0;
   for (auto& r : regions) bytes += r.bytes();
   if (local.ok()) local = reserve_for_stream(m_pool, m_opts, bytes);
+  // Optional regions are restored into host memory of their own first and copied into place only once
+  // every rank has read and verified the whole step: when the step then fails and the restart falls
+  // back to one that does not hold them, they are untouched, as the fall-back says. (The other regions
+  // are written in place, in one pass: the step that succeeds rewrites every element of them.)
+  std::vector<std::vector<std::uint8_t>> shadows;
+  Status verified = Status::OK();
+  bool began = false;
   if (local.ok()) local = m_device.restore_begin(stream);
   if (local.ok()) {
+    began = true;
     Bounces bounces;
     bounces.chunk[0] = m_pool.acquire();
     bounces.chunk[1] = m_pool.acquire();
@@ -430,11 +438,19 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         m_skipped.push_back(r.name);
         continue;
       }
-      local = restore_region(idx.value(), look, r, reader, bounces);
+      if (!r.optional) {
+        local = restore_region(idx.value(), look, r, reader, bounces);
+      } else {
+        shadows.emplace_back(static_cast<std::size_t>(r.bytes()));
+        Region into = r;
+        into.ptr = shadows.back().data();
+        into.mem = MemoryKind::host;
+        local = restore_region(idx.value(), look, into, reader, bounces);
+      }
       if (!local.ok()) break;
     }
-    // Also after a failure: the bounce chunks go back to the pool only once their copies landed.
-    Status e = m_device.restore_end(stream);
+    // Every copy out of the bounce chunks has landed once the device says so (their next use below).
+    Status e = m_device.synchronize();
     if (local.ok()) local = e;
     for (Chunk* c : bounces.chunk) {
       if (e.ok())
@@ -443,7 +459,22 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         m_pool.retire(c);
     }
   }
-  Status s = agree(m_app_comm, local);
+  if (!shadows.empty()) {
+    verified = agree(m_app_comm, local);
+    std::size_t k = 0;
+    for (auto& r : regions) {
+      if (!verified.ok()) break;
+      if (!r.optional || look.var(r.name) < 0) continue;
+      const auto& from = shadows[k++];
+      local = m_device.copy_to_device(r.ptr, from.data(), from.size(), r.mem);
+      if (!local.ok()) break;
+    }
+  }
+  if (began) {
+    Status e = m_device.restore_end(stream);  // the application's stream waits for every copy
+    if (local.ok()) local = e;
+  }
+  Status s = verified.ok() ? agree(m_app_comm, local) : verified;
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: restart from step %lld (%s level): %s\n", static_cast<long long>(step), level,
                  s.to_string().c_str());

@@ -87,7 +87,9 @@ class Restorer {
   /// group) and commits them there. Collective.
   Status rebuild(const LocalCandidate& c);
   /// What rebuild() rebuilds from, for messages.
-  const char* redundancy_source() const { return m_opts.redundancy == "xor" ? "the xor parity" : "the partner copy"; }
+  const char* redundancy_source() const {
+    return m_opts.redundancy == Redundancy::xor_parity ? "the xor parity" : "the partner copy";
+  }
   /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
   Status restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store);
   /// Rank 0 reads the index of `step` and where its files are (a series step's segment); every rank

@@ -8,7 +8,7 @@
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/config.hpp"
+#include "runtime/src/resolve.hpp"
 #include "runtime/src/runtime_impl.hpp"
 #include "runtime/src/spill.hpp"
 
@@ -138,6 +138,7 @@ Ticket Runtime::checkpoint(std::int64_t step, void* stream) { return m_impl->che
 Status Runtime::wait_all() { return m_impl->wait_all(); }
 Status Runtime::poll() { return m_impl->poll(); }
 bool Runtime::funneled() const { return m_impl->funneled(); }
+const char* Runtime::device_name() const { return m_impl->device_name(); }
 std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
@@ -151,18 +152,6 @@ Status Runtime::close() { return m_impl->close(); }
 
 namespace detail {
 
-namespace {
-const char* thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-  }
-  return "unknown";
-}
-
-}  // namespace
 
 // ---- MPI_Finalize before the Runtime's end ----------------------------------------------------------
 // A Runtime declared in main's scope outlives MPI_Finalize. An attribute on MPI_COMM_SELF is deleted
@@ -212,8 +201,6 @@ void RuntimeImpl::close_at_finalize() {
 }
 
 RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options) {
-  m_status = m_opts.error;
-  if (m_status.ok()) m_status = m_opts.validate();
   auto checked = comm_from_ref(comm, "ckpt::Runtime");
   if (!checked.ok()) {
     m_status = checked.status();
@@ -227,69 +214,58 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
         Status(Code::invalid_argument, "the communicator is an intercommunicator; ckpt needs an intracommunicator");
     return;
   }
-  // Collective from here on: every rank takes the same path, errors are agreed below.
+  // Collective from here on: every rank takes the same path, errors are agreed.
   MPI_Comm_dup(user, &m_app_comm);
-  MPI_Comm_dup(user, &m_commit_comm);
-  MPI_Comm_dup(user, &m_flush_comm);
-  m_levels = !m_opts.local_dir.empty();
-  if (m_levels) {
-    MPI_Comm_dup(user, &m_drain_comm);
-    MPI_Comm_dup(user, &m_global_commit_comm);
-  }
   MPI_Comm_rank(m_app_comm, &m_rank);
   MPI_Comm_size(m_app_comm, &m_size);
   if (m_rank == 0)  // e.g. an unknown CKPT_* variable: said once, never fatal
     for (const auto& w : m_opts.warnings) std::fprintf(stderr, "ckpt: warning: %s\n", w.c_str());
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
-  // Funneled: ckpt's threads make no MPI call (its commit and collective opens run on this thread), so
-  // any thread level works; MPI_THREAD_SINGLE too, as no other thread calls MPI.
-  m_funneled = m_opts.mpi_threads == Options::MpiThreads::funneled ||
-               (m_opts.mpi_threads == Options::MpiThreads::automatic && provided < MPI_THREAD_MULTIPLE);
-  if (m_status.ok() && !m_funneled && provided < MPI_THREAD_MULTIPLE)
-    m_status = Status(Code::unavailable,
-                      std::string("mpi_threads is 'multiple': ckpt runs its commit on a background thread and needs "
-                                  "MPI_THREAD_MULTIPLE, but MPI was initialised with ") +
-                          thread_level_name(provided) +
-                          "; call MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) or set mpi_threads "
-                          "to 'funneled' or 'auto'");
-  // Touching a pool larger than the machine gets the job OOM-killed: a clear error instead.
-  if (m_status.ok() && m_opts.pool_bytes > physical_memory())
-    m_status = Status(Code::invalid_argument, "option 'pool_bytes' (" + std::to_string(m_opts.pool_bytes) +
-                                                  ") exceeds the physical memory of this node (" +
-                                                  std::to_string(physical_memory()) + " bytes)");
-  // thread_cpus: a list naming CPUs outside this rank's cpuset (ranks' cpusets may differ).
-  ThreadPolicy threads = thread_policy(m_opts);
-  if (m_status.ok()) m_status = check_cpus(threads);
-  const bool series = m_opts.layout == Options::Layout::series;
-  m_store = series ? make_series_store(m_opts.dir) : make_directory_store(m_opts.dir);
-  m_status = agree(m_app_comm, m_status);
+  // Every rule between options, then the ranks' agreement on the job-wide ones (resolve.hpp): before
+  // anything whose count of collective calls depends on an option (the communicators below).
+  auto resolved = resolve(m_opts, ResolveEnv{provided, physical_memory()});
+  m_status = agree(m_app_comm, resolved.status());
+  if (m_status.ok()) m_status = agree_options(m_app_comm, resolved->options);
   if (!m_status.ok()) return;  // the same Status on every rank (agreeing again would prefix it twice)
+  m_cfg = std::move(resolved).value();
+  m_opts = m_cfg.options;
+  m_funneled = m_cfg.funneled;
+  m_levels = m_cfg.levels;
+  if (m_rank == 0 && m_opts.verbose >= 2) std::fprintf(stderr, "ckpt: options:\n%s", m_cfg.describe().c_str());
+  MPI_Comm_dup(user, &m_commit_comm);
+  MPI_Comm_dup(user, &m_flush_comm);
+  if (m_levels) {
+    MPI_Comm_dup(user, &m_drain_comm);
+    MPI_Comm_dup(user, &m_global_commit_comm);
+  }
+  ThreadPolicy threads = m_cfg.threads;
+  const bool series = m_cfg.series;
+  m_store = series ? make_series_store(m_opts.dir) : make_directory_store(m_opts.dir);
   m_status = make_transports();
-  if (m_status.ok() && m_funneled) m_status = funneled_refusal(provided);
-  if (m_status.ok() && series && (!m_opts.groups.empty() || m_opts.transport != "posix"))
-    m_status = Status(Code::invalid_argument,
-                      "option 'layout': series appends each rank's checkpoints to a file of its own and needs the "
-                      "posix transport without transport groups (transport is '" +
-                          m_opts.transport + "'" + (m_opts.groups.empty() ? "" : ", with groups") +
-                          "); use layout directory for the others");
+  if (m_status.ok()) m_status = check_transports(m_cfg, m_transports);
   if (m_status.ok() && m_levels) m_status = make_node_level();
-  // A transport that writes inside checkpoint() cannot leave a capture waiting to be replaced.
-  if (m_status.ok() && m_opts.on_busy == Options::OnBusy::coalesce && opens_on_app_thread(m_transports, m_funneled))
-    m_status = Status(Code::invalid_argument,
-                      "option 'on_busy': coalesce needs an asynchronous transport (hdf5-sync writes inside "
-                      "checkpoint())");
+  if (m_rank == 0)
+    m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+               static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
   long long next_segment = 0;  // layout series: rank 0 finds it, everybody gets it
   if (m_status.ok() && m_rank == 0 && m_persistent) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     // One job per directory: without the lock a second job's start-up recovery deletes the first
     // one's checkpoint in flight, and its retention deletes the first one's checkpoints.
-    if (m_status.ok()) m_status = m_lock.acquire(m_opts.dir);
+    if (m_status.ok()) m_status = m_lock.acquire(m_opts.dir, m_run_id);
     if (m_status.ok()) m_status = check_root_layout(&next_segment);
     // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
     if (m_status.ok()) m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
   }
   m_status = agree(m_app_comm, m_status);
+  // Every rank sees the directory rank 0 locked: proven by reading the lock's text back, not assumed
+  // from equal paths (another node's /tmp, a per-node mount) or device numbers (NFS, Lustre clients).
+  if (m_status.ok() && m_persistent) {
+    std::vector<std::uint8_t> text(m_lock.text().begin(), m_lock.text().end());
+    bcast_bytes(m_app_comm, text, 0);
+    m_status = agree(m_app_comm, m_rank == 0 ? Status::OK() : same_directory(m_opts.dir, std::string(text.begin(), text.end())));
+  }
   if (!m_status.ok()) {
     m_lock.release();
     m_local_lock.release();
@@ -302,13 +278,10 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                                               m_opts.segment_steps, m_opts.alignment);
   }
 
-  if (m_rank == 0)
-    m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-               static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
   MPI_Bcast(&m_run_id, 1, MPI_UINT64_T, 0, m_app_comm);
   MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
   m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
-  CudaDeviceConfig device_cfg = device_config(m_opts);
+  CudaDeviceConfig device_cfg = m_cfg.device;
   device_cfg.say_fallbacks = m_rank == 0 || m_opts.verbose >= 1;
   auto device = make_runtime_device(device_cfg);
   // A GPU that is there but whose device failed to start is an error: the host device would memcpy
@@ -325,8 +298,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
     if (node != MPI_COMM_NULL) {
       MPI_Comm_size(node, &on_node);
+      // Collective on the node whatever this rank's thread_cpus: a per-rank option, so the ranks of a
+      // node may differ in it, and only those with auto use the answer.
+      std::vector<int> spare = spare_cpus(node);
       if (threads.where == ThreadPolicy::Cpus::spare) {  // thread_cpus: auto
-        threads.cpus = spare_cpus(node);
+        threads.cpus = std::move(spare);
         threads.where = threads.cpus.empty() ? ThreadPolicy::Cpus::inherit : ThreadPolicy::Cpus::list;
       }
       MPI_Comm_free(&node);
@@ -334,7 +310,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     m_pool->set_ranks_on_node(on_node);
   }
   // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
-  if (m_opts.pool_bytes != 0) (void)reserve_for_stream(*m_pool, m_opts, 0);
+  if (m_opts.pool_bytes) (void)reserve_for_stream(*m_pool, m_opts, 0);
   m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment, [this](const Region& r) {
     return m_transports[r.group]->check_region(r);  // e.g. hdf5: the block must be contiguous in its dataset
   });
@@ -351,7 +327,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     // `dir` is the drained level: a second Committer, fed by the drain thread.
     CommitConfig global_cfg = commit_cfg;
     global_cfg.level = " (drained)";
-    global_cfg.keep = m_opts.keep_global > 0 ? m_opts.keep_global : m_opts.keep;  // retention in `dir`
+    global_cfg.keep = m_opts.keep_global.value_or(m_opts.keep);  // retention in `dir`
     m_global_committer =
         std::make_unique<Committer>(m_global_commit_comm, global_cfg, m_transports, *m_store, m_run_id, m_tracer.get());
     m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
@@ -367,12 +343,12 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     commit_cfg.node_leader = m_node_leader;
     commit_cfg.level = " locally";
     if (m_persistent) commit_cfg.drained = m_store.get();
-    if (m_opts.redundancy == "partner") {
+    if (m_opts.redundancy == Redundancy::partner) {
       const int n = m_layout.nodes();
       commit_cfg.partner = true;
       commit_cfg.partner_to = m_layout.peer((m_layout.node + 1) % n);
       commit_cfg.partner_from = m_layout.peer((m_layout.node + n - 1) % n);
-    } else if (m_opts.redundancy == "xor") {
+    } else if (m_opts.redundancy == Redundancy::xor_parity) {
       commit_cfg.xor_parity = true;
       commit_cfg.xor_group = make_xor_group(m_layout, m_opts.xor_group);
     }
@@ -393,7 +369,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
-  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_opts.flush_delay_ms, threads}, flush_open,
+  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_cfg.flush_delay_ms, threads}, flush_open,
                                             *m_device, *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
   if (m_opts.on_busy == Options::OnBusy::coalesce) {
@@ -412,39 +388,14 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
                                           *m_device, *m_pool, m_tracer.get());
 }
 
-Status RuntimeImpl::funneled_refusal(int provided) const {
-  // What needs MPI on a thread of ckpt's own cannot run funneled: said at construction, naming the way out.
-  const std::string why = std::string("ckpt's MPI calls are funneled through the application thread (mpi_threads '") +
-                          (m_opts.mpi_threads == Options::MpiThreads::funneled ? "funneled" : "auto") +
-                          "', MPI initialised with " + thread_level_name(provided) + ")";
-  for (const auto& t : m_transports)
-    if (t->writes_with_mpi())
-      return Status(Code::failed_precondition,
-                    std::string("transport '") + t->name() + "' calls MPI on ckpt's write thread, but " + why +
-                        ": use posix or hdf5-sync, or MPI_Init_thread with MPI_THREAD_MULTIPLE");
-  if (m_levels)
-    return Status(Code::failed_precondition,
-                  "option local_dir: the node-local level drains on a thread of its own that calls MPI, but " + why +
-                      ": leave local_dir empty or initialise MPI with MPI_THREAD_MULTIPLE");
-  if (m_opts.on_busy == Options::OnBusy::coalesce)
-    return Status(Code::failed_precondition,
-                  "option on_busy 'coalesce': a launcher thread of its own agrees with the other ranks (MPI) which "
-                  "capture to flush, but " +
-                      why + ": use on_busy 'wait', or initialise MPI with MPI_THREAD_MULTIPLE");
-  return Status::OK();
-}
-
 Status RuntimeImpl::make_node_level() {
-  for (auto& t : m_transports)
-    if (t->synchronous())
-      return Status(Code::invalid_argument, std::string("option 'local_dir': transport '") + t->name() +
-                                                "' writes inside checkpoint() and cannot drain from the node level");
-  m_layout = make_node_layout(m_app_comm, m_opts.ranks_per_node);
+  m_layout = make_node_layout(m_app_comm, m_opts.ranks_per_node.value_or(0));
   m_node_leader = m_layout.leader();
   m_node_dir =
-      m_opts.ranks_per_node > 0 ? m_opts.local_dir + "/node" + std::to_string(m_layout.node) : m_opts.local_dir;
-  if (m_opts.redundancy != "none" && (m_layout.nodes() < 2 || !m_layout.uniform()))
-    return Status(Code::invalid_argument, "option 'redundancy': " + m_opts.redundancy +
+      m_opts.ranks_per_node ? m_opts.local_dir + "/node" + std::to_string(m_layout.node) : m_opts.local_dir;
+  if (m_opts.redundancy != Redundancy::none && (m_layout.nodes() < 2 || !m_layout.uniform()))
+    return Status(Code::invalid_argument, std::string("option 'redundancy': ") +
+                                              (m_opts.redundancy == Redundancy::partner ? "partner" : "xor") +
                                               " needs at least two nodes with the same number of ranks (found " +
                                               std::to_string(m_layout.nodes()) + " nodes)");
   m_local_store = make_directory_store(m_node_dir);
@@ -452,9 +403,9 @@ Status RuntimeImpl::make_node_level() {
   const TransportEnv env{m_app_comm, m_rank, m_size};
   // A full node disk sends that rank's file to `dir` instead (spill.hpp): a posix transport for that.
   for (std::size_t i = 0; i < m_transports.size(); ++i) {
-    auto t = make_transport("posix", transport_config(m_opts), env);
+    auto t = make_transport("posix", m_cfg.transport, env);
     if (!t.ok()) return t.status();
-    auto spill = make_transport("posix", transport_config(m_opts), env);
+    auto spill = make_transport("posix", m_cfg.transport, env);
     if (!spill.ok()) return spill.status();
     m_local_transports.push_back(make_spill_transport(std::move(t).value(), std::move(spill).value(), *m_store));
   }
@@ -470,6 +421,8 @@ Status RuntimeImpl::make_node_level() {
 void RuntimeImpl::wait_drains() {
   if (m_drainer) (void)m_drainer->wait_idle(false);
 }
+
+const char* RuntimeImpl::device_name() const { return m_device ? m_device->name() : "none"; }
 
 const std::string& RuntimeImpl::restart_level() const {
   static const std::string none;
@@ -497,7 +450,7 @@ Status RuntimeImpl::make_transports() {
   std::vector<std::string> names{m_opts.transport};
   for (auto& g : m_opts.groups) names.push_back(g.transport);
   for (std::size_t i = 0; i < names.size(); ++i) {
-    auto t = make_transport(names[i], transport_config(m_opts), env);
+    auto t = make_transport(names[i], m_cfg.transport, env);
     if (!t.ok()) return i == 0 ? t.status() : t.status().with_context("group '" + m_opts.groups[i - 1].name + "'");
     m_persistent = m_persistent || t.value()->persistent();
     m_transports.push_back(std::move(t).value());
@@ -654,8 +607,17 @@ std::optional<std::int64_t> RuntimeImpl::latest() {
   wait_drains();
   return m_restorer->latest();
 }
+Status RuntimeImpl::agree_arguments(const char* call, std::vector<NamedValue> args) {
+  // A collective call whose ranks disagree on its argument would mismatch its messages inside MPI
+  // (restart(2) on one rank, restart(3) on another: MPI_ERR_TRUNCATE): the same error everywhere.
+  return agree_equal(m_app_comm, args,
+                     std::string(call) + ": the ranks called it with different arguments (every rank must make the "
+                                         "same collective calls)");
+}
+
 Status RuntimeImpl::restart(std::int64_t step, void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
+  CKPT_RETURN_IF_ERROR(agree_arguments("restart(step)", {{"the step", std::to_string(step)}}));
   if (m_drainer) {
     (void)m_capture->wait_all();  // then the drains those commits started
     wait_drains();
@@ -664,6 +626,7 @@ Status RuntimeImpl::restart(std::int64_t step, void* stream) {
 }
 Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   CKPT_RETURN_IF_ERROR(usable());
+  CKPT_RETURN_IF_ERROR(agree_arguments("inspect(step)", {{"the step", std::to_string(step)}}));
   if (m_drainer) {
     (void)m_capture->wait_all();
     wait_drains();
@@ -674,6 +637,8 @@ Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
 }
 Result<JoinedRows> RuntimeImpl::joined_rows(std::int64_t step, const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());
+  CKPT_RETURN_IF_ERROR(
+      agree_arguments("joined_rows(step, name)", {{"the step", std::to_string(step)}, {"the name", name}}));
   return m_restorer->joined_rows(step, name, *m_capture);
 }
 Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {

@@ -22,6 +22,7 @@
 #include "runtime/src/partner.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
+#include "runtime/src/resolve.hpp"
 #include "runtime/src/restart.hpp"
 #include "runtime/src/series.hpp"
 #include "runtime/src/trace.hpp"
@@ -69,6 +70,7 @@ class RuntimeImpl {
   Result<std::int64_t> restart_newest(void* stream);
   Result<CheckpointReader> inspect(std::int64_t step);
   const std::string& restart_level() const;
+  const char* device_name() const;
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name);
   Status close();
   /// close() from the MPI_COMM_SELF attribute callback at the start of MPI_Finalize.
@@ -78,14 +80,14 @@ class RuntimeImpl {
 
  private:
   Status usable() const;
+  /// Collective: every rank passed the same arguments to `call`, or the same invalid_argument on every
+  /// rank naming the first that differs and two ranks' values.
+  Status agree_arguments(const char* call, std::vector<NamedValue> args);
   /// Makes the default transport and one per group, in order, on every rank (collective).
   Status make_transports();
   /// Rank 0, before the recovery: the root holds only what `layout` writes (a series root is not
   /// continued as directories, nor the other way round); the first segment a series run may use.
   Status check_root_layout(long long* next_segment) const;
-  /// Funneled mode: why these options cannot run with every MPI call on the application thread
-  /// (transports whose writers call MPI, local_dir's drain thread, on_busy coalesce's launcher), or ok.
-  Status funneled_refusal(int provided) const;
   /// With options.local_dir: this rank's node, its directory, the posix transports of the node
   /// level and (node leaders) the directory, its lock and its recovery. Collective.
   Status make_node_level();
@@ -101,7 +103,8 @@ class RuntimeImpl {
   /// complete and fail alike instead of waiting forever. Returns that error (OK when the counts match).
   Status match_checkpoint_counts();
 
-  Options m_opts;
+  Resolved m_cfg;  ///< the resolve step's settings (resolve.hpp)
+  Options m_opts;  ///< as given until resolved, then m_cfg.options
   Status m_status;
   bool m_closed = false;
   bool m_closed_by_finalize = false;

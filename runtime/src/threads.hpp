@@ -11,7 +11,7 @@
 namespace ckpt::detail {
 
 /// Where and how ckpt's own threads run (options thread_cpus and thread_slice_us; made by
-/// thread_policy() in options.cpp).
+/// thread_policy() in resolve.cpp).
 struct ThreadPolicy {
   /// Scheduler slice in microseconds asked for (sched_setattr's sched_runtime); 0: the default.
   int slice_us = 0;

@@ -81,7 +81,7 @@ ckpt::Options options(const Args& a) {
   o.transport = a.transport;
   o.keep = a.keep;
   o.chunk_bytes = 64 << 10;
-  o.flush_delay_ms = a.flush_delay;
+  if (a.flush_delay > 0) ::setenv("CKPT_TEST_FLUSH_DELAY_MS", std::to_string(a.flush_delay).c_str(), 1);
   if (a.groups) o.groups.push_back({"walkers", {"walkers/*"}, "mpiio"});
   return o;
 }

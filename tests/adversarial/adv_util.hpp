@@ -138,6 +138,30 @@ inline void corrupt_first_block(const std::string& ckpt_dir) {
   FAIL() << "no block to corrupt in " << ckpt_dir;
 }
 
+/// Flips a byte in the middle of every block of variable `var` written by `rank` in the checkpoint
+/// at `ckpt_dir` (directory layout).
+inline void corrupt_blocks_of(const std::string& ckpt_dir, const std::string& var, std::uint32_t rank) {
+  auto bytes = detail::read_file(ckpt_dir + "/index", 1u << 30);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  auto idx = detail::decode_index(bytes->data(), bytes->size());
+  ASSERT_TRUE(idx.ok()) << idx.status().to_string();
+  int hit = 0;
+  for (auto& b : idx->blocks) {
+    if (b.length == 0 || idx->vars[b.var].name != var || b.rank != rank) continue;
+    const std::string file = ckpt_dir + "/" + idx->files[b.file].name;
+    FILE* f = std::fopen(file.c_str(), "r+b");
+    ASSERT_NE(f, nullptr) << file;
+    const long at = static_cast<long>(b.offset + b.length / 2);
+    std::fseek(f, at, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, at, SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+    ++hit;
+  }
+  ASSERT_GT(hit, 0) << "no block of '" << var << "' of rank " << rank << " in " << ckpt_dir;
+}
+
 }  // namespace ckpt::adv
 
 #endif  // CKPT_TESTS_ADVERSARIAL_ADV_UTIL_HPP

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -18,6 +20,7 @@
 
 #include "adv_util.hpp"
 #include "base/store.hpp"
+#include "ckpt/ckpt.h"
 
 namespace ckpt::adv {
 namespace {
@@ -243,7 +246,7 @@ TEST_F(Adversarial, OneRankCheckpointsOnceMoreBeforeClose) {
 TEST_F(Adversarial, SameStepTwiceInFlightCommitsTheSecond) {
   Options o = opts(scratch_dir());
   o.max_in_flight = 2;
-  o.flush_delay_ms = 30;
+  test::FlushDelay slow(30);
   Runtime rt(MPI_COMM_WORLD, o);
   std::vector<double> v(20000, 1.0);
   ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
@@ -350,6 +353,52 @@ TEST_F(Adversarial, FallbackIsReportedToTheCaller) {
   auto r2 = rt.restart();
   ASSERT_TRUE(r2.ok());
   EXPECT_TRUE(r2.warning().ok());
+}
+
+// Promise (issue 31, part 5): restart never reports partial data as untouched. Step 2 holds optional
+// regions `opt` and `late`, step 1 neither; `late`'s block (restored after `opt`'s) is damaged on rank
+// 1. restart() falls back to step 1 and says that `opt` and `late` were left untouched: they must be,
+// bit for bit, on every rank (before: `opt` held step 2's rows, scattered before `late`'s checksum
+// failed). The non-optional `a` holds step 1's data.
+TEST_F(Adversarial, FallbackLeavesSkippedOptionalRegionsUntouched) {
+  const std::string dir = scratch_dir();
+  Options o = opts(dir);
+  o.keep = 3;
+  Runtime rt(MPI_COMM_WORLD, o);
+  std::vector<double> a(5000, 1.0), opt(5000, 10.0), late(5000, 20.0);
+  ASSERT_TRUE(rt.protect("a", a.data(), DType::f64, {a.size()}).ok());
+  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+  ASSERT_TRUE(rt.protect("opt", opt.data(), DType::f64, {opt.size()}).ok());
+  ASSERT_TRUE(rt.protect("late", late.data(), DType::f64, {late.size()}).ok());
+  ASSERT_TRUE(rt.set_optional("opt", true).ok());
+  ASSERT_TRUE(rt.set_optional("late", true).ok());
+  std::fill(a.begin(), a.end(), 2.0);
+  ASSERT_TRUE(rt.checkpoint(2).wait().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) corrupt_blocks_of(dir + "/ckpt.2", "late", 1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::fill(a.begin(), a.end(), -1.0);
+  std::fill(opt.begin(), opt.end(), -7.0);  // what the application holds now: restart must keep it
+  std::fill(late.begin(), late.end(), -8.0);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 1);
+  EXPECT_TRUE(has(r.warning().message(), "left untouched")) << r.warning().to_string();
+  EXPECT_TRUE(std::all_of(a.begin(), a.end(), [](double x) { return x == 1.0; }));
+  EXPECT_TRUE(std::all_of(opt.begin(), opt.end(), [](double x) { return x == -7.0; }))
+      << "'opt' was overwritten by the failed restart of step 2: opt[0] = " << opt[0];
+  EXPECT_TRUE(std::all_of(late.begin(), late.end(), [](double x) { return x == -8.0; })) << late[0];
+  // A restart of step 2 itself still fails on every rank, and the restart of an intact step still
+  // fills optional regions it holds.
+  EXPECT_EQ(rt.restart(2).code(), Code::corrupt);
+  std::fill(opt.begin(), opt.end(), 30.0);
+  std::fill(late.begin(), late.end(), 40.0);
+  ASSERT_TRUE(rt.checkpoint(3).wait().ok());
+  std::fill(opt.begin(), opt.end(), 0.0);
+  std::fill(late.begin(), late.end(), 0.0);
+  ASSERT_TRUE(rt.restart(3).ok());
+  EXPECT_EQ(opt[4999], 30.0);
+  EXPECT_EQ(late[0], 40.0);
 }
 
 // Promise: a directory without checkpoints gives not_found; a program whose variable is in no
@@ -505,7 +554,7 @@ TEST_F(Adversarial, UnobservedFailureIsReportedByTheNextCheckpoint) {
 // Promise: Ticket::wait() from another thread than the one that called checkpoint() works.
 TEST_F(Adversarial, TicketWaitedFromAnotherThread) {
   Options o = opts(scratch_dir());
-  o.flush_delay_ms = 20;
+  test::FlushDelay slow(20);
   Runtime rt(MPI_COMM_WORLD, o);
   std::vector<double> v(50000, 1.0);
   ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
@@ -662,6 +711,133 @@ TEST_F(Adversarial, OptionsLoadOfHostileFiles) {
   }
 }
 
+// ---- ranks that disagree (issue 31, part 1) ----------------------------------------------------------
+
+// Promise: a job-wide option set on one rank only (an environment variable not forwarded to a remote
+// node) fails the Runtime's construction on every rank with invalid_argument naming the option and two
+// ranks' values - never a torn commit (different roots, layouts) and never a hang (mismatched
+// collectives: mpi_threads, coalesce, local_dir, open_token, durable_every_ms).
+TEST_F(Adversarial, JobWideOptionsThatDifferAcrossRanksAreRefused) {
+  const std::string dir = scratch_dir();
+  struct Case {
+    const char* key;
+    std::function<void(Options&)> set;  // applied on rank 1 only
+    const char* rank1;                  // rank 1's value as the message spells it
+  };
+  const Case cases[] = {
+      {"layout", [](Options& o) { o.layout = Layout::series; }, "series"},
+      {"on_busy", [](Options& o) { o.on_busy = OnBusy::coalesce; }, "coalesce"},
+      {"mpi_threads", [](Options& o) { o.mpi_threads = MpiThreads::funneled; }, "funneled"},
+      {"local_dir", [&](Options& o) { o.local_dir = dir + "/local"; }, "(set)"},
+      {"open_token", [](Options& o) { o.open_token = 2; }, "2"},
+      {"durable_every_ms", [](Options& o) { o.durable_every_ms = 100; }, "100"},
+      {"transport", [](Options& o) { o.transport = "null"; }, "null"},
+      {"keep", [](Options& o) { o.keep = 5; }, "5"},
+      {"dir", [&](Options& o) { o.dir = dir + "/elsewhere"; }, "/elsewhere"},
+      {"groups", [](Options& o) { o.groups.push_back({"w", {"w/*"}, "posix"}); }, "w -> posix"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    Options o = opts(dir + "/" + c.key);
+    if (world_rank() == 1) c.set(o);
+    Runtime rt(MPI_COMM_WORLD, o);
+    const Status s = rt.status();
+    EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+    EXPECT_TRUE(has(s.message(), std::string("option '") + c.key + "' differs across ranks")) << s.to_string();
+    EXPECT_TRUE(has(s.message(), "rank 0 has '") && has(s.message(), "rank 1 has '") && has(s.message(), c.rank1))
+        << s.to_string();
+    EXPECT_TRUE(same_on_all_ranks(s));
+    EXPECT_EQ(rt.checkpoint(1).wait().code(), Code::invalid_argument) << "every call reports it";
+  }
+  // Per-rank options may differ: verbosity, a node's CPUs and pool, O_DIRECT.
+  Options o = opts(dir + "/per-rank");
+  if (world_rank() == 1) {
+    o.verbose = 1;
+    o.thread_cpus = "inherit";
+    o.pool_bytes = 1 << 20;
+    o.direct_io = false;
+  }
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  double x = world_rank();
+  ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
+  EXPECT_TRUE(rt.checkpoint(1).wait().ok());
+}
+
+// Promise: the default relative `dir` with a different working directory per rank (mpiexec --wdir a :
+// --wdir b) is refused on every rank naming the two absolute paths: before, each rank wrote its data
+// into its own root and the commit held only data.0.
+TEST_F(Adversarial, RelativeDirWithDifferentWorkingDirectoriesIsRefused) {
+  const std::string base = scratch_dir();
+  const std::string mine = base + "/wd" + std::to_string(world_rank());
+  ASSERT_EQ(::mkdir(mine.c_str(), 0755), 0);
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(mine.c_str()), 0);
+  Status s;
+  {
+    Runtime rt(MPI_COMM_WORLD, opts("ckpt"));
+    s = rt.status();
+  }
+  ASSERT_EQ(::chdir(old), 0);
+  EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+  EXPECT_TRUE(has(s.message(), "option 'dir' differs across ranks") && has(s.message(), base + "/wd0/ckpt") &&
+              has(s.message(), base + "/wd1/ckpt"))
+      << s.to_string();
+  EXPECT_TRUE(same_on_all_ranks(s));
+}
+
+// Promise: equal absolute paths that name different directories on different ranks (another node's
+// /tmp, a per-node mount; here /proc/self/cwd with a working directory per rank) are found out: rank 0's
+// token in <dir>/.lock is read back by every rank, and a rank that does not find it fails the
+// construction on every rank. Nothing is checkpointed into roots of their own.
+TEST_F(Adversarial, SamePathButAnotherDirectoryIsFoundOut) {
+  const std::string base = scratch_dir();
+  const std::string mine = base + "/wd" + std::to_string(world_rank());
+  ASSERT_EQ(::mkdir(mine.c_str(), 0755), 0);
+  char old[4096];
+  ASSERT_NE(::getcwd(old, sizeof old), nullptr);
+  ASSERT_EQ(::chdir(mine.c_str()), 0);
+  Status s;
+  {
+    Runtime rt(MPI_COMM_WORLD, opts("/proc/self/cwd/ckpt"));
+    s = rt.status();
+  }
+  ASSERT_EQ(::chdir(old), 0);
+  EXPECT_EQ(s.code(), Code::failed_precondition) << s.to_string();
+  EXPECT_TRUE(has(s.message(), "rank 1: the checkpoint directory /proc/self/cwd/ckpt that rank 0 created is not "
+                               "visible here"))
+      << s.to_string();
+  EXPECT_TRUE(same_on_all_ranks(s));
+}
+
+// Promise: collective calls whose arguments differ across ranks - restart(2) on rank 0, restart(3) on
+// the others; joined_rows of another step or name; inspect(step) - return the same invalid_argument on
+// every rank naming the argument and two ranks' values (before: MPI_ERR_TRUNCATE killed the job). The
+// Runtime stays usable.
+TEST_F(Adversarial, CollectiveArgumentsThatDifferAreRefused) {
+  Runtime rt(MPI_COMM_WORLD, opts(scratch_dir()));
+  ASSERT_TRUE(rt.status().ok());
+  std::vector<double> v(100, world_rank());
+  ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+  ASSERT_TRUE(rt.checkpoint(2).wait().ok());
+  ASSERT_TRUE(rt.checkpoint(3).wait().ok());
+  const std::int64_t step = world_rank() == 0 ? 2 : 3;
+  Status s = rt.restart(step);
+  EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+  EXPECT_TRUE(has(s.message(), "restart(step)") && has(s.message(), "the step differs across ranks: rank 0 has '2', "
+                                                                    "rank 1 has '3'"))
+      << s.to_string();
+  EXPECT_TRUE(same_on_all_ranks(s));
+  auto r = rt.inspect(step);
+  EXPECT_EQ(r.status().code(), Code::invalid_argument) << r.status().to_string();
+  auto j = rt.joined_rows(3, world_rank() == 2 ? "w" : "v");
+  EXPECT_EQ(j.status().code(), Code::invalid_argument) << j.status().to_string();
+  EXPECT_TRUE(has(j.status().message(), "the name differs across ranks: rank 0 has 'v', rank 2 has 'w'"))
+      << j.status().to_string();
+  EXPECT_TRUE(rt.restart(2).ok()) << "the same call with the same argument still works";
+}
+
 // Promise: degenerate option values set in code are refused by validate() and by the Runtime with
 // invalid_argument naming the option; a pool larger than the machine is an error, not an OOM kill.
 TEST_F(Adversarial, DegenerateOptionValues) {
@@ -712,6 +888,48 @@ TEST_F(Adversarial, BadEnvironmentVariables) {
   Options c;
   ::unsetenv("CKPT_CHUNK_BYTES");
   EXPECT_EQ(c.error.code(), Code::invalid_argument);
+}
+
+// ---- integers the C API passes on (issue 31, 6) ------------------------------------------------------
+
+// Promise: an integer the C API takes and the C++ API would misread is an error naming it: first_row of a
+// joined array other than a row (>= 0) or CKPT_BALANCED, and an extent, start or global extent of 2^63 or
+// more (a negative number cast to uint64_t) - never a silent balanced split, never a region of ~2^64
+// bytes that the next checkpoint would read.
+TEST_F(Adversarial, CApiRefusesNegativeIntegers) {
+  const std::string dir = scratch_dir(), yaml = dir + ".yaml";
+  if (world_rank() == 0) {
+    std::ofstream(yaml) << "dir: " << dir << "\nfsync: false\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm comm = MPI_COMM_WORLD;
+  ckpt_runtime* rt = nullptr;
+  ASSERT_EQ(ckpt_create_handle(&comm, sizeof comm, yaml.c_str(), &rt), CKPT_OK) << ckpt_last_error();
+  auto refused = [&](int rc, const char* names) {
+    EXPECT_EQ(rc, CKPT_INVALID_ARGUMENT) << names;
+    EXPECT_TRUE(has(ckpt_error_message(rt), names)) << ckpt_error_message(rt);
+  };
+  double rows[4] = {0, 1, 2, 3};
+  const std::uint64_t jdims[2] = {2, 2};
+  refused(ckpt_protect_joined(rt, "j", rows, CKPT_F64, 2, jdims, -2), "first_row");
+  refused(ckpt_protect_joined(rt, "j", rows, CKPT_F64, 2, jdims, std::numeric_limits<std::int64_t>::min()),
+          "first_row");
+  ASSERT_EQ(ckpt_protect_joined(rt, "j", rows, CKPT_F64, 2, jdims, CKPT_BALANCED), CKPT_OK);
+  refused(ckpt_update_joined(rt, "j", rows, 2, jdims, -3), "first_row");
+  std::uint8_t byte = 0;
+  const std::uint64_t minus5[1] = {static_cast<std::uint64_t>(std::int64_t{-5})}, four[1] = {4}, zero[1] = {0},
+                      one[1] = {1};
+  refused(ckpt_protect(rt, "wrapped", &byte, CKPT_U8, 1, minus5), "dims[0]");
+  refused(ckpt_protect_block(rt, "wrapped", &byte, CKPT_U8, 1, minus5, zero, one), "global[0]");
+  refused(ckpt_protect_block(rt, "wrapped", &byte, CKPT_U8, 1, four, minus5, one), "start[0]");
+  refused(ckpt_protect_block(rt, "wrapped", &byte, CKPT_U8, 1, four, zero, minus5), "count[0]");
+  refused(ckpt_update(rt, "j", &byte, 1, minus5), "dims[0]");
+  // Nothing of it was registered: a checkpoint holds the joined array only, and restarts.
+  EXPECT_EQ(ckpt_checkpoint(rt, 1, nullptr, nullptr), CKPT_OK) << ckpt_error_message(rt);
+  EXPECT_EQ(ckpt_wait_all(rt), CKPT_OK) << ckpt_error_message(rt);
+  EXPECT_EQ(ckpt_restart_step(rt, 1), CKPT_OK) << ckpt_error_message(rt);
+  EXPECT_EQ(ckpt_close(rt), CKPT_OK) << ckpt_error_message(rt);
+  ckpt_free(rt);
 }
 
 }  // namespace

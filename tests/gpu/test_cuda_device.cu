@@ -283,7 +283,7 @@ TEST(CudaDevice, AThreadWithoutADeviceGetsNoContextOnDevice0) {
   CUDA_OK(cudaMalloc(&b, 8 * n * sizeof(double)));
   fill(s, a, n, 1.0);
   Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 0;  // the auto pool: it grows when a larger region is protected
+  o.chunk_bytes = std::nullopt;  // the auto pool: it grows when a larger region is protected
   auto rt = std::make_unique<Runtime>(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt->status().ok()) << rt->status().to_string();
   ASSERT_TRUE(rt->protect("a", a, DType::f64, {n}).ok());
@@ -551,7 +551,8 @@ Options canary_options(const Canary& c, std::size_t bytes, std::size_t chunk) {
   Options o = options_for(ckpt::test::scratch_dir());
   o.chunk_bytes = chunk;
   o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
-  o.gpu_spare_bytes = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  const auto spare = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  o.gpu_spare_bytes = spare > 0 ? ckpt::AutoBytes(spare) : ckpt::AutoBytes();  // 0: auto's own cap
   o.max_in_flight = c.max_in_flight;
   o.keep = kCanarySteps;
   return o;
@@ -665,7 +666,7 @@ TEST(CudaRuntime, ACheckpointSixteenTimesThePoolStreamsThroughIt) {
   CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
   Options o = options_for(ckpt::test::scratch_dir());
   o.chunk_bytes = (16 << 20) / kScale;
-  o.pool_bytes = 4 * o.chunk_bytes;  // the capture streams: checkpoint() waits for chunks to be written
+  o.pool_bytes = 4 * *o.chunk_bytes;  // the capture streams: checkpoint() waits for chunks to be written
   {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
@@ -673,7 +674,7 @@ TEST(CudaRuntime, ACheckpointSixteenTimesThePoolStreamsThroughIt) {
     Ticket t = rt.checkpoint(1, s);
     fill(s, dev, n, -1.0);
     ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
-    EXPECT_EQ(t.stats().staging_bytes, 4u * o.chunk_bytes);
+    EXPECT_EQ(t.stats().staging_bytes, 4u * *o.chunk_bytes);
     CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
     ASSERT_TRUE(rt.restart(1, s).ok());
     CUDA_OK(cudaStreamSynchronize(s));
@@ -788,7 +789,7 @@ TEST(CudaRuntime, ASourceThatShrinksAndGrowsFreesNoStagingInsideCheckpoint) {
   CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
   std::uint64_t count = n;
   Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 0;  // the auto pool: its chunks follow the state
+  o.chunk_bytes = std::nullopt;  // the auto pool: its chunks follow the state
   o.max_in_flight = 4;
   auto frees = [] { return ckpt::simgpu::calls("cudaFreeHost") + ckpt::simgpu::calls("cudaHostUnregister"); };
   {
@@ -831,7 +832,7 @@ TEST_P(CoalesceBackToBack, NoCheckpointCallWaitsForASupersededCapturesD2H) {
   Options o = options_for(ckpt::test::scratch_dir());
   o.on_busy = Options::OnBusy::coalesce;
   o.chunk_bytes = n * sizeof(double);
-  o.pool_bytes = 4 * o.chunk_bytes;  // room for a third capture while two wait for their D2H
+  o.pool_bytes = 4 * *o.chunk_bytes;  // room for a third capture while two wait for their D2H
   o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam());
   o.gpu_spare_bytes = n * sizeof(double);
   {
@@ -889,7 +890,7 @@ TEST(CudaDevice, WithoutADeviceMemoryPoolsOrRoomForTheSpare) {
     // With pools: less free device memory than the spare wants (the region), so its allocation fails.
     if (pools) ckpt::simgpu::set_device_memory(bytes + bytes / 2);
     Options o = options_for(ckpt::test::scratch_dir() + (pools ? "/full" : "/nopools"));
-    o.gpu_double_buffer = Options::DoubleBuffer::automatic;
+    o.gpu_double_buffer = std::nullopt;  // auto
     o.gpu_spare_bytes = bytes;
     o.keep = 3;
     const long spares = ckpt::simgpu::calls("cudaMallocAsync");
@@ -943,6 +944,36 @@ TEST(CudaRuntime, ACheckpointRightAfterARestartDoesNotOverwriteItsCopies) {
     CUDA_OK(cudaStreamSynchronize(s));
     EXPECT_EQ(count_bad(dev, n, 7.0), 0u) << "the restart's copies read the next checkpoint's data";
     ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+// An optional region is restored into host memory first and copied into place only once every rank
+// verified the step (issue 31, part 5): that H2D comes after the restart's drain of the bounce copies,
+// so only restore_end's wait puts it in place before restart() returns. The H2D takes 50 ms here; the
+// check right after restart() reads the device memory at once (the poison 0xff.. is still there
+// without the wait: the mutant restore_end_waits_copy).
+TEST(CudaRuntime, AnOptionalDeviceRegionIsInPlaceWhenRestartReturns) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 50'000);
+  constexpr std::size_t n = 1 << 17;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  fill(s, dev, n, 7.0);
+  {
+    Options o = options_for(ckpt::test::scratch_dir());
+    o.chunk_bytes = n * sizeof(double);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.set_optional("dev").ok());
+    ASSERT_TRUE(rt.checkpoint(1, s).wait().ok());
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    ASSERT_TRUE(rt.restart(1, s).ok());
+    EXPECT_EQ(count_bad(dev, n, 7.0), 0u) << "restart() returned before the optional region was in place";
   }
   CUDA_OK(cudaFree(dev));
   CUDA_OK(cudaStreamDestroy(s));

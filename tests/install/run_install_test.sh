@@ -11,7 +11,8 @@
 #   - the C++ consumer run with CKPT_FOO=bar set: one warning line, and it works;
 #   - the Python package: `pip install <prefix>/lib/python` into a scratch target, its version, and
 #     the reader test suite (tests/python/test_reader.py, when CKPTTEST_PYDATA is set) against the
-#     installed copy, plus a read of the C++ consumer's checkpoint.
+#     installed copy, plus a read of the C++ consumer's checkpoint, and ckpt.Runtime's suite
+#     (tests/python/test_runtime.py) at 2 processes against the installed copy.
 # The prefix is moved after the install (relocatable package); a shared libckpt must export the C API
 # and nothing of ckpt::detail.
 # Usage: run_install_test.sh BUILD SRC WORK [HAVE_FORTRAN]
@@ -140,4 +141,14 @@ done
 if [ -n "${CKPTTEST_PYDATA:-}" ]; then
   # The package's own test suite against the pip-installed copy (the source tree is not on the path).
   (cd "$work" && PYTHONPATH="$work/site" python3 -m pytest -q -p no:cacheprovider "$src/../python/test_reader.py")
+fi
+# ckpt.Runtime's suite (checkpoint and restart from Python) against the pip-installed copy, at 2 processes.
+if python3 -c "import mpi4py" 2>/dev/null; then
+  (cd "$work" && PYTHONPATH="$work/site" python3 -c \
+    'import ckpt, os, sys; assert os.path.realpath(ckpt.__file__).startswith(os.path.realpath(sys.argv[1]))' \
+    "$work/site")
+  (cd "$work" && PYTHONPATH="$work/site" CKPTTEST_TMP="$work/py-runtime" \
+    mpiexec -n 2 python3 -m mpi4py -m pytest -q -p no:cacheprovider "$src/../python/test_runtime.py")
+else
+  echo "python: mpi4py not found, ckpt.Runtime's suite not run against the installed package (.ci/setup installs it)"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SIGKILL a checkpointing MPI job while a checkpoint is being flushed, then restart it.
 
-Each trial starts `heat_restart` on 4 ranks with a slowed flush (CKPT_FLUSH_DELAY_MS), waits until a
+Each trial starts `heat_restart` on 4 ranks with a slowed flush (CKPT_TEST_FLUSH_DELAY_MS), waits until a
 checkpoint has been committed and the next one is in flight (a ckpt.<n>.tmp directory with data
 files), kills the whole job with SIGKILL, then restarts (on 4 or 3 ranks). The restart must load a
 complete checkpoint, verify the restored state bit for bit against a recomputation, and finish with
@@ -56,7 +56,7 @@ def main():
         print("FAIL: reference run failed")
         return 1
 
-    env = dict(os.environ, CKPT_FLUSH_DELAY_MS="15", CKPT_CHUNK_BYTES="256K")
+    env = dict(os.environ, CKPT_TEST_FLUSH_DELAY_MS="15", CKPT_CHUNK_BYTES="256K")
     env.update(kv.split("=", 1) for kv in a.env)
     failures, in_flight_kills = 0, 0
     for t in range(a.trials):

@@ -77,7 +77,7 @@ void expect_restored(Runtime& rt, std::vector<double>& v, int step) {
 TEST(Coalesce, SupersededTicketsSameOnEveryRankNewestRestored) {
   const auto dir = scratch_dir();
   Options o = coalesce_opts(dir);
-  o.flush_delay_ms = 20;  // every chunk write takes >= 20 ms: the pipeline is busy
+  test::FlushDelay slow(20);  // every chunk write takes >= 20 ms: the pipeline is busy
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   std::vector<double> v(40000);  // 312.5 KiB: 5 chunks, ~100 ms per flush
@@ -99,8 +99,8 @@ TEST(Coalesce, SupersededTicketsSameOnEveryRankNewestRestored) {
 TEST(Coalesce, CheckpointLargerThanThePool) {
   const auto dir = scratch_dir();
   Options o = coalesce_opts(dir);
-  o.pool_bytes = 4 * o.chunk_bytes;  // 256 KiB of staging for 1 MiB per rank: the capture streams
-  o.flush_delay_ms = 2;
+  o.pool_bytes = 4 * *o.chunk_bytes;  // 256 KiB of staging for 1 MiB per rank: the capture streams
+  test::FlushDelay slow(2);
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   std::vector<double> v(131072);

@@ -316,7 +316,7 @@ TEST(Levels, PartnerCopyRebuildsALostNode) {
   ASSERT_EQ(world_size(), 4);
   const auto root = scratch_dir();
   Options o = level_opts(root, 0);  // nothing drained: only the partner copy can bring node 1 back
-  o.redundancy = "partner";
+  o.redundancy = Redundancy::partner;
   const int rank = world_rank(), node = rank / kRanksPerNode, other = 1 - node;
   {
     Runtime rt(MPI_COMM_WORLD, o);
@@ -354,7 +354,7 @@ TEST(Levels, LosingBothPartnersFallsBackToDrained) {
   ASSERT_EQ(world_size(), 4);
   const auto root = scratch_dir();
   Options o = level_opts(root, 2, 3);
-  o.redundancy = "partner";
+  o.redundancy = Redundancy::partner;
   write_steps(o, 1, 3);  // step 2 drained, step 3 on the nodes only
   lose_nodes(root, {0});
   expect_restart(o, 3, "partner");
@@ -373,7 +373,7 @@ TEST(Levels, RedundancyOptionsAreChecked) {
   unsetenv("CKPT_XOR_GROUP");
   unsetenv("CKPT_KEEP_GLOBAL");
   ASSERT_TRUE(x.error.ok()) << x.error.to_string();
-  EXPECT_EQ(x.redundancy, "xor");
+  EXPECT_EQ(x.redundancy, Redundancy::xor_parity);
   EXPECT_EQ(x.xor_group, 3);
   EXPECT_EQ(x.keep_global, 5);
   for (const char* bad : {"1", "0", "-2", "four"}) {
@@ -386,12 +386,12 @@ TEST(Levels, RedundancyOptionsAreChecked) {
   Options r;
   unsetenv("CKPT_REDUNDANCY");
   EXPECT_EQ(r.error.code(), Code::invalid_argument) << r.error.to_string();
-  for (const char* red : {"partner", "xor"}) {
+  for (const Redundancy red : {Redundancy::partner, Redundancy::xor_parity}) {
     Options one = level_opts(root, 1);
     one.redundancy = red;
     one.ranks_per_node = world_size();  // a single node has nobody to protect it
     Runtime rt(MPI_COMM_WORLD, one);
-    EXPECT_EQ(rt.status().code(), Code::invalid_argument) << red << ": " << rt.status().to_string();
+    EXPECT_EQ(rt.status().code(), Code::invalid_argument) << rt.status().to_string();
   }
 }
 
@@ -399,7 +399,7 @@ TEST(Levels, RedundancyOptionsAreChecked) {
 /// `ranks_per_node` ranks per node, groups of `group` nodes. Each ticket counts the parity exchange.
 Options write_xor(const std::string& root, int ranks_per_node, int group, int drain_every = 2) {
   Options o = level_opts(root, drain_every, 3, ranks_per_node);
-  o.redundancy = "xor";
+  o.redundancy = Redundancy::xor_parity;
   o.xor_group = group;
   Runtime rt(MPI_COMM_WORLD, o);
   EXPECT_TRUE(rt.status().ok()) << rt.status().to_string();
@@ -486,7 +486,7 @@ TEST(Levels8, PartnerSurvivesLostNodesThatAreNotNeighbours) {
   ASSERT_EQ(world_size(), 8);
   const auto root = scratch_dir();
   Options o = level_opts(root, 2, 3);
-  o.redundancy = "partner";
+  o.redundancy = Redundancy::partner;
   write_steps(o, 1, 3);  // step 2 drained, step 3 on the nodes only
   // Nodes 0 and 2: each one's partner copy is on a node that survived (1 and 3).
   lose_nodes(root, {0, 2});
@@ -547,7 +547,7 @@ TEST(LevelsSpill, FullNodeDiskWritesThatCheckpointGlobally) {
     SCOPED_TRACE(c.what);
     const auto root = scratch_dir(std::string(".") + c.redundancy);
     Options o = level_opts(root, 0);  // nothing is drained: step 3 can only be in `dir` if it spilled
-    o.redundancy = c.redundancy;
+    o.redundancy = std::string(c.redundancy) == "xor" ? Redundancy::xor_parity : Redundancy::none;
     configure(c.pattern, "write", "ENOSPC", c.after, 0);
     write_steps(o, 1, 4);  // every ticket succeeds
     long long mine = hits(), all = 0;

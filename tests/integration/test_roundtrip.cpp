@@ -139,15 +139,15 @@ TEST(RoundTrip, CheckpointEightTimesThePoolStreamsThroughIt) {
   o.pool_bytes = 256 << 10;  // 4 chunks
   o.fsync = false;           // speed; durability is covered elsewhere
   Runtime rt(MPI_COMM_WORLD, o);
-  std::vector<std::uint64_t> big((8 * o.pool_bytes) / sizeof(std::uint64_t));
+  std::vector<std::uint64_t> big((8 * *o.pool_bytes) / sizeof(std::uint64_t));
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = i * 2654435761u + rank;
   const auto expected = big;
   ASSERT_TRUE(rt.protect("big", big.data(), DType::u64, {big.size()}).ok());
   Ticket tk = rt.checkpoint(3);
   ASSERT_TRUE(tk.wait().ok()) << tk.wait().to_string();
   const auto st = tk.stats();
-  EXPECT_EQ(st.bytes, 8 * o.pool_bytes);
-  EXPECT_EQ(st.staging_bytes, o.pool_bytes) << "the pool must not grow past its budget";
+  EXPECT_EQ(st.bytes, 8 * *o.pool_bytes);
+  EXPECT_EQ(st.staging_bytes, *o.pool_bytes) << "the pool must not grow past its budget";
   std::fill(big.begin(), big.end(), 0);
   ASSERT_TRUE(rt.restart(3).ok());
   EXPECT_EQ(big, expected);

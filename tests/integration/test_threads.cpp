@@ -106,8 +106,8 @@ std::map<std::string, ThreadInfo> threads_of_a_runtime(const std::string& dir, i
   Options o = Options::defaults();
   o.dir = dir;
   o.on_busy = busy;
-  o.thread_slice_us = slice_us;
-  o.thread_cpus = cpus;
+  o.thread_slice_us = slice_us < 0 ? AutoInt() : AutoInt(slice_us);  // -1: auto
+  o.thread_cpus = cpus == "auto" ? AutoText() : AutoText(cpus);
   Runtime rt(MPI_COMM_WORLD, o);
   EXPECT_TRUE(rt.status().ok()) << rt.status().to_string();
   std::vector<double> x(4096, 1.0);
@@ -160,7 +160,7 @@ std::vector<int> cpus_outside(const cpu_set_t& process) {
 Status runtime_status(const std::string& dir, const std::string& cpus) {
   Options o = Options::defaults();
   o.dir = dir;
-  o.thread_cpus = cpus;
+  o.thread_cpus = cpus == "auto" ? AutoText() : AutoText(cpus);
   Runtime rt(MPI_COMM_WORLD, o);
   return rt.status();
 }
@@ -190,12 +190,12 @@ TEST(ThreadSlice, EveryCkptThreadAsksForIt) {
   }
 }
 
-// auto (-1, the default): 100 us where the application waits for the pipeline (on_busy wait), the
+// auto (the default): 100 us where the application waits for the pipeline (on_busy wait), the
 // kernel's default slice with coalesce.
 TEST(ThreadSlice, AutoAsksForItWhereTheApplicationWaits) {
   const std::string why = slice_unsupported();
   if (!all_true(why.empty())) GTEST_SKIP() << why;
-  ASSERT_EQ(Options::defaults().thread_slice_us, -1);
+  ASSERT_FALSE(Options::defaults().thread_slice_us.has_value()) << "auto";
   const long long app_slice = sched_field(std::to_string(static_cast<long>(syscall(SYS_gettid))), "se.slice");
   ASSERT_NE(app_slice, 100000) << "the test needs an application slice other than the one auto asks for";
   auto threads = threads_of_a_runtime(scratch_dir("/auto-wait"), -1, "all", Options::OnBusy::wait);

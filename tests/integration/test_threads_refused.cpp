@@ -41,8 +41,8 @@ std::string stderr_of_a_runtime(const std::string& dir, int verbose, int slice_u
                                 const std::string& cpus = "all") {
   Options o = Options::defaults();
   o.dir = dir;
-  o.thread_cpus = cpus;
-  o.thread_slice_us = slice_us;
+  o.thread_cpus = cpus == "auto" ? AutoText() : AutoText(cpus);
+  o.thread_slice_us = slice_us < 0 ? AutoInt() : AutoInt(slice_us);  // -1: auto
   o.verbose = verbose;
   testing::internal::CaptureStderr();
   {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Crash consistency (issue 9): SIGKILL a checkpointing 4-rank job at random moments, then restart.
 
-Each trial starts `crash_app` (a checkpoint every step; CKPT_FLUSH_DELAY_MS and small chunks stretch
+Each trial starts `crash_app` (a checkpoint every step; CKPT_TEST_FLUSH_DELAY_MS and small chunks stretch
 the flush so kills land in every phase), waits until a first checkpoint is committed, sleeps a random
 time, and kills the whole session with SIGKILL (Open MPI gives each rank its own process group, so
 `pkill -KILL -s`), waiting until no process of it is left. The phase the kill hit is read from the
@@ -134,7 +134,7 @@ def main():
     mpi = lambda n: [a.mpiexec, "-n", str(n)]
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
-    env = dict(os.environ, CKPT_FLUSH_DELAY_MS="2", CKPT_CHUNK_BYTES="256K")
+    env = dict(os.environ, CKPT_TEST_FLUSH_DELAY_MS="2", CKPT_CHUNK_BYTES="256K")
     layout = {"CKPT_LAYOUT": a.layout} if a.layout else {}  # the check needs it too
     env.update(layout)
     if a.segment_steps is not None:

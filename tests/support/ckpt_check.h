@@ -1,10 +1,12 @@
-/* Checks of the C tests (tests/bindings/test_c_api.c, tests/reader/test_c_reader.c): a failed check
+/* Checks of the C tests (tests/bindings/test_c_api*.c, tests/reader/test_c_reader.c): a failed check
  * prints rank, file, line and what failed, counts in g_failures and goes on; main() returns the count.
+ * Also the scratch-file helpers they share (fresh_dir, write_text).
  * One translation unit per test: the counters are static. */
 #ifndef CKPT_TESTS_CKPT_CHECK_H
 #define CKPT_TESTS_CKPT_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "ckpt/ckpt.h"
 
@@ -29,5 +31,22 @@ static int g_failures = 0;
       ++g_failures;                                                                                           \
     }                                                                                                         \
   } while (0)
+
+/* Empties directory `dir` (rm -rf, then mkdir -p); a check fails when it cannot. Called by one rank. */
+static inline void fresh_dir(const char* dir) {
+  char cmd[2200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+  CHECK(system(cmd) == 0);
+}
+
+/* Writes `text` to the file `path` (a config file); a check fails when it cannot. */
+static inline void write_text(const char* path, const char* text) {
+  FILE* f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f != NULL) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
 
 #endif /* CKPT_TESTS_CKPT_CHECK_H */

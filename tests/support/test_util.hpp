@@ -17,6 +17,16 @@
 
 namespace ckpt::test {
 
+/// The test knob CKPT_TEST_FLUSH_DELAY_MS (the flush thread sleeps this many ms before each chunk
+/// write) for the Runtimes made while this lives: set in the environment, unset at the end.
+class FlushDelay {
+ public:
+  explicit FlushDelay(int ms) { ::setenv("CKPT_TEST_FLUSH_DELAY_MS", std::to_string(ms).c_str(), 1); }
+  ~FlushDelay() { ::unsetenv("CKPT_TEST_FLUSH_DELAY_MS"); }
+  FlushDelay(const FlushDelay&) = delete;
+  FlushDelay& operator=(const FlushDelay&) = delete;
+};
+
 /// Pages of the file at `path` in the page cache (mincore of a shared mapping, which faults nothing
 /// in); the file's length in pages into `pages` when given. 0 when the file cannot be read.
 inline std::size_t resident_pages(const std::string& path, std::size_t* pages = nullptr) {

@@ -38,6 +38,8 @@ assert per_rank_ckpt == [3, 3, 3, 3], per_rank_ckpt
 with open(os.path.join(trace, "summary.json")) as f:
     s = json.load(f)
 assert s["ranks"] == 4 and s["transport"] == "posix"
+# The resolved options of the run, as YAML: the trace directory absolute, every option present.
+assert "\ntrace: " in s["options"] and "\ntransport: posix\n" in s["options"], s["options"]
 assert [c["step"] for c in s["checkpoints"]] == [10, 20, 30]
 for c in s["checkpoints"]:
     assert c["ok"] and c["bytes"] == 400000 * 8 + 4 * 16, c  # the rod plus two 8-byte scalars per rank

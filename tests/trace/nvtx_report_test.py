@@ -41,7 +41,7 @@ for t, n in zip(fig["trace"], fig["nvtx"]):
     # The same spans seen twice: NVTX ranges enclose the trace spans by microseconds.
     assert t["flush_ms"] > 0 and abs(t["flush_ms"] - n["flush_ms"]) <= 0.05 * t["flush_ms"] + 2, (t, n)
     assert abs(t["beside_compute_pct"] - n["beside_compute_pct"]) <= 5, (t, n)
-    # CKPT_FLUSH_DELAY_MS stretches the writes while the application computes: most of the flush is beside it.
+    # CKPT_TEST_FLUSH_DELAY_MS stretches the writes while the application computes: most of the flush is beside it.
     assert n["beside_compute_pct"] > 50 and t["beside_compute_pct"] > 50, (t, n)
 
 only = os.path.join(a.out, "nvtx-only")

@@ -36,7 +36,7 @@ Options make_options(const Config& c, const std::string& dir) {
   Options o = Options::defaults();
   o.dir = dir;
   o.transport = c.transport;
-  o.rbio_writers = c.rbio_writers;
+  o.rbio_writers = c.rbio_writers > 0 ? AutoInt(c.rbio_writers) : AutoInt();  // 0: one per node
   o.rbio_files = c.rbio_files;
   o.mpiio_files = c.mpiio_files;
   o.open_token = c.open_token;
@@ -80,6 +80,76 @@ TEST_P(Transports, RoundTripUnevenData) {
   EXPECT_EQ(x, x0);
   EXPECT_EQ(local, l0);
   EXPECT_EQ(t, 3.25);
+}
+
+/// Rank r's share of the "unequal" test: rank 0 a few elements, the others ever more (one write of the
+/// automatic chunk against several: different numbers of writes per rank).
+std::uint64_t unequal_count(int rank) { return rank == 0 ? 37 : 30000ull * rank * rank + 11; }
+
+// Issue 31 part 4: with the automatic chunk size each rank's staging chunk follows its own state, so
+// ranks holding very different amounts make different numbers of writes - mpiio made one collective
+// write_at_all per write and deadlocked (one rank in MPI_File_sync, the others in write_at_all) in the
+// first checkpoint of a real AMR code after a restart. Every transport, both layouts (series: posix),
+// defaults for the chunk and the pool: checkpoint, restart, then restart on one rank fewer (a new
+// decomposition and a new pool), checkpoint again and restart that.
+TEST_P(Transports, AutoChunksWithStronglyUnequalSizesAndAnotherRankCount) {
+  const Config c = GetParam();
+  const auto dir = scratch_dir();
+  const int rank = world_rank(), size = world_size();
+  std::uint64_t global = 0;
+  for (int r = 0; r < size; ++r) global += unequal_count(r);
+  auto value = [](std::uint64_t i) { return static_cast<double>(i) * 0.25 + 1.0; };
+  for (const bool series : {false, true}) {
+    if (series && std::string(c.transport) != "posix") continue;  // series is posix's
+    SCOPED_TRACE(series ? "layout series" : "layout directory");
+    Options o = make_options(c, dir + (series ? "/series" : "/directory"));
+    o.chunk_bytes = std::nullopt;  // auto: per rank
+    o.layout = series ? Layout::series : Layout::directory;
+    {
+      Runtime rt(MPI_COMM_WORLD, o);
+      ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+      std::uint64_t start = 0;
+      for (int r = 0; r < rank; ++r) start += unequal_count(r);
+      std::vector<double> x(unequal_count(rank));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = value(start + i);
+      ASSERT_TRUE(rt.protect("x", x.data(), DType::f64, Block{{global}, {start}, {x.size()}}).ok());
+      for (int step = 1; step <= 2; ++step) {
+        Status s = rt.checkpoint(step).wait();
+        ASSERT_TRUE(s.ok()) << c << ": " << s.to_string();
+      }
+      std::fill(x.begin(), x.end(), -1.0);
+      auto r = rt.restart();
+      ASSERT_TRUE(r.ok()) << c << ": " << r.status().to_string();
+      for (std::size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], value(start + i)) << i;
+    }
+    // One rank fewer (the last one sits out), an even split of the same global array.
+    MPI_Comm fewer = MPI_COMM_NULL;
+    MPI_Comm_split(MPI_COMM_WORLD, size > 1 && rank == size - 1 ? MPI_UNDEFINED : 0, rank, &fewer);
+    if (fewer != MPI_COMM_NULL) {
+      int m = 1, me = 0;
+      MPI_Comm_size(fewer, &m);
+      MPI_Comm_rank(fewer, &me);
+      const JoinedRows share = balanced_rows(global, me, m);
+      std::vector<double> y(share.end - share.begin, -1.0);
+      Runtime rt(fewer, o);
+      ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+      ASSERT_TRUE(rt.protect("x", y.data(), DType::f64, Block{{global}, {share.begin}, {y.size()}}).ok());
+      auto r = rt.restart();
+      ASSERT_TRUE(r.ok()) << c << ": " << r.status().to_string();
+      EXPECT_EQ(r.value(), 2);
+      for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], value(share.begin + i)) << i;
+      // The first checkpoint after the restart (the deadlock's place), then its restart.
+      for (auto& v : y) v += 1.0;
+      Status s = rt.checkpoint(3).wait();
+      ASSERT_TRUE(s.ok()) << c << ": " << s.to_string();
+      std::fill(y.begin(), y.end(), 0.0);
+      ASSERT_TRUE(rt.restart(3).ok());
+      for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], value(share.begin + i) + 1.0) << i;
+      ASSERT_TRUE(rt.close().ok());
+      MPI_Comm_free(&fewer);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }
 
 // The cases: every transport of the registry with its variants (Registry.EveryTransportHasACase).

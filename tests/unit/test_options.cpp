@@ -26,7 +26,7 @@ TEST(Options, Defaults) {
   EXPECT_EQ(o.transport, "posix");
   EXPECT_EQ(o.keep, 2);
   EXPECT_EQ(o.max_in_flight, 1);
-  EXPECT_EQ(o.chunk_bytes, 0u) << "auto: the chunks follow the protected state";
+  EXPECT_FALSE(o.chunk_bytes.has_value()) << "auto: the chunks follow the protected state";
   EXPECT_TRUE(o.fsync);
 }
 
@@ -55,6 +55,38 @@ TEST(Options, YamlThenEnvironment) {
   EXPECT_FALSE(r->fsync);
 }
 
+// Options as YAML text (ckpt_create_handle_options; the Python package's dict as JSON): file < text < CKPT_*.
+TEST(Options, YamlTextBetweenFileAndEnvironment) {
+  auto dir = test::scratch_dir();
+  auto p = write_yaml(dir, "dir: /tmp/x\nkeep: 5\npool_bytes: 64M\n");
+  ::setenv("CKPT_POOL_BYTES", "32M", 1);
+  auto r = Options::try_load(p, R"({"keep": 3, "fsync": false, "mpiio_hints": {"cb_nodes": 2}})");
+  ::unsetenv("CKPT_POOL_BYTES");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->dir, "/tmp/x") << "from the file";
+  EXPECT_EQ(r->keep, 3) << "the text over the file";
+  EXPECT_FALSE(r->fsync);
+  EXPECT_EQ(r->mpiio_hints, "cb_nodes=2");
+  EXPECT_EQ(r->pool_bytes, 32u << 20) << "the environment over both";
+  auto t = Options::try_load("", "transport: \"null\"\n");  // no file: the text alone (a quoted null)
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->transport, "null");
+  EXPECT_EQ(t->keep, Options::defaults().keep);
+  // Errors name "options" (not a file), the key, and are kept by load() for the Runtime to agree on.
+  auto bad = Options::try_load("", R"({"kepp": 3})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("options: unknown key 'kepp'"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(Options::try_load("", "{\"keep\": 0}").ok()) << "validated";
+  EXPECT_FALSE(Options::try_load("", "[1, 2]").ok()) << "not a map";
+  EXPECT_FALSE(Options::try_load("", "{\"dir\": ").ok()) << "malformed";
+  EXPECT_FALSE(Options::load(p, "{\"keep\": -1}").error.ok());
+  EXPECT_EQ(Options::try_load(dir + "/missing.yaml", "{}").status().code(), Code::not_found) << "the file's error";
+  // A layer may fix what another one breaks: validated once, after both.
+  auto p2 = write_yaml(dir, "pool_bytes: 8K\nchunk_bytes: 8K\n");
+  EXPECT_TRUE(Options::try_load(p2, "{\"pool_bytes\": \"16K\"}").ok());
+  EXPECT_EQ(Options::try_load("").status().code(), Code::not_found) << "try_load(path) still needs the file";
+}
+
 TEST(Options, UnknownKeyIsNamed) {
   auto dir = test::scratch_dir();
   auto r = Options::try_load(write_yaml(dir, "kepp: 3\n"));
@@ -74,9 +106,14 @@ TEST(Options, BadValueIsNamedWithAllowedValues) {
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "chunk_bytes: 5000\n")).ok()) << "not a multiple of 4K";
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "pool_bytes: 8K\nchunk_bytes: 8K\n")).ok()) << "pool < 2 chunks";
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "pool_bytes: 4K\n")).ok()) << "pool < 2 chunks of the auto size";
-  auto auto_chunk = Options::try_load(write_yaml(dir, "chunk_bytes: 0\npool_bytes: 8K\n"));
-  ASSERT_TRUE(auto_chunk.ok()) << auto_chunk.status().to_string();
-  EXPECT_EQ(auto_chunk.value().chunk_bytes, 0u);
+  for (const char* spelling : {"auto", "0"}) {  // 0: the spelling of auto in files of earlier runs
+    auto auto_chunk = Options::try_load(write_yaml(dir, std::string("chunk_bytes: ") + spelling + "\npool_bytes: 8K\n"));
+    ASSERT_TRUE(auto_chunk.ok()) << auto_chunk.status().to_string();
+    EXPECT_FALSE(auto_chunk.value().chunk_bytes.has_value()) << spelling;
+  }
+  Options zero = Options::defaults();
+  zero.chunk_bytes = 0;  // in C++ auto is std::nullopt; 0 bytes is not a chunk
+  EXPECT_EQ(zero.validate().code(), Code::invalid_argument);
   EXPECT_FALSE(Options::try_load(write_yaml(dir, "- a\n- b\n")).ok()) << "not a map";
   EXPECT_EQ(Options::try_load(dir + "/missing.yaml").status().code(), Code::not_found);
 }
@@ -111,11 +148,11 @@ TEST(Options, EnvironmentErrors) {
 
 TEST(Options, ThreadSlice) {
   auto dir = test::scratch_dir();
-  EXPECT_EQ(Options::defaults().thread_slice_us, -1) << "auto";
+  EXPECT_FALSE(Options::defaults().thread_slice_us.has_value()) << "auto";
   for (const char* good : {"0", "100", "250", "100000", "auto"}) {
     auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + good + "\n"));
     ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
-    EXPECT_EQ(r->thread_slice_us, std::string(good) == "auto" ? -1 : std::stoi(good));
+    EXPECT_EQ(r->thread_slice_us, std::string(good) == "auto" ? AutoInt() : AutoInt(std::stoi(good)));
     EXPECT_TRUE(r->validate().ok()) << good;
   }
   for (const char* bad : {"-1", "1", "99", "100001", "fast", "Auto"}) {  // the kernel's range is 0.1 .. 100 ms
@@ -131,17 +168,17 @@ TEST(Options, ThreadSlice) {
   Options o = Options::defaults();
   o.thread_slice_us = 50;
   EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
-  o.thread_slice_us = -2;
-  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "only -1 means auto";
+  o.thread_slice_us = -1;
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "auto is an unset optional, not -1";
 }
 
 TEST(Options, ThreadCpus) {
   auto dir = test::scratch_dir();
-  EXPECT_EQ(Options::defaults().thread_cpus, "auto");
+  EXPECT_FALSE(Options::defaults().thread_cpus.has_value()) << "auto";
   for (const char* good : {"auto", "all", "inherit", "0", "0-3", "0-3,8,10-11", "1023"}) {
     auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + good + "\"\n"));
     ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
-    EXPECT_EQ(r->thread_cpus, good);
+    EXPECT_EQ(r->thread_cpus, std::string(good) == "auto" ? AutoText() : AutoText(good));
   }
   for (const char* bad : {"", "any", "3-1", "-1", "0,", ",0", "1024", "0-1024", "a-b", "0--2"}) {
     auto r = Options::try_load(write_yaml(dir, std::string("thread_cpus: \"") + bad + "\"\n"));
@@ -160,14 +197,14 @@ TEST(Options, ThreadCpus) {
 
 TEST(Options, DoubleBufferOnNeedsASpareSize) {
   Options o = Options::defaults();
-  o.gpu_double_buffer = Options::DoubleBuffer::on;  // with gpu_spare_bytes = 0 this used to mean "off", silently
+  o.gpu_double_buffer = DoubleBuffer::on;  // with gpu_spare_bytes auto this used to mean "off", silently
   Status s = o.validate();
   EXPECT_EQ(s.code(), Code::invalid_argument);
   EXPECT_NE(s.message().find("gpu_spare_bytes"), std::string::npos) << s.message();
   o.gpu_spare_bytes = 1 << 30;
   EXPECT_TRUE(o.validate().ok());
-  o.gpu_double_buffer = Options::DoubleBuffer::automatic;  // auto's cap may be 0: 1/16 of the device
-  o.gpu_spare_bytes = 0;
+  o.gpu_double_buffer = std::nullopt;  // auto's cap may be auto: 1/16 of the device
+  o.gpu_spare_bytes = std::nullopt;
   EXPECT_TRUE(o.validate().ok());
 }
 
@@ -175,19 +212,20 @@ TEST(Options, DoubleBufferSpellings) {
   ::setenv("CKPT_GPU_DOUBLE_BUFFER", "auto", 1);
   Options a;
   EXPECT_TRUE(a.error.ok()) << a.error.message();
-  EXPECT_EQ(a.gpu_double_buffer, Options::DoubleBuffer::automatic);
+  EXPECT_FALSE(a.gpu_double_buffer.has_value()) << "auto";
   ::setenv("CKPT_GPU_DOUBLE_BUFFER", "automatic", 1);  // the C++ name is not a spelling
   Options b;
   ::unsetenv("CKPT_GPU_DOUBLE_BUFFER");
   EXPECT_EQ(b.error.code(), Code::invalid_argument);
-  EXPECT_NE(b.error.message().find("off, on, auto"), std::string::npos) << b.error.message();
-  EXPECT_EQ(*parse_double_buffer("on"), Options::DoubleBuffer::on);
-  EXPECT_EQ(*parse_double_buffer("off"), Options::DoubleBuffer::off);
+  EXPECT_NE(b.error.message().find("auto, off, on"), std::string::npos) << b.error.message();
+  EXPECT_EQ(*parse_double_buffer("on"), DoubleBuffer::on);
+  EXPECT_EQ(*parse_double_buffer("off"), DoubleBuffer::off);
+  EXPECT_FALSE(parse_double_buffer("auto")->has_value());
   EXPECT_FALSE(parse_double_buffer("ON").ok());
 }
 
 TEST(Options, MpiThreadsSpellings) {
-  EXPECT_EQ(Options::defaults().mpi_threads, Options::MpiThreads::automatic);
+  EXPECT_FALSE(Options::defaults().mpi_threads.has_value()) << "auto";
   ::setenv("CKPT_MPI_THREADS", "funneled", 1);
   Options a;
   ::unsetenv("CKPT_MPI_THREADS");
@@ -201,7 +239,7 @@ TEST(Options, MpiThreadsSpellings) {
   const std::string dir = ckpt::test::scratch_dir();
   auto r = Options::try_load(write_yaml(dir, "mpi_threads: multiple\n"));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->mpi_threads, Options::MpiThreads::multiple);
+  EXPECT_EQ(r->mpi_threads, MpiThreads::multiple);
 }
 
 TEST(Options, OnBusySpellings) {
@@ -235,7 +273,7 @@ TEST(Options, EveryEnumOptionListsItsSpellings) {
   const Case cases[] = {
       {"on_busy", "CKPT_ON_BUSY", {"wait", "coalesce"}},
       {"layout", "CKPT_LAYOUT", {"directory", "series"}},
-      {"gpu_double_buffer", "CKPT_GPU_DOUBLE_BUFFER", {"off", "on", "auto"}},
+      {"gpu_double_buffer", "CKPT_GPU_DOUBLE_BUFFER", {"auto", "off", "on"}},
       {"mpi_threads", "CKPT_MPI_THREADS", {"auto", "multiple", "funneled"}},
       {"redundancy", "CKPT_REDUNDANCY", {"none", "partner", "xor"}},
   };
@@ -268,15 +306,109 @@ TEST(Options, EveryEnumOptionListsItsSpellings) {
   // The public parsers: "'<text>' is not a, b or c".
   EXPECT_EQ(parse_on_busy("drop").status().message(), "'drop' is not wait or coalesce");
   EXPECT_EQ(parse_layout("tree").status().message(), "'tree' is not directory or series");
-  EXPECT_EQ(parse_double_buffer("ON").status().message(), "'ON' is not off, on or auto");
+  EXPECT_EQ(parse_double_buffer("ON").status().message(), "'ON' is not one of: auto, off, on");
   EXPECT_EQ(*parse_layout("directory"), Options::Layout::directory);
   // A value set in code from an integer is refused by validate(), which lists the spellings too.
   Options o = Options::defaults();
   o.dir = dir;
   o.layout = static_cast<Options::Layout>(7);
-  EXPECT_EQ(o.validate().message(), "option 'layout' must be directory or series");
+  EXPECT_EQ(o.validate().message(), "option 'layout' is ?7 (allowed: directory, series)");
   o = Options::defaults();
   o.dir = dir;
-  o.redundancy = "raid";
-  EXPECT_EQ(o.validate().message(), "option 'redundancy' must be none, partner or xor");
+  o.redundancy = static_cast<Redundancy>(9);
+  EXPECT_EQ(o.validate().message(), "option 'redundancy' is ?9 (allowed: none, partner, xor)");
+}
+
+// The table (CKPT_OPTIONS): every option reads back what it prints, in files and in variables, and
+// to_yaml() of any options is a file that loads as the same options.
+TEST(OptionsTable, ToYamlRoundTrips) {
+  const std::string dir = test::scratch_dir();
+  Options o = Options::defaults();
+  o.dir = "/scratch/run: 1";  // YAML's special characters quoted
+  o.pool_bytes = 3ull << 30;
+  o.chunk_bytes = 8 << 20;
+  o.on_busy = OnBusy::coalesce;
+  o.thread_cpus = "0-3,8";
+  o.mpi_threads = MpiThreads::funneled;
+  o.redundancy = Redundancy::xor_parity;
+  o.local_dir = "/local";
+  o.gpu_double_buffer = std::nullopt;
+  o.mpiio_hints = "cb_nodes=2,romio_cb_write=enable";
+  o.pool_max_fraction = 0.125;
+  o.groups.push_back({"walkers", {"walkers/*", "w[0-9]"}, "mpiio"});
+  ASSERT_TRUE(o.validate().ok()) << o.validate().to_string();
+  const std::string y = o.to_yaml();
+  std::ofstream(dir + "/round.yaml") << y;
+  auto back = Options::try_load(dir + "/round.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << y;
+  EXPECT_EQ(back->to_yaml(), y);
+  EXPECT_EQ(back->dir, o.dir);
+  EXPECT_EQ(back->pool_bytes, o.pool_bytes);
+  EXPECT_EQ(back->thread_cpus, o.thread_cpus);
+  EXPECT_FALSE(back->thread_slice_us.has_value());
+  EXPECT_EQ(back->redundancy, Redundancy::xor_parity);
+  ASSERT_EQ(back->groups.size(), 1u);
+  EXPECT_EQ(back->groups[0].match, o.groups[0].match);
+  EXPECT_NE(y.find("pool_bytes: 3G\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("thread_slice_us: auto\n"), std::string::npos) << "one spelling of auto: " << y;
+}
+
+TEST(OptionsTable, EveryRowIsDescribedAndReadFromItsVariable) {
+  const auto rows = describe_options();
+  ASSERT_GE(rows.size(), 30u);
+  const std::string defaults = Options::defaults().to_yaml();
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.key);
+    EXPECT_EQ(r.variable.rfind("CKPT_", 0), 0u);
+    EXPECT_TRUE(r.scope == "job" || r.scope == "job_set" || r.scope == "rank") << r.scope;
+    EXPECT_FALSE(r.description.empty());
+    EXPECT_FALSE(r.allowed.empty());
+    EXPECT_NE(defaults.find(r.key + ": "), std::string::npos) << "to_yaml prints every option";
+    // The default, spelled as files take it, set through the variable: no error, same text back.
+    ::setenv(r.variable.c_str(), r.default_value.c_str(), 1);
+    Options e;
+    ::unsetenv(r.variable.c_str());
+    if (r.default_value.empty()) continue;  // an empty variable is the empty default: nothing to compare
+    EXPECT_TRUE(e.error.ok()) << e.error.to_string();
+    EXPECT_EQ(e.to_yaml(), defaults);
+  }
+}
+
+TEST(OptionsTable, KeySetTwiceOrANulInAPathIsAnError) {
+  const std::string dir = test::scratch_dir();
+  auto twice = Options::try_load(write_yaml(dir, "keep: 3\nkeep: 4\n"));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("key 'keep' is set twice"), std::string::npos) << twice.status().message();
+  Options o = Options::defaults();
+  o.dir = std::string("/tmp/a\0b", 8);
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument);
+  auto near = Options::try_load(write_yaml(dir, "chunk_byte: 1M\n"));
+  ASSERT_FALSE(near.ok());
+  EXPECT_NE(near.status().message().find("did you mean 'chunk_bytes'?"), std::string::npos) << near.status().message();
+}
+
+TEST(OptionsTable, TestKnobsAreNotOptions) {
+  ::setenv("CKPT_TEST_FLUSH_DELAY_MS", "5", 1);
+  Options o;
+  ::unsetenv("CKPT_TEST_FLUSH_DELAY_MS");
+  EXPECT_TRUE(o.error.ok()) << o.error.to_string();
+  EXPECT_TRUE(o.warnings.empty()) << "a known knob, not an unknown variable";
+  EXPECT_EQ(Options::defaults().to_yaml(), o.to_yaml()) << "not a field of Options";
+  const std::string md = options_markdown();
+  EXPECT_NE(md.find("CKPT_TEST_FLUSH_DELAY_MS"), std::string::npos);
+}
+
+// YAML's null (`key:`, `~`, `null`) loses the text: an empty value where the option takes one, else an
+// error saying to quote the word (`transport: null` meant the null transport).
+TEST(OptionsTable, YamlNullIsEmptyOrAClearError) {
+  const std::string dir = test::scratch_dir();
+  auto off = Options::try_load(write_yaml(dir, "trace: ~\nlocal_dir:\n"));
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_TRUE(off->trace.empty() && off->local_dir.empty());
+  auto bare = Options::try_load(write_yaml(dir, "transport: null\n"));
+  ASSERT_FALSE(bare.ok());
+  EXPECT_NE(bare.status().message().find("transport: \"null\""), std::string::npos) << bare.status().message();
+  auto quoted = Options::try_load(write_yaml(dir, "transport: \"null\"\n"));
+  ASSERT_TRUE(quoted.ok()) << quoted.status().to_string();
+  EXPECT_EQ(quoted->transport, "null");
 }

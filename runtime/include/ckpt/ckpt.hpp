@@ -164,7 +164,7 @@ struct CheckpointStats {
   double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
   double committed_s = 0;           ///< from entering checkpoint() to the commit being visible
   std::uint64_t staging_bytes = 0;  ///< size of the staging pool during this checkpoint
-  /// With options().redundancy = "partner" or "xor": seconds of the copy to the partner node or of the
+  /// With options().redundancy partner or xor: seconds of the copy to the partner node or of the
   /// parity exchange and write (part of committed_s), and the bytes this rank sent.
   double redundancy_s = 0;
   std::uint64_t redundancy_bytes = 0;
@@ -248,8 +248,12 @@ class CKPT_API Runtime {
   Status status() const;
   int rank() const;
   int size() const;
-  /// The options in effect (after environment overrides).
+  /// The options in effect: as resolved at construction (environment overrides applied, `dir` and
+  /// `local_dir` absolute, agreed across ranks); as given when the construction failed.
   const Options& options() const;
+  /// The device that copies the regions: "host" (built without a GPU device, or no GPU found), "cuda"
+  /// or "hip"; "none" when the Runtime failed before choosing one (see status()). A static string.
+  const char* device_name() const;
 
   /// Registers `count` (a local array, this rank only) elements of `dtype` at `ptr`, shape `dims`.
   /// `ptr` may be host or device memory; the kind is detected. ckpt reads it in checkpoint() and

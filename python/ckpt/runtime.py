@@ -1,0 +1,522 @@
+"""Checkpoint and restart from Python: ckpt.Runtime over the C API of libckpt (ckpt_create_handle_options,
+ckpt_protect*, ckpt_checkpoint, ckpt_restart_stream, ...), through ctypes. docs/api-python.md is the guide.
+
+    from mpi4py import MPI
+    import ckpt
+    with ckpt.Runtime(MPI.COMM_WORLD, {"dir": "/scratch/run/ckpt", "keep": 3}) as rt:
+        rt.protect("u", u, global_shape=(ny, nx), start=(y0, 0))   # this rank's rows of a global array
+        rt.protect("particles", p, joined=True)                    # this rank's rows of a joined array
+        rt.protect("t", t)                                          # a 0-d array: a scalar
+        try:
+            step = rt.restart()                                     # newest checkpoint that verifies
+        except ckpt.NotFoundError:
+            step = 0
+        ...
+        t = rt.checkpoint(step)        # returns once the data is captured; t.wait(), t.done(), t.stats()
+
+Lifetimes: the Runtime holds a reference to every protected array (and keeps a DLPack capsule unconsumed,
+the producer's guarantee that the memory stays valid) until the array is replaced under its name,
+unprotected, or the Runtime is closed. An array the application no longer holds (rebound: `u = u + du`
+creates a new array) is refused by checkpoint(): it would store data nothing updates any more.
+"""
+
+import atexit
+import ctypes
+import json
+import operator
+import os
+import sys
+from collections import namedtuple
+
+import numpy as np
+
+from . import _arrays
+from ._lib import CheckpointStatsC, PreconditionError, check, error, exception, lib, to_bytes, u64_array
+
+_P = ctypes.c_void_p
+_KIND_SCALAR, _KIND_LOCAL, _KIND_GLOBAL, _KIND_JOINED = "scalar", "local", "global", "joined"
+
+CheckpointStats = namedtuple("CheckpointStats", "step bytes bytes_written blocked_s capture_wait_s flush_s "
+                                                "durable_s committed_s staging_bytes")
+CheckpointStats.__doc__ = """This rank's figures of one checkpoint (ckpt_checkpoint_stats; seconds of wall-clock time).
+step; bytes (payload of this rank's regions); bytes_written; blocked_s (time inside checkpoint(), in C);
+capture_wait_s (part of it waiting for staging memory); flush_s; durable_s and committed_s (from entering
+checkpoint() to this rank's data durable, to the commit visible); staging_bytes (the staging pool)."""
+
+JoinedRows = namedtuple("JoinedRows", "total begin end")
+JoinedRows.__doc__ = """The rows of a joined array in a checkpoint: total, and this rank's share [begin, end) of their
+balanced split (what to allocate before restart(step) on another rank count)."""
+
+
+class Ticket:
+    """One checkpoint in flight, returned by Runtime.checkpoint(). Cheap; freeing it does not stop the
+    checkpoint."""
+
+    __slots__ = ("_h", "_rt", "step")
+
+    def __init__(self, handle, runtime, step):
+        self._h = handle
+        self._rt = runtime  # the C runtime outlives its tickets
+        self.step = step
+
+    def wait(self):
+        """Blocks until the checkpoint is committed (durable, index written, `latest` updated): True; or
+        False when on_busy=coalesce replaced it by a newer one (superseded, not a failure). Raises the
+        ckpt.Error of a failure, the same on every rank. Releases the GIL while it waits."""
+        rc = lib.ckpt_ticket_wait(self._h)
+        if rc == 9:  # CKPT_SUPERSEDED
+            return False
+        check(rc)
+        return True
+
+    def done(self):
+        """True once wait() would not block (whatever the outcome)."""
+        d = ctypes.c_int()
+        check(lib.ckpt_ticket_done(self._h, ctypes.byref(d)))
+        return bool(d.value)
+
+    def stats(self):
+        """This rank's CheckpointStats (complete once done())."""
+        s = CheckpointStatsC()
+        check(lib.ckpt_ticket_stats(self._h, ctypes.byref(s)))
+        return CheckpointStats(s.step, s.bytes, s.bytes_written, s.blocked_s, s.capture_wait_s, s.flush_s,
+                               s.durable_s, s.committed_s, s.staging_bytes)
+
+    def __del__(self):
+        if self._h:
+            lib.ckpt_ticket_free(self._h)
+            self._h = None
+
+    def __repr__(self):
+        return f"ckpt.Ticket(step={self.step})"
+
+
+class _Region:
+    """A protected array: the object (a reference held), what the C API was told, and how to tell that the
+    application still holds it."""
+
+    __slots__ = ("obj", "kind", "mem", "dims", "our_refs", "watched")
+
+
+_getrefcount = getattr(sys, "getrefcount", None)  # CPython; elsewhere checkpoint() checks nothing
+
+
+def _map_refs():
+    """What `map(_getrefcount, objs)` counts for each object beyond the references held elsewhere (the
+    iteration's own: 1 in CPython up to 3.13), measured on the same expression."""
+    objs = [object()]  # held by the list only
+    return next(map(_getrefcount, objs)) - 1
+
+
+_MAP_REFS = _map_refs() if _getrefcount else 0
+
+
+def _owns_memory(obj):
+    """Whether `obj` is known not to be a view of other memory: then nothing but it reaches its memory, and
+    no reference to it outside the Runtime means the application cannot update it. Known for numpy and
+    CuPy arrays (.base is None). Not for other producers: numba's slices and PyTorch's detach() share
+    memory with no reliable mark, and a false alarm would refuse a valid checkpoint, so they are not
+    checked."""
+    if isinstance(obj, np.ndarray):
+        return obj.base is None
+    if type(obj).__module__.partition(".")[0] == "cupy":
+        return getattr(obj, "base", None) is None
+    return False
+
+
+def _ints(values, what, name):
+    try:
+        out = tuple(operator.index(v) for v in values)
+    except TypeError:
+        raise error("invalid_argument", f"{what}: {name} must be a sequence of integers, got {values!r}") from None
+    if any(v < 0 for v in out):
+        raise error("invalid_argument", f"{what}: {name} {out} has a negative value")
+    return out
+
+
+_open_runtimes = []  # Runtimes not closed yet, in creation order: closed at exit (see _close_at_exit)
+_atexit_registered = False
+
+
+def _json_value(v):
+    """Option values json cannot write itself: paths and numpy numbers."""
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    if hasattr(v, "item") and callable(v.item):  # a numpy scalar
+        return v.item()
+    raise TypeError(f"{v!r} ({type(v).__name__}) is not a value of an option")
+
+
+class Runtime:
+    """The checkpoint runtime of one mpi4py communicator (ckpt_runtime). Collective calls (the constructor,
+    checkpoint, restart, latest, joined_rows, wait_all, poll, close) are made by every process of the
+    communicator in the same order; protect/unprotect/annotate are each process's own. One thread at a
+    time. See docs/api-python.md."""
+
+    def __init__(self, comm=None, options=None, config=None):
+        """Collective. comm: an mpi4py communicator (None: MPI.COMM_WORLD); mpi4py must use the MPI library
+        libckpt was built with. options: a dict of options (the keys of docs/options.md, values as in YAML:
+        numbers, strings, booleans, lists and dicts for `groups` and `mpiio_hints`), or the path of a YAML
+        file. config: the path of a YAML file, when options is a dict. Precedence: defaults < config file <
+        dict < CKPT_* environment variables. A bad option fails on every rank with the same
+        InvalidArgumentError."""
+        from mpi4py import MPI
+
+        self._h = None
+        if comm is None:
+            comm = MPI.COMM_WORLD
+        if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+            raise error("invalid_argument", f"Runtime: comm must be an mpi4py communicator, not {comm!r}")
+        if isinstance(options, (str, bytes, os.PathLike)):
+            if config is not None:
+                raise error("invalid_argument", "Runtime: options is a path and config is given too; pass the "
+                                                "dict of options as options= and the YAML file as config=")
+            options, config = None, options
+        if options is not None and not isinstance(options, dict):
+            raise error("invalid_argument", f"Runtime: options must be a dict or a path, not {type(options).__name__}")
+        try:
+            text = json.dumps(options, default=_json_value, ensure_ascii=False) if options else None
+        except (TypeError, ValueError) as e:
+            raise error("invalid_argument", f"Runtime: options: {e}") from None
+        cfg = os.fsencode(config) if config is not None else None
+        self.comm = comm  # the C runtime keeps a duplicate; this one stays valid for the caller's use
+        h = _P()
+        check(lib.ckpt_create_handle_options(_P(MPI._addressof(comm)), MPI._sizeof(comm), cfg,
+                                             text.encode() if text else None, ctypes.byref(h)))
+        self._h = h
+        self._regions = {}  # name -> _Region, in protect() order
+        # The regions whose holding checkpoint() checks; for speed (one pass in C over them), their
+        # objects and the reference count at or below which nothing but this Runtime holds each one.
+        self._watched, self._watch_objs, self._watch_limits = [], [], []
+        self._abandoned = False
+        r, n, dev = ctypes.c_int(), ctypes.c_int(), ctypes.c_char_p()
+        check(lib.ckpt_rank(h, ctypes.byref(r)))
+        check(lib.ckpt_size(h, ctypes.byref(n)))
+        check(lib.ckpt_device_name(h, ctypes.byref(dev)))
+        self.rank, self.size = r.value, n.value
+        #: The device that copies the regions: "host" (no GPU device: built without one, or no GPU seen),
+        #: "cuda" or "hip".
+        self.device = dev.value.decode()
+        global _atexit_registered
+        if not _atexit_registered:  # after mpi4py's own: runs before MPI_Finalize
+            atexit.register(_close_at_exit)
+            _atexit_registered = True
+        _open_runtimes.append(self)
+
+    # ---- state ----------------------------------------------------------------------------------------
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def _handle(self, what):
+        if self._h is None:
+            raise error("failed_precondition", f"{what}: the Runtime is closed")
+        return self._h
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            # close() is collective: with an exception on some processes only, the others may never come
+            # to it, and closing here would hang this process instead of letting the job end. Committed
+            # checkpoints stay; those in flight are lost. close() may still be called by hand.
+            self._abandoned = True
+
+    def __repr__(self):
+        state = "closed" if self._h is None else f"{len(self._regions)} regions"
+        return f"ckpt.Runtime(rank={getattr(self, 'rank', '?')}, size={getattr(self, 'size', '?')}, {state})"
+
+    # ---- regions --------------------------------------------------------------------------------------
+
+    def protect(self, name, array, *, global_shape=None, start=None, joined=False, first_row=None, optional=None):
+        """Registers `array` under `name` and returns it. Each process its own; names [A-Za-z0-9_./-].
+
+        array: a C-contiguous, writable numpy array or device array (DLPack or __cuda_array_interface__:
+        CuPy, PyTorch, numba, JAX...). The Runtime keeps a reference to it; update it in place.
+        - global_shape + start: this process's box [start, start + array.shape) of a global C-order array of
+          extents global_shape (restartable on any process count);
+        - joined=True: this process's rows (array.shape[0], may be 0) of a joined array (every process's rows
+          concatenated in rank order; restartable on any count). first_row: restart only, the first stored
+          row it reads (None: this process's share of the balanced split, see joined_rows());
+        - otherwise a local array (this process's only), or a scalar for a 0-d array.
+        optional: True/False marks the region optional (a restart from a checkpoint without it leaves it
+        as it is) or not; None leaves that as it was.
+
+        Protecting a name again replaces the array (same kind and dtype, any extents): the new one is what
+        later checkpoints read and restarts fill, and the old one is released. Raises InvalidArgumentError
+        (non-contiguous, read-only, a Python scalar, bad geometry, a changed kind or dtype) or
+        UnavailableError (memory ckpt cannot read: another kind of device, or device memory when the
+        Runtime has no GPU device)."""
+        what = f"protect({name!r})"
+        h = self._handle(what)
+        if not isinstance(name, str):
+            raise error("invalid_argument", f"protect: the name must be a str, not {type(name).__name__}")
+        old = self._regions.get(name)
+        # References to `array` now, less those of its own earlier registration: after the new one is stored
+        # (and the old one dropped), the difference is what this Runtime holds (see checkpoint()).
+        held = old.our_refs if old is not None and old.obj is array else 0
+        before = (_getrefcount(array) if _getrefcount else 0) - held
+        mem = _arrays.describe(array, what)
+        self._check_device(name, mem, what)
+        kind, dims = self._geometry(mem, global_shape, start, joined, first_row, what)
+        bname = to_bytes(name)
+        ptr = _P(mem.ptr or None)
+        if old is not None:
+            if old.kind != kind or old.mem.code != mem.code or old.mem.attr != mem.attr:
+                raise error("invalid_argument",
+                            f"{what}: registered as a {old.kind} array of {_dtype_name(old.mem)}; it cannot become "
+                            f"a {kind} array of {_dtype_name(mem)} (unprotect it first)")
+            check(self._update(h, bname, ptr, kind, dims))
+        else:
+            check(self._protect(h, bname, ptr, mem.code, kind, dims))
+            try:
+                if mem.attr is not None:
+                    check(lib.ckpt_annotate(h, bname, _arrays.DTYPE_ATTR.encode(), mem.attr.encode()))
+            except BaseException:
+                lib.ckpt_unprotect(h, bname)
+                raise
+        if optional is not None:
+            check(lib.ckpt_set_optional(h, bname, 1 if optional else 0))
+        r = _Region()
+        r.obj, r.kind, r.mem, r.dims = array, kind, mem, dims
+        r.watched = _getrefcount is not None and _owns_memory(array)
+        self._regions[name] = r  # replaces `old`, whose references (and DLPack capsule) go now
+        if old is not None and old.watched:
+            self._watched.remove(old)
+        del old, mem
+        if r.watched:
+            self._watched.append(r)
+        self._watch_objs = [x.obj for x in self._watched]
+        r.our_refs = (_getrefcount(array) if _getrefcount else 0) - before  # what this Runtime holds
+        self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
+        return array
+
+    def _check_device(self, name, mem, what):
+        if mem.device in ("cpu", "cuda_host", "rocm_host"):
+            return
+        gpu = {"cuda": "cuda", "cuda_managed": "cuda", "rocm": "hip"}[mem.device]
+        if self.device == "host":
+            # No GPU device: ckpt reads every pointer as host memory. Device memory would crash the copy;
+            # memory the host can read (managed, a device array over host memory) is taken.
+            nbytes = _nbytes(mem)
+            if not _arrays.host_readable(mem.ptr, nbytes):
+                raise error("unavailable",
+                            f"{what}: {mem.device}:{mem.device_id} memory that the host cannot read, and this "
+                            "Runtime has no GPU device (libckpt built without CUDA/HIP, or no GPU visible to it)")
+        elif self.device != gpu:
+            raise error("unavailable", f"{what}: {mem.device} memory; this Runtime's device is {self.device}")
+        if mem.device_id >= 0:
+            for other, r in self._regions.items():
+                if other != name and r.mem.device not in ("cpu", "cuda_host", "rocm_host") \
+                        and r.mem.device_id >= 0 and r.mem.device_id != mem.device_id:
+                    raise error("invalid_argument",
+                                f"{what}: on {mem.device}:{mem.device_id}, but {other!r} is on "
+                                f"{r.mem.device}:{r.mem.device_id}; a Runtime copies with one device (the current "
+                                "device when it was made): one Runtime per GPU")
+
+    @staticmethod
+    def _geometry(mem, global_shape, start, joined, first_row, what):
+        shape, trailing = tuple(mem.shape), tuple(mem.trailing)
+        if global_shape is not None or start is not None:
+            if joined:
+                raise error("invalid_argument", f"{what}: a joined array has no global_shape/start")
+            if global_shape is None or start is None:
+                raise error("invalid_argument", f"{what}: a box of a global array needs both global_shape and start")
+            g, s = _ints(global_shape, what, "global_shape"), _ints(start, what, "start")
+            if not (len(g) == len(s) == len(shape)) or not shape:
+                raise error("invalid_argument", f"{what}: global_shape {g} and start {s} need one value per "
+                                                f"dimension of the array (shape {shape})")
+            z = (0,) * len(trailing)
+            return _KIND_GLOBAL, (g + trailing, s + z, shape + trailing)
+        if first_row is not None and not joined:
+            raise error("invalid_argument", f"{what}: first_row is for joined arrays (joined=True)")
+        if joined:
+            if not shape:
+                raise error("invalid_argument", f"{what}: a joined array needs at least one dimension (its rows)")
+            fr = -1 if first_row is None else _ints([first_row], what, "first_row")[0]
+            return _KIND_JOINED, (shape + trailing, fr)
+        return (_KIND_SCALAR if not shape and not trailing else _KIND_LOCAL), (shape + trailing,)
+
+    @staticmethod
+    def _protect(h, bname, ptr, code, kind, dims):
+        if kind == _KIND_GLOBAL:
+            g, s, c = dims
+            return lib.ckpt_protect_block(h, bname, ptr, code, len(g), u64_array(g), u64_array(s), u64_array(c))
+        if kind == _KIND_JOINED:
+            return lib.ckpt_protect_joined(h, bname, ptr, code, len(dims[0]), u64_array(dims[0]), dims[1])
+        return lib.ckpt_protect(h, bname, ptr, code, len(dims[0]), u64_array(dims[0]))
+
+    @staticmethod
+    def _update(h, bname, ptr, kind, dims):
+        if kind == _KIND_GLOBAL:
+            g, s, c = dims
+            return lib.ckpt_update_block(h, bname, ptr, len(g), u64_array(g), u64_array(s), u64_array(c))
+        if kind == _KIND_JOINED:
+            return lib.ckpt_update_joined(h, bname, ptr, len(dims[0]), u64_array(dims[0]), dims[1])
+        return lib.ckpt_update(h, bname, ptr, len(dims[0]), u64_array(dims[0]))
+
+    def unprotect(self, name):
+        """Forgets region `name` and releases its array. NotFoundError when it is not protected."""
+        h = self._handle(f"unprotect({name!r})")
+        check(lib.ckpt_unprotect(h, to_bytes(name)))
+        r = self._regions.pop(name, None)
+        if r is not None and r.watched:
+            self._watched.remove(r)
+            self._watch_objs = [x.obj for x in self._watched]
+            self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
+
+    def set_optional(self, name, optional=True):
+        """Marks region `name` optional (or not): a restart from a checkpoint without it leaves it as it is."""
+        check(lib.ckpt_set_optional(self._handle(f"set_optional({name!r})"), to_bytes(name), 1 if optional else 0))
+
+    def annotate(self, name, key, value):
+        """Attaches the string attribute key=value to region `name`, stored in every later checkpoint (the
+        reader's Variable.attrs). The key "python.dtype" is this package's."""
+        check(lib.ckpt_annotate(self._handle(f"annotate({name!r})"), to_bytes(name), str(key).encode(),
+                                str(value).encode()))
+
+    def __contains__(self, name):
+        return name in self._regions
+
+    @property
+    def regions(self):
+        """Names of the protected regions, in protect() order."""
+        return list(self._regions)
+
+    # ---- checkpoint and restart -----------------------------------------------------------------------
+
+    def checkpoint(self, step, stream=None):
+        """Collective: every process passes the same step (>= 0). Captures every region and returns a
+        Ticket once the data is copied (host memory: the arrays may be overwritten at once) or its copies are
+        ordered on `stream` (device memory; the work enqueued on `stream` afterwards runs after them).
+        stream: None (the default stream), a CUDA stream object (CuPy, PyTorch, numba, __cuda_stream__) or
+        its integer handle. Writing and committing go on in the background; a failure of the capture is
+        raised here, one of the writing by the Ticket's wait(). Raises PreconditionError, before anything
+        is captured, for a region whose array the application no longer holds."""
+        h = self._h
+        if h is None:
+            self._handle(f"checkpoint({step})")
+        step = operator.index(step)
+        if self._watch_objs and any(map(operator.le, map(_getrefcount, self._watch_objs), self._watch_limits)):
+            for r, n, limit in zip(self._watched, map(_getrefcount, self._watch_objs), self._watch_limits):
+                if n <= limit:  # nothing but this Runtime holds it
+                    raise _stale(self._regions, r, step)
+        s = _arrays.stream_handle(stream, f"checkpoint({step})") if stream is not None else None
+        t = _P()
+        rc = lib.ckpt_checkpoint(h, step, s, ctypes.byref(t))
+        if rc != 0:
+            if t:
+                lib.ckpt_ticket_free(t)
+            check(rc)
+        return Ticket(t, self, step)
+
+    def wait_all(self):
+        """Collective. Blocks until every checkpoint in flight is done; raises the first failure."""
+        check(lib.ckpt_wait_all(self._handle("wait_all()")))
+
+    def poll(self):
+        """Collective. With mpi_threads funneled: commits the checkpoints every process has written."""
+        check(lib.ckpt_poll(self._handle("poll()")))
+
+    def latest(self):
+        """Collective. The newest checkpoint whose index validates, or None."""
+        s = ctypes.c_int64()
+        check(lib.ckpt_latest(self._handle("latest()"), ctypes.byref(s)))
+        return None if s.value < 0 else s.value
+
+    def joined_rows(self, name, step=None):
+        """Collective. JoinedRows(total, begin, end) of joined array `name` in checkpoint `step` (None: the
+        newest): allocate end - begin rows, protect them under `name` (joined=True), then restart(step)."""
+        h = self._handle(f"joined_rows({name!r})")
+        if step is None:
+            step = self.latest()
+            if step is None:
+                raise error("not_found", f"joined_rows({name!r}): no checkpoint in this Runtime's directory")
+        total, begin, end = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+        check(lib.ckpt_joined_rows(h, step, to_bytes(name), ctypes.byref(total), ctypes.byref(begin),
+                                   ctypes.byref(end)))
+        return JoinedRows(total.value, begin.value, end.value)
+
+    def restart(self, step=None, stream=None):
+        """Collective. Fills every protected array from checkpoint `step`, or (None) from the newest one that
+        loads and verifies, falling back to older ones; returns the step. Every block is verified. Device
+        arrays are filled on their device, the copies ordered after the work enqueued so far on `stream`
+        (as in checkpoint()) and the work enqueued on it afterwards after them; the data is in place when
+        it returns. NotFoundError when there is no checkpoint (or no step `step`); MismatchError when an
+        array's extents or dtype differ from what is stored; CorruptError for damaged data."""
+        h = self._handle("restart()")
+        s = _arrays.stream_handle(stream, "restart()") if stream is not None else None
+        if step is None:
+            out = ctypes.c_int64(-1)
+            check(lib.ckpt_restart_stream(h, s, ctypes.byref(out)))
+            return out.value
+        step = operator.index(step)
+        check(lib.ckpt_restart_step_stream(h, step, s))
+        return step
+
+    def close(self):
+        """Collective. Waits for the checkpoints in flight, stops the background threads, frees the staging
+        memory and releases every array; raises the first failure (the Runtime is closed either way).
+        Idempotent. Leaving a `with` block normally calls it; see docs/api-python.md for exceptions."""
+        if self._h is None:
+            return
+        h, self._h = self._h, None
+        try:
+            rc = lib.ckpt_close(h)
+            failure = exception(rc) if rc != 0 else None
+        finally:
+            lib.ckpt_free(h)  # no collective left: ckpt_close ran
+            self._regions, self._watched, self._watch_objs, self._watch_limits = {}, [], [], []
+            if self in _open_runtimes:
+                _open_runtimes.remove(self)
+        if failure is not None:
+            raise failure
+
+
+def _nbytes(mem):
+    n = _arrays.ITEMSIZE[mem.code]
+    for d in tuple(mem.shape) + tuple(mem.trailing):
+        n *= d
+    return n
+
+
+def _dtype_name(mem):
+    return str(mem.dtype)
+
+
+def _stale(regions, r, step):
+    name = next((n for n, x in regions.items() if x is r), "?")
+    return PreconditionError(
+        "failed_precondition",
+        f"failed_precondition: checkpoint({step}): the array protected as {name!r} is no longer held by the "
+        "application (was its name rebound to a new array, e.g. `u = u + du`?): it would store data nothing "
+        f"updates. Protect the new array under the same name (rt.protect({name!r}, u)), or update the array in "
+        "place (u += du, u[...] = ...)")
+
+
+def _close_at_exit():
+    """Closes, in creation order, the Runtimes a program left open (close() is collective: every process
+    exits the same way). Not after an uncaught exception (the other processes may never come to close()),
+    for a Runtime abandoned by a `with` block's exception, or once MPI is finalized."""
+    if getattr(sys, "last_exc", None) is not None or getattr(sys, "last_value", None) is not None:
+        return
+    try:
+        from mpi4py import MPI
+        if MPI.Is_finalized():
+            if _open_runtimes:
+                print(f"ckpt: {len(_open_runtimes)} Runtime(s) not closed before MPI_Finalize; checkpoints in "
+                      "flight are lost", file=sys.stderr)
+            return
+    except ImportError:
+        return
+    for rt in list(_open_runtimes):
+        if rt._abandoned:
+            continue
+        try:
+            rt.close()
+        except Exception as e:  # noqa: BLE001 - at exit, say it and go on
+            print(f"ckpt: closing a Runtime at exit: {e}", file=sys.stderr)

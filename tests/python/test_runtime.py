@@ -1,0 +1,597 @@
+"""ckpt.Runtime under `mpiexec -n N python3 -m mpi4py -m pytest` (ctest runs it at 2 and 4 processes): every
+process runs every test, in the same order, and the collective calls line up. A check that one process
+fails is gathered (agree()) so that every process fails the test together instead of one leaving the
+others waiting in a collective call.
+
+What is covered: the round trip of every dtype ckpt has and of those the package maps onto them (bool,
+complex, float16, big-endian, datetime, records), as local, global, joined and scalar regions, read back by
+restart() and by the reader (ckpt.open); tickets (wait, done, stats, superseded); options from a dict, a
+YAML file and CKPT_* variables, and their errors; errors as ckpt.Error subclasses with the library's
+message; lifetimes (the references the Runtime holds and lets go, arrays rebound without protect, numpy's
+resize refused, DLPack capsules released); the arrays refused (non-contiguous, read-only, scalars, objects,
+bad geometry, changed kind or dtype); device arrays through fake DLPack and CUDA-Array-Interface producers
+(device id, device types, stream handles passed to the C API, memory the host cannot read); processes that
+disagree (steps, one process's bad protect); the context manager.
+
+Environment: CKPTTEST_TMP (scratch root; default /tmp), PYTHONPATH / CKPT_LIBRARY (set by ctest, or the
+pip-installed package: tests/install)."""
+import ctypes
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import weakref
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import ckpt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fake_device import (KDL_BFLOAT, KDL_CUDA, KDL_CUDA_HOST, KDL_CUDA_MANAGED, KDL_METAL, KDL_OPENCL,  # noqa: E402
+                         KDL_ROCM, FakeCudaArray, FakeDLPackArray, Stream, Unreadable)
+
+comm = MPI.COMM_WORLD
+rank, size = comm.rank, comm.size
+
+
+def agree(cond, what):
+    """Asserts `cond` on every process: each one fails when any one does, naming the processes."""
+    bad = [r for r, ok in enumerate(comm.allgather(bool(cond))) if not ok]
+    assert not bad, f"{what}: failed on rank(s) {bad}"
+
+
+def outcome(fn):
+    """fn()'s result or exception as (type name, message), checked to be the same on every process."""
+    try:
+        fn()
+        got = (None, "")
+    except Exception as e:  # noqa: BLE001 - compared, whatever it is
+        got = (type(e).__name__, str(e))
+    everyone = comm.allgather(got)
+    agree(all(g[0] == got[0] for g in everyone), f"same outcome everywhere: {everyone}")
+    return got
+
+
+@pytest.fixture
+def scratch(request):
+    """A directory shared by the processes (rank 0 makes it and removes it afterwards)."""
+    root = os.environ.get("CKPTTEST_TMP") or tempfile.gettempdir()
+    path = None
+    if rank == 0:
+        os.makedirs(root, exist_ok=True)
+        path = tempfile.mkdtemp(prefix=f"{request.node.name[:40]}-", dir=root)
+    path = comm.bcast(path, root=0)
+    yield path
+    comm.Barrier()
+    if rank == 0:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def runtime(d, **extra):
+    opts = {"dir": os.path.join(d, "ckpt"), "fsync": False, "keep": 100}
+    opts.update(extra)
+    return ckpt.Runtime(comm, opts)
+
+
+def same_bytes(a, b):
+    """Bit for bit (NaN payloads and -0.0 included), dtype and shape too."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+# Every dtype: ckpt's own ten, and the ones the package stores through them (ckpt/_arrays.py).
+NATIVE = ["u1", "i1", "u2", "i2", "u4", "i4", "u8", "i8", "f4", "f8"]
+MAPPED = ["?", "c8", "c16", "f2", ">f8", ">i4", "M8[s]", "m8[ms]", "S5", [("x", "<f8"), ("n", "<u2"), ("tag", "S3")]]
+ALL = NATIVE + MAPPED
+
+
+def values(dt, shape, salt):
+    """Deterministic values of dtype `dt`, with the extremes of its type (NaN, inf, -0.0, min, max)."""
+    dt = np.dtype(dt)
+    n = int(np.prod(shape, dtype=np.int64))
+    raw = np.random.default_rng(1000 + salt).integers(0, 256, size=n * dt.itemsize, dtype=np.uint8)
+    out = raw.view(dt).reshape(shape).copy() if dt.fields is None else np.frombuffer(raw.tobytes(), dt).reshape(shape)
+    flat = out.reshape(-1)
+    if dt.kind == "f" and n >= 4:
+        flat[:4] = [np.nan, np.inf, -0.0, np.finfo(dt).max]
+    elif dt.kind in "iu" and n >= 2:
+        flat[:2] = [np.iinfo(dt).min, np.iinfo(dt).max]
+    elif dt.kind == "b":
+        out = (raw[:n] & 1).astype(bool).reshape(shape)
+    return np.ascontiguousarray(out)
+
+
+def _key(dt):
+    return str(np.dtype(dt)) if not isinstance(dt, list) else "record"
+
+
+@pytest.mark.parametrize("dt", ALL, ids=[_key(d) for d in ALL])
+def test_round_trip_every_dtype_and_kind(scratch, dt):
+    dt = np.dtype(dt)
+    rows, cols = 3, 4
+    g_want = values(dt, (rows * size, cols), 1)  # the global array, rows split by rank
+    j_rows = rank + 1  # rank r holds r + 1 rows of the joined array
+    j_first = sum(range(1, rank + 1))
+    j_want = values(dt, (sum(range(1, size + 1)), 2), 2)
+    l_want = values(dt, (5 + rank,), 3 + rank)
+    s_want = values(dt, (), 7)  # a scalar equal on every rank
+    with runtime(scratch) as rt:
+        g = rt.protect("g", g_want[rank * rows:(rank + 1) * rows].copy(), global_shape=g_want.shape,
+                       start=(rank * rows, 0))
+        j = rt.protect("j", j_want[j_first:j_first + j_rows].copy(), joined=True, first_row=j_first)
+        loc = rt.protect("l", l_want.copy())
+        s = rt.protect("s", s_want.copy())
+        agree(rt.checkpoint(1).wait(), "checkpoint 1 committed")
+        for a in (g, j, loc, s):
+            a[...] = values(dt, a.shape, 99)  # clobber, then restore
+        agree(rt.restart() == 1, "restart() returns the newest step")
+        agree(same_bytes(g, g_want[rank * rows:(rank + 1) * rows]), f"{dt}: global box restored bit for bit")
+        agree(same_bytes(j, j_want[j_first:j_first + j_rows]), f"{dt}: joined rows restored")
+        agree(same_bytes(loc, l_want), f"{dt}: local array restored")
+        agree(same_bytes(s, s_want), f"{dt}: scalar restored")
+    # The reader gives the same arrays back, in their own dtype.
+    c = ckpt.open(os.path.join(scratch, "ckpt")).latest()
+    agree(same_bytes(c["g"].read(), g_want), f"{dt}: reader, whole global array")
+    agree(same_bytes(c["g"][1:-1, 1:3], g_want[1:-1, 1:3]), f"{dt}: reader, a box")
+    agree(same_bytes(c["j"].read(), j_want), f"{dt}: reader, joined array")
+    agree(same_bytes(c["l"].read(rank=rank), l_want), f"{dt}: reader, this rank's local array")
+    agree(same_bytes(c["s"].read(), s_want), f"{dt}: reader, scalar")
+    mapped = dt.str[1:] not in NATIVE or not dt.isnative
+    agree((c["g"].dtype, c["g"].shape) == (dt, g_want.shape), "reader dtype and shape")
+    agree(("python.dtype" in c["g"].attrs) == mapped, "python.dtype attribute only for a mapped dtype")
+    agree(c["s"].kind == ("scalar" if c["s"].stored_shape == () else "local"), "a mapped 0-d array is a local")
+    c.verify()
+
+
+def test_checkpoints_restart_steps_and_tickets(scratch):
+    u = np.zeros((4, 6))
+    step = np.zeros((), np.int64)
+    with runtime(scratch) as rt:
+        agree(rt.latest() is None, "latest() is None before any checkpoint")
+        kind, msg = outcome(rt.restart)
+        agree(kind == "NotFoundError" and msg.startswith("not_found: "), f"restart() with none: {kind} {msg}")
+        agree(rt.device == "host" and (rt.rank, rt.size) == (rank, size), "rank, size, device")
+        rt.protect("u", u, global_shape=(4 * size, 6), start=(4 * rank, 0))
+        rt.protect("step", step)
+        tickets = []
+        for s in range(1, 4):
+            u[...] = 100 * s + rank
+            step[()] = s
+            t = rt.checkpoint(s)
+            u[...] = -1  # captured: overwriting at once is allowed
+            tickets.append(t)
+        for s, t in enumerate(tickets, 1):
+            agree(t.wait() is True and t.done() and t.step == s, f"ticket {s} committed")
+            st = t.stats()
+            agree(st.step == s and st.bytes == u.nbytes + step.nbytes and st.committed_s >= st.blocked_s >= 0,
+                  f"stats of {s}: {st}")
+        agree(rt.latest() == 3, "latest() == 3")
+        agree(rt.restart(2) == 2 and (u == 200 + rank).all() and step == 2, "restart(2)")
+        agree(rt.restart() == 3 and (u == 300 + rank).all() and step == 3, "restart() newest")
+        kind, msg = outcome(lambda: rt.restart(9))
+        agree(kind == "NotFoundError", f"restart(9): {kind}")
+        with pytest.raises(KeyError):  # NotFoundError is a KeyError too
+            rt.restart(9)
+        rt.wait_all()
+        rt.poll()
+        agree(rt.regions == ["u", "step"] and "step" in rt and "x" not in rt, "regions")
+    agree(rt.closed, "closed by the with block")
+
+
+def test_coalesce_supersedes(scratch):
+    # A slow flush (the test knob CKPT_TEST_FLUSH_DELAY_MS): while one checkpoint is flushed, the next waits in the slot and the
+    # one after replaces it. Which of 1 and 2 is replaced depends on when the flush of 1 starts; the last
+    # one is never replaced, and every process agrees on each outcome.
+    a = np.arange(64, dtype=np.float64)
+    os.environ["CKPT_TEST_FLUSH_DELAY_MS"] = "400"  # read when the Runtime is made
+    try:
+        rt = runtime(scratch, on_busy="coalesce", max_in_flight=1)
+    finally:
+        del os.environ["CKPT_TEST_FLUSH_DELAY_MS"]
+    with rt:
+        rt.protect("a", a)
+        tickets = []
+        for s in (1, 2, 3):
+            a[0] = s
+            tickets.append(rt.checkpoint(s))
+        got = tuple(t.wait() for t in tickets)
+        agree(got[2] is True and False in got[:2], f"wait() outcomes {got}: the last committed, one superseded")
+        agree(len(set(comm.allgather(got))) == 1, "the same outcomes on every process")
+    kept = ckpt.open(os.path.join(scratch, "ckpt")).steps
+    agree(kept == [s for s, ok in zip((1, 2, 3), got) if ok], f"on disk: {kept}, outcomes {got}")
+
+
+def test_options_dict_file_environment(scratch):
+    yaml_path = os.path.join(scratch, "opts.yaml")
+    if rank == 0:
+        with open(yaml_path, "w") as f:
+            f.write(f"dir: {scratch}/from_file\nkeep: 5\nfsync: false\n")
+    comm.Barrier()
+
+    def steps_kept(d):
+        return sorted(int(x[5:]) for x in os.listdir(d) if x.startswith("ckpt.") and x[5:].isdigit())
+
+    def run(options=None, config=None, n=3):
+        with ckpt.Runtime(comm, options, config=config) as rt:
+            x = rt.protect("x", np.ones(3))
+            for s in range(1, n + 1):
+                x[0] = s
+                rt.checkpoint(s).wait()
+
+    run(yaml_path)  # a path as options: the YAML file
+    agree(steps_kept(f"{scratch}/from_file") == [1, 2, 3], "the file's dir and keep: 5")
+    run({"dir": f"{scratch}/from_dict", "keep": 1}, config=yaml_path)  # the dict over the file
+    agree(steps_kept(f"{scratch}/from_dict") == [3], "the dict's dir and keep over the file's")
+    os.environ["CKPT_KEEP"] = "2"
+    try:
+        run({"dir": f"{scratch}/from_env", "keep": 1}, config=yaml_path)
+    finally:
+        del os.environ["CKPT_KEEP"]
+    agree(steps_kept(f"{scratch}/from_env") == [2, 3], "CKPT_KEEP over the dict")
+    # Nested values (groups, mpiio_hints as a dict), paths and numpy numbers as values.
+    import pathlib
+    run({"dir": pathlib.Path(scratch) / "nested", "keep": np.int64(1), "mpiio_hints": {"cb_nodes": 1},
+         "groups": [{"name": "xs", "match": ["x*"], "transport": "posix"}]}, n=1)
+    agree(steps_kept(f"{scratch}/nested") == [1], "nested options")
+    # Errors: the same on every process, the library's message naming the option.
+    for bad, words in [({"kepp": 3}, ["options", "kepp"]), ({"keep": 0}, ["keep"]), ({"transport": "nope"}, ["nope"]),
+                       ({"dir": None}, ["dir"])]:
+        kind, msg = outcome(lambda: ckpt.Runtime(comm, bad))
+        agree(kind == "InvalidArgumentError" and all(w in msg for w in words), f"{bad}: {kind}: {msg}")
+    kind, msg = outcome(lambda: ckpt.Runtime(comm, {"dir": object()}))
+    agree(kind == "InvalidArgumentError" and "object" in msg, f"an object as a value: {msg}")
+    kind, msg = outcome(lambda: ckpt.Runtime(comm, f"{scratch}/missing.yaml"))
+    agree(kind == "NotFoundError" and "missing.yaml" in msg, f"missing file: {kind} {msg}")
+    kind, _ = outcome(lambda: ckpt.Runtime(comm, yaml_path, config=yaml_path))
+    agree(kind == "InvalidArgumentError", "a path twice")
+    kind, _ = outcome(lambda: ckpt.Runtime(comm, [("dir", "x")]))
+    agree(kind == "InvalidArgumentError", "options of the wrong type")
+    for bad_comm in (MPI.COMM_NULL, "world"):
+        with pytest.raises(ckpt.InvalidArgumentError, match="communicator"):
+            ckpt.Runtime(bad_comm, {"dir": f"{scratch}/x"})
+    # A sub-communicator: one Runtime per half, each its own directory.
+    half = comm.Split(rank % 2, rank)
+    with ckpt.Runtime(half, {"dir": f"{scratch}/half{rank % 2}", "fsync": False}) as rt:
+        agree(rt.size == half.size and rt.rank == half.rank, "a Runtime on a split communicator")
+        x = rt.protect("x", np.full(2, rank % 2, np.int32))
+        rt.checkpoint(1).wait()
+        agree(x[0] == rank % 2, "unchanged")
+    half.Free()
+
+
+def test_errors_carry_the_library_message(scratch):
+    a = np.zeros(8)
+    rt = runtime(scratch)
+    with pytest.raises(ckpt.InvalidArgumentError) as e:
+        rt.protect("../escape", a)
+    assert e.value.code == "invalid_argument" and str(e.value).startswith("invalid_argument: ")
+    assert isinstance(e.value, ckpt.Error) and isinstance(e.value, ValueError)
+    with pytest.raises(ckpt.NotFoundError):
+        rt.unprotect("never")
+    with pytest.raises(ckpt.NotFoundError):
+        rt.annotate("never", "k", "v")
+    rt.protect("a", a)
+    rt.annotate("a", "units", "m/s")
+    kind, msg = outcome(lambda: rt.checkpoint(-1))
+    agree(kind == "InvalidArgumentError" and "-1" in msg, f"negative step: {msg}")
+    with pytest.raises(TypeError):
+        rt.checkpoint(1.5)
+    rt.checkpoint(1).wait()
+    # The stored extents differ: a MismatchError naming the region, on every process.
+    rt.protect("a", np.zeros(9))
+    kind, msg = outcome(lambda: rt.restart(1))
+    agree(kind == "MismatchError" and "'a'" in msg, f"restart into other extents: {kind}: {msg}")
+    rt.protect("a", a)
+    # A flipped byte in rank 0's block: CorruptError from restart(step), on every process.
+    comm.Barrier()
+    if rank == 0:
+        d = os.path.join(scratch, "ckpt", "ckpt.1")
+        f = os.path.join(d, "data.0")
+        with open(f, "r+b") as fh:
+            fh.seek(-1, 2)  # the stream's last byte: the end of the last block
+            b = fh.read(1)
+            fh.seek(-1, 2)
+            fh.write(bytes([b[0] ^ 0xFF]))
+    comm.Barrier()
+    kind, msg = outcome(lambda: rt.restart(1))
+    agree(kind == "CorruptError", f"restart of a damaged checkpoint: {kind}: {msg}")
+    rt.close()
+    rt.close()  # idempotent
+    for call in (lambda: rt.checkpoint(2), lambda: rt.protect("b", a), rt.restart, rt.latest, rt.wait_all):
+        with pytest.raises(ckpt.PreconditionError, match="closed"):
+            call()
+    assert ckpt.StorageError.__mro__[1:3] == (ckpt.Error, OSError)
+
+
+def test_lifetimes(scratch):
+    rt = runtime(scratch)
+    # The Runtime holds what it protects: an array the caller dropped stays alive until it lets go.
+    tmp = np.arange(10.0)
+    alive = weakref.ref(tmp)
+    rt.protect("held", tmp)
+    del tmp
+    gc.collect()
+    assert alive() is not None, "the Runtime holds a reference"
+    # ... but a checkpoint of an array nothing else holds is refused: it would store stale data.
+    kind, msg = outcome(lambda: rt.checkpoint(1))
+    agree(kind == "PreconditionError" and "'held'" in msg and "rebound" in msg, f"orphan refused: {msg}")
+    rt.unprotect("held")
+    gc.collect()
+    assert alive() is None, "unprotect() lets go of the array"
+    # The usual mistake: the name rebound to a new array (u = u + 1) instead of an update in place.
+    u = rt.protect("u", np.zeros(5))
+    u += 1  # in place: fine
+    rt.checkpoint(1).wait()
+    old = weakref.ref(u)
+    u = u + 1
+    kind, msg = outcome(lambda: rt.checkpoint(2))
+    agree(kind == "PreconditionError" and "'u'" in msg, f"rebound array refused: {msg}")
+    rt.protect("u", u)  # re-protected: the new array is what is stored, the old one is let go
+    gc.collect()
+    assert old() is None
+    rt.checkpoint(2).wait()
+    u[...] = 0
+    rt.restart(2)
+    agree((u == 2).all(), "the re-protected array was stored and restored")
+    # Re-protecting the same array (twice, with new extents after a reallocation) keeps one reference.
+    rt.protect("u", u)
+    rt.protect("u", u)
+    rt.checkpoint(3).wait()
+    v = np.full(7, 3.0)
+    rt.protect("u", v)  # other extents: fine for a local array
+    del u
+    rt.checkpoint(4).wait()
+    # numpy refuses to reallocate a protected array in place (the Runtime's reference).
+    with pytest.raises(ValueError, match="resize"):
+        v.resize(100)
+    # A view of a larger array is no false alarm: the application holds the base.
+    big = np.zeros((3, 4))
+    rt.protect("row", big[1])
+    big[1] = 5
+    rt.checkpoint(5).wait()
+    # Kind and dtype cannot change under a name.
+    with pytest.raises(ckpt.InvalidArgumentError, match="local array of float64"):
+        rt.protect("u", np.zeros(7, np.float32))
+    with pytest.raises(ckpt.InvalidArgumentError, match="joined"):
+        rt.protect("u", v, joined=True)
+    rt.checkpoint(6).wait()  # still usable after the refusals
+    # Arrays of other producers are not checked (their views carry no mark to trust): no false alarm.
+    rt.protect("unchecked", FakeDLPackArray(np.zeros(3)))
+    rt.checkpoint(7).wait()
+    rt.unprotect("unchecked")
+    # A DLPack capsule is kept, unconsumed, while protected and released with the array.
+    f = FakeDLPackArray(np.zeros(4))
+    rt.protect("dev", f)
+    agree(f.live_exports() == 1, "the capsule is held")
+    rt.checkpoint(8).wait()
+    rt.protect("dev", f)  # replaced by a new export of the same array
+    gc.collect()
+    agree(f.live_exports() == 1 and len(f.exports) == 2, "the old capsule was released")
+    g = FakeDLPackArray(np.zeros(4))
+    rt.protect("dev2", g)
+    rt.checkpoint(9).wait()
+    rt.close()
+    gc.collect()
+    agree(f.live_exports() == 0 and g.live_exports() == 0, "close() releases every capsule")
+    agree(rt.regions == [] and "u" not in rt, "close() forgets the regions")
+
+
+def test_refusals(scratch):
+    rt = runtime(scratch)
+    a = np.zeros((4, 6))
+    cases = [
+        (lambda: rt.protect("x", a[:, ::2]), ckpt.InvalidArgumentError, "not C-contiguous"),
+        (lambda: rt.protect("x", a.T), ckpt.InvalidArgumentError, "not C-contiguous"),
+        (lambda: rt.protect("x", np.asfortranarray(a)), ckpt.InvalidArgumentError, "not C-contiguous"),
+        (lambda: rt.protect("x", np.broadcast_to(np.zeros(6), (4, 6))), ckpt.InvalidArgumentError, "contiguous"),
+        (lambda: rt.protect("x", np.zeros(3)[::-1]), ckpt.InvalidArgumentError, "not C-contiguous"),
+        (lambda: rt.protect("x", 1.5), ckpt.InvalidArgumentError, "0-d array"),
+        (lambda: rt.protect("x", np.float64(1.5)), ckpt.InvalidArgumentError, "0-d array"),
+        (lambda: rt.protect("x", [1.0, 2.0]), ckpt.InvalidArgumentError, "list"),
+        (lambda: rt.protect("x", np.empty(3, object)), ckpt.InvalidArgumentError, "objects"),
+        (lambda: rt.protect("x", np.ma.zeros(3)), ckpt.InvalidArgumentError, "masked"),
+        (lambda: rt.protect("x", a, global_shape=(8, 6)), ckpt.InvalidArgumentError, "start"),
+        (lambda: rt.protect("x", a, start=(0, 0)), ckpt.InvalidArgumentError, "global_shape"),
+        (lambda: rt.protect("x", a, global_shape=(8,), start=(0,)), ckpt.InvalidArgumentError, "one value per"),
+        (lambda: rt.protect("x", a, global_shape=(8, 6), start=(-1, 0)), ckpt.InvalidArgumentError, "negative"),
+        (lambda: rt.protect("x", a, global_shape=(8, 6), start=(6, 0)), ckpt.InvalidArgumentError, "x"),
+        (lambda: rt.protect("x", a, global_shape=(8, 6), start=(0.5, 0)), ckpt.InvalidArgumentError, "integers"),
+        (lambda: rt.protect("x", a, global_shape=(8, 6), start=(0, 0), joined=True), ckpt.InvalidArgumentError,
+         "joined"),
+        (lambda: rt.protect("x", np.zeros(()), joined=True), ckpt.InvalidArgumentError, "rows"),
+        (lambda: rt.protect("x", a, first_row=0), ckpt.InvalidArgumentError, "first_row"),
+        (lambda: rt.protect(3, a), ckpt.InvalidArgumentError, "str"),
+        (lambda: rt.protect("x y", a), ckpt.InvalidArgumentError, "x y"),
+    ]
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    cases.append((lambda: rt.protect("x", ro), ckpt.InvalidArgumentError, "read-only"))
+    for call, exc, words in cases:
+        with pytest.raises(exc, match=words):
+            call()
+    assert rt.regions == [], "no refusal leaves a region behind"
+    # Zero-size arrays: the library refuses a local array with no element (it could not be restored; its
+    # message says what to use), takes an empty box of a global array and a joined array with no row here.
+    with pytest.raises(ckpt.InvalidArgumentError, match="'empty': zero-size dimension.*Block"):
+        rt.protect("empty", np.zeros((0, 3)))
+    box = rt.protect("box", np.zeros((0 if rank % 2 else 2, 3)), global_shape=(2 * ((size + 1) // 2), 3),
+                     start=(2 * (rank // 2), 0))
+    rows = rt.protect("rows", np.full((0 if rank % 2 else 2, 3), rank + 1.0), joined=True)
+    agree(rt.checkpoint(1).wait(), "empty boxes and rows checkpointed")
+    # Restart reads the balanced split of the stored rows, whichever process wrote them.
+    total = 2 * ((size + 1) // 2)
+    jr = rt.joined_rows("rows")
+    agree(jr == (total, total * rank // size, total * (rank + 1) // size), f"joined_rows {jr}")
+    rows = rt.protect("rows", np.zeros((jr.end - jr.begin, 3)), joined=True)
+    agree(rt.restart(1) == 1 and box.size == (0 if rank % 2 else 6), "restored")
+    writer = [r for r in range(0, size, 2) for _ in range(2)]  # the rank that wrote each stored row
+    agree((rows == np.array(writer[jr.begin:jr.end], float)[:, None] + 1).all(), f"rows {rows.tolist()}")
+    rt.close()
+
+
+def test_device_arrays_through_fake_producers(scratch):
+    rt = runtime(scratch)
+    assert rt.device == "host", "the tests below treat fake device memory as host memory (a CPU build)"
+    host = np.arange(12, dtype=np.float64).reshape(3, 4) + 100 * rank
+    dl = FakeDLPackArray(host.copy(), device_id=0)
+    legacy = FakeDLPackArray(np.arange(5, dtype=np.int32) + rank, legacy=True)
+    managed = FakeDLPackArray(np.arange(6, dtype=np.uint16), device_type=KDL_CUDA_MANAGED)
+    pinned = FakeDLPackArray(np.arange(6, dtype=np.int8), device_type=KDL_CUDA_HOST)
+    cai = FakeCudaArray(np.arange(8, dtype=np.float32) * (rank + 1))
+    bf16 = FakeDLPackArray(np.arange(6, dtype=np.uint16) + 7, dl_dtype=(KDL_BFLOAT, 16))
+    fakes = {"dl": dl, "legacy": legacy, "managed": managed, "pinned": pinned, "cai": cai, "bf16": bf16}
+    for n, f in fakes.items():
+        if n == "dl":
+            rt.protect(n, f, global_shape=(3 * size, 4), start=(3 * rank, 0))
+        else:
+            rt.protect(n, f)
+    agree(dl.dlpack_calls[0] == {"stream": None, "max_version": (1, 0)}, f"__dlpack__ asked for DLPack 1.0: "
+                                                                        f"{dl.dlpack_calls}")
+    agree(len(legacy.dlpack_calls) == 2 and legacy.dlpack_calls[1]["max_version"] is None, "pre-1.0 fallback")
+    want = {n: f.host.copy() for n, f in fakes.items()}
+    rt.checkpoint(1).wait()
+    for f in fakes.values():
+        f.host[...] = 0
+    rt.restart(1)
+    for n, f in fakes.items():
+        agree(same_bytes(f.host, want[n]), f"device array {n!r} restored")
+    c = ckpt.open(os.path.join(scratch, "ckpt")).latest()
+    agree(c["bf16"].attrs["python.dtype"] == "bfloat16" and c["bf16"].read(rank=rank).shape == (6, 2),
+          "bfloat16 (no numpy type): stored as its bytes, the attribute naming it")
+    agree(same_bytes(c["dl"][3 * rank:3 * rank + 3], host), "the reader reads the device array's checkpoint")
+
+    # Refused: other device types, another device id, read-only exports, strides, memory the host cannot read.
+    refusals = [
+        (FakeDLPackArray(np.zeros(3), device_type=KDL_OPENCL), ckpt.UnavailableError, "OpenCL"),
+        (FakeDLPackArray(np.zeros(3), device_type=KDL_METAL), ckpt.UnavailableError, "Metal"),
+        (FakeDLPackArray(np.zeros(3), device_type=99), ckpt.UnavailableError, "device type 99"),
+        (FakeDLPackArray(np.zeros(3), device_id=1), ckpt.InvalidArgumentError, "cuda:1.*cuda:0"),
+        (FakeDLPackArray(np.zeros((4, 4))[:, ::2]), ckpt.InvalidArgumentError, "not C-contiguous"),
+        (FakeDLPackArray(np.zeros(3), dl_dtype=(2, 8)), ckpt.InvalidArgumentError, "not supported"),
+        (FakeCudaArray(np.zeros((4, 4)), strides=(8, 16)), ckpt.InvalidArgumentError, "not C-contiguous"),
+        (FakeCudaArray(np.zeros(3), read_only=True), ckpt.InvalidArgumentError, "read-only"),
+    ]
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    refusals.append((FakeDLPackArray(ro), ckpt.InvalidArgumentError, "read-only"))
+    page = Unreadable()
+    refusals.append((FakeDLPackArray(np.zeros(4), data_ptr=page.address), ckpt.UnavailableError,
+                     "host cannot read.*no GPU device"))
+    refusals.append((FakeCudaArray(np.zeros(4), data_ptr=page.address), ckpt.UnavailableError, "host cannot read"))
+    for fake, exc, words in refusals:
+        with pytest.raises(exc, match=words):
+            rt.protect("refused", fake)
+    page.close()
+    assert "refused" not in rt
+    # A ROCm array in a Runtime without a GPU device: host-readable, so taken like the CUDA fakes.
+    rt.protect("rocm", FakeDLPackArray(np.zeros(2), device_type=KDL_ROCM))
+    # Device id: the same device again is fine, after unprotecting the others another one is too.
+    rt.protect("dl_again", FakeDLPackArray(np.zeros(2), device_id=0))
+    for n in ("dl", "legacy", "managed", "bf16", "rocm", "dl_again"):
+        rt.unprotect(n)
+    rt.protect("other", FakeDLPackArray(np.zeros(2), device_id=3))
+    rt.close()
+
+
+def test_streams_handed_to_the_c_api(scratch, monkeypatch):
+    """checkpoint(stream=...) and restart(stream=...) hand the stream's handle to the C API; the host device
+    ignores it (only a GPU shows the ordering)."""
+    from ckpt import runtime as rtmod
+
+    seen = []
+    real = {n: getattr(rtmod.lib, n) for n in ("ckpt_checkpoint", "ckpt_restart_stream", "ckpt_restart_step_stream")}
+
+    def recorder(name, stream_at):
+        def call(*args):
+            s = args[stream_at]
+            seen.append((name, s.value if isinstance(s, ctypes.c_void_p) else s))
+            return real[name](*args)
+        return call
+
+    monkeypatch.setattr(rtmod.lib, "ckpt_checkpoint", recorder("ckpt_checkpoint", 2))
+    monkeypatch.setattr(rtmod.lib, "ckpt_restart_stream", recorder("ckpt_restart_stream", 1))
+    monkeypatch.setattr(rtmod.lib, "ckpt_restart_step_stream", recorder("ckpt_restart_step_stream", 2))
+    rt = runtime(scratch)
+    dev = FakeDLPackArray(np.arange(4.0) + rank)
+    rt.protect("dev", dev)
+    streams = [(None, None), (0, None), (0x1000, 0x1000), (Stream("cupy", 0x2000), 0x2000),
+               (Stream("torch", 0x3000), 0x3000), (Stream("numba", 0x4000), 0x4000),
+               (Stream("protocol", 0x5000), 0x5000), (ctypes.c_void_p(0x6000), 0x6000), (np.uint64(0x7000), 0x7000),
+               (Stream("cupy", 0), None)]
+    for step, (stream, handle) in enumerate(streams, 1):
+        seen.clear()
+        rt.checkpoint(step, stream=stream).wait()
+        rt.restart(step, stream=stream)
+        rt.restart(stream=stream)
+        want = [("ckpt_checkpoint", handle), ("ckpt_restart_step_stream", handle), ("ckpt_restart_stream", handle)]
+        agree(seen == want, f"stream {stream!r}: {seen} != {want}")
+    for bad in ("stream", 1.5, True, -1, object(), 1 << 64):
+        with pytest.raises(ckpt.InvalidArgumentError, match="stream"):
+            rt.checkpoint(99, stream=bad)
+        with pytest.raises(ckpt.InvalidArgumentError, match="stream"):
+            rt.restart(1, stream=bad)
+    agree(rt.latest() == len(streams), "the refused streams started no checkpoint")
+    rt.close()
+
+
+def test_processes_that_disagree(scratch):
+    a = np.full(4, float(rank))
+    with runtime(scratch) as rt:
+        rt.protect("a", a)
+        # Different steps: every process's ticket fails alike, nothing is committed.
+        if size > 1:
+            t = rt.checkpoint(10 + (rank == size - 1))
+            kind, msg = outcome(t.wait)
+            agree(kind == "InvalidArgumentError", f"steps that differ: {kind}: {msg}")
+            agree(rt.latest() is None, "nothing committed")
+        # One process's protect fails (a local call): it raises there only; fixed, the job goes on.
+        if rank == 1 % size:
+            with pytest.raises(ckpt.InvalidArgumentError):
+                rt.protect("b", np.zeros((4, 4))[:, ::2])
+        b = rt.protect("b", np.full(2, 1.0))
+        agree(rt.checkpoint(11).wait(), "a checkpoint after one process's refused protect")
+        # Boxes that do not tile the global array (two processes claim the same rows): refused alike.
+        g = rt.protect("g", np.zeros((2, 3)), global_shape=(2 * size, 3), start=(0, 0))
+        kind, msg = outcome(lambda: rt.checkpoint(12).wait())
+        agree(size == 1 or kind is not None, f"overlapping boxes: {kind}: {msg}")
+        rt.unprotect("g")
+        agree(rt.checkpoint(13).wait() and b[0] == 1.0 and g.shape == (2, 3), "usable afterwards")
+
+
+@pytest.mark.parametrize("differs", ["kind", "dtype", "global_shape"])
+def test_processes_that_register_a_name_differently(scratch, differs):
+    if size == 1:
+        pytest.skip("needs two processes to disagree")
+    rt = runtime(scratch)
+    first = rank == 0
+    if differs == "kind":  # a box of a global array on rank 0, a local array elsewhere
+        x = rt.protect("x", np.zeros(4), global_shape=(4 * size,), start=(4 * rank,)) if first else \
+            rt.protect("x", np.zeros(4))
+    elif differs == "dtype":
+        x = rt.protect("x", np.zeros(4, np.float64 if first else np.float32), global_shape=(4 * size,),
+                       start=(4 * rank,))
+    else:
+        x = rt.protect("x", np.zeros(4), global_shape=(4 * size + first,), start=(4 * rank,))
+    kind, msg = outcome(lambda: rt.checkpoint(1).wait())
+    agree(kind == "InvalidArgumentError" and "'x' is registered differently" in msg, f"{differs}: {kind}: {msg}")
+    agree(rt.latest() is None and x.size == 4, "nothing committed")
+    # close() reports the Runtime's first failure again, as ckpt_close does, and closes anyway.
+    kind, msg = outcome(rt.close)
+    agree(kind == "InvalidArgumentError" and rt.closed, f"close(): {kind}: {msg}")
+
+
+def test_context_manager_and_exceptions(scratch):
+    with runtime(scratch) as rt:
+        rt.protect("x", np.zeros(2))
+    agree(rt.closed, "closed at the end of the block")
+    # An exception leaves the Runtime open (close() is collective; the other processes may not come):
+    # here every process raised, so every process closes it by hand.
+    with pytest.raises(RuntimeError):
+        with runtime(scratch) as rt2:
+            raise RuntimeError("boom")
+    agree(not rt2.closed, "an exception does not close")
+    rt2.close()
+    agree(rt2.closed and repr(rt2).endswith("closed)"), repr(rt2))
