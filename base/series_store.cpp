@@ -387,7 +387,7 @@ class SeriesStore final : public Store {
 
   Status sync() override { return sync_filesystem(m_root); }
 
-  Status retain(int keep, std::int64_t just_committed) override {
+  Status retain(int keep, std::int64_t just_committed, std::int64_t durable) override {
     std::lock_guard<std::mutex> lk(m_mu);
     load();
     auto it = m_steps.find(just_committed);
@@ -401,6 +401,7 @@ class SeriesStore final : public Store {
       needed.insert(s->second.segment);
       ++kept;
     }
+    if (auto d = m_steps.find(durable); d != m_steps.end()) needed.insert(d->second.segment);
     // Whole segments go, older than the one appended to (a newer one may be being written already).
     Status first;
     std::vector<std::int64_t> gone;

@@ -433,7 +433,7 @@ class DirectoryStore final : public Store {
 
   Status sync() override { return sync_filesystem(m_root); }
 
-  Status retain(int keep, std::int64_t just_committed) override {
+  Status retain(int keep, std::int64_t just_committed, std::int64_t durable) override {
     Status first;
     auto note = [&](const Status& s) {
       if (!s.ok() && first.ok()) first = s;
@@ -457,6 +457,7 @@ class DirectoryStore final : public Store {
         if (load_index(e.step).ok()) ++kept;  // an incomplete one is not counted, and not removed yet
         continue;
       }
+      if (e.step == durable) continue;  // the newer ones may not be on disk yet
       const std::string doomed = path_of(e.step, EntryKind::doomed);
       note(remove_tree(doomed));
       if (::rename(e.path.c_str(), doomed.c_str()) != 0) {

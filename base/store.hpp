@@ -214,8 +214,11 @@ class Store {
   /// committed entries older than the last one kept are renamed to .del, then removed, so a crash never
   /// leaves a half-removed directory under a committed name. Incomplete entries newer than that are
   /// left alone and not counted. Leftover .del entries are removed, and so are .abandoned entries of
-  /// steps up to `just_committed` (the new timeline has reached them). Returns the first failure.
-  virtual Status retain(int keep, std::int64_t just_committed) = 0;
+  /// steps up to `just_committed` (the new timeline has reached them). `durable` (>= 0) is kept too,
+  /// whatever its age: the newest checkpoint known to be on disk while the newer ones may still be in
+  /// the page cache only (durable_every_ms), so that a power cut never leaves nothing. Returns the
+  /// first failure.
+  virtual Status retain(int keep, std::int64_t just_committed, std::int64_t durable = -1) = 0;
 };
 
 /// The directory layout: checkpoint `s` is the directory `root`/ckpt.<s> (docs/format.md).

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <utility>
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
@@ -25,6 +26,10 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
       m_transport_names += (m_transport_names.empty() ? "" : "+") + std::string(t->name());
     m_group_persistent.push_back(t->persistent());
     m_persistent = m_persistent || t->persistent();
+  }
+  if (m_rank == 0 && m_persistent && cfg.durable_every_ms > 0) {
+    const auto steps = store.committed_steps();  // newest first; an earlier run's close() synced them
+    if (!steps.empty()) m_durable_step = steps.front();
   }
   if (cfg.funneled) {
     m_funnel = std::make_shared<Funnel>(*this);
@@ -96,6 +101,7 @@ void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
   Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
   Status s = commit(job);
   const bool synced = periodic_sync(s.ok()) && s.ok();
+  if (m_retain_after >= 0) apply_retention(std::exchange(m_retain_after, -1));  // knows what the sync made durable
   span.end();
   {
     std::lock_guard<std::mutex> lk(job->ticket->mu);
@@ -211,8 +217,9 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
     if (!outcome.ok() && m_persistent) m_store.discard(job.tmp_dir);
   }
   outcome = bcast_status(m_commit_comm, outcome, 0);  // everybody learns the outcome
+  if (outcome.ok() && m_rank == 0) m_newest_committed = job.step;
   if (outcome.ok() && m_rank == 0 && m_persistent && m_cfg.keep > 0)
-    apply_retention(job.step);  // off the other ranks' path
+    m_retain_after = job.step;  // after the periodic sync, off the other ranks' path
   return outcome;
 }
 
@@ -427,6 +434,8 @@ bool Committer::sync_store(bool collective) {
   if (collective) s = agree(m_commit_comm, s);
   m_last_sync = Clock::now();
   m_unsynced = !s.ok();  // tried again a period later
+  // Every rank synced what it wrote: the newest commit is on disk, retention may pass older ones.
+  if (s.ok() && collective && m_newest_committed >= 0) m_durable_step = m_newest_committed;
   if (!s.ok() && m_cfg.verbose >= 1 && collective && m_rank == 0)
     std::fprintf(stderr, "ckpt: periodic sync: %s\n", s.to_string().c_str());
   if (!s.ok() && m_cfg.verbose >= 1 && !collective)
@@ -435,7 +444,8 @@ bool Committer::sync_store(bool collective) {
 }
 
 void Committer::apply_retention(std::int64_t just_committed) {
-  Status st = m_store.retain(m_cfg.keep, just_committed);
+  // With durable_every_ms the newest commits may be in the page cache only: the last synced one stays.
+  Status st = m_store.retain(m_cfg.keep, just_committed, m_cfg.durable_every_ms > 0 ? m_durable_step : -1);
   if (!st.ok() && m_cfg.verbose >= 1) std::fprintf(stderr, "ckpt: retention: %s\n", st.to_string().c_str());
 }
 

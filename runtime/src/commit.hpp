@@ -169,6 +169,11 @@ class Committer {
   std::function<void()> m_on_finished;
   Clock::time_point m_last_sync = Clock::now();  ///< commit thread: the last periodic sync
   bool m_unsynced = false;                       ///< commit thread: commits since then
+  std::int64_t m_newest_committed = -1;  ///< rank 0: the newest step committed by this run
+  std::int64_t m_retain_after = -1;      ///< rank 0: the step whose retention runs after the periodic sync
+  /// rank 0, durable_every_ms: the newest step known to be on disk (synced by this run, or the newest
+  /// one an earlier run left); retention keeps it while the newer ones are in the page cache only
+  std::int64_t m_durable_step = -1;
   std::thread m_thread;
   std::shared_ptr<Funnel> m_funnel;
 };

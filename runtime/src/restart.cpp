@@ -58,24 +58,9 @@ std::vector<Restorer::LocalCandidate> Restorer::local_candidates() {
       LocalCandidate c;
       c.step = st;
       auto holds = [&](int k) { return std::binary_search(have[k].begin(), have[k].end(), st); };
-      bool ok = true;
       for (int k = 0; k < n; ++k)
         if (!holds(k)) c.lost.push_back(k);
-      for (int k : c.lost) {
-        if (m_opts.redundancy == Redundancy::partner) {
-          // A lost node comes back from the partner copy on the next node, which must hold the step.
-          if (n < 2 || !holds((k + 1) % n)) ok = false;
-        } else if (m_opts.redundancy == Redundancy::xor_parity) {
-          // From the parity of its group: every other node of the group must hold the step.
-          const int group = xor_group_of(n, m_opts.xor_group, k);
-          for (int other = 0; other < n; ++other)
-            if (other != k && xor_group_of(n, m_opts.xor_group, other) == group && !holds(other)) ok = false;
-          if (n < 2) ok = false;
-        } else {
-          ok = false;
-        }
-      }
-      if (ok) cands.push_back(std::move(c));
+      if (c.lost.empty() || rebuildable(c.lost)) cands.push_back(std::move(c));
     }
     out.put<std::uint64_t>(cands.size());
     for (auto& c : cands) {
@@ -102,6 +87,40 @@ std::vector<Restorer::LocalCandidate> Restorer::local_candidates() {
     cands.push_back(std::move(c));
   }
   return cands;
+}
+
+bool Restorer::rebuildable(const std::vector<int>& lost) const {
+  const int n = m_layout.nodes();
+  auto is_lost = [&](int k) { return std::find(lost.begin(), lost.end(), k) != lost.end(); };
+  if (n < 2 || lost.empty()) return false;
+  for (int k : lost) {
+    if (m_opts.redundancy == Redundancy::partner) {
+      // A lost node comes back from the partner copy on the next node, which must hold the step.
+      if (is_lost((k + 1) % n)) return false;
+    } else if (m_opts.redundancy == Redundancy::xor_parity) {
+      // From the parity of its group: every other node of the group must hold the step.
+      const int group = xor_group_of(n, m_opts.xor_group, k);
+      for (int other = 0; other < n; ++other)
+        if (other != k && xor_group_of(n, m_opts.xor_group, other) == group && is_lost(other)) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<int> Restorer::damaged_nodes() {
+  std::vector<int> flags(static_cast<std::size_t>(m_size), 0);
+  int mine = m_mine.code() == Code::corrupt ? 1 : 0;
+  MPI_Allgather(&mine, 1, MPI_INT, flags.data(), 1, MPI_INT, m_app_comm);
+  std::vector<int> nodes;
+  for (int k = 0; k < m_layout.nodes(); ++k)
+    for (int r : m_layout.ranks[static_cast<std::size_t>(k)])
+      if (flags[static_cast<std::size_t>(r)] != 0) {
+        nodes.push_back(k);
+        break;
+      }
+  return nodes;
 }
 
 Status Restorer::rebuild(const LocalCandidate& c) {
@@ -251,7 +270,11 @@ Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Regio
 
 Result<JoinedRows> Restorer::joined_rows(std::int64_t step, const std::string& name, Capture& capture) {
   (void)capture.wait_all();  // the step asked for may be in flight
-  auto idx = read_index_collective(step, m_store);
+  // Wherever restart(step) looks: the node level first (every node holds the whole index; a step may
+  // never have been drained), then `dir`. Both reads are collective, so every rank takes the same path.
+  Result<StepIndex> idx = Status(Code::not_found, "no node-local level");
+  if (m_local != nullptr) idx = read_index_collective(step, *m_local);
+  if (!idx.ok()) idx = read_index_collective(step, m_store);
   if (!idx.ok()) return idx.status();
   const long vi = idx->index.find_var(name);
   if (vi < 0) return Status(Code::not_found, "variable '" + name + "' is not in checkpoint " + std::to_string(step));
@@ -385,10 +408,24 @@ Status Restorer::restart(std::int64_t step, void* stream, Registry& registry, Ca
   auto c = std::find_if(local.begin(), local.end(), [&](const LocalCandidate& x) { return x.step == step; });
   Status from_local;
   if (c != local.end()) {
-    if (!c->lost.empty()) from_local = rebuild(*c);
+    LocalCandidate want = *c;
+    if (!want.lost.empty()) from_local = rebuild(want);
     if (from_local.ok()) from_local = restart_from(step, stream, registry, *m_local);
+    if (from_local.code() == Code::corrupt && m_opts.redundancy != Redundancy::none) {
+      // A damaged file costs no step while its copy or parity is intact: the nodes whose files failed
+      // their checksums are rebuilt as if lost (their step is committed again), then read again.
+      for (int k : damaged_nodes())
+        if (std::find(want.lost.begin(), want.lost.end(), k) == want.lost.end()) want.lost.push_back(k);
+      if (want.lost.size() > c->lost.size() && rebuildable(want.lost)) {
+        if (m_opts.verbose >= 1 && m_rank == 0)
+          std::fprintf(stderr, "ckpt: restart: step %lld damaged on %zu node(s), rebuilding from %s\n",
+                       static_cast<long long>(step), want.lost.size() - c->lost.size(), redundancy_source());
+        from_local = rebuild(want);
+        if (from_local.ok()) from_local = restart_from(step, stream, registry, *m_local);
+      }
+    }
     if (from_local.ok()) {
-      m_level = c->lost.empty() ? "local" : m_opts.redundancy == Redundancy::partner ? "partner" : "xor";
+      m_level = want.lost.empty() ? "local" : m_opts.redundancy == Redundancy::partner ? "partner" : "xor";
       return from_local;
     }
   }
@@ -407,8 +444,12 @@ Status Restorer::restart(std::int64_t step, void* stream, Registry& registry, Ca
 Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store) {
   const char* level = &store == m_local ? "local" : "global";
   m_skipped.clear();
+  m_mine = Status::OK();
   auto found = read_index_collective(step, store);
-  if (!found.ok()) return found.status().with_context("restart from step " + std::to_string(step));
+  if (!found.ok()) {
+    if (m_rank == 0) m_mine = found.status();  // rank 0 read it (from its node's copy with levels)
+    return found.status().with_context("restart from step " + std::to_string(step));
+  }
   Result<Index> idx = std::move(found->index);
   const IndexLookup look(idx.value());
 
@@ -474,6 +515,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
     Status e = m_device.restore_end(stream);  // the application's stream waits for every copy
     if (local.ok()) local = e;
   }
+  m_mine = local;
   Status s = verified.ok() ? agree(m_app_comm, local) : verified;
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: restart from step %lld (%s level): %s\n", static_cast<long long>(step), level,

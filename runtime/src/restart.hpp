@@ -82,6 +82,12 @@ class Restorer {
   /// The node level's candidates, newest first; empty without a node level. Collective (node leaders
   /// list, rank 0 decides, every rank gets the answer).
   std::vector<LocalCandidate> local_candidates();
+  /// Whether the redundancy can bring back the nodes in `lost` when every other node holds the step:
+  /// partner: the next node of each is not lost; xor: no other node of each one's group is lost.
+  bool rebuildable(const std::vector<int>& lost) const;
+  /// The nodes where some rank's own reads of the last restart_from() found damaged data (corrupt).
+  /// Collective.
+  std::vector<int> damaged_nodes();
   /// Rebuilds the files of the nodes in `c.lost` over MPI (partner: theirs from the next node's partner
   /// copy, their partner copy from the previous node; xor: theirs and their parity from the rest of the
   /// group) and commits them there. Collective.
@@ -116,6 +122,7 @@ class Restorer {
   StagingPool& m_pool;
   Tracer* m_tracer;
   std::vector<std::string> m_skipped;  ///< optional regions the last restart(step) left untouched
+  Status m_mine;                       ///< this rank's own outcome of the last restart_from(), before agreement
 };
 
 }  // namespace ckpt::detail

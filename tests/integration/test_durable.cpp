@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <regex>
@@ -110,6 +112,52 @@ TEST(Durable, SyncedAfterThePeriodWithoutAnotherCommit) {
     EXPECT_GT(after_ms, 100.0) << "rank " << pid << ": not before the period is over";
     EXPECT_LT(after_ms, 600.0) << "rank " << pid << ": synced " << after_ms << " ms after the commit (period 200 ms)";
   }
+}
+
+/// The steps of the committed checkpoint directories in `dir` (ckpt.<step>), in increasing order.
+std::vector<long> committed_dirs(const std::string& dir) {
+  std::vector<long> steps;
+  const std::regex name("ckpt\\.([0-9]+)");
+  for (auto& e : std::filesystem::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string n = e.path().filename().string();
+    if (std::regex_match(n, m, name)) steps.push_back(std::stol(m[1].str()));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+/// Takes checkpoints `steps` with options `o`, `pause_ms` apart, waiting for each.
+void checkpoints(const Options& o, std::vector<int> steps, int pause_ms) {
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  std::vector<double> v(5000, 1.0 + world_rank());
+  ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+  for (int step : steps) {
+    ::usleep(static_cast<useconds_t>(pause_ms) * 1000);
+    ASSERT_TRUE(rt.checkpoint(step).wait().ok());
+  }
+  if (world_rank() == 0 && o.durable_every_ms > 1000) {
+    // Still inside the first period: nothing this run committed is synced. keep: 1 must not have
+    // removed the last checkpoint on disk (step 1, synced by the first run's commit) for step 4,
+    // which a power cut now would lose.
+    EXPECT_EQ(committed_dirs(o.dir), (std::vector<long>{1, 4}));
+  }
+  ASSERT_TRUE(rt.close().ok());
+}
+
+TEST(Durable, RetentionKeepsTheLastSyncedCheckpoint) {
+  Options o = Options::defaults();
+  o.dir = scratch_dir();
+  o.keep = 1;
+  checkpoints(o, {1}, 0);  // fsynced by its commit
+  o.durable_every_ms = 3600000;
+  checkpoints(o, {2, 3, 4}, 0);
+  // Synced from the first commit on (5 ms apart, period 1 ms): retention keeps one step again.
+  o.durable_every_ms = 1;
+  checkpoints(o, {5, 6, 7}, 5);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) EXPECT_EQ(committed_dirs(o.dir), (std::vector<long>{7}));
 }
 
 TEST(Durable, NeverWithoutFsync) {

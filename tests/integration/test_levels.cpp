@@ -178,6 +178,43 @@ TEST(Levels, DrainEveryTwo) {
   expect_restart(o, 4, "global");
 }
 
+TEST(Levels, JoinedRowsFindsAStepOnlyTheNodesHold) {
+  // drain_every 0: step 1 is in the node directories only; restart(1) restores it from there, so
+  // joined_rows(1) must size it from there too (it read `dir` only and said not_found).
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 0);
+  const std::uint64_t mine = 3 + static_cast<std::uint64_t>(world_rank()), total = 3 * 4 + 6;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    std::vector<double> rows(mine * 2, world_rank());
+    ASSERT_TRUE(rt.protect("rows", rows.data(), DType::f64, Joined{{mine, 2}, std::nullopt}).ok());
+    ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+    ASSERT_TRUE(rt.close().ok());
+  }
+  EXPECT_TRUE(committed(o.dir).empty());
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  auto jr = rt.joined_rows(1, "rows");
+  ASSERT_TRUE(jr.ok()) << jr.status().to_string();
+  EXPECT_EQ(jr->total, total);
+  const JoinedRows want = balanced_rows(total, world_rank(), world_size());
+  EXPECT_EQ(jr->begin, want.begin);
+  EXPECT_EQ(jr->end, want.end);
+  // Each rank takes back the rows it wrote: the node level holds only its own node's files, so the
+  // balanced split (rank 1's share holds rows rank 2 wrote on the other node) needs the drained copy.
+  const std::uint64_t first = 3 * static_cast<std::uint64_t>(world_rank()) +
+                              static_cast<std::uint64_t>(world_rank() * (world_rank() - 1) / 2);
+  std::vector<double> back(mine * 2, -1.0);
+  ASSERT_TRUE(rt.protect("rows", back.data(), DType::f64, Joined{{mine, 2}, first}).ok());
+  const Status st = rt.restart(1);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(rt.restart_level(), "local");
+  EXPECT_TRUE(all_true(std::all_of(back.begin(), back.end(), [](double x) { return x == world_rank(); })));
+}
+
 TEST(Levels, KeepGlobalRetainsTheDrainedLevelApart) {
   ASSERT_EQ(world_size(), 4);
   for (const auto& [keep, keep_global] : {std::pair<int, int>{2, 4}, {3, 1}}) {
@@ -479,6 +516,64 @@ TEST(Levels, XorDamagedParityFallsBackToDrained) {
   expect_restart(o, 3, "global");
   EXPECT_FALSE(exists(node_dir(root, 3) + "/ckpt.3"));
   EXPECT_FALSE(exists(node_dir(root, 3) + "/ckpt.3.tmp"));
+}
+
+/// Rank 0 flips one bit in the middle of `path` (inside a block's data), then every rank goes on.
+void damage(const std::string& path) {
+  if (world_rank() == 0) {
+    auto b = ckpt::detail::read_file(path, 1ull << 30);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    auto bytes = b.value();
+    bytes[bytes.size() / 2] ^= 0x10;
+    ASSERT_TRUE(ckpt::detail::write_file(path, bytes.data(), bytes.size(), false).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Levels, PartnerCopyRepairsADamagedFile) {
+  // One flipped bit in node 0's copy of rank 1's file, the partner copy on node 1 intact: restart()
+  // rebuilds node 0's step from it and restores the same step (it fell back a step before).
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  Options o = level_opts(root, 0, 3);
+  o.redundancy = Redundancy::partner;
+  write_steps(o, 1, 3);
+  const std::vector<std::string> names = {"data.0", "data.1", "index"};
+  const auto before = node_files(root, 0, names);
+  MPI_Barrier(MPI_COMM_WORLD);
+  damage(node_dir(root, 0) + "/ckpt.3/data.1");
+  expect_restart(o, 3, "partner");
+  EXPECT_EQ(node_files(root, 0, names), before) << "node 0's step 3 is repaired bit for bit";
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_restart(o, 3, "local");
+}
+
+TEST(Levels, XorParityRepairsADamagedFile) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = write_xor(root, 1, 4, 0);  // nothing drained: only the parity can repair step 3
+  const std::vector<std::string> names = {"data.2", "xor.2", "index"};
+  const auto before = node_files(root, 2, names);
+  MPI_Barrier(MPI_COMM_WORLD);
+  damage(node_dir(root, 2) + "/ckpt.3/data.2");
+  expect_restart(o, 3, "xor");
+  EXPECT_EQ(node_files(root, 2, names), before) << "node 2's step 3 is repaired bit for bit";
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Two damaged nodes of one group: the parity cannot repair both, restart falls back to step 2.
+  damage(node_dir(root, 0) + "/ckpt.3/data.0");
+  damage(node_dir(root, 1) + "/ckpt.3/data.1");
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State got(world_rank(), world_size()), expected(world_rank(), world_size());
+  expected.fill(2);
+  got.fill(-1);
+  ASSERT_TRUE(got.protect(rt).ok());
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 2);
+  EXPECT_EQ(r.warning().code(), Code::corrupt) << r.warning().to_string();
+  EXPECT_EQ(rt.restart_level(), "local");
+  EXPECT_TRUE(all_true(got == expected));
 }
 
 // 8 ranks as 4 nodes (levels_8 runs only these).

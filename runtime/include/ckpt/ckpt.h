@@ -22,8 +22,10 @@
  * ckpt_create is used, which is where the communicator is); ckpt_create_fortran() takes a Fortran
  * handle (MPI_Fint, an int in Open MPI and MPICH; MPI_Comm%MPI_VAL of mpi_f08).
  *
- * Threading as in ckpt.hpp: MPI initialised with MPI_THREAD_MULTIPLE; a runtime is used by one
- * application thread at a time; collective calls in the same order on every rank. Strings returned
+ * Threading as in ckpt.hpp: any MPI thread level (MPI_THREAD_MULTIPLE lets ckpt commit on threads
+ * of its own; below it the application thread commits in ckpt_checkpoint/ckpt_poll/ckpt_wait_all);
+ * a runtime is used by one application thread at a time; collective calls in the same order on
+ * every rank. Strings returned
  * by this API stay valid until the next call on the same runtime (ckpt_error_message) or on the
  * same thread (ckpt_last_error). */
 #ifndef CKPT_RUNTIME_CKPT_H

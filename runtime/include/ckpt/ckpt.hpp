@@ -8,9 +8,11 @@
 ///     ckpt::Ticket tk = rt.checkpoint(step);    // returns once the data is captured
 ///     ...compute...; tk.wait();                 // committed and durable
 ///
-/// Threading: a Runtime is used by one application thread at a time. It runs a flush thread and a
-/// commit thread of its own; the commit thread calls MPI on a private duplicate of the communicator,
-/// so MPI must be initialised with MPI_THREAD_MULTIPLE (the Runtime reports an error otherwise).
+/// Threading: a Runtime is used by one application thread at a time; collective calls come in the
+/// same order on every rank. Any MPI thread level works (option mpi_threads, docs/options.md): with
+/// MPI_THREAD_MULTIPLE ckpt's own threads call MPI on private duplicates of the communicator and
+/// commit in the background; below it (funneled) only the application thread calls MPI, and
+/// checkpoint(), poll() and wait_all() commit what every rank has written.
 /// No MPI, CUDA, HDF5 or Kokkos header is included here.
 #ifndef CKPT_RUNTIME_CKPT_HPP
 #define CKPT_RUNTIME_CKPT_HPP
