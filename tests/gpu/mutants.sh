@@ -30,7 +30,7 @@ table=(
   "app_waits_captured|gpu_cuda_device 1|Streams/CudaCanary.*/blocking_on_inflight1"
   "copy_waits_restore_after|gpu_cuda_device 1|Streams/BackToBack.*/blocking_off_inflight4"
   "host_waits_fence|gpu_cuda_device 1|Streams/CudaCanary.*/blocking_off_inflight1"
-  "restore_end_waits_copy|gpu_cuda_device 1|CudaRuntime.AnOptionalDeviceRegionIsInPlaceWhenRestartReturns"
+  "restore_end_waits_copy|gpu_cuda_device 1|CudaRuntime.ACheckpointRightAfterARestart*"
   "free_staging_waits_d2d|gpu_cuda_device 1|DoubleBuffer/FailedFence.*/3"
   "free_staging_waits_copy|gpu_cuda_device 1|DoubleBuffer/FailedFence.*/2"
   "drain_waits_d2d|gpu_cuda_device 1|DoubleBuffer/FailedFence.*/1"

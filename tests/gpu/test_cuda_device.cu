@@ -950,10 +950,10 @@ TEST(CudaRuntime, ACheckpointRightAfterARestartDoesNotOverwriteItsCopies) {
 }
 
 // An optional region is restored into host memory first and copied into place only once every rank
-// verified the step (issue 31, part 5): that H2D comes after the restart's drain of the bounce copies,
-// so only restore_end's wait puts it in place before restart() returns. The H2D takes 50 ms here; the
-// check right after restart() reads the device memory at once (the poison 0xff.. is still there
-// without the wait: the mutant restore_end_waits_copy).
+// verified the step (issue 31, part 5): that H2D is the restart's last copy, and it must have landed
+// when restart() returns. The H2D takes 50 ms here; the check right after restart() reads the device
+// memory at once. (The copy is from pageable memory, which CUDA - and the simulated device - complete
+// before cudaMemcpyAsync returns; the test keeps that promise if the shadow ever becomes pinned.)
 TEST(CudaRuntime, AnOptionalDeviceRegionIsInPlaceWhenRestartReturns) {
   ckpt::test::SimReset reset;
   ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 50'000);

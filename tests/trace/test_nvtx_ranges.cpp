@@ -203,14 +203,13 @@ TEST(NvtxRanges, InjectionSeesEveryPhaseOverlapAndAgreesWithTrace) {
   std::set<std::string> host_path = {"ckpt:checkpoint", "ckpt:capture", "ckpt:open",  "ckpt:digest", "ckpt:write",
                                      "ckpt:fsync",      "ckpt:commit",  "ckpt:wait", "ckpt:restart"};
   // With a GPU the Runtime's device is the GPU device even for host regions: it marks allocating its
-  // pinned staging, the restart's drain of its bounce copies and the end of a restart (no D2H, D2D or
-  // wait for one: nothing is on the device).
-  if (on_gpu_device) host_path.insert({"ckpt:pool_grow", "ckpt:drain", "ckpt:h2d_sync"});
+  // pinned staging and the end of a restart (no D2H, D2D or wait for one: nothing is on the device).
+  if (on_gpu_device) host_path.insert({"ckpt:pool_grow", "ckpt:h2d_sync"});
   EXPECT_EQ(names, host_path);
   // Those two are the device's, on the application thread, with no CKPT_TRACE span; the checks below
   // are the host path's.
   const auto device_range = [](const NvtxRange& r) {
-    return r.name == "ckpt:pool_grow" || r.name == "ckpt:drain" || r.name == "ckpt:h2d_sync";
+    return r.name == "ckpt:pool_grow" || r.name == "ckpt:h2d_sync";
   };
   for (const auto& r : ck)
     if (device_range(r)) {
