@@ -1,7 +1,11 @@
-# ckpt_tristate(NAME DOC): an AUTO/ON/OFF cache option. AUTO uses the dependency when found, ON
-# fails the configure when it is missing, OFF never looks for it.
+# ckpt_tristate(NAME DOC [DEFAULT]): an AUTO/ON/OFF cache option (AUTO unless DEFAULT says otherwise).
+# AUTO uses the dependency when found, ON fails the configure when it is missing, OFF never looks for it.
 function(ckpt_tristate name doc)
-  set(${name} AUTO CACHE STRING "${doc} (AUTO, ON, OFF)")
+  set(_default AUTO)
+  if(ARGC GREATER 2)
+    set(_default ${ARGV2})
+  endif()
+  set(${name} ${_default} CACHE STRING "${doc} (AUTO, ON, OFF)")
   set_property(CACHE ${name} PROPERTY STRINGS AUTO ON OFF)
   string(TOUPPER "${${name}}" _v)
   if(_v STREQUAL "TRUE" OR _v STREQUAL "YES" OR _v STREQUAL "1")

@@ -2,7 +2,9 @@
 // restart into device memory, optional device-side double buffering. Written against the CUDA runtime
 // API; gpu_runtime.hpp (the only header that includes cuda_runtime.h or hip_runtime_api.h) maps every
 // name to HIP in a HIP build, so this one file is the CUDA device (nvcc, CKPT_HAVE_CUDA) and the HIP
-// device (the host compiler against HIP's headers, CKPT_HAVE_HIP). How the streams and events fit
+// device (the host compiler against HIP's headers, CKPT_HAVE_HIP); in the tests' simulated build
+// (CKPT_HAVE_SIMGPU) the host compiler builds it, as it is, against gpu/sim's CPU runtime, and every
+// wait below is one that tests/gpu/mutants.sh removes in turn. How the streams and events fit
 // together is in docs/gpu.md; the decisions that need no GPU (stream checks, spare placement and
 // sizing, row batching) are in plan.hpp.
 //
@@ -18,17 +20,19 @@
 //              application's stream waits on it, so later kernels cannot overwrite data being copied
 //   m_spare_free  recorded on m_copy after the D2H copies out of the spare; the next capture's first
 //              D2D copy into the spare waits on it
-//   m_restore_after / m_restored  restart: recorded on the application's stream / on m_copy after the
-//              H2D copies
+//   m_restore_after  restart: recorded on the application's stream; m_copy waits on it before the H2D
+//              copies (restore_end then waits for m_copy on the host)
 //
 // Threads: the application thread makes the device (its current device is m_dev) and calls everything
 // but wait(); capture_begin/restore_begin check that its current device is still m_dev. ckpt's own
-// threads call bind_thread() once (cudaSetDevice(m_dev), never undone) before wait(): nothing here ever
-// "restores" a device on a thread that had none, which would create a context on GPU 0.
+// threads call bind_thread() once (cudaSetDevice(m_dev), never undone) before wait(), and a thread whose
+// binding failed never calls wait(): nothing here ever "restores" a device on a thread that had none,
+// which would create a context on GPU 0 (AppThreadDevice).
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -51,17 +55,19 @@ constexpr unsigned kFenceEventFlags = cudaEventDisableTiming | cudaEventBlocking
 
 bool is_host_kind(MemoryKind k) { return k == MemoryKind::host || k == MemoryKind::host_pinned; }
 
-/// The application thread's current device, switched to `dev` for a scope and switched back. Only for
-/// calls that may come at any time on an application thread (allocation, teardown); that thread has a
-/// current device of its own, so switching back creates nothing.
+/// The calling thread's current device switched to `dev` for a scope, and switched back only if the
+/// thread had one. For calls that may come at any time on a thread of the application (allocation,
+/// teardown), which need not be the one that made the device: on a thread that never chose a device,
+/// cudaGetDevice answers 0, and switching "back" to it would create a context on GPU 0 (issue 32); such
+/// a thread stays on `dev`, whose context exists.
 class AppThreadDevice {
  public:
   explicit AppThreadDevice(int dev) : m_dev(dev) {
-    m_status = CKPT_IMPL_CUDA_CHECK(cudaGetDevice(&m_prev));
+    m_status = CKPT_IMPL_CUDA_CHECK(gpu_thread_device(&m_prev));
     if (m_status.ok() && m_prev != m_dev) m_status = CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_dev));
   }
   ~AppThreadDevice() {
-    if (m_status.ok() && m_prev != m_dev) (void)CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_prev));
+    if (m_status.ok() && m_prev >= 0 && m_prev != m_dev) (void)CKPT_IMPL_CUDA_CHECK(cudaSetDevice(m_prev));
   }
   AppThreadDevice(const AppThreadDevice&) = delete;
   AppThreadDevice& operator=(const AppThreadDevice&) = delete;
@@ -69,7 +75,7 @@ class AppThreadDevice {
 
  private:
   int m_dev;
-  int m_prev = -1;
+  int m_prev = -1;  ///< -1: the thread had no current device
   Status m_status;
 };
 
@@ -111,8 +117,11 @@ class CudaDevice final : public Device {
   Status init() {
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_copy, cudaStreamNonBlocking)));
     gpu_name_stream(m_copy, "ckpt copy (D2H/H2D)");
-    for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after, &m_restored})
+    for (cudaEvent_t* e : {&m_start, &m_captured, &m_spare_free, &m_d2d_done, &m_restore_after})
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming)));
+    int pitch = 0;  // cudaMemcpy2DAsync refuses larger pitches (RowBatcher splits by it)
+    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, m_dev)));
+    m_max_pitch = static_cast<std::uint64_t>(pitch);
     using DB = CudaDeviceConfig::DoubleBuffer;
     if (m_config.double_buffer == DB::on && m_config.spare_bytes == 0)
       return Status(Code::invalid_argument, "double buffering 'on' needs a spare buffer size (gpu_spare_bytes > 0)");
@@ -151,7 +160,7 @@ class CudaDevice final : public Device {
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
     for (auto& p : m_pending) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(p.second));
     for (cudaEvent_t e : m_free_events) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(e));
-    for (cudaEvent_t e : {m_start, m_captured, m_spare_free, m_d2d_done, m_restore_after, m_restored})
+    for (cudaEvent_t e : {m_start, m_captured, m_spare_free, m_d2d_done, m_restore_after})
       if (e != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaEventDestroy(e));
     if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_d2d));
     if (m_copy != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamDestroy(m_copy));
@@ -199,8 +208,17 @@ class CudaDevice final : public Device {
       return Status(Code::io_error, "pinned staging (" + s.message() + ") and mmap of " + std::to_string(bytes) +
                                         " bytes both failed: " + std::strerror(errno));
     std::memset(p, 0, bytes);  // touch every page now, not during a capture
-    if (m_config.pin_staging && CKPT_IMPL_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable)).ok())
-      return remember(StagingBlock{p, bytes, true, true}, Staging::registered);
+    Status reg = m_config.pin_staging ? CKPT_IMPL_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterPortable))
+                                      : Status(Code::unavailable, "pinned staging disabled");
+    if (reg.ok()) return remember(StagingBlock{p, bytes, true, true}, Staging::registered);
+    if (m_config.say_fallbacks && !m_said_pageable) {  // once per device: every later piece is the same story
+      m_said_pageable = true;
+      std::fprintf(stderr,
+                   "ckpt: %s device %d: staging memory could not be pinned (%s; %s): %zu bytes of the staging pool "
+                   "are pageable, and device copies into them are synchronous and slower "
+                   "(CheckpointStats::staging_pinned_bytes < staging_bytes tells)\n",
+                   kGpuVendor, m_dev, s.message().c_str(), reg.message().c_str(), bytes);
+    }
     return remember(StagingBlock{p, bytes, ::mlock(p, bytes) == 0, false}, Staging::pageable);
   }
 
@@ -214,8 +232,12 @@ class CudaDevice final : public Device {
       how = it->second.how;
       m_staging.erase(it);
     }
-    // Only at pool teardown, after every copy landed; failures have nobody left to tell.
+    // At pool teardown or re-chunking, when no chunk is lent. A retired chunk (its fence was never
+    // waited on: the waiting thread could not be bound, or the fence failed) may still be the target of
+    // a copy: the streams drain first. Failures have nobody left to tell.
     AppThreadDevice cur(m_dev);
+    if (m_d2d != nullptr) (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_d2d));
+    (void)CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
     if (how == Staging::host_alloc) {
       (void)CKPT_IMPL_CUDA_CHECK(cudaFreeHost(b.ptr));
       return;
@@ -379,11 +401,14 @@ class CudaDevice final : public Device {
     return Status::OK();
   }
 
-  Status restore_end(void* stream) override {
+  std::uint64_t max_copy_pitch() const override { return m_max_pitch; }
+
+  Status restore_end(void*) override {
+    // The host waits for every H2D copy: restart() returns with the data in place and its bounce chunks
+    // free, and whatever the application enqueues afterwards runs after the copies. (The application's
+    // stream used to wait on an event after them too: with the host waiting, that wait could not
+    // matter, and no test could tell it was there.)
     NvtxRange r("ckpt:h2d_sync");
-    auto app = static_cast<cudaStream_t>(stream);
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_restored, m_copy)));
-    CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_restored, 0)));
     return CKPT_IMPL_CUDA_CHECK(cudaStreamSynchronize(m_copy));
   }
 
@@ -476,11 +501,12 @@ class CudaDevice final : public Device {
 
   const int m_dev;
   CudaDeviceConfig m_config;
+  std::uint64_t m_max_pitch = 0;  ///< cudaDevAttrMaxPitch
   cudaStream_t m_copy = nullptr;
   cudaStream_t m_d2d = nullptr;
   cudaStream_t m_app = nullptr;
   cudaEvent_t m_start = nullptr, m_captured = nullptr, m_spare_free = nullptr, m_d2d_done = nullptr,
-              m_restore_after = nullptr, m_restored = nullptr;
+              m_restore_after = nullptr;
 
   // Application thread only (capture and restart).
   bool m_capturing = false;
@@ -491,6 +517,7 @@ class CudaDevice final : public Device {
   void* m_spare = nullptr;
   std::size_t m_spare_bytes = 0;
   bool m_spare_async = false;
+  bool m_said_pageable = false;  ///< the pageable fall-back was said (alloc_staging: application thread)
   DoubleBufferPlan m_plan;
   SpareSizer m_sizer;
   std::vector<SpareCopy> m_d2h;

@@ -1,7 +1,8 @@
 /// \file device.hpp
 /// The seam between the pipeline and memory (internal). One implementation per memory system: the host
 /// device (always built, a full peer) and the GPU device (cuda_device.cu: the CUDA device when
-/// CKPT_HAVE_CUDA, the HIP device, from the same source, when CKPT_HAVE_HIP).
+/// CKPT_HAVE_CUDA, the HIP device, from the same source, when CKPT_HAVE_HIP, and the simulated device
+/// of the tests when CKPT_HAVE_SIMGPU).
 #ifndef CKPT_GPU_DEVICE_HPP
 #define CKPT_GPU_DEVICE_HPP
 
@@ -72,6 +73,9 @@ class Device {
   /// Enqueues `c` (offsets relative to dst_base / src_base) from host memory into application memory of
   /// kind `dst_kind`. Host memory is written at once; device memory when a later fence() is reached.
   virtual Status copy_to_device(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind dst_kind) = 0;
+  /// The largest pitch (distance between rows) of one strided copy into device memory (copy_to_device
+  /// with height > 1); rows further apart must be copied one by one (RowBatcher's cap).
+  virtual std::uint64_t max_copy_pitch() const = 0;
   /// A plain copy of `n` bytes (copy_to_device of one row).
   Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind dst_kind) {
     return copy_to_device(dst, src, Copy2D{0, 0, n, 1, n, n}, dst_kind);
@@ -95,6 +99,9 @@ struct CudaDeviceConfig {
   DoubleBuffer double_buffer = DoubleBuffer::off;
   std::size_t spare_bytes = 0;  ///< `on`: size of the spare; `automatic`: its cap (0: device memory / 16)
   bool pin_staging = true;      ///< false: pageable staging memory (tests the fall-back; copies synchronous)
+  /// Say on stderr, once, when staging memory could not be pinned (the Runtime: on rank 0, and on every
+  /// rank with verbose); it also shows in CheckpointStats::staging_pinned_bytes.
+  bool say_fallbacks = false;
 };
 
 /// Performs `c` with memcpy (host memory on both sides).

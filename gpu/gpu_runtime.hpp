@@ -1,7 +1,8 @@
 /// \file gpu_runtime.hpp
 /// The GPU vendor seam (private to gpu/ and the GPU tests): one header that makes the CUDA runtime API
-/// names ckpt uses mean the CUDA runtime (CKPT_HAVE_CUDA) or the HIP runtime (CKPT_HAVE_HIP), so that
-/// gpu/cuda_device.cu is the one device implementation of both vendors. ckpt's source keeps the CUDA
+/// names ckpt uses mean the CUDA runtime (CKPT_HAVE_CUDA), the HIP runtime (CKPT_HAVE_HIP) or the
+/// simulated device, a CPU runtime for tests (CKPT_HAVE_SIMGPU, gpu/sim/sim_runtime.hpp), so that
+/// gpu/cuda_device.cu is the one device implementation of all three. ckpt's source keeps the CUDA
 /// spelling; under HIP each name below is one `#define` to its HIP twin (the approach of hipify's
 /// runtime headers and of llama.cpp's vendors/hip.h). Only the names ckpt's library uses are mapped:
 /// a new CUDA call in cuda_device.cu fails to compile in the HIP build until it is added here, where
@@ -11,9 +12,13 @@
 /// differences is in docs/gpu.md):
 ///   - gpu_memory_type(): cudaPointerAttributes::type vs hipPointerAttribute_t::memoryType/isManaged;
 ///   - gpu_is_default_stream(): CUDA has the legacy and per-thread handles, HIP nullptr and per-thread;
-///   - gpu_stream_device(): cudaStreamGetDevice; HIP has hipStreamGetDevice only from ROCm 5.x on
-///     (checked at configure time: CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) -- without it a stream of
-///     another device cannot be detected and the stream is taken to be on the current device;
+///   - gpu_stream_device(): cudaStreamGetDevice, which came with CUDA 12.8 (runtime and driver); HIP has
+///     hipStreamGetDevice only from ROCm 5.x on (checked at configure time:
+///     CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) -- without it (an older toolkit or driver, or
+///     CKPT_IMPL_NO_STREAM_GET_DEVICE) a stream of another device cannot be detected and the stream is
+///     taken to be on the current device;
+///   - gpu_thread_device(): whether the calling thread has a current device at all (CUDA: a current
+///     context, cuCtxGetCurrent through the runtime's driver entry point);
 ///   - gpu_name_stream(): NVTX names CUDA streams; roctx cannot name streams (no-op on HIP);
 ///   - the sticky and "no GPU" error lists (cuda_check.hpp).
 ///
@@ -25,8 +30,8 @@
 
 #include "ckpt/config.hpp"
 
-#if CKPT_HAVE_HIP && CKPT_HAVE_CUDA
-#error "ckpt builds one GPU vendor at a time (CKPT_ENABLE_CUDA and CKPT_ENABLE_HIP)"
+#if CKPT_HAVE_HIP + CKPT_HAVE_CUDA + CKPT_HAVE_SIMGPU > 1
+#error "ckpt builds one GPU vendor at a time (CKPT_ENABLE_CUDA, CKPT_ENABLE_HIP, CKPT_ENABLE_SIMGPU)"
 #endif
 
 #if CKPT_HAVE_HIP
@@ -47,6 +52,7 @@
 #define cudaEventDisableTiming hipEventDisableTiming
 #define cudaEventBlockingSync hipEventBlockingSync
 #define cudaDevAttrMemoryPoolsSupported hipDeviceAttributeMemoryPoolsSupported
+#define cudaDevAttrMaxPitch hipDeviceAttributeMaxPitch
 #define cudaMemcpyHostToDevice hipMemcpyHostToDevice
 #define cudaMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define cudaMemcpyDeviceToDevice hipMemcpyDeviceToDevice
@@ -95,10 +101,27 @@
 #define cudaMemcpyAsync hipMemcpyAsync
 #define cudaMemcpy2DAsync hipMemcpy2DAsync
 
+#elif CKPT_HAVE_SIMGPU
+#include "gpu/sim/sim_runtime.hpp"  // the CUDA names themselves, on the CPU
+// The mutation check (tests/gpu/mutants.sh): each wait of the device goes through the simulated
+// device, which removes the one the environment variable SIMGPU_MUTANT names (none when unset).
+#define cudaStreamWaitEvent(...)                                                                      \
+  (::ckpt::simgpu::mutant_skips(__PRETTY_FUNCTION__, "cudaStreamWaitEvent(" #__VA_ARGS__ ")") ? cudaSuccess \
+                                                                                          : ::cudaStreamWaitEvent(__VA_ARGS__))
+#define cudaEventSynchronize(...)                                                                      \
+  (::ckpt::simgpu::mutant_skips(__PRETTY_FUNCTION__, "cudaEventSynchronize(" #__VA_ARGS__ ")") ? cudaSuccess \
+                                                                                           : ::cudaEventSynchronize(__VA_ARGS__))
+#define cudaStreamSynchronize(...)                                                                      \
+  (::ckpt::simgpu::mutant_skips(__PRETTY_FUNCTION__, "cudaStreamSynchronize(" #__VA_ARGS__ ")") ? cudaSuccess \
+                                                                                            : ::cudaStreamSynchronize(__VA_ARGS__))
+
 #else  // CUDA
 #include <cuda_runtime.h>
 #if CKPT_HAVE_NVTX
 #include <nvtx3/nvToolsExtCudaRt.h>
+#endif
+#if CUDART_VERSION < 12000
+#error "ckpt's CUDA device needs CUDA 12.0 or newer (docs/gpu.md)"
 #endif
 #endif
 
@@ -107,6 +130,9 @@ namespace ckpt::detail {
 #if CKPT_HAVE_HIP
 inline constexpr const char* kGpuVendor = "HIP";      ///< for messages: "HIP device 0"
 inline constexpr const char* kGpuDeviceName = "hip";  ///< Device::name()
+#elif CKPT_HAVE_SIMGPU
+inline constexpr const char* kGpuVendor = "simulated CUDA";
+inline constexpr const char* kGpuDeviceName = "simgpu";
 #else
 inline constexpr const char* kGpuVendor = "CUDA";
 inline constexpr const char* kGpuDeviceName = "cuda";
@@ -149,16 +175,62 @@ inline bool gpu_is_default_stream(cudaStream_t s) {
 #endif
 }
 
-/// The device `s` was created on. HIP without hipStreamGetDevice: the calling thread's current device
-/// (the check that the stream belongs to the Runtime's device then cannot fail; see the file comment).
-inline cudaError_t gpu_stream_device(cudaStream_t s, int* device) {
-#if CKPT_HAVE_HIP && !defined(CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE)
-  (void)s;
-  return hipGetDevice(device);
-#elif CKPT_HAVE_HIP
-  return hipStreamGetDevice(s, device);
+/// Whether gpu_stream_device() asks the stream's device (false: the fallback below, which cannot tell a
+/// stream of another device).
+#if (CKPT_HAVE_HIP && defined(CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) || !CKPT_HAVE_HIP && CUDART_VERSION >= 12080) && \
+    !defined(CKPT_IMPL_NO_STREAM_GET_DEVICE)
+inline constexpr bool kGpuAsksStreamDevice = true;
 #else
-  return cudaStreamGetDevice(s, device);
+inline constexpr bool kGpuAsksStreamDevice = false;
+#endif
+
+/// The device `s` was created on. Without cudaStreamGetDevice (HIP without hipStreamGetDevice, a CUDA
+/// toolkit before 12.8, a driver older than the toolkit, or CKPT_IMPL_NO_STREAM_GET_DEVICE): the calling
+/// thread's current device, so the check that the stream belongs to the Runtime's device cannot fail
+/// (see the file comment).
+inline cudaError_t gpu_stream_device(cudaStream_t s, int* device) {
+#if CKPT_HAVE_HIP && defined(CKPT_IMPL_HIP_HAS_STREAM_GET_DEVICE) && !defined(CKPT_IMPL_NO_STREAM_GET_DEVICE)
+  return hipStreamGetDevice(s, device);
+#elif !CKPT_HAVE_HIP && CUDART_VERSION >= 12080 && !defined(CKPT_IMPL_NO_STREAM_GET_DEVICE)
+  // A runtime of 12.8+ on an older driver refuses the call: that is not a failure of the checkpoint.
+  const cudaError_t pending = cudaPeekAtLastError();
+  const cudaError_t e = cudaStreamGetDevice(s, device);
+  if (e != cudaErrorCallRequiresNewerDriver && e != cudaErrorNotSupported) return e;
+  if (pending == cudaSuccess) (void)cudaGetLastError();  // ours: not the application's next error
+  return cudaGetDevice(device);  // a driver older than 12.8 under a 12.8+ runtime: not checked
+#else
+  (void)s;
+  return cudaGetDevice(device);
+#endif
+}
+
+/// The calling thread's current device, or -1 when the thread has none yet. CUDA makes device 0 current
+/// (creating its context) at the first call that needs a context, and cudaGetDevice answers 0 on such a
+/// thread too: only the driver's cuCtxGetCurrent tells "none". HIP starts every device at hipInit, so
+/// there a device switch creates nothing and the answer is hipGetDevice's.
+inline cudaError_t gpu_thread_device(int* device) {
+#if CKPT_HAVE_HIP
+  return hipGetDevice(device);
+#else
+  using CtxGetCurrent = int (*)(void**);  // CUresult cuCtxGetCurrent(CUcontext*), without cuda.h
+  static const CtxGetCurrent get_current = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t pending = cudaPeekAtLastError();
+#if CUDART_VERSION >= 12050
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found);
+#else
+    const cudaError_t e = cudaGetDriverEntryPoint("cuCtxGetCurrent", &fn, cudaEnableDefault, &found);
+#endif
+    if (e != cudaSuccess && pending == cudaSuccess) (void)cudaGetLastError();
+    return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<CtxGetCurrent>(fn) : nullptr;
+  }();
+  void* ctx = nullptr;
+  if (get_current != nullptr && get_current(&ctx) == 0 && ctx == nullptr) {
+    *device = -1;
+    return cudaSuccess;
+  }
+  return cudaGetDevice(device);  // a context is current (or the driver could not say): its device
 #endif
 }
 

@@ -54,6 +54,7 @@ class HostDevice final : public Device {
     return Status::OK();
   }
   Status restore_end(void*) override { return Status::OK(); }
+  std::uint64_t max_copy_pitch() const override { return UINT64_MAX; }  // memcpy per row
 
  private:
   Fence m_fence = 0;

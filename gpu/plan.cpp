@@ -14,6 +14,15 @@ Status check_app_stream(int device, void* stream, StreamProbe& probe, const char
                                                  std::to_string(cur.value()) + " but the Runtime was made on device " +
                                                  std::to_string(device) + "; call cudaSetDevice(" +
                                                  std::to_string(device) + ") before " + what + "()");
+  // Whether the stream is being captured first: any other question about a stream in a capture may be
+  // refused (and spoil the capture) where this one is always allowed.
+  auto cap = probe.is_capturing(stream);
+  if (!cap.ok()) return cap.status();
+  if (cap.value())
+    return Status(Code::failed_precondition,
+                  std::string(what) +
+                      ": the stream is being captured into a CUDA graph; ckpt's copies would become graph nodes "
+                      "that run only when the graph is launched. Call it outside the capture");
   if (!probe.is_default_stream(stream)) {
     auto sd = probe.stream_device(stream);
     if (!sd.ok()) return sd.status();
@@ -22,13 +31,6 @@ Status check_app_stream(int device, void* stream, StreamProbe& probe, const char
                                                    std::to_string(sd.value()) + ", the Runtime to device " +
                                                    std::to_string(device));
   }
-  auto cap = probe.is_capturing(stream);
-  if (!cap.ok()) return cap.status();
-  if (cap.value())
-    return Status(Code::failed_precondition,
-                  std::string(what) +
-                      ": the stream is being captured into a CUDA graph; ckpt's copies would become graph nodes "
-                      "that run only when the graph is launched. Call it outside the capture");
   return Status::OK();
 }
 
@@ -71,7 +73,8 @@ Status RowBatcher::add(std::uint64_t dst, std::uint64_t src, std::uint64_t n) {
       c.width += n;  // contiguous on both sides: one longer copy
       return Status::OK();
     }
-    if (n == c.width && c.height == 1 && dst > c.dst && src > c.src && dst - c.dst >= n && src - c.src >= n) {
+    if (n == c.width && c.height == 1 && dst > c.dst && src > c.src && dst - c.dst >= n && src - c.src >= n &&
+        dst - c.dst <= m_max_pitch && src - c.src <= m_max_pitch) {
       c.dpitch = dst - c.dst;
       c.spitch = src - c.src;
       c.height = 2;

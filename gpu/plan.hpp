@@ -34,9 +34,10 @@ class StreamProbe {
 /// Checks that `stream` can order work of the Runtime's device `device` (capture and restart), in this
 /// order, stopping at the first failure: (1) the calling thread's current device is `device` (nullptr
 /// means that device's default stream, and the default stream of another device would never be
-/// ordered); (2) an explicit stream belongs to `device`; (3) the stream is not being captured into a
-/// graph (copies would become graph nodes that never run). Failures are failed_precondition with what
-/// to do; probe errors are returned as they are. `what` names the call ("checkpoint", "restart").
+/// ordered); (2) the stream is not being captured into a graph (copies would become graph nodes that
+/// never run; asked before anything else about the stream, which a capture may refuse); (3) an
+/// explicit stream belongs to `device`. Failures are failed_precondition with what to do; probe errors
+/// are returned as they are. `what` names the call ("checkpoint", "restart").
 Status check_app_stream(int device, void* stream, StreamProbe& probe, const char* what);
 
 /// Where one device copy of a double-buffered capture goes.
@@ -96,10 +97,13 @@ struct Copy2D {
 
 /// Batches restart rows into as few copies as possible (application thread): consecutive rows of equal
 /// width at constant source and destination strides become one Copy2D (cudaMemcpy2DAsync), rows that
-/// are contiguous on both sides one plain copy. `emit` receives each batch; flush() emits the last.
+/// are contiguous on both sides one plain copy. A 2D copy's pitches stay within `max_pitch` (the
+/// device's limit, Device::max_copy_pitch(): cudaMemcpy2DAsync refuses larger ones): rows further apart
+/// are copies of their own. `emit` receives each batch; flush() emits the last.
 class RowBatcher {
  public:
-  explicit RowBatcher(std::function<Status(const Copy2D&)> emit) : m_emit(std::move(emit)) {}
+  explicit RowBatcher(std::function<Status(const Copy2D&)> emit, std::uint64_t max_pitch = UINT64_MAX)
+      : m_emit(std::move(emit)), m_max_pitch(max_pitch) {}
   /// Adds a row of `n` > 0 bytes from src to dst.
   Status add(std::uint64_t dst, std::uint64_t src, std::uint64_t n);
   Status flush();
@@ -108,6 +112,7 @@ class RowBatcher {
 
  private:
   std::function<Status(const Copy2D&)> m_emit;
+  std::uint64_t m_max_pitch;
   Copy2D m_cur;
   bool m_open = false;
   std::size_t m_emitted = 0;

@@ -14,9 +14,10 @@
 //
 // Output: CSV rows (device,ranks,metric,mode,bytes,value,unit,bound,ratio,goal,pass) on stdout or into
 // --csv FILE (rank 0); perf/gpu/table.py turns them into the markdown table of docs/performance.md.
+// Built on the simulated device too (perf/gpu/run.sh --sim): its figures are memcpy's on this machine,
+// not a GPU's; that run only shows that every step of the benchmark works.
 //
 //   gpu_bench [--sizes 1,4,16] [--dir DIR] [--csv FILE] [--quick] [--only peak,capture,overlap,restart,shared]
-#include <cuda_runtime.h>
 #include <mpi.h>
 
 #include <cstdio>
@@ -26,6 +27,11 @@
 #include <vector>
 
 #include "ckpt/ckpt.hpp"
+#include "ckpt/config.hpp"
+#if !CKPT_HAVE_SIMGPU
+#include <cuda_runtime.h>
+#endif
+#include "gpu/sim/launch.hpp"  // CKPT_LAUNCH; the simulated device's runtime in that build
 #include "perf/bench_util.hpp"
 
 namespace {
@@ -142,7 +148,7 @@ void bench_capture(const Args& a, const Peaks& pk, cudaStream_t s) {
     const std::size_t n = bytes / sizeof(double);
     double* dev = nullptr;
     BENCH_CUDA(cudaMalloc(&dev, bytes));
-    init<<<1024, 256, 0, s>>>(dev, n, 1.0);
+    CKPT_LAUNCH(init, 1024, 256, s)(dev, n, 1.0);
     for (const char* mode : {"off", "on", "auto"}) {
       ckpt::Options o = base_options(a, "null");
       o.gpu_double_buffer = *ckpt::parse_double_buffer(mode);
@@ -193,14 +199,14 @@ void bench_overlap(const Args& a, cudaStream_t s) {
   BENCH_CUDA(cudaMalloc(&x, n * sizeof(double)));
   BENCH_CUDA(cudaMalloc(&y, n * sizeof(double)));
   BENCH_CUDA(cudaMalloc(&z, n * sizeof(double)));
-  init<<<1024, 256, 0, s>>>(y, n, 1.0);
-  init<<<1024, 256, 0, s>>>(z, n, 2.0);
+  CKPT_LAUNCH(init, 1024, 256, s)(y, n, 1.0);
+  CKPT_LAUNCH(init, 1024, 256, s)(z, n, 2.0);
   auto loop = [&](ckpt::Runtime* rt) {
     MPI_Barrier(MPI_COMM_WORLD);
     BENCH_CUDA(cudaStreamSynchronize(s));
     const auto t0 = Clock::now();
     for (int i = 1; i <= iters; ++i) {
-      triad<<<1024, 256, 0, s>>>(x, y, z, 0.5, n);
+      CKPT_LAUNCH(triad, 1024, 256, s)(x, y, z, 0.5, n);
       if (rt != nullptr && i % every == 0) (void)rt->checkpoint(i, s);
     }
     BENCH_CUDA(cudaStreamSynchronize(s));
@@ -227,7 +233,7 @@ void bench_restart(const Args& a, const Peaks& pk, cudaStream_t s) {
   const std::size_t n = bytes / sizeof(double);
   double* dev = nullptr;
   BENCH_CUDA(cudaMalloc(&dev, bytes));
-  init<<<1024, 256, 0, s>>>(dev, n, 3.0);
+  CKPT_LAUNCH(init, 1024, 256, s)(dev, n, 3.0);
   ckpt::Runtime rt(MPI_COMM_WORLD, base_options(a, "posix"));
   (void)rt.protect("x", dev, ckpt::DType::f64, {n});
   ckpt::Status st = rt.checkpoint(1, s).wait();
@@ -250,7 +256,7 @@ void bench_shared(const Args& a, const Peaks& pk, cudaStream_t s) {
   const std::size_t n = bytes / sizeof(double);
   double* dev = nullptr;
   BENCH_CUDA(cudaMalloc(&dev, bytes));
-  init<<<1024, 256, 0, s>>>(dev, n, 4.0);
+  CKPT_LAUNCH(init, 1024, 256, s)(dev, n, 4.0);
   ckpt::Runtime rt(MPI_COMM_WORLD, base_options(a, "null"));
   (void)rt.protect("x", dev, ckpt::DType::f64, {n});
   (void)rt.checkpoint(0, s).wait();

@@ -131,7 +131,7 @@ void FlushPipeline::digest_loop() {
   WorkItem item;
   while (m_flush_q.pop(item)) {
     if (!bound.ok() && item.error.ok()) item.error = bound.with_context("binding the flush thread to the device");
-    digest_item(item);
+    digest_item(item, bound);
     m_write_q.push(std::move(item));
     item = WorkItem();
   }
@@ -145,11 +145,12 @@ void FlushPipeline::write_loop() {
   }
 }
 
-void FlushPipeline::digest_item(WorkItem& item) {
+void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
   if (item.chunk == nullptr) return;
   // Always, also after an error: the chunk goes back to the pool after this, and a copy still in
-  // flight would land in the next checkpoint's data.
-  Status s = m_device.wait(item.fence);
+  // flight would land in the next checkpoint's data. An unbound thread does not wait (its device call
+  // would create a context on GPU 0): the chunk is retired instead.
+  Status s = bound.ok() ? m_device.wait(item.fence) : bound;
   if (!s.ok()) item.keep_chunk = true;
   if (!item.error.ok()) return;
   Job& j = *item.job;

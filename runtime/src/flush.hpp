@@ -99,7 +99,8 @@ class FlushPipeline {
  private:
   void digest_loop();
   void write_loop();
-  void digest_item(WorkItem& item);
+  /// `bound`: the digest thread's device binding; without it the item's chunk is retired unwaited.
+  void digest_item(WorkItem& item, const Status& bound);
   void write_item(WorkItem& item);
   /// Finishes (or aborts, after an error) the writers of segments that end at or before `offset`.
   void close_segments(Job& j, std::uint64_t offset, bool all);

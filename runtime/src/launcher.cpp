@@ -12,10 +12,10 @@ namespace ckpt::detail {
 Launcher::Launcher(MPI_Comm comm, int max_in_flight, ThreadPolicy threads, Device& device, FlushPipeline& flush,
                    StagingPool& pool)
     : m_comm(comm), m_max_in_flight(max_in_flight), m_device(device), m_flush(flush), m_pool(pool) {
+  m_reclaimer = std::thread([this, threads] { reclaim_loop(threads); });
   m_thread = std::thread([this, threads = std::move(threads)] {
     start_ckpt_thread("ckpt launch", "ckpt launch", threads);
     set_sleeping_waits(true);
-    m_bound = m_device.bind_thread();
     loop();
   });
 }
@@ -29,25 +29,38 @@ void Launcher::close() {
   }
   m_cv.notify_all();
   if (m_thread.joinable()) m_thread.join();
-  std::lock_guard<std::mutex> lk(m_mu);
-  if (m_waiting) {
-    drop(*m_waiting);
-    m_waiting.reset();
+  {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_waiting) {
+      drop(*m_waiting);
+      m_waiting.reset();
+    }
   }
+  m_reclaim.close();  // the reclaim thread ends once every dropped chunk is back
+  if (m_reclaimer.joinable()) m_reclaimer.join();
   free_comm(m_comm);
 }
 
-void Launcher::drop(PendingCapture& p) {
-  // The copies into the chunks must have landed before a chunk goes back (a device copy may still be
-  // in flight); a chunk whose fence cannot be waited on is retired.
-  for (WorkItem& item : p.items) {
-    if (item.chunk == nullptr) continue;
-    if (item.keep_chunk || !m_device.wait(item.fence).ok())
+void Launcher::reclaim_loop(const ThreadPolicy& threads) {
+  start_ckpt_thread("ckpt reclaim", "ckpt reclaim", threads);
+  const Status bound = m_device.bind_thread();
+  WorkItem item;
+  while (m_reclaim.pop(item)) {
+    // A chunk goes back once the copy into it landed; one whose landing cannot be confirmed is retired
+    // (also when this thread could not be bound: its wait would create a context on GPU 0).
+    if (item.keep_chunk || !bound.ok() || !m_device.wait(item.fence).ok())
       m_pool.retire(item.chunk);
     else
       m_pool.release(item.chunk);
-    item.chunk = nullptr;
+    item = WorkItem();
   }
+}
+
+void Launcher::drop(PendingCapture& p) {
+  // The copies into the chunks may still be in flight: waiting for them here, on the application
+  // thread (supersede_waiting, submit) under m_mu, cost a whole D2H per superseded capture.
+  for (WorkItem& item : p.items)
+    if (item.chunk != nullptr) m_reclaim.push(std::move(item));
   p.items.clear();
   p.job->ticket->finish(Status(Code::superseded, "checkpoint " + std::to_string(p.job->step) +
                                                      " was superseded by a newer one before it was flushed"));
@@ -69,9 +82,6 @@ void Launcher::launch(PendingCapture& p) {
     m_app_cv.notify_all();
     return;
   }
-  // The launcher's device binding failed: the job fails in the flush threads, on every rank's commit.
-  if (!m_bound.ok() && !p.items.empty() && p.items.front().error.ok())
-    p.items.front().error = m_bound.with_context("binding the launcher thread to the device");
   m_flush.push_all(std::move(p.items));
 }
 

@@ -35,13 +35,16 @@ struct PendingCapture {
 /// launcher thread, whenever fewer than max_in_flight checkpoints are in flight, agrees with the other
 /// ranks (MPI_Allreduce on a communicator of its own) on one sequence number that every rank has
 /// captured, and hands that capture to the flush threads; every older capture ends `superseded`.
+/// A superseded capture's chunks go back to the pool from a thread of their own (the reclaim thread,
+/// bound to the device), once the copies into them landed: neither the application thread nor the
+/// launcher thread ever waits for a D2H.
 /// Every rank launches the same checkpoints in the same order, whatever the timing of its threads:
 /// a rank proposes its newest capture; when the proposals differ, ranks behind drop theirs and take
 /// the agreed one (or a newer one) as their application thread submits it, and they try again.
 class Launcher {
  public:
   /// `comm` is a communicator of its own, freed by close(); `device`, `flush` and `pool` must outlive the
-  /// Launcher. Starts the thread.
+  /// Launcher. Starts the launcher and reclaim threads.
   Launcher(MPI_Comm comm, int max_in_flight, ThreadPolicy threads, Device& device, FlushPipeline& flush,
            StagingPool& pool);
   ~Launcher();
@@ -57,21 +60,22 @@ class Launcher {
   bool submit(PendingCapture p);
   /// Commit thread: a launched checkpoint is done (committed or failed).
   void finished();
-  /// Stops the thread (after wait_all: nothing waits on any rank) and frees the communicator; a
-  /// capture still waiting ends superseded.
+  /// Stops the threads (after wait_all: nothing waits on any rank; every superseded capture's chunks
+  /// back in the pool) and frees the communicator; a capture still waiting ends superseded.
   void close();
 
  private:
   void loop();
-  /// Under m_mu: ends `p` superseded and gives its chunks back.
+  /// Under m_mu: ends `p` superseded and hands its chunks to the reclaim thread.
   void drop(PendingCapture& p);
+  /// The reclaim thread: gives each dropped chunk back once its copy landed (retires it otherwise).
+  void reclaim_loop(const ThreadPolicy& threads);
   /// Hands `p` to the flush threads (or wakes its streaming application thread).
   void launch(PendingCapture& p);
 
   MPI_Comm m_comm;
   const int m_max_in_flight;
   Device& m_device;
-  Status m_bound;  ///< the launcher thread's device binding (it waits on fences of dropped captures)
   FlushPipeline& m_flush;
   StagingPool& m_pool;
   std::mutex m_mu;
@@ -84,7 +88,8 @@ class Launcher {
   // A streaming capture's verdict, for seq m_verdict_seq: launched or superseded.
   std::uint64_t m_verdict_seq = 0;
   bool m_has_verdict = false, m_verdict_launched = false;
-  std::thread m_thread;
+  BlockingQueue<WorkItem> m_reclaim;  // chunks of dropped captures, for the reclaim thread
+  std::thread m_thread, m_reclaimer;
 };
 
 }  // namespace ckpt::detail

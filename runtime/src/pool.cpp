@@ -175,10 +175,16 @@ Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t 
 }
 
 Status reserve_for_regions(StagingPool& pool, const Options& opts, std::uint64_t stream_bound, std::size_t groups,
-                           bool registering) {
+                           Resize when) {
   if (!opts.chunk_bytes && !opts.pool_bytes) {
     const std::uint64_t want = auto_chunk_bytes(stream_bound, groups), have = pool.chunk_bytes();
-    if (want != have && (registering || want > 2 * have || want < have / 4)) (void)pool.rechunk(want);
+    bool rechunk = false;
+    switch (when) {
+      case Resize::protect: rechunk = want != have; break;
+      case Resize::update: rechunk = want > 2 * have || want < have / 4; break;
+      case Resize::checkpoint: rechunk = want > 2 * have && pool.bytes() <= want; break;
+    }
+    if (rechunk) (void)pool.rechunk(want);
   }
   // Each group's segment starts at a chunk boundary: a stream of `stream_bound` bytes in `groups`
   // segments takes at most ceil(stream_bound / chunk) + groups - 1 chunks.

@@ -109,15 +109,22 @@ int streams_in_pool(const Options& opts);
 /// node's memory; growth by half again; see auto_pool_chunks). Keeps the pool's chunk size.
 Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t stream_bytes);
 
+/// Where reserve_for_regions is called from: how far the chunk size may follow the state.
+enum class Resize : std::uint8_t {
+  protect,     ///< protect(): re-chunk to the exact size whenever it differs
+  update,      ///< update() (every step in some applications): only when off by more than 2x up or 4x down
+  checkpoint,  ///< inside checkpoint() (regions with a Source): see reserve_for_regions
+};
+
 /// Sizes `pool` for the protected regions (`stream_bound`, Registry::stream_bound, in `groups` transport
-/// groups), outside checkpoint(). With chunk_bytes = 0 and an auto pool, the chunks follow the state
-/// (auto_chunk_bytes): `registering` (protect) re-chunks the pool to the exact size whenever it
-/// differs; otherwise (update, every step in some applications) only when the size is off by more
-/// than 2x up or 4x down, so that a state that fluctuates does not re-allocate its pool each time.
-/// Nothing is re-chunked while chunks are lent (checkpoints in flight): the pool then grows in its
-/// present size. Then the pool is reserved for one stream of the regions.
+/// groups). With chunk_bytes = 0 and an auto pool, the chunks follow the state (auto_chunk_bytes) as
+/// `when` allows. Re-chunking frees the pool's memory and allocates it again (pinning again what it
+/// held: seconds at 16 GiB), so inside checkpoint() it happens only while the pool holds no more than
+/// one chunk of the new size (a Source that was empty or tiny when protected); otherwise the pool grows
+/// by pieces in its present chunk size, keeping what it holds. Nothing is re-chunked while chunks are
+/// lent (checkpoints in flight). Then the pool is reserved for one stream of the regions.
 Status reserve_for_regions(StagingPool& pool, const Options& opts, std::uint64_t stream_bound, std::size_t groups,
-                           bool registering);
+                           Resize when);
 
 /// Bytes of physical memory of this node (4 GiB when unknown).
 std::uint64_t physical_memory();

@@ -349,7 +349,8 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
         [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
           // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync, not one
           // copy per row).
-          RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); });
+          RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); },
+                           m_device.max_copy_pitch());
           CKPT_RETURN_IF_ERROR(rows.scatter_piece(p0, n, [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) {
             return batch.add(dst, src, len);
           }));
@@ -466,10 +467,10 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   std::vector<std::vector<std::uint8_t>> shadows;
   Status verified = Status::OK();
   bool began = false;
+  Bounces bounces;
   if (local.ok()) local = m_device.restore_begin(stream);
   if (local.ok()) {
     began = true;
-    Bounces bounces;
     bounces.chunk[0] = m_pool.acquire();
     bounces.chunk[1] = m_pool.acquire();
     BlockReader reader(found->dir, idx.value());
@@ -489,15 +490,6 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
       }
       if (!local.ok()) break;
     }
-    // Every copy out of the bounce chunks has landed once the device says so (their next use below).
-    Status e = m_device.synchronize();
-    if (local.ok()) local = e;
-    for (Chunk* c : bounces.chunk) {
-      if (e.ok())
-        m_pool.release(c);
-      else
-        m_pool.retire(c);
-    }
   }
   if (!shadows.empty()) {
     verified = agree(m_app_comm, local);
@@ -511,8 +503,17 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
     }
   }
   if (began) {
-    Status e = m_device.restore_end(stream);  // the application's stream waits for every copy
+    // Every copy has landed (the optional regions' too): the data is in place when restart() returns,
+    // and the bounce chunks can go back to the pool (a copy still reading one would take the next
+    // checkpoint's data).
+    Status e = m_device.restore_end(stream);
     if (local.ok()) local = e;
+    for (Chunk* c : bounces.chunk) {
+      if (e.ok())
+        m_pool.release(c);
+      else
+        m_pool.retire(c);
+    }
   }
   m_mine = local;
   Status s = verified.ok() ? agree(m_app_comm, local) : verified;

@@ -281,7 +281,9 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   MPI_Bcast(&m_run_id, 1, MPI_UINT64_T, 0, m_app_comm);
   MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
   m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
-  auto device = make_runtime_device(m_cfg.device);
+  CudaDeviceConfig device_cfg = m_cfg.device;
+  device_cfg.say_fallbacks = m_rank == 0 || m_opts.verbose >= 1;
+  auto device = make_runtime_device(device_cfg);
   // A GPU that is there but whose device failed to start is an error: the host device would memcpy
   // device pointers. Agreed, so that every rank stops here together.
   m_status = agree(m_app_comm, device.ok() ? Status::OK() : device.status());
@@ -521,28 +523,29 @@ Status RuntimeImpl::protect(const std::string& name, void* ptr, DType dtype, Reg
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(
       m_registry->protect(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
-  reserve_for_regions(true);
+  reserve_for_regions(Resize::protect);
   return Status::OK();
 }
 Status RuntimeImpl::update(const std::string& name, void* ptr, RegionKind kind, Shape global, Shape start,
                            Shape count) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(m_registry->update(name, ptr, kind, std::move(global), std::move(start), std::move(count)));
-  reserve_for_regions(false);
+  reserve_for_regions(Resize::update);
   return Status::OK();
 }
 
-void RuntimeImpl::reserve_for_regions(bool registering) {
+void RuntimeImpl::reserve_for_regions(Resize when) {
   // Outside checkpoint(): pinned allocations take seconds at 16 GiB and synchronise the device; the
-  // auto chunk size follows the state here. A failure is reported by the next checkpoint(), which
+  // auto chunk size follows the state here. (Inside checkpoint(), for regions with a Source, the pool
+  // only grows by pieces: Resize::checkpoint.) A failure is reported by the next checkpoint(), which
   // tries again.
-  (void)detail::reserve_for_regions(*m_pool, m_opts, m_registry->stream_bound(), m_transports.size(), registering);
+  (void)detail::reserve_for_regions(*m_pool, m_opts, m_registry->stream_bound(), m_transports.size(), when);
 }
 Status RuntimeImpl::protect_source(const std::string& name, DType dtype, RegionKind kind,
                                    std::shared_ptr<const Source> source) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(m_registry->protect(name, dtype, kind, std::move(source)));
-  reserve_for_regions(true);
+  reserve_for_regions(Resize::protect);
   return Status::OK();
 }
 Status RuntimeImpl::protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global,
@@ -551,7 +554,7 @@ Status RuntimeImpl::protect_or_update(const std::string& name, void* ptr, DType 
   const std::size_t had = m_registry->regions().size();
   CKPT_RETURN_IF_ERROR(
       m_registry->protect_or_update(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
-  reserve_for_regions(m_registry->regions().size() > had);  // registering when it protected
+  reserve_for_regions(m_registry->regions().size() > had ? Resize::protect : Resize::update);
   return Status::OK();
 }
 Status RuntimeImpl::set_optional(const std::string& name, bool optional) {
@@ -579,7 +582,7 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
   const auto& regions = m_registry->regions();
   if (std::any_of(regions.begin(), regions.end(), [](const Region& r) { return r.source != nullptr; })) {
     located = m_registry->locate_sources();
-    if (located.ok()) reserve_for_regions(false);
+    if (located.ok()) reserve_for_regions(Resize::checkpoint);
   }
   ++m_checkpoints;
   return m_capture->checkpoint(step, stream, m_registry->regions(), located);

@@ -94,8 +94,8 @@ class RuntimeImpl {
   /// Waits for the drains in flight (restart and latest read what they write and retain).
   void wait_drains();
   /// Sizes the staging pool for what is registered now (see Registry::stream_bound and
-  /// detail::reserve_for_regions); `registering`: from protect().
-  void reserve_for_regions(bool registering);
+  /// detail::reserve_for_regions), as `when` allows.
+  void reserve_for_regions(Resize when);
   /// Chrome trace and I/O summary (trace.cpp), collective, at close().
   void write_trace_and_summary();
   /// close(), collective: a rank that called checkpoint() fewer times than another issues the missing

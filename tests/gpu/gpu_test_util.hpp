@@ -1,6 +1,7 @@
-// Helpers of the GPU tests: the vendor runtime (CUDA, or HIP through gpu/gpu_runtime.hpp plus the
-// test-only names below), why there is no GPU (for GTEST_SKIP), and the skip itself. The tests are
-// written once, in CUDA spelling, and built for whichever vendor ckpt was built with.
+// Helpers of the GPU tests: the vendor runtime (CUDA, HIP through gpu/gpu_runtime.hpp plus the
+// test-only names below, or the simulated device), kernel launches (gpu/sim/launch.hpp), why there is
+// no GPU (for GTEST_SKIP), and the skip itself. The tests are written once, in CUDA spelling, and built
+// for whichever vendor ckpt was built with.
 #ifndef CKPT_TESTS_GPU_GPU_TEST_UTIL_HPP
 #define CKPT_TESTS_GPU_GPU_TEST_UTIL_HPP
 
@@ -8,13 +9,14 @@
 
 #if CKPT_HAVE_HIP
 #include <hip/hip_runtime.h>  // kernels: compiled by hipcc (tests/gpu/CMakeLists.txt)
-#else
+#elif !CKPT_HAVE_SIMGPU
 #include <cuda_runtime.h>
 #endif
 
 #include <string>
 
 #include "gpu/gpu_runtime.hpp"
+#include "gpu/sim/launch.hpp"
 
 #if CKPT_HAVE_HIP
 // Names only the tests use (the library's are in gpu/gpu_runtime.hpp).
@@ -50,6 +52,18 @@ inline std::string no_gpu_reason() {
 }
 
 }  // namespace ckpt::test
+
+#if CKPT_HAVE_SIMGPU
+namespace ckpt::test {
+/// Puts the simulated device's delays and injected errors back to none when the test ends, however.
+struct SimReset {
+  SimReset() = default;
+  SimReset(const SimReset&) = delete;
+  SimReset& operator=(const SimReset&) = delete;
+  ~SimReset() { ckpt::simgpu::reset(); }
+};
+}  // namespace ckpt::test
+#endif
 
 /// Skips the test, with the reason, when there is no GPU.
 #define SKIP_WITHOUT_GPU()                                \

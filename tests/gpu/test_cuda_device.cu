@@ -1,5 +1,8 @@
 // The GPU device (gpu/cuda_device.cu) and the GPU-check helper (gpu/cuda_check.hpp), for the vendor ckpt
-// was built with: CUDA, or HIP (the same source through gpu/gpu_runtime.hpp and gpu_test_util.hpp).
+// was built with: CUDA, HIP (the same source through gpu/gpu_runtime.hpp and gpu_test_util.hpp) or the
+// simulated device (gpu/sim/: a CPU runtime, kernels as host functions; docs/gpu.md), where the tests
+// marked CKPT_HAVE_SIMGPU also use its controls (slowed-down copies, injected errors, two devices,
+// contexts counted per thread).
 // Runs anywhere: the helper's Status/sticky classification, the application's pending error left
 // alone (with a GPU only: without a driver the initialisation error sticks), and "no GPU -> unavailable
 // -> host device".
@@ -8,11 +11,12 @@
 // waited on from another thread, device-side double buffering, and Runtime round trips with canary
 // kernels (a slow kernel before checkpoint(), an overwriting kernel right after it, restart targets
 // poisoned first) over the default, per-thread and a blocking stream, double buffering
-// off/on/half/auto, max_in_flight 1/2/4, a 1 GiB checkpoint through a 4-chunk pool, managed, pinned
-// and cudaMallocAsync memory, pageable staging, a graph-captured stream (rejected), an injected
-// write failure followed by an exact restart, and restart(step, stream). Every round trip asserts
-// cudaStreamQuery(stream) == cudaErrorNotReady right after checkpoint(): the slow kernel is still
-// running, so a test cannot pass because the GPU happened to be idle.
+// off/on/half/auto, max_in_flight 1/2/4, captures back to back without a slow kernel between them, a
+// checkpoint 16 times the staging pool, managed, pinned and cudaMallocAsync memory, pageable staging, a
+// graph-captured stream (rejected), an injected write failure followed by an exact restart, and
+// restart(step, stream). Every canary round trip asserts cudaStreamQuery(stream) == cudaErrorNotReady
+// right after checkpoint(): the slow kernel is still running, so a test cannot pass because the GPU
+// happened to be idle.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -49,10 +53,18 @@ __global__ void slow_fill(double* a, std::size_t n, double value, long long cycl
 }
 
 void fill(cudaStream_t s, double* a, std::size_t n, double value, long long cycles = 0) {
-  slow_fill<<<64, 256, 0, s>>>(a, n, value, cycles);
+  CKPT_LAUNCH(slow_fill, 64, 256, s)(a, n, value, cycles);
 }
 
-constexpr long long kSlow = 200'000'000;  // ~0.1 s on a current GPU
+constexpr long long kSlow = 200'000'000;  // ~0.1 s on a current GPU, 40 ms on the simulated device
+
+/// The simulated device copies with memcpy on a few cores: its round trips move 4x fewer bytes, in as
+/// many chunks.
+#if CKPT_HAVE_SIMGPU
+constexpr std::size_t kScale = 4;
+#else
+constexpr std::size_t kScale = 1;
+#endif
 
 Options options_for(const std::string& dir) {
   Options o = Options::defaults();  // the environment's CKPT_* variables are not ours to read
@@ -165,6 +177,174 @@ TEST(CudaDevice, ClassifiesMemoryKinds) {
   CUDA_OK(cudaFreeHost(pinned));
   CUDA_OK(cudaFree(managed));
 }
+
+// Issue 13's defect 2, on two devices (the simulated device has two): device memory, the current device
+// and the stream of another device than the Runtime's are refused, with what to do.
+TEST(CudaDevice, TheCurrentDeviceAStreamOrMemoryOfAnotherDeviceIsRefused) {
+  SKIP_WITHOUT_GPU();
+  int count = 0;
+  CUDA_OK(cudaGetDeviceCount(&count));
+  if (count < 2) GTEST_SKIP() << "one GPU: no other device to tell apart";
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t other = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  double* far = nullptr;
+  CUDA_OK(cudaMalloc(&far, 4096));
+  CUDA_OK(cudaSetDevice(0));
+  cudaStream_t mine = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking));
+  constexpr std::size_t n = 1 << 17;
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  fill(mine, dev, n, 2.0);
+  {
+    Runtime rt(MPI_COMM_WORLD, options_for(ckpt::test::scratch_dir()));
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    Status p = rt.protect("far", far, DType::f64, {512});
+    EXPECT_EQ(p.code(), Code::failed_precondition) << p.to_string();
+    EXPECT_NE(p.message().find("device 1"), std::string::npos) << p.to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.checkpoint(1, mine).wait().ok());
+    Status c = rt.checkpoint(2, other).wait();
+    Status r = rt.restart(1, other);
+    if (detail::kGpuAsksStreamDevice) {
+      EXPECT_EQ(c.code(), Code::failed_precondition) << c.to_string();
+      EXPECT_NE(c.message().find("the stream belongs to CUDA device 1"), std::string::npos) << c.to_string();
+      EXPECT_EQ(r.code(), Code::failed_precondition) << r.to_string();
+    } else {  // cannot be told apart (gpu_runtime.hpp); the copies are still ordered by the events
+      EXPECT_TRUE(c.ok()) << c.to_string();
+      EXPECT_TRUE(r.ok()) << r.to_string();
+    }
+    CUDA_OK(cudaSetDevice(1));  // the application moved to another device after making the Runtime
+    Status d = rt.checkpoint(3).wait();
+    CUDA_OK(cudaSetDevice(0));
+    EXPECT_EQ(d.code(), Code::failed_precondition) << d.to_string();
+    EXPECT_NE(d.message().find("current CUDA device is 1"), std::string::npos) << d.to_string();
+    ASSERT_TRUE(rt.restart(1, mine).ok());
+  }
+  CUDA_OK(cudaStreamSynchronize(mine));
+  std::vector<double> got(n);
+  CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got[n - 1], 2.0 + (n - 1));
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaFree(far));
+  CUDA_OK(cudaStreamDestroy(mine));
+  CUDA_OK(cudaStreamDestroy(other));
+}
+
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 2: a runtime of CUDA 12.8 or newer on an older driver answers cudaStreamGetDevice
+// with cudaErrorCallRequiresNewerDriver; that made every checkpoint with an explicit stream an io_error.
+// The device then does not check the stream's device, and the error does not reach the application.
+TEST(CudaDevice, ADriverThatCannotTellTheStreamsDeviceIsNoFailure) {
+  ckpt::test::SimReset reset;
+  constexpr std::size_t n = 1 << 16;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  fill(s, dev, n, 5.0, kSlow);
+  {
+    Runtime rt(MPI_COMM_WORLD, options_for(ckpt::test::scratch_dir()));
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    const long asked = ckpt::simgpu::calls("cudaStreamGetDevice");
+    ckpt::simgpu::inject_error("cudaStreamGetDevice", 0, cudaErrorCallRequiresNewerDriver);
+    ckpt::simgpu::inject_error("cudaStreamGetDevice", 0, cudaErrorCallRequiresNewerDriver);
+    Ticket t = rt.checkpoint(1, s);
+    fill(s, dev, n, -1.0);
+    Status st = t.wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "ckpt's refused query leaked into the application's last error";
+    st = rt.restart(1, s);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(ckpt::simgpu::calls("cudaStreamGetDevice") - asked, detail::kGpuAsksStreamDevice ? 2 : 0);
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  std::vector<double> got(n);
+  CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got[n - 1], 5.0 + (n - 1));
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+#endif
+
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 5: a thread of the application that never chose a device (cudaGetDevice answers 0
+// there) grows the staging pool and destroys a Runtime made on device 1. The device switches that
+// thread to device 1 for those calls and must not "switch it back" to device 0, which would create a
+// context on GPU 0 (the simulated device counts the threads that had a context on each device).
+TEST(CudaDevice, AThreadWithoutADeviceGetsNoContextOnDevice0) {
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  constexpr std::size_t n = 1 << 16;
+  double *a = nullptr, *b = nullptr;
+  CUDA_OK(cudaMalloc(&a, n * sizeof(double)));
+  CUDA_OK(cudaMalloc(&b, 8 * n * sizeof(double)));
+  fill(s, a, n, 1.0);
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = std::nullopt;  // the auto pool: it grows when a larger region is protected
+  auto rt = std::make_unique<Runtime>(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt->status().ok()) << rt->status().to_string();
+  ASSERT_TRUE(rt->protect("a", a, DType::f64, {n}).ok());
+  ASSERT_TRUE(rt->checkpoint(1, s).wait().ok());
+  const int before = ckpt::simgpu::device_attachments(0);
+  std::thread other([&] {
+    ASSERT_FALSE(ckpt::simgpu::thread_has_device());
+    const long allocs = ckpt::simgpu::calls("cudaHostAlloc");
+    EXPECT_TRUE(rt->protect("b", b, DType::f64, {8 * n}).ok());  // staging allocated here
+    EXPECT_GT(ckpt::simgpu::calls("cudaHostAlloc"), allocs);
+    EXPECT_TRUE(rt->close().ok());
+    rt.reset();  // staging freed, streams and events destroyed, here
+  });
+  other.join();
+  EXPECT_EQ(ckpt::simgpu::device_attachments(0), before) << "a thread got a context on device 0";
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaSetDevice(0));
+}
+
+// Issue 32, defect 5: a flush thread whose binding to the device failed does not wait on fences (its
+// call would create a context on GPU 0); the checkpoint fails naming the binding and its chunks are
+// retired, not reused with copies in flight - nor freed under them at teardown (the simulated device
+// aborts when memory is freed under a queued copy; the D2H is slowed down so that it is still queued).
+// With double buffering half on, some of the copies into the chunks are on the D2D stream.
+class UnboundFlushThread : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(UnboundFlushThread, NeverWaitsAndItsChunksAreRetired) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 50'000);
+  CUDA_OK(cudaSetDevice(1));
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  constexpr std::size_t n = 1 << 18;
+  double* a = nullptr;
+  CUDA_OK(cudaMalloc(&a, n * sizeof(double)));
+  const int before = ckpt::simgpu::device_attachments(0);
+  {
+    // The next cudaSetDevice is the flush thread's bind_thread() (the application thread is on device 1).
+    ckpt::simgpu::inject_error("cudaSetDevice", 0, cudaErrorDevicesUnavailable);
+    Options o = options_for(ckpt::test::scratch_dir());
+    o.chunk_bytes = 256 << 10;
+    o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam());
+    o.gpu_spare_bytes = n * sizeof(double) / 2;
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("a", a, DType::f64, {n}).ok());
+    for (int step = 1; step <= 2; ++step) {
+      fill(s, a, n, step, kSlow);
+      Status st = rt.checkpoint(step, s).wait();
+      EXPECT_NE(st.message().find("binding the flush thread"), std::string::npos) << st.to_string();
+    }
+  }
+  EXPECT_EQ(ckpt::simgpu::device_attachments(0), before) << "the unbound flush thread made a device call";
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaStreamDestroy(s));
+  CUDA_OK(cudaSetDevice(0));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, UnboundFlushThread, ::testing::Values("off", "on"));
+#endif
 
 /// capture_begin / copy_to_host / fence / capture_end on a stream with a slow kernel before the capture
 /// and an overwriting kernel after it; the fences are waited on from another thread (the flush thread's
@@ -352,6 +532,38 @@ std::size_t count_bad(const double* dev, std::size_t n, double base) {
   return bad;
 }
 
+/// Restarts `step` into `dev`, poisoned first (the restart must write every byte), on `s`: the number of
+/// its `n` elements that are not base + i (all of them when the restart failed).
+std::size_t bad_after_restart(Runtime& rt, std::int64_t step, cudaStream_t s, double* dev, std::size_t n,
+                              double base) {
+  EXPECT_EQ(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s), cudaSuccess);
+  const Status st = rt.restart(step, s);
+  EXPECT_TRUE(st.ok()) << "restart(" << step << "): " << st.to_string();
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  return st.ok() ? count_bad(dev, n, base) : n;
+}
+
+constexpr int kCanarySteps = 4;
+
+/// A canary case's options: chunks of `chunk` bytes for a region of `bytes`, the case's double
+/// buffering and max_in_flight, every step kept (all are restarted).
+Options canary_options(const Canary& c, std::size_t bytes, std::size_t chunk) {
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = chunk;
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
+  const auto spare = static_cast<std::uint64_t>(c.spare_fraction * bytes);
+  o.gpu_spare_bytes = spare > 0 ? ckpt::AutoBytes(spare) : ckpt::AutoBytes();  // 0: auto's own cap
+  o.max_in_flight = c.max_in_flight;
+  o.keep = kCanarySteps;
+  return o;
+}
+
+/// Restarts every step (bad_after_restart) and checks that step k holds 1000 k + i.
+void expect_every_step_restores(Runtime& rt, cudaStream_t s, double* dev, std::size_t n) {
+  for (int step = 1; step <= kCanarySteps; ++step)
+    EXPECT_EQ(bad_after_restart(rt, step, s, dev, n, 1000.0 * step), 0u) << "step " << step;
+}
+
 }  // namespace
 
 class CudaCanary : public ::testing::TestWithParam<Canary> {};
@@ -359,24 +571,20 @@ class CudaCanary : public ::testing::TestWithParam<Canary> {};
 TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrites) {
   SKIP_WITHOUT_GPU();
   const Canary c = GetParam();
-  constexpr std::size_t n = 8 << 20;  // 64 MiB of doubles: 4 chunks of 16 MiB
+  constexpr std::size_t n = (8 << 20) / kScale;  // 64 MiB of doubles (16 simulated): 4 chunks
   constexpr std::size_t bytes = n * sizeof(double);
   TestStream ts(c.stream);
   double* dev = nullptr;
   CUDA_OK(cudaMalloc(&dev, bytes));
-  Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 16 << 20;
-  o.gpu_double_buffer = *ckpt::parse_double_buffer(c.double_buffer);
-  const auto spare = static_cast<std::uint64_t>(c.spare_fraction * bytes);
-  o.gpu_spare_bytes = spare > 0 ? ckpt::AutoBytes(spare) : ckpt::AutoBytes();  // 0: auto's own cap
-  o.max_in_flight = c.max_in_flight;
-  constexpr int kSteps = 4;
   {
-    Runtime rt(MPI_COMM_WORLD, o);
+    Runtime rt(MPI_COMM_WORLD, canary_options(c, bytes, (16 << 20) / kScale));
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
     std::vector<Ticket> tickets;
-    for (int step = 1; step <= kSteps; ++step) {
+    for (int step = 1; step <= kCanarySteps; ++step) {
+      // What checkpoint() would wait for (max_in_flight) is waited for first: the producer then starts
+      // only when checkpoint() no longer blocks, and is still running when it returns.
+      if (step > c.max_in_flight) ASSERT_TRUE(tickets[step - 1 - c.max_in_flight].wait().ok());
       fill(ts.s, dev, n, 1000.0 * step, kSlow);  // slow producer: still running at checkpoint()
       tickets.push_back(rt.checkpoint(step, ts.s));
       // Not vacuous: the producer (and the copies ordered after it) are still pending on the stream.
@@ -384,13 +592,7 @@ TEST_P(CudaCanary, CheckpointsHoldWhatTheSlowKernelWroteNotWhatTheNextKernelWrit
       fill(ts.s, dev, n, -1.0);  // canary: overwrites right away, must run after the copies
     }
     for (auto& t : tickets) ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
-    for (int step = 1; step <= kSteps; ++step) {
-      CUDA_OK(cudaMemsetAsync(dev, 0xff, bytes, ts.s));  // poison: restart must write every byte
-      Status st = rt.restart(step, ts.s);
-      ASSERT_TRUE(st.ok()) << st.to_string();
-      CUDA_OK(cudaStreamSynchronize(ts.s));
-      EXPECT_EQ(count_bad(dev, n, 1000.0 * step), 0u) << "step " << step;
-    }
+    expect_every_step_restores(rt, ts.s, dev, n);
   }
   CUDA_OK(cudaFree(dev));
 }
@@ -407,15 +609,63 @@ INSTANTIATE_TEST_SUITE_P(
                       Canary{StreamKind::blocking, "on", 0.5, 2}, Canary{StreamKind::blocking, "auto", 0, 4}),
     canary_name);
 
-TEST(CudaRuntime, OneGiBThroughAFourChunkPool) {
+/// Captures back to back, with no slow producer between them (issue 32). The canary's slow producer
+/// before every capture lets the previous capture's D2H out of the spare buffer finish before the next
+/// capture's D2D into it, so a D2D that did not wait for spare_free went unnoticed there. Here each
+/// capture follows the previous one at once, 4 in flight; on the simulated device every copy and kernel
+/// is also slowed down (D2H most), which widens every window between the streams.
+class BackToBack : public ::testing::TestWithParam<Canary> {};
+
+TEST_P(BackToBack, EveryCheckpointHoldsItsOwnData) {
   SKIP_WITHOUT_GPU();
-  constexpr std::size_t n = std::size_t{1} << 27;  // 1 GiB of doubles
+#if CKPT_HAVE_SIMGPU
+  // Kernels (the poison before a restart among them) slower than an H2D copy, a capture's D2H copies
+  // together slower than a kernel, a D2D copy slower than nothing.
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 20'000);
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 2'000);
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2d, 5'000);
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::kernel, 30'000);
+#endif
+  const Canary c = GetParam();
+  constexpr std::size_t n = 2 << 20;  // 16 MiB of doubles: 4 chunks of 4 MiB
+  constexpr std::size_t bytes = n * sizeof(double);
+  TestStream ts(c.stream);
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, bytes));
+  {
+    Runtime rt(MPI_COMM_WORLD, canary_options(c, bytes, 4 << 20));
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    std::vector<Ticket> tickets;
+    for (int step = 1; step <= kCanarySteps; ++step) {
+      fill(ts.s, dev, n, 1000.0 * step);  // no slow producer: the previous capture's copies still run
+      tickets.push_back(rt.checkpoint(step, ts.s));
+    }
+    fill(ts.s, dev, n, -1.0);
+    for (auto& t : tickets) ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    expect_every_step_restores(rt, ts.s, dev, n);
+  }
+  CUDA_OK(cudaFree(dev));
+}
+
+INSTANTIATE_TEST_SUITE_P(Streams, BackToBack,
+                         ::testing::Values(Canary{StreamKind::blocking, "off", 0, 4},
+                                           Canary{StreamKind::blocking, "on", 1, 4},
+                                           Canary{StreamKind::blocking, "on", 0.5, 4},
+                                           Canary{StreamKind::blocking, "auto", 0, 4},
+                                           Canary{StreamKind::legacy, "on", 1, 4}),
+                         canary_name);
+
+TEST(CudaRuntime, ACheckpointSixteenTimesThePoolStreamsThroughIt) {
+  SKIP_WITHOUT_GPU();
+  constexpr std::size_t n = (std::size_t{1} << 27) / kScale;  // 1 GiB of doubles (256 MiB simulated)
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   double* dev = nullptr;
   CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
   Options o = options_for(ckpt::test::scratch_dir());
-  o.chunk_bytes = 16 << 20;
+  o.chunk_bytes = (16 << 20) / kScale;
   o.pool_bytes = 4 * *o.chunk_bytes;  // the capture streams: checkpoint() waits for chunks to be written
   {
     Runtime rt(MPI_COMM_WORLD, o);
@@ -484,8 +734,13 @@ TEST(CudaRuntime, PageableStagingIsCorrectAndReported) {
   constexpr std::size_t n = 4 << 20;
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  double* dev = nullptr;
+  double *dev = nullptr, *more = nullptr;
   CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  CUDA_OK(cudaMalloc(&more, n * sizeof(double)));
+  fill(s, more, n, 4.0);
+  // Issue 32, defect 6: the fall-back is said on stderr, once (rank 0 here), however many pieces of
+  // staging memory are pageable: the pool grows again when the second region is protected.
+  ::testing::internal::CaptureStderr();
   {
     Runtime rt(MPI_COMM_WORLD, options_for(ckpt::test::scratch_dir()));
     detail::set_device_factory(nullptr);
@@ -496,12 +751,337 @@ TEST(CudaRuntime, PageableStagingIsCorrectAndReported) {
     ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
     EXPECT_GT(t.stats().staging_bytes, 0u);
     EXPECT_EQ(t.stats().staging_pinned_bytes, 0u) << "pageable staging must be visible in the stats";
-    ASSERT_TRUE(rt.restart(1, s).ok());
+    const std::size_t had = t.stats().staging_bytes;
+    ASSERT_TRUE(rt.restart(1, s).ok());  // over the canary's -1
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_bad(dev, n, 9.0), 0u);
+    ASSERT_TRUE(rt.protect("more", more, DType::f64, {n}).ok());
+    t = rt.checkpoint(2, s);
+    ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    EXPECT_GT(t.stats().staging_bytes, had) << "the pool did not grow: the second piece was not tested";
+    fill(s, more, n, -1.0);
+    ASSERT_TRUE(rt.restart(2, s).ok());
   }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  std::size_t said = 0;
+  for (std::size_t at = err.find("staging memory could not be pinned"); at != std::string::npos;
+       at = err.find("staging memory could not be pinned", at + 1))
+    ++said;
+  EXPECT_EQ(said, 1u) << err;
+  EXPECT_NE(err.find("pinned staging disabled"), std::string::npos) << err;  // why
   EXPECT_EQ(count_bad(dev, n, 9.0), 0u);
+  EXPECT_EQ(count_bad(more, n, 4.0), 0u);
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaFree(more));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 7: regions with a Source are sized inside checkpoint(); re-chunking there freed the
+// staging pool (cudaFreeHost) and pinned it again on the application thread, seconds at 16 GiB. A
+// device array behind a Source shrinks 64x and grows back, with 4 checkpoints in flight: no
+// checkpoint() call frees or unregisters staging memory, and the last one restarts exactly.
+TEST(CudaRuntime, ASourceThatShrinksAndGrowsFreesNoStagingInsideCheckpoint) {
+  constexpr std::size_t n = 1 << 20;  // 8 MiB of doubles
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  std::uint64_t count = n;
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = std::nullopt;  // the auto pool: its chunks follow the state
+  o.max_in_flight = 4;
+  auto frees = [] { return ckpt::simgpu::calls("cudaFreeHost") + ckpt::simgpu::calls("cudaHostUnregister"); };
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    Source src;
+    src.locate = [&] { return Place{dev, {count}}; };
+    ASSERT_TRUE(rt.protect("dev", DType::f64, src).ok());
+    int step = 0;
+    for (std::uint64_t c : {n, n / 64, n / 64, n, n}) {
+      count = c;
+      fill(s, dev, c, 10.0 * ++step);
+      const long before = frees();
+      Ticket t = rt.checkpoint(step, s);
+      EXPECT_EQ(frees(), before) << "checkpoint " << step << " (" << c << " elements) freed staging memory";
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    }
+    EXPECT_EQ(bad_after_restart(rt, step, s, dev, n, 10.0 * step), 0u);
+  }
   CUDA_OK(cudaFree(dev));
   CUDA_OK(cudaStreamDestroy(s));
 }
+#endif
+
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 1: on_busy coalesce, back-to-back checkpoint() calls. The one that supersedes the
+// capture waiting to be launched gave that capture's chunks back on the application thread, after
+// waiting for their D2H: a whole D2H per call (the simulated device makes every D2H copy take 0.3 s).
+// Now the reclaim thread gives them back: no call waits for a D2H, and the last checkpoint is exact.
+class CoalesceBackToBack : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CoalesceBackToBack, NoCheckpointCallWaitsForASupersededCapturesD2H) {
+  ckpt::test::SimReset reset;
+  constexpr long kD2HUs = 300'000;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, kD2HUs);
+  constexpr std::size_t n = 1 << 20;  // 8 MiB: one chunk
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.on_busy = Options::OnBusy::coalesce;
+  o.chunk_bytes = n * sizeof(double);
+  o.pool_bytes = 4 * *o.chunk_bytes;  // room for a third capture while two wait for their D2H
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam());
+  o.gpu_spare_bytes = n * sizeof(double);
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    std::vector<Ticket> tickets;
+    for (int step = 1; step <= 3; ++step) {
+      fill(s, dev, n, 100.0 * step);
+      tickets.push_back(rt.checkpoint(step, s));
+      // One of the three supersedes a capture whose D2H is still queued (0.3 s and more away).
+      EXPECT_LT(tickets.back().stats().blocked_s, 0.5 * kD2HUs / 1e6) << "checkpoint(" << step << ")";
+    }
+    int superseded = 0;
+    for (auto& t : tickets) {
+      Status st = t.wait();
+      if (st.code() == Code::superseded) ++superseded;
+      else EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+    EXPECT_GE(superseded, 1) << "no capture was superseded: the test checked nothing";
+    EXPECT_TRUE(tickets.back().wait().ok());
+    ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 0);
+    EXPECT_EQ(bad_after_restart(rt, 3, s, dev, n, 300.0), 0u);
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, CoalesceBackToBack, ::testing::Values("off", "on"));
+#endif
+
+#if CKPT_HAVE_SIMGPU
+// What the device does without what it would like: no GPU at all (the simulated device reports none:
+// unavailable, the host device instead), no memory pools (automatic double buffering stays direct), no
+// room for the automatic spare (its allocation fails: direct, the cap halved, the smaller spare used).
+// Every checkpoint exact.
+TEST(CudaDevice, WithoutADeviceMemoryPoolsOrRoomForTheSpare) {
+  {
+    ckpt::test::SimReset reset;
+    ckpt::simgpu::set_device_count(0);
+    auto d = detail::make_cuda_device();
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), Code::unavailable) << d.status().to_string();
+    auto fallback = detail::make_default_device();
+    ASSERT_TRUE(fallback.ok()) << fallback.status().to_string();
+    EXPECT_STREQ(fallback.value()->name(), "host");
+  }
+  constexpr std::size_t n = 1 << 18, bytes = n * sizeof(double);
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, bytes));
+  for (const bool pools : {false, true}) {
+    ckpt::test::SimReset reset;
+    ckpt::simgpu::set_memory_pools_supported(pools);
+    // With pools: less free device memory than the spare wants (the region), so its allocation fails.
+    if (pools) ckpt::simgpu::set_device_memory(bytes + bytes / 2);
+    Options o = options_for(ckpt::test::scratch_dir() + (pools ? "/full" : "/nopools"));
+    o.gpu_double_buffer = std::nullopt;  // auto
+    o.gpu_spare_bytes = bytes;
+    o.keep = 3;
+    const long spares = ckpt::simgpu::calls("cudaMallocAsync");
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    for (int step = 1; step <= 3; ++step) {
+      fill(s, dev, n, 1000.0 * step, kSlow);
+      Ticket t = rt.checkpoint(step, s);
+      fill(s, dev, n, -1.0);
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    }
+    // Without pools the spare is never asked for. Without room for the region's size it is asked for
+    // that (which fails), then for the halved cap, which fits: then half the region goes through it.
+    EXPECT_EQ(ckpt::simgpu::calls("cudaMallocAsync") - spares, pools ? 2 : 0);
+    for (int step = 1; step <= 3; ++step)
+      EXPECT_EQ(bad_after_restart(rt, step, s, dev, n, 1000.0 * step), 0u) << "step " << step;
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+#endif
+
+#if CKPT_HAVE_SIMGPU
+// restart() returns once its H2D copies landed: its two bounce chunks go back to the pool then, and the
+// next checkpoint gets them first (the pool is LIFO) and copies host regions into them at once. Every
+// H2D copy takes 50 ms here, so a restart that returned earlier has its last copy read the next
+// checkpoint's host data.
+TEST(CudaRuntime, ACheckpointRightAfterARestartDoesNotOverwriteItsCopies) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 50'000);
+  constexpr std::size_t n = 1 << 17;  // 1 MiB of doubles per region: one bounce piece each
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  std::vector<double> host(n);
+  for (std::size_t i = 0; i < n; ++i) host[i] = -3.0 - static_cast<double>(i);
+  fill(s, dev, n, 7.0);
+  {
+    Options o = options_for(ckpt::test::scratch_dir());
+    o.chunk_bytes = n * sizeof(double);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("host", host.data(), DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.checkpoint(1, s).wait().ok());
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    ASSERT_TRUE(rt.restart(1, s).ok());
+    Ticket t = rt.checkpoint(2, s);  // copies the host region into the chunks the restart read through
+    CUDA_OK(cudaStreamSynchronize(s));
+    EXPECT_EQ(count_bad(dev, n, 7.0), 0u) << "the restart's copies read the next checkpoint's data";
+    ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+// An optional region is restored into host memory first and copied into place only once every rank
+// verified the step (issue 31, part 5): that H2D is the restart's last copy, and it must have landed
+// when restart() returns. The H2D takes 50 ms here; the check right after restart() reads the device
+// memory at once. (The copy is from pageable memory, which CUDA - and the simulated device - complete
+// before cudaMemcpyAsync returns; the test keeps that promise if the shadow ever becomes pinned.)
+TEST(CudaRuntime, AnOptionalDeviceRegionIsInPlaceWhenRestartReturns) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::h2d, 50'000);
+  constexpr std::size_t n = 1 << 17;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  fill(s, dev, n, 7.0);
+  {
+    Options o = options_for(ckpt::test::scratch_dir());
+    o.chunk_bytes = n * sizeof(double);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    ASSERT_TRUE(rt.set_optional("dev").ok());
+    ASSERT_TRUE(rt.checkpoint(1, s).wait().ok());
+    CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+    CUDA_OK(cudaStreamSynchronize(s));
+    ASSERT_TRUE(rt.restart(1, s).ok());
+    EXPECT_EQ(count_bad(dev, n, 7.0), 0u) << "restart() returned before the optional region was in place";
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+// A fence that cannot be taken (its cudaEventRecord fails, injected): the checkpoint fails, and the
+// copies into the chunk are drained (Device::synchronize) before the chunk goes back to the pool. The
+// D2H takes 0.1 s here; the restart right after reads the stored checkpoint through that chunk (LIFO),
+// so a D2H still in flight would land in the restart's data. Double buffering on with a spare smaller
+// than the region: the D2H runs on the D2D stream. When the drain fails too (injected), the chunk is
+// retired, never handed out again, and its memory is freed at teardown only after the copy landed (the
+// simulated device aborts when memory is freed under a queued copy).
+struct FenceCase {
+  const char* double_buffer;
+  bool drain_fails;
+};
+
+class FailedFence : public ::testing::TestWithParam<FenceCase> {};
+
+TEST_P(FailedFence, TheChunksCopiesAreDrainedBeforeItIsReusedOrFreed) {
+  ckpt::test::SimReset reset;
+  ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 100'000);
+  constexpr std::size_t n = 1 << 17;
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  Options o = options_for(ckpt::test::scratch_dir());
+  o.chunk_bytes = n * sizeof(double);
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam().double_buffer);
+  o.gpu_spare_bytes = n * sizeof(double) / 2;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    fill(s, dev, n, 1.0);
+    ASSERT_TRUE(rt.checkpoint(1, s).wait().ok());
+    fill(s, dev, n, 2.0);
+    // The capture records m_start on the stream first, then the fence's event (direct), or the event
+    // that joins the D2D stream into the copy stream (double buffering): the second record fails.
+    ckpt::simgpu::inject_error("cudaEventRecord", 1, cudaErrorMemoryAllocation);
+    if (GetParam().drain_fails) {
+      // The next stream synchronisation is the drain's (Device::synchronize); the next record after the
+      // failed one is capture_end's, which would otherwise join the D2D stream into the copy stream.
+      ckpt::simgpu::inject_error("cudaStreamSynchronize", 0, cudaErrorMemoryAllocation);
+      ckpt::simgpu::inject_error("cudaEventRecord", 0, cudaErrorMemoryAllocation);
+    }
+    Status st = rt.checkpoint(2, s).wait();
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("cudaEventRecord"), std::string::npos) << st.to_string();
+    if (!GetParam().drain_fails) {
+      EXPECT_EQ(bad_after_restart(rt, 1, s, dev, n, 1.0), 0u) << "the failed checkpoint's copy landed in the restart's data";
+    }
+  }  // drain_fails: the Runtime goes at once, its pool with the retired chunk, the D2H still queued
+  if (GetParam().drain_fails) {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    EXPECT_EQ(bad_after_restart(rt, 1, s, dev, n, 1.0), 0u);
+  }
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, FailedFence,
+                         ::testing::Values(FenceCase{"off", false}, FenceCase{"on", false}, FenceCase{"off", true},
+                                           FenceCase{"on", true}));
+
+// A capture abandoned halfway (no fence, no capture_end), then the device destroyed: its destructor
+// drains both streams first, so that nothing of the device is in flight afterwards - neither the D2H
+// into the caller's buffer (freed right after: the simulated device aborts when memory is freed under a
+// queued copy) nor, with automatic double buffering, the D2D into the spare, which the destructor frees
+// in the copy stream's order.
+class AbandonedCapture : public ::testing::TestWithParam<CudaDeviceConfig::DoubleBuffer> {};
+
+TEST_P(AbandonedCapture, IsDrainedWhenTheDeviceIsDestroyed) {
+  ckpt::test::SimReset reset;
+  constexpr std::size_t n = 1 << 17, bytes = n * sizeof(double);
+  cudaStream_t s = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* a = nullptr;
+  CUDA_OK(cudaMalloc(&a, bytes));
+  void* staged = nullptr;
+  CUDA_OK(cudaHostAlloc(&staged, bytes, cudaHostAllocPortable));
+  fill(s, a, n, 1.0);
+  {
+    CudaDeviceConfig cfg;
+    cfg.double_buffer = GetParam();
+    auto dev = detail::make_cuda_device(cfg);
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    Device& d = *dev.value();
+    // A whole capture first: in automatic mode it sizes the spare, which the second one copies into.
+    ASSERT_TRUE(d.capture_begin(s).ok());
+    ASSERT_TRUE(d.copy_to_host(staged, a, bytes, MemoryKind::device).ok());
+    auto f = d.fence();
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(d.capture_end(s).ok());
+    ASSERT_TRUE(d.wait(f.value()).ok());
+    ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2h, 100'000);
+    ckpt::simgpu::set_delay_us(ckpt::simgpu::Op::d2d, 100'000);
+    ASSERT_TRUE(d.capture_begin(s).ok());
+    ASSERT_TRUE(d.copy_to_host(staged, a, bytes, MemoryKind::device).ok());
+  }  // abandoned: destroyed with the copy enqueued
+  CUDA_OK(cudaFreeHost(staged));
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, AbandonedCapture,
+                         ::testing::Values(CudaDeviceConfig::DoubleBuffer::off,
+                                           CudaDeviceConfig::DoubleBuffer::automatic));
+#endif
 
 TEST(CudaRuntime, AGraphCapturedStreamIsRejectedThenAFailedWriteThenExactRestarts) {
   SKIP_WITHOUT_GPU();

@@ -59,10 +59,10 @@ TEST(CudaRanks, SharedGpuCheckpointAndNToMRestart) {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     ASSERT_TRUE(rt.protect("field", dev, DType::f64, Block{{kRows, kCols}, {r0, 0}, {nr, kCols}}).ok());
-    fill_rows<<<64, 256, 0, s>>>(dev, r0, nr, kCols, 0.5, 100'000'000);
+    CKPT_LAUNCH(fill_rows, 64, 256, s)(dev, r0, nr, kCols, 0.5, 100'000'000);
     Ticket t = rt.checkpoint(1, s);
     EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
-    fill_rows<<<64, 256, 0, s>>>(dev, r0, nr, kCols, -1e9, 0);
+    CKPT_LAUNCH(fill_rows, 64, 256, s)(dev, r0, nr, kCols, -1e9, 0);
     Status st = t.wait();
     ASSERT_TRUE(st.ok()) << st.to_string();
     ASSERT_TRUE(rt.close().ok());
@@ -161,3 +161,108 @@ TEST(CudaRanks, ReaderReadsBoxesIntoDeviceMemory) {
   ASSERT_EQ(cudaFree(dids), cudaSuccess);
   EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
 }
+
+#if CKPT_HAVE_SIMGPU
+// Issue 32, defect 3: f64 [4][R][C] written by every rank in blocks split along dimension 1, restored
+// whole by rank 0 into device memory. Each block's part of a plane is one row, consecutive rows are a
+// plane apart in the destination: a 2D copy with that pitch. With a device whose pitch limit is below
+// a plane (the simulated device's is set so; a real GPU's is 2 GiB, reached by [4][32768][8192]) the
+// rows must be copied one by one - cudaMemcpy2DAsync refused the pitch and the restart failed.
+// Issue 32, defect 6: when no staging memory can be pinned (cudaHostAlloc and cudaHostRegister fail on
+// every rank), the checkpoints stay exact and the fall-back is said on stderr by rank 0 only, or by every
+// rank with verbose.
+TEST(CudaRanks, PageableStagingIsSaidByRank0OrEveryRankWithVerbose) {
+  ckpt::test::SimReset reset;
+  const int rank = world_rank();
+  constexpr std::size_t n = 1 << 18;
+  double* dev = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dev, n * sizeof(double)), cudaSuccess);
+  for (int verbose = 0; verbose <= 1; ++verbose) {
+    for (int i = 0; i < 16; ++i) {  // more than the pool's pieces
+      ckpt::simgpu::inject_error("cudaHostAlloc", 0, cudaErrorMemoryAllocation);
+      ckpt::simgpu::inject_error("cudaHostRegister", 0, cudaErrorMemoryAllocation);
+    }
+    Options o = Options::defaults();
+    o.dir = ckpt::test::scratch_dir() + "/v" + std::to_string(verbose);
+    o.fsync = false;
+    o.verbose = verbose;
+    ::testing::internal::CaptureStderr();
+    {
+      Runtime rt(MPI_COMM_WORLD, o);
+      EXPECT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+      CKPT_LAUNCH(fill_rows, 1, 1, nullptr)(dev, 0, 1, n, 3.0 + rank, 0);
+      Ticket t = rt.checkpoint(1);
+      EXPECT_TRUE(t.wait().ok()) << t.wait().to_string();
+      EXPECT_EQ(t.stats().staging_pinned_bytes, 0u);
+      EXPECT_TRUE(rt.restart(1).ok());
+    }
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const bool said = err.find("staging memory could not be pinned") != std::string::npos;
+    EXPECT_EQ(said, rank == 0 || verbose == 1) << "rank " << rank << " verbose " << verbose << ": " << err;
+    ckpt::simgpu::reset();
+  }
+  std::vector<double> got(n);
+  ASSERT_EQ(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got[n - 1], 3.0 + rank + static_cast<double>(n - 1));
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
+}
+
+TEST(CudaRanks, ARestartSplitsRowsFartherApartThanTheDevicesPitchLimit) {
+  ckpt::test::SimReset reset;
+  constexpr std::uint64_t kP = 4, kR = 64, kC = 32;  // a plane: 16 KiB
+  ckpt::simgpu::set_max_pitch(8 << 10);
+  const std::string dir = ckpt::test::scratch_dir();
+  const int rank = world_rank(), size = world_size();
+  std::uint64_t r0 = 0, nr = 0;
+  split(kR, rank, size, r0, nr);
+  auto value = [](std::uint64_t p, std::uint64_t r, std::uint64_t c) { return 0.5 + static_cast<double>((p * kR + r) * kC + c); };
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.fsync = false;
+  {
+    std::vector<double> host(kP * nr * kC);
+    for (std::uint64_t p = 0; p < kP; ++p)
+      for (std::uint64_t r = 0; r < nr; ++r)
+        for (std::uint64_t c = 0; c < kC; ++c) host[(p * nr + r) * kC + c] = value(p, r0 + r, c);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("a", host.data(), DType::f64, Block{{kP, kR, kC}, {0, r0, 0}, {kP, nr, kC}}).ok());
+    ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Comm one;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == 0 ? 0 : MPI_UNDEFINED, rank, &one);
+  // Rank 0's part in a function of its own: a failed ASSERT returns from it, not from the test (the
+  // other ranks wait in all_true below).
+  auto restore_on_rank0 = [&] {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    const std::size_t bytes = kP * kR * kC * sizeof(double);
+    double* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dev, 0xff, bytes), cudaSuccess);
+    {
+      Runtime rt(one, o);
+      ASSERT_TRUE(rt.protect("a", dev, DType::f64, Block{{kP, kR, kC}, {0, 0, 0}, {kP, kR, kC}}).ok());
+      const long copies2d = ckpt::simgpu::calls("cudaMemcpy2DAsync");
+      Status st = rt.restart(1);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      // A block's row of each plane is a copy of its own: no 2D copy spans planes.
+      EXPECT_EQ(ckpt::simgpu::calls("cudaMemcpy2DAsync"), copies2d);
+    }
+    std::vector<double> got(kP * kR * kC);
+    ASSERT_EQ(cudaMemcpy(got.data(), dev, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    std::size_t bad = 0;
+    for (std::uint64_t p = 0; p < kP; ++p)
+      for (std::uint64_t r = 0; r < kR; ++r)
+        for (std::uint64_t c = 0; c < kC; ++c) bad += got[(p * kR + r) * kC + c] != value(p, r, c);
+    EXPECT_EQ(bad, 0u);
+    ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  };
+  if (one != MPI_COMM_NULL) {
+    restore_on_rank0();
+    MPI_Comm_free(&one);
+  }
+  EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
+}
+#endif

@@ -166,6 +166,7 @@ class FakeGpu final : public Device {
     land([](const Copy&) { return true; });
     return Status::OK();
   }
+  std::uint64_t max_copy_pitch() const override { return UINT64_MAX; }
 
  private:
   struct Copy {

@@ -119,7 +119,7 @@ std::map<std::string, ThreadInfo> threads_of_a_runtime(const std::string& dir, i
   return threads;
 }
 
-const char* const kNames[] = {"ckpt digest", "ckpt write", "ckpt commit", "ckpt launch"};
+const char* const kNames[] = {"ckpt digest", "ckpt write", "ckpt commit", "ckpt launch", "ckpt reclaim"};
 
 /// Every CPU the process may use (mpiexec may have bound this rank to one): what a thread gets when it
 /// asks for all of them, the kernel keeping the cpuset's share.

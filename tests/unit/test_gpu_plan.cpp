@@ -54,7 +54,7 @@ TEST(StreamChecks, AllPassOnTheRuntimesDeviceInOrder) {
   FakeProbe p;
   p.current = p.stream_dev = 2;
   EXPECT_TRUE(check_app_stream(2, kStream, p, "checkpoint").ok());
-  EXPECT_EQ(p.asked, (std::vector<std::string>{"current_device", "stream_device", "is_capturing"}));
+  EXPECT_EQ(p.asked, (std::vector<std::string>{"current_device", "is_capturing", "stream_device"}));
 }
 
 TEST(StreamChecks, DefaultStreamHasNoDeviceOfItsOwnToAsk) {
@@ -79,7 +79,7 @@ TEST(StreamChecks, StreamOfAnotherDevice) {
   Status s = check_app_stream(0, kStream, p, "restart");
   EXPECT_EQ(s.code(), Code::failed_precondition);
   EXPECT_NE(s.message().find("restart: the stream belongs to CUDA device 3"), std::string::npos) << s.message();
-  EXPECT_EQ(p.asked, (std::vector<std::string>{"current_device", "stream_device"}));
+  EXPECT_EQ(p.asked, (std::vector<std::string>{"current_device", "is_capturing", "stream_device"}));
 }
 
 TEST(StreamChecks, GraphCapturedStreamIsRejected) {
@@ -89,6 +89,8 @@ TEST(StreamChecks, GraphCapturedStreamIsRejected) {
     Status s = check_app_stream(0, stream, p, "checkpoint");
     EXPECT_EQ(s.code(), Code::failed_precondition);
     EXPECT_NE(s.message().find("captured into a CUDA graph"), std::string::npos) << s.message();
+    // Nothing else is asked about a stream in a capture (issue 32: a capture may refuse other queries).
+    EXPECT_EQ(p.asked, (std::vector<std::string>{"current_device", "is_capturing"}));
   }
 }
 
@@ -158,12 +160,14 @@ TEST(SpareSizer, AFailedAllocationLowersTheCap) {
 }
 
 namespace {
-std::vector<Copy2D> batch(const std::vector<std::vector<std::uint64_t>>& rows) {
+std::vector<Copy2D> batch(const std::vector<std::vector<std::uint64_t>>& rows, std::uint64_t max_pitch = UINT64_MAX) {
   std::vector<Copy2D> out;
-  RowBatcher b([&](const Copy2D& c) {
-    out.push_back(c);
-    return Status::OK();
-  });
+  RowBatcher b(
+      [&](const Copy2D& c) {
+        out.push_back(c);
+        return Status::OK();
+      },
+      max_pitch);
   for (auto& r : rows) EXPECT_TRUE(b.add(r[0], r[1], r[2]).ok());
   EXPECT_TRUE(b.flush().ok());
   return out;
@@ -214,6 +218,31 @@ TEST(RowBatcher, BackwardsOrOverlappingRowsAreNotMerged) {
   EXPECT_EQ(c.size(), 2u);
   c = batch({{0, 0, 16}, {8, 32, 16}});  // destination pitch < width
   EXPECT_EQ(c.size(), 2u);
+}
+
+TEST(RowBatcher, NoPitchAboveTheDevicesLimit) {
+  // Issue 32, defect 3: f64 [4][32768][8192] in blocks of [4][32768 / k][8192] restored on one rank:
+  // one row per plane, 2 GiB apart in the destination. cudaMemcpy2DAsync refuses a pitch above the
+  // device's limit (2^31 - 1 on current GPUs): such rows are copies of their own.
+  const std::uint64_t plane = std::uint64_t{32768} * 8192 * 8, row = plane / 256;
+  std::vector<std::vector<std::uint64_t>> rows;
+  for (std::uint64_t z = 0; z < 4; ++z) rows.push_back({z * plane, z * row, row});
+  const std::uint64_t limit = (std::uint64_t{1} << 31) - 1;
+  auto c = batch(rows, limit);
+  ASSERT_EQ(c.size(), 4u);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    EXPECT_EQ(c[i].height, 1u);
+    EXPECT_EQ(c[i].dst, i * plane);
+    EXPECT_EQ(c[i].width, row);
+  }
+  c = batch(rows, plane);  // a limit that allows it: one 2D copy, as before
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].dpitch, plane);
+  // The source pitch is capped too; a pitch equal to the limit is allowed.
+  c = batch({{0, 0, 16}, {32, 4096, 16}, {64, 8192, 16}}, 4095);
+  EXPECT_EQ(c.size(), 3u);
+  c = batch({{0, 0, 16}, {32, 4096, 16}, {64, 8192, 16}}, 4096);
+  EXPECT_EQ(c.size(), 1u);
 }
 
 TEST(DefaultDevice, WithoutAGpuTheHostDeviceOtherwiseTheError) {

@@ -1,6 +1,8 @@
 // The staging pool: fixed budget, blocking acquire, growth only by reserve().
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -141,7 +143,7 @@ TEST(Pool, SmallStateGetsASmallPool) {
     Options o = Options::defaults();
     o.on_busy = busy;
     StagingPool pool(*dev, initial_chunk_bytes(o));
-    ASSERT_TRUE(reserve_for_regions(pool, o, bound, 1, true).ok());
+    ASSERT_TRUE(reserve_for_regions(pool, o, bound, 1, Resize::protect).ok());
     EXPECT_EQ(pool.chunk_bytes(), auto_chunk_bytes(bound, 1));
     // One stream (wait, max_in_flight 1): the stream rounded up to pages. Two with coalesce, each
     // rounded up to pages: <= 2x the checkpoint plus a page per chunk.
@@ -156,32 +158,81 @@ TEST(Pool, SmallStateGetsASmallPool) {
   }
 }
 
+// Issue 32, defect 7: regions with a Source are sized inside checkpoint(). There the pool keeps the
+// memory it holds (re-chunking freed it and pinned it again: seconds at 16 GiB on the application's
+// path) and grows by pieces of its chunk size - unless what it holds is at most one chunk of the size
+// the state wants (a Source that was empty or tiny when protected).
+TEST(Pool, InsideCheckpointThePoolGrowsByPiecesAndKeepsWhatItHolds) {
+  constexpr std::uint64_t KiB = 1024;
+  auto dev = make_host_device();
+  Options o = Options::defaults();
+  // The chunks' memory, as the pool hands it out (every chunk taken, then given back).
+  auto chunk_memory = [](StagingPool& pool) {
+    std::vector<Chunk*> lent;
+    for (std::size_t i = 0, n = pool.chunks(); i < n; ++i) lent.push_back(pool.acquire());
+    std::vector<std::uint8_t*> mem;
+    for (Chunk* c : lent) {
+      mem.push_back(c->data);
+      pool.release(c);
+    }
+    std::sort(mem.begin(), mem.end());
+    return mem;
+  };
+  // A Source that grew 4x with 8 checkpoints in flight: the pool holds 8 MiB, more than one chunk of
+  // the size the state wants (2 MiB; update() would re-chunk, off by more than 2x). It grows in its
+  // chunk size and every chunk it had is still there, at the same address.
+  o.max_in_flight = 8;
+  StagingPool pool(*dev, initial_chunk_bytes(o));
+  ASSERT_TRUE(reserve_for_regions(pool, o, 1024 * KiB, 1, Resize::protect).ok());
+  ASSERT_EQ(pool.chunk_bytes(), 512 * KiB);
+  ASSERT_GE(pool.bytes(), 8 * 1024 * KiB);
+  const auto before = chunk_memory(pool);
+  ASSERT_TRUE(reserve_for_regions(pool, o, 4096 * KiB, 1, Resize::checkpoint).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 512 * KiB);
+  EXPECT_GE(pool.bytes(), 8 * 4096 * KiB);
+  const auto after = chunk_memory(pool);
+  EXPECT_TRUE(std::includes(after.begin(), after.end(), before.begin(), before.end()))
+      << "the pool freed and allocated again what it held";
+  // A Source that shrank: never re-chunked there (update() would: 4x down), nothing freed.
+  ASSERT_TRUE(reserve_for_regions(pool, o, 16 * KiB, 1, Resize::checkpoint).ok());
+  EXPECT_EQ(pool.chunk_bytes(), 512 * KiB);
+  EXPECT_EQ(chunk_memory(pool), after);
+  // A pool that holds at most one chunk of the wanted size (a Source empty when protected) is
+  // re-chunked: nothing worth keeping is freed, and the state does not stream through 4 KiB chunks.
+  StagingPool tiny(*dev, initial_chunk_bytes(o));
+  ASSERT_TRUE(reserve_for_regions(tiny, o, 0, 1, Resize::protect).ok());
+  ASSERT_EQ(tiny.chunk_bytes(), 4 * KiB);
+  ASSERT_TRUE(reserve_for_regions(tiny, o, 8000 * KiB, 1, Resize::checkpoint).ok());
+  EXPECT_EQ(tiny.chunk_bytes(), auto_chunk_bytes(8000 * KiB, 1));
+  EXPECT_GE(tiny.bytes(), 8000 * KiB);
+}
+
 TEST(Pool, RechunkOnlyWithNothingLentAndUpdatesKeepTheirPool) {
   constexpr std::uint64_t KiB = 1024;
   auto dev = make_host_device();
   Options o = Options::defaults();
   StagingPool pool(*dev, initial_chunk_bytes(o));
   // Registered region by region: the pool follows exactly.
-  ASSERT_TRUE(reserve_for_regions(pool, o, 8 * KiB, 1, true).ok());
+  ASSERT_TRUE(reserve_for_regions(pool, o, 8 * KiB, 1, Resize::protect).ok());
   EXPECT_EQ(pool.chunk_bytes(), 4 * KiB);
-  ASSERT_TRUE(reserve_for_regions(pool, o, 400 * KiB, 1, true).ok());
+  ASSERT_TRUE(reserve_for_regions(pool, o, 400 * KiB, 1, Resize::protect).ok());
   EXPECT_EQ(pool.chunk_bytes(), 200 * KiB);
   EXPECT_EQ(pool.chunks(), 2u);
   // update(): a state that fluctuates keeps its chunks (the count grows as for a fixed chunk size).
-  ASSERT_TRUE(reserve_for_regions(pool, o, 500 * KiB, 1, false).ok());
+  ASSERT_TRUE(reserve_for_regions(pool, o, 500 * KiB, 1, Resize::update).ok());
   EXPECT_EQ(pool.chunk_bytes(), 200 * KiB);
   EXPECT_GE(pool.bytes(), 500 * KiB);
-  ASSERT_TRUE(reserve_for_regions(pool, o, 300 * KiB, 1, false).ok());
+  ASSERT_TRUE(reserve_for_regions(pool, o, 300 * KiB, 1, Resize::update).ok());
   EXPECT_EQ(pool.chunk_bytes(), 200 * KiB);
   // ... until it is off by more than 2x.
-  ASSERT_TRUE(reserve_for_regions(pool, o, 2000 * KiB, 1, false).ok());
+  ASSERT_TRUE(reserve_for_regions(pool, o, 2000 * KiB, 1, Resize::update).ok());
   EXPECT_EQ(pool.chunk_bytes(), 1000 * KiB);
   EXPECT_EQ(pool.chunks(), 2u);
   // A lent chunk (a checkpoint in flight) keeps the size: the pool grows in it instead.
   Chunk* lent = pool.acquire();
   ASSERT_NE(lent, nullptr);
   EXPECT_FALSE(pool.rechunk(64 * KiB));
-  ASSERT_TRUE(reserve_for_regions(pool, o, 8000 * KiB, 1, true).ok());
+  ASSERT_TRUE(reserve_for_regions(pool, o, 8000 * KiB, 1, Resize::protect).ok());
   EXPECT_EQ(pool.chunk_bytes(), 1000 * KiB);
   EXPECT_EQ(lent->bytes, 1000 * KiB);
   EXPECT_GE(pool.bytes(), 8000 * KiB);
@@ -202,6 +253,6 @@ TEST(Pool, RechunkOnlyWithNothingLentAndUpdatesKeepTheirPool) {
   Options fixed = Options::defaults();
   fixed.chunk_bytes = 64 * KiB;
   StagingPool p2(*dev, initial_chunk_bytes(fixed));
-  ASSERT_TRUE(reserve_for_regions(p2, fixed, 8000 * KiB, 1, true).ok());
+  ASSERT_TRUE(reserve_for_regions(p2, fixed, 8000 * KiB, 1, Resize::protect).ok());
   EXPECT_EQ(p2.chunk_bytes(), 64 * KiB);
 }
