@@ -726,6 +726,22 @@ int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, uint32_t r
   });
 }
 
+int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, uint64_t* rows, size_t capacity,
+                                 size_t* count) {
+  if (count != nullptr) *count = 0;
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_rows_by_key: step handle"));
+    CKPT_RETURN_IF_ERROR(need(key, "ckpt_reader_step_rows_by_key: key"));
+    CKPT_RETURN_IF_ERROR(need(count, "ckpt_reader_step_rows_by_key: count"));
+    if (capacity > 0) CKPT_RETURN_IF_ERROR(need(rows, "ckpt_reader_step_rows_by_key: rows"));
+    auto order = c->ckpt.rows_by_key(key);
+    if (!order.ok()) return order.status();
+    *count = order->size();
+    std::copy_n(order->begin(), std::min(capacity, order->size()), rows);
+    return ckpt::Status::OK();
+  });
+}
+
 int ckpt_reader_step_verify(ckpt_reader_step* c) {
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_verify: step handle"));

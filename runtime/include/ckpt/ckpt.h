@@ -296,6 +296,14 @@ CKPT_API int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, u
                                         size_t out_bytes);
 /** Reads and checks every block; CKPT_CORRUPT with ckpt_last_error() naming each bad block. */
 CKPT_API int ckpt_reader_step_verify(ckpt_reader_step* c);
+/** The rows of joined integer variable `key` ordered by its values (ckpt::CheckpointReader::rows_by_key):
+ *  rows[i] is the stored row holding the i-th smallest value, so that joined arrays of the same rows
+ *  written by different rank counts read in one order. *count receives the number of rows; up to
+ *  `capacity` are stored (rows may be NULL when capacity is 0). CKPT_INVALID_ARGUMENT naming why when
+ *  `key` is not joined, not an integer dtype, has more than one value per row, or holds a value in more
+ *  than one row (the message names the first few). */
+CKPT_API int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, uint64_t* rows, size_t capacity,
+                                          size_t* count);
 
 /* ---- The runtime's parity with ckpt::Runtime: sizing before restart, the resolved options -------- */
 
