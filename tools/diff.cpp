@@ -140,8 +140,9 @@ struct KeyMatch {
   /// Loads `name` from one side through the reader (its checks: joined, integer, one value per row).
   static Status load(CheckpointReader& r, const std::string& name, const char* side, KeySide& out) {
     auto info = r.variable(name);
-    if (!info.ok()) return Status(Code::not_found, std::string("--key: no variable '") + name + "' in " + side + " (" +
-                                                       r.path() + ")");
+    if (!info.ok())
+      return Status(Code::not_found,
+                    std::string("--key: no variable '") + name + "' in " + side + " (" + r.path() + ")");
     auto rows = r.rows_by_key(name, &out.keys, /*allow_duplicates=*/true);
     if (!rows.ok()) return Status(rows.status().code(), std::string("--key: ") + side + ": " + rows.status().message());
     out.rows = std::move(rows).value();
@@ -151,8 +152,8 @@ struct KeyMatch {
       std::size_t n = 2;
       while (i + n - 1 < out.keys.size() && out.keys[i + n - 1] == out.keys[i]) ++n;
       if (++out.nduplicates <= 5)
-        out.duplicates += (out.duplicates.empty() ? "" : ", ") + std::to_string(out.keys[i]) + " (" +
-                          std::to_string(n) + " rows)";
+        out.duplicates +=
+            (out.duplicates.empty() ? "" : ", ") + std::to_string(out.keys[i]) + " (" + std::to_string(n) + " rows)";
     }
     if (out.nduplicates > 5) out.duplicates += ", ...";
     return Status::OK();
@@ -450,8 +451,8 @@ int run_diff(const DiffArgs& args) {
     if (args.key.empty()) {
       j["key"] = nullptr;
     } else {
-      json k{{"name", key.name}, {"in_both", key.pairs.size()}, {"only_in_a", key.only_a}, {"only_in_b", key.only_b},
-             {"duplicates_in_a", key.a.nduplicates}, {"duplicates_in_b", key.b.nduplicates}};
+      json k{{"name", key.name},        {"in_both", key.pairs.size()},          {"only_in_a", key.only_a},
+             {"only_in_b", key.only_b}, {"duplicates_in_a", key.a.nduplicates}, {"duplicates_in_b", key.b.nduplicates}};
       k["problem"] = key.problem.empty() ? json(nullptr) : json(key.problem);
       j["key"] = k;
     }

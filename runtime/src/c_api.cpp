@@ -726,8 +726,7 @@ int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, uint32_t r
   });
 }
 
-int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, uint64_t* rows, size_t capacity,
-                                 size_t* count) {
+int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, uint64_t* rows, size_t capacity, size_t* count) {
   if (count != nullptr) *count = 0;
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_rows_by_key: step handle"));
@@ -748,7 +747,6 @@ int ckpt_reader_step_verify(ckpt_reader_step* c) {
     return c->ckpt.verify();
   });
 }
-
 
 // ---- parity with ckpt::Runtime: sizing before restart, the resolved options ------------------------
 
@@ -845,9 +843,9 @@ int ckpt_protect_source(ckpt_runtime* rt, const char* name, int dtype, int kind,
     auto t = dtype_of(dtype);
     if (!t.ok()) return t.status();
     if (kind != CKPT_KIND_LOCAL && kind != CKPT_KIND_JOINED)
-      return ckpt::Status(ckpt::Code::invalid_argument,
-                          "ckpt_protect_source: kind must be CKPT_KIND_LOCAL (0) or CKPT_KIND_JOINED (3), got " +
-                              std::to_string(kind));
+      return ckpt::Status(
+          ckpt::Code::invalid_argument,
+          "ckpt_protect_source: kind must be CKPT_KIND_LOCAL (0) or CKPT_KIND_JOINED (3), got " + std::to_string(kind));
     if (locate == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_protect_source: locate is NULL");
     ckpt::Source src;
     // The runtime turns an exception of locate() into invalid_argument naming the region.

@@ -326,7 +326,8 @@ Status CheckpointReader::read(const std::string& name, void* out, std::size_t ou
   return read(name, Shape(v.global.size(), 0), v.global, out, out_bytes);
 }
 
-Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::string& key, std::vector<std::int64_t>* keys,
+Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::string& key,
+                                                                 std::vector<std::int64_t>* keys,
                                                                  bool allow_duplicates) {
   auto vi = m_s->find(key);
   if (!vi.ok()) return vi.status();
@@ -339,8 +340,8 @@ Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::stri
   const bool is_signed = t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
   const bool is_unsigned = t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
   if (!is_signed && !is_unsigned)
-    return Status(Code::invalid_argument,
-                  what + " holds " + dtype_name(t) + " values; a key must be an integer variable (a block or particle id)");
+    return Status(Code::invalid_argument, what + " holds " + dtype_name(t) +
+                                              " values; a key must be an integer variable (a block or particle id)");
   if (v.shape.empty() || v.shape.size() > 2 || (v.shape.size() == 2 && v.shape[1] != 1))
     return Status(Code::invalid_argument, what + " has shape " + detail::shape_text(v.shape) +
                                               "; a key needs one value per row ([rows] or [rows, 1])");
@@ -400,13 +401,15 @@ Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::stri
     ++ndup;
     if (ndup <= 5) {
       dups += (dups.empty() ? "" : ", ") + std::to_string(value[order[i]]) + " (rows " + std::to_string(order[i - 1]);
-      for (std::size_t j = i; j < rows && value[order[j]] == value[order[i]]; ++j) dups += ", " + std::to_string(order[j]);
+      for (std::size_t j = i; j < rows && value[order[j]] == value[order[i]]; ++j)
+        dups += ", " + std::to_string(order[j]);
       dups += ")";
     }
   }
   if (ndup > 0 && !allow_duplicates)
     return Status(Code::invalid_argument, what + " is not unique: " + std::to_string(ndup) +
-                                              " value(s) held by more than one row: " + dups + (ndup > 5 ? ", ..." : ""));
+                                              " value(s) held by more than one row: " + dups +
+                                              (ndup > 5 ? ", ..." : ""));
   if (keys != nullptr) {
     keys->resize(rows);
     for (std::size_t i = 0; i < rows; ++i) (*keys)[i] = value[order[i]];

@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     ok = ok && check(rt.protect("blocks/level", level.data(), ckpt::DType::i32, ckpt::Joined{{rows}, {}}), "level");
     ok = ok && check(rt.protect("blocks/fid", fid.data(), ckpt::DType::f64, ckpt::Joined{{rows}, {}}), "fid");
     ok = ok && check(rt.protect("blocks/pair", pair.data(), ckpt::DType::i64, ckpt::Joined{{rows, 2u}, {}}), "pair");
-    ok = ok && check(rt.protect("tracers/x", tracers.data(), ckpt::DType::f64, ckpt::Joined{{t1 - t0}, {}}),
-                     "tracers/x");
+    ok = ok &&
+         check(rt.protect("tracers/x", tracers.data(), ckpt::DType::f64, ckpt::Joined{{t1 - t0}, {}}), "tracers/x");
     ok = ok && check(rt.protect_scalar("time", &time), "time");
     if (ok) ok = check(rt.checkpoint(20).wait(), "checkpoint 20");
     ok = check(rt.close(), "close") && ok;
