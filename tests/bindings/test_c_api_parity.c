@@ -130,14 +130,23 @@ int main(int argc, char** argv) {
     ckpt_free(rt);
   }
   {
-    /* mpi_threads: funneled from the options text. */
+    /* mpi_threads: funneled from the options text; ckpt_steps commits on this thread first. */
     ckpt_runtime* rt = NULL;
     int funneled = -1;
-    CHECK_RC(create(yaml, "{\"mpi_threads\": \"funneled\"}", &rt), CKPT_OK, NULL);
+    snprintf(text, sizeof text, "{\"mpi_threads\": \"funneled\", \"dir\": \"%s/funneled\"}", base);
+    CHECK_RC(create(yaml, text, &rt), CKPT_OK, NULL);
     if (rt == NULL) MPI_Abort(MPI_COMM_WORLD, 1);
     CHECK_RC(ckpt_funneled(rt, &funneled), CKPT_OK, rt);
     CHECK(funneled == 1);
     CHECK_RC(ckpt_funneled(rt, NULL), CKPT_INVALID_ARGUMENT, NULL);
+    double value = 1.0;
+    int64_t steps[2] = {0, 0};
+    size_t count = 0;
+    CHECK_RC(ckpt_protect_scalar(rt, "value", &value, CKPT_F64), CKPT_OK, rt);
+    CHECK_RC(ckpt_checkpoint(rt, 5, NULL, NULL), CKPT_OK, rt);
+    CHECK_RC(ckpt_wait_all(rt), CKPT_OK, rt);
+    CHECK_RC(ckpt_steps(rt, steps, 2, &count), CKPT_OK, rt);
+    CHECK(count == 1 && steps[0] == 5);
     ckpt_free(rt);
   }
 
@@ -153,6 +162,7 @@ int main(int argc, char** argv) {
     CHECK_RC(ckpt_steps(rt, NULL, 0, &count), CKPT_OK, rt);
     CHECK(count == 0);
   }
+  ckpt_reader_step* kept = NULL;
   Buffer rows = {NULL, 0, WIDTH, 1, 0, {0}, 0};
   Buffer hist = {NULL, 0, 1, 0, 0, {0}, 0};
   int64_t step = 0;
@@ -214,7 +224,7 @@ int main(int argc, char** argv) {
     uint64_t jt = 0, jb = 0, je = 0; /* the same total as ckpt_joined_rows gives */
     CHECK_RC(ckpt_joined_rows(rt, 2, "rows", &jt, &jb, &je), CKPT_OK, rt);
     CHECK(jt == total && jb == share_begin(total, g_rank, size));
-    ckpt_reader_step_free(c);
+    kept = c; /* outlives the runtime (checked after ckpt_free below) */
     c = (ckpt_reader_step*)&c;
     CHECK_RC(ckpt_inspect(rt, 99, &c), CKPT_NOT_FOUND, rt);
     CHECK(c == NULL);
@@ -244,6 +254,12 @@ int main(int argc, char** argv) {
   }
   CHECK_RC(ckpt_close(rt), CKPT_OK, rt);
   ckpt_free(rt);
+  {
+    size_t nvars = 0;
+    CHECK_RC(ckpt_reader_step_nvars(kept, &nvars), CKPT_OK, NULL); /* the step handle outlives the runtime */
+    CHECK(nvars == 3);
+    ckpt_reader_step_free(kept);
+  }
 
   /* ---- damage step 2: restart must fall back to step 1, resizing for each step it tries ---- */
   if (g_rank == 0) {
