@@ -38,6 +38,7 @@ module ckpt
   public :: ckpt_protect_joined, ckpt_update_joined, ckpt_joined_rows, ckpt_set_optional
   public :: ckpt_step, ckpt_steps, ckpt_inspect, ckpt_step_free, ckpt_step_nvars, ckpt_step_var_name
   public :: ckpt_step_variable, ckpt_step_attribute, ckpt_dir, ckpt_protect_source
+  public :: ckpt_options_yaml, ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional
   public :: ckpt_locate_proc, ckpt_resize_proc
 
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
@@ -318,6 +319,32 @@ module ckpt
       type(c_ptr), intent(out) :: dir
       integer(c_int) :: rc
     end function c_dir
+    function c_options_yaml(rt, yaml) bind(C, name="ckpt_options_yaml") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      type(c_ptr), intent(out) :: yaml
+      integer(c_int) :: rc
+    end function c_options_yaml
+    function c_funneled(rt, funneled) bind(C, name="ckpt_funneled") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      integer(c_int), intent(out) :: funneled
+      integer(c_int) :: rc
+    end function c_funneled
+    function c_restart_level(rt, level) bind(C, name="ckpt_restart_level") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      type(c_ptr), intent(out) :: level
+      integer(c_int) :: rc
+    end function c_restart_level
+    function c_skipped_optional(rt, i, count, name) bind(C, name="ckpt_skipped_optional") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: rt
+      integer(c_size_t), value :: i
+      integer(c_size_t), intent(out) :: count
+      type(c_ptr), intent(out) :: name
+      integer(c_int) :: rc
+    end function c_skipped_optional
     function c_protect_source(rt, name, dtype, kind, locate, resize, user) bind(C, name="ckpt_protect_source") &
         result(rc)
       import :: c_ptr, c_int, c_char, c_funptr
@@ -751,6 +778,61 @@ contains
     ierr = c_dir(rt%handle, p)
     if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_dir", from_cstr(p), dir)
   end subroutine ckpt_dir
+
+  !> Every option in effect as YAML text (loadable as a config file). CKPT_INVALID_ARGUMENT when `yaml`
+  !> is too short for it (lines end with achar(10)).
+  subroutine ckpt_options_yaml(rt, yaml, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), intent(out) :: yaml
+    integer, intent(out) :: ierr
+    type(c_ptr) :: p
+    yaml = ""
+    ierr = c_options_yaml(rt%handle, p)
+    if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_options_yaml", from_cstr(p), yaml)
+  end subroutine ckpt_options_yaml
+
+  !> Whether every MPI call of the runtime is made on the application thread (option mpi_threads).
+  subroutine ckpt_funneled(rt, funneled, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    logical, intent(out) :: funneled
+    integer, intent(out) :: ierr
+    integer(c_int) :: f
+    f = 0
+    ierr = c_funneled(rt%handle, f)
+    funneled = f /= 0
+  end subroutine ckpt_funneled
+
+  !> The level the last successful restart read from: "local", "partner", "xor", "global", or blank
+  !> before any. CKPT_INVALID_ARGUMENT when `level` is too short.
+  subroutine ckpt_restart_level(rt, level, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), intent(out) :: level
+    integer, intent(out) :: ierr
+    type(c_ptr) :: p
+    level = ""
+    ierr = c_restart_level(rt%handle, p)
+    if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_restart_level", from_cstr(p), level)
+  end subroutine ckpt_restart_level
+
+  !> The optional regions the last restart left untouched because its checkpoint lacked them, each in
+  !> an element of `names` (allocated here, of the caller's length). CKPT_INVALID_ARGUMENT when a name is
+  !> longer than that.
+  subroutine ckpt_skipped_optional(rt, names, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), allocatable, intent(out) :: names(:)
+    integer, intent(out) :: ierr
+    integer(c_size_t) :: n, i, again
+    type(c_ptr) :: p
+    n = 0
+    ierr = c_skipped_optional(rt%handle, 0_c_size_t, n, p)
+    if (ierr /= CKPT_OK) n = 0
+    allocate (names(n))
+    do i = 1, n
+      if (ierr /= CKPT_OK) exit
+      ierr = c_skipped_optional(rt%handle, i - 1, again, p)
+      if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_skipped_optional", from_cstr(p), names(i))
+    end do
+  end subroutine ckpt_skipped_optional
 
   !> Collective. Describes checkpoint `step` without restoring anything (rank 0 reads its index, every
   !> rank gets it): ask with ckpt_step_nvars, ckpt_step_var_name, ckpt_step_variable and

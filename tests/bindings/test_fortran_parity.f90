@@ -1,6 +1,7 @@
 !> The Fortran module's parity with ckpt::Runtime at 4 ranks: ckpt_steps, ckpt_inspect (variables,
 !> dtype, kind, extents in Fortran order, a joined array's rows per rank and in total, attributes),
-!> ckpt_dir (resolved from the YAML file), and ckpt_protect_source: one ckpt_restart sizes the arrays
+!> ckpt_dir (resolved from the YAML file), ckpt_options_yaml, ckpt_funneled, ckpt_restart_level,
+!> ckpt_skipped_optional, and ckpt_protect_source: one ckpt_restart sizes the arrays
 !> through their resize procedures for each step it tries - step 2 is damaged, so it falls back to step
 !> 1 and the arrays end with step 1's extents - plus the error paths. Scratch directory: $CKPTTEST_TMP.
 !> Exit status 1 on a failed check.
@@ -91,6 +92,11 @@ program test_fortran_parity
   character(len=1024) :: msg, got
   character(len=512) :: tmp, dir, yaml
   character(len=4) :: short
+  character(len=65536) :: yaml_text
+  logical :: funneled
+  real(real64), target :: extra = 42.0_real64
+  character(len=64), allocatable :: names(:)
+  character(len=2), allocatable :: tiny(:)
 
   call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -117,6 +123,15 @@ program test_fortran_parity
   call expect(index(msg, "characters") > 0, "and says how long it must be: "//trim(msg))
   call ckpt_steps(rt, steps, ierr); call ok(ierr, "ckpt_steps")
   call expect(size(steps) == 0, "no step yet")
+  call ckpt_options_yaml(rt, yaml_text, ierr); call ok(ierr, "ckpt_options_yaml")
+  call expect(index(yaml_text, "keep: 5") > 0 .and. index(yaml_text, trim(dir)) > 0, &
+              "the YAML text holds the options in effect")
+  call ckpt_options_yaml(rt, short, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "ckpt_options_yaml into a string too short fails")
+  call ckpt_funneled(rt, funneled, ierr); call ok(ierr, "ckpt_funneled")
+  call expect(.not. funneled, "MPI_THREAD_MULTIPLE and mpi_threads auto: not funneled")
+  call ckpt_restart_level(rt, got, ierr); call ok(ierr, "ckpt_restart_level")
+  call expect(len_trim(got) == 0, "no restart yet: no level")
 
   ! ---- write steps 1 (rank r: r + 1 rows, 10 in all) and 2 (2r + 1 rows, 16 in all) ----
   call fill(r + 1, r * (r + 1) / 2, 1_int64, r + 2, rank)
@@ -200,8 +215,18 @@ program test_fortran_parity
   call ckpt_protect_source(rt, "x", CKPT_F64, locate_x, ierr, resize=resize_x, joined=.true.)
   call ok(ierr, "protect_source x, no rows yet")
   call ckpt_protect_source(rt, "h", CKPT_F64, locate_h, ierr, resize=resize_h); call ok(ierr, "protect_source h")
+  call ckpt_protect(rt, "extra", extra, ierr); call ok(ierr, "protect extra")  ! in no checkpoint
+  call ckpt_set_optional(rt, "extra", ierr); call ok(ierr, "set_optional extra")
   call ckpt_restart(rt, step, ierr); call ok(ierr, "restart")
   call expect(step == 1, "fell back to step 1")
+  call ckpt_restart_level(rt, got, ierr); call ok(ierr, "ckpt_restart_level")
+  call expect(got == "global", "restarted from the global level: "//trim(got))
+  call ckpt_skipped_optional(rt, names, ierr); call ok(ierr, "ckpt_skipped_optional")
+  call expect(size(names) == 1, "one optional region skipped")
+  if (size(names) == 1) call expect(names(1) == "extra", "it is extra: "//trim(names(1)))
+  call expect(extra == 42.0_real64, "and left untouched")
+  call ckpt_skipped_optional(rt, tiny, ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a name longer than the caller's strings is refused")
   b1 = total1 * r / nranks
   e1 = total1 * (r + 1) / nranks
   b2 = total2 * r / nranks
