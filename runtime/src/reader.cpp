@@ -362,7 +362,7 @@ Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::stri
         std::uint8_t x;
         std::memcpy(&x, p, 1);
         u = x;
-        s = static_cast<std::int8_t>(x);
+        s = x < 0x80 ? std::int64_t{x} : std::int64_t{x} - 0x100;  // two's complement i8, widened
         break;
       }
       case 2: {

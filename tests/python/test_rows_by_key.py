@@ -30,6 +30,7 @@ def test_rows_by_key_orders_rows_whatever_the_rank_count():
     assert order_a.dtype == np.uint64 and len(order_a) == 24
     want = 1000 + 7 * np.arange(24)
     assert np.array_equal(ids_a[order_a], want) and np.array_equal(ids_b[order_b], want)
+    assert np.array_equal(a.rows_by_key("blocks/uid"), order_a)  # the same ids as u16: the same order
     for name in ("blocks/id", "blocks/rho", "blocks/level", "blocks/pair"):
         ra, rb = a[name].read(order_by="blocks/id"), b[name].read(order_by="blocks/id")
         assert np.array_equal(ra, rb), name

@@ -368,8 +368,8 @@ def case_diff_key():
     assert j["key"]["name"] == "blocks/id" and j["key"]["in_both"] == 24, j["key"]
     assert j["key"]["only_in_a"] == [] and j["key"]["only_in_b"] == [] and j["key"]["problem"] is None, j["key"]
     v = {x["name"]: x for x in j["variables"]}
-    for name, n in (("blocks/id", 24), ("blocks/rho", 96), ("blocks/level", 24), ("blocks/fid", 24),
-                    ("blocks/pair", 48)):
+    for name, n in (("blocks/id", 24), ("blocks/rho", 96), ("blocks/level", 24), ("blocks/uid", 24),
+                    ("blocks/fid", 24), ("blocks/pair", 48)):
         assert v[name]["result"] == "equal" and v[name]["by_key"], v[name]
         assert v[name]["compared"] == n and v[name]["differing"] == 0, v[name]
     assert v["time"]["result"] == "equal" and not v["time"]["by_key"], v["time"]
@@ -380,6 +380,9 @@ def case_diff_key():
     assert "key 'blocks/id': 24 value(s) in both" in out and out.rstrip().endswith("PASS"), out
     assert re.search(r"^blocks/rho .* equal \[by key\]$", out, re.M), out
     assert re.search(r"^tracers/x .* equal \[rows not those of key 'blocks/id': by position\]$", out, re.M), out
+    # The same id as an unsigned 16-bit key matches the same way.
+    j = ckpt_json("diff", a, b, "--tol", "0", "--key", "blocks/uid")
+    assert j["pass"] is True and j["key"]["in_both"] == 24, j
     # One value changed: found through the key, the rest equal.
     j = ckpt_json("diff", a, data("joindiff2/ckpt.20"), "--tol", "0", "--key", "blocks/id", rc=1)
     v = {x["name"]: x for x in j["variables"]}

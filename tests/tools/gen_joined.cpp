@@ -8,6 +8,7 @@
 //   blocks/id     i64 joined [rows]     the key
 //   blocks/rho    f64 joined [rows, 4]  rho(b, j) = id + 0.25 j
 //   blocks/level  i32 joined [rows]     b % 3
+//   blocks/uid    u16 joined [rows]     the id again, as an unsigned 16-bit key
 //   blocks/fid    f64 joined [rows]     the id as a double (not a key: not an integer)
 //   blocks/pair   i64 joined [rows, 2]  {id, b} (not a key: two values per row)
 //   tracers/x     f64 joined [10]       0.5 t for tracer t, rows split evenly over the ranks in order (not
@@ -65,6 +66,7 @@ int main(int argc, char** argv) {
     std::vector<std::int64_t> id(n), pair(2 * n);
     std::vector<double> rho(4 * n), fid(n);
     std::vector<std::int32_t> level(n);
+    std::vector<std::uint16_t> uid(n);
     for (std::size_t i = 0; i < n; ++i) {
       const int b = mine[i];
       id[i] = b < 0 ? 9999 : 1000 + 7 * (variant == 3 && b == 11 ? 4 : b);
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
         for (int j = 0; j < 4; ++j) rho[4 * i + j] = 1000 + 7 * 11 + 0.25 * j;
       if (variant == 1 && b == 5) rho[4 * i + 2] += 1e-3;
       level[i] = b < 0 ? 0 : b % 3;
+      uid[i] = static_cast<std::uint16_t>(id[i]);
       fid[i] = static_cast<double>(id[i]);
       pair[2 * i] = id[i];
       pair[2 * i + 1] = b;
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
     ok = ok && check(rt.protect("blocks/id", id.data(), ckpt::DType::i64, ckpt::Joined{{rows}, {}}), "blocks/id");
     ok = ok && check(rt.protect("blocks/rho", rho.data(), ckpt::DType::f64, ckpt::Joined{{rows, 4u}, {}}), "rho");
     ok = ok && check(rt.protect("blocks/level", level.data(), ckpt::DType::i32, ckpt::Joined{{rows}, {}}), "level");
+    ok = ok && check(rt.protect("blocks/uid", uid.data(), ckpt::DType::u16, ckpt::Joined{{rows}, {}}), "uid");
     ok = ok && check(rt.protect("blocks/fid", fid.data(), ckpt::DType::f64, ckpt::Joined{{rows}, {}}), "fid");
     ok = ok && check(rt.protect("blocks/pair", pair.data(), ckpt::DType::i64, ckpt::Joined{{rows, 2u}, {}}), "pair");
     ok = ok &&
