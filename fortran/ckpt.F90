@@ -25,7 +25,8 @@
 !> the calling code may be plain Fortran 2008.
 module ckpt
   use, intrinsic :: iso_c_binding, only: c_ptr, c_null_ptr, c_char, c_null_char, c_int, c_int64_t, c_size_t, &
-                                         c_loc, c_associated, c_f_pointer
+                                         c_loc, c_associated, c_f_pointer, c_funptr, c_null_funptr, c_funloc, &
+                                         c_double, c_int32_t
   use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64
   use mpi_f08, only: MPI_Comm
   implicit none
@@ -35,6 +36,10 @@ module ckpt
   public :: ckpt_init, ckpt_protect, ckpt_unprotect, ckpt_annotate, ckpt_checkpoint, ckpt_wait_all, ckpt_poll
   public :: ckpt_latest, ckpt_restart, ckpt_restart_step, ckpt_error_message, ckpt_finalize
   public :: ckpt_protect_joined, ckpt_update_joined, ckpt_joined_rows, ckpt_set_optional
+  public :: ckpt_step, ckpt_steps, ckpt_inspect, ckpt_step_free, ckpt_step_nvars, ckpt_step_var_name
+  public :: ckpt_step_variable, ckpt_step_attribute, ckpt_dir, ckpt_protect_source
+  public :: ckpt_options_yaml, ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional
+  public :: ckpt_locate_proc, ckpt_resize_proc
 
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
   integer, parameter, public :: CKPT_OK = 0, CKPT_INVALID_ARGUMENT = 1, CKPT_NOT_FOUND = 2, CKPT_MISMATCH = 3, &
@@ -43,12 +48,68 @@ module ckpt
 
   ! Element types (ckpt/ckpt.h).
   integer(c_int), parameter :: DT_I32 = 6, DT_I64 = 8, DT_F32 = 9, DT_F64 = 10
+  !> Element types (ckpt/ckpt.h, ckpt::DType): ckpt_protect_source's dtype, ckpt_step_variable's.
+  integer, parameter, public :: CKPT_U8 = 1, CKPT_I8 = 2, CKPT_U16 = 3, CKPT_I16 = 4, CKPT_U32 = 5, &
+                                CKPT_I32 = 6, CKPT_U64 = 7, CKPT_I64 = 8, CKPT_F32 = 9, CKPT_F64 = 10, &
+                                CKPT_BYTES = 11
+  !> Variable kinds (ckpt/ckpt.h, ckpt::VarKind): ckpt_step_variable's kind.
+  integer, parameter, public :: CKPT_KIND_LOCAL = 0, CKPT_KIND_GLOBAL = 1, CKPT_KIND_SCALAR = 2, &
+                                CKPT_KIND_JOINED = 3
+
+  abstract interface
+    !> A region registered with ckpt_protect_source: where its data is now. ptr = c_loc(a) of the
+    !> array (target, contiguous), extents = shape(a, int64) in Fortran order (a joined array: rows
+    !> last); an allocatable of size 0 is a scalar. ierr /= CKPT_OK fails the call that asked.
+    subroutine ckpt_locate_proc(ptr, extents, ierr)
+      import :: c_ptr, int64
+      type(c_ptr), intent(out) :: ptr
+      integer(int64), allocatable, intent(out) :: extents(:)
+      integer, intent(out) :: ierr
+    end subroutine ckpt_locate_proc
+    !> Called by a restart before the region is filled, with the extents (Fortran order) of the step
+    !> it tries: reallocate the array to them. ierr /= CKPT_OK fails that step's restart.
+    subroutine ckpt_resize_proc(extents, ierr)
+      import :: int64
+      integer(int64), intent(in) :: extents(:)
+      integer, intent(out) :: ierr
+    end subroutine ckpt_resize_proc
+  end interface
+
+  ! The Fortran procedures of one region registered with ckpt_protect_source; its address is the C
+  ! callbacks' user pointer. Kept in a list of the runtime, freed by ckpt_finalize.
+  type :: source_procs
+    procedure(ckpt_locate_proc), pointer, nopass :: locate => null()
+    procedure(ckpt_resize_proc), pointer, nopass :: resize => null()
+    type(source_procs), pointer :: next => null()
+  end type source_procs
 
   !> The runtime of one communicator. Default-initialised: not usable before ckpt_init.
   type :: ckpt_runtime
     private
     type(c_ptr) :: handle = c_null_ptr
+    type(source_procs), pointer :: sources => null()
   end type ckpt_runtime
+
+  !> One checkpoint described by ckpt_inspect (its index; no data is read). Free with ckpt_step_free.
+  type :: ckpt_step
+    private
+    type(c_ptr) :: handle = c_null_ptr
+  end type ckpt_step
+
+  ! ckpt_var_info of ckpt/ckpt.h.
+  type, bind(C) :: c_var_info
+    type(c_ptr) :: name
+    integer(c_int) :: dtype, kind, uniform, ndims
+    type(c_ptr) :: shape
+    integer(c_int) :: has_minmax
+    real(c_double) :: min, max
+    integer(c_size_t) :: nattrs
+    type(c_ptr) :: attr_keys, attr_values
+    integer(c_size_t) :: nblocks
+    type(c_ptr) :: block_ranks, block_starts, block_counts
+    integer(c_size_t) :: nranks
+    type(c_ptr) :: ranks
+  end type c_var_info
 
   !> ckpt_init(rt, comm, ierr [, config]): comm is an integer handle (use mpi) or a type(MPI_Comm)
   !> (use mpi_f08); config the path of a YAML options file.
@@ -213,6 +274,86 @@ module ckpt
       integer(c_int64_t), value :: step
       integer(c_int) :: rc
     end function c_restart_step
+    function c_steps(rt, steps, capacity, count) bind(C, name="ckpt_steps") result(rc)
+      import :: c_ptr, c_int, c_int64_t, c_size_t
+      type(c_ptr), value :: rt
+      integer(c_int64_t), dimension(*), intent(out) :: steps
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: count
+      integer(c_int) :: rc
+    end function c_steps
+    function c_inspect(rt, step, out) bind(C, name="ckpt_inspect") result(rc)
+      import :: c_ptr, c_int, c_int64_t
+      type(c_ptr), value :: rt
+      integer(c_int64_t), value :: step
+      type(c_ptr), intent(out) :: out
+      integer(c_int) :: rc
+    end function c_inspect
+    subroutine c_step_free(c) bind(C, name="ckpt_reader_step_free")
+      import :: c_ptr
+      type(c_ptr), value :: c
+    end subroutine c_step_free
+    function c_step_nvars(c, n) bind(C, name="ckpt_reader_step_nvars") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: c
+      integer(c_size_t), intent(out) :: n
+      integer(c_int) :: rc
+    end function c_step_nvars
+    function c_step_var(c, i, info) bind(C, name="ckpt_reader_step_var") result(rc)
+      import :: c_ptr, c_int, c_size_t, c_var_info
+      type(c_ptr), value :: c
+      integer(c_size_t), value :: i
+      type(c_var_info), intent(out) :: info
+      integer(c_int) :: rc
+    end function c_step_var
+    function c_step_find(c, name, i) bind(C, name="ckpt_reader_step_find") result(rc)
+      import :: c_ptr, c_int, c_size_t, c_char
+      type(c_ptr), value :: c
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_size_t), intent(out) :: i
+      integer(c_int) :: rc
+    end function c_step_find
+    function c_dir(rt, dir) bind(C, name="ckpt_dir") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      type(c_ptr), intent(out) :: dir
+      integer(c_int) :: rc
+    end function c_dir
+    function c_options_yaml(rt, yaml) bind(C, name="ckpt_options_yaml") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      type(c_ptr), intent(out) :: yaml
+      integer(c_int) :: rc
+    end function c_options_yaml
+    function c_funneled(rt, funneled) bind(C, name="ckpt_funneled") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      integer(c_int), intent(out) :: funneled
+      integer(c_int) :: rc
+    end function c_funneled
+    function c_restart_level(rt, level) bind(C, name="ckpt_restart_level") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      type(c_ptr), intent(out) :: level
+      integer(c_int) :: rc
+    end function c_restart_level
+    function c_skipped_optional(rt, i, count, name) bind(C, name="ckpt_skipped_optional") result(rc)
+      import :: c_ptr, c_int, c_size_t
+      type(c_ptr), value :: rt
+      integer(c_size_t), value :: i
+      integer(c_size_t), intent(out) :: count
+      type(c_ptr), intent(out) :: name
+      integer(c_int) :: rc
+    end function c_skipped_optional
+    function c_protect_source(rt, name, dtype, kind, locate, resize, user) bind(C, name="ckpt_protect_source") &
+        result(rc)
+      import :: c_ptr, c_int, c_char, c_funptr
+      type(c_ptr), value :: rt, user
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: dtype, kind
+      type(c_funptr), value :: locate, resize
+      integer(c_int) :: rc
+    end function c_protect_source
     function c_strlen(s) bind(C, name="strlen") result(n)
       import :: c_ptr, c_size_t
       type(c_ptr), value :: s
@@ -292,6 +433,7 @@ contains
   subroutine ckpt_finalize(rt, ierr)
     type(ckpt_runtime), intent(inout) :: rt
     integer, intent(out) :: ierr
+    type(source_procs), pointer :: next
     if (.not. c_associated(rt%handle)) then
       ierr = c_report_error(c_null_ptr, CKPT_FAILED_PRECONDITION, cstr("ckpt_finalize: the runtime is not initialised"))
       return
@@ -299,6 +441,11 @@ contains
     ierr = c_close(rt%handle)
     call c_free(rt%handle)
     rt%handle = c_null_ptr
+    do while (associated(rt%sources))  ! the runtime that called them is gone
+      next => rt%sources%next
+      deallocate (rt%sources)
+      rt%sources => next
+    end do
   end subroutine ckpt_finalize
 
   !> The last error of rt as "<code>: <message>" (blank if none); for an rt that is not initialised
@@ -559,5 +706,338 @@ contains
     integer, intent(out) :: ierr
     call restart_step_i64(rt, int(step, int64), ierr)
   end subroutine restart_step_i32
+
+  ! ---- sizing before a restart: steps, inspect, the directory, regions found through procedures ----
+
+  !> The C string at p, whole (an allocatable of its length).
+  function from_cstr(p) result(s)
+    type(c_ptr), intent(in) :: p
+    character(len=:), allocatable :: s
+    character(kind=c_char), pointer :: chars(:)
+    integer :: i, n
+    if (.not. c_associated(p)) then
+      s = ""
+      return
+    end if
+    n = int(c_strlen(p))
+    allocate (character(len=n) :: s)
+    if (n == 0) return
+    call c_f_pointer(p, chars, [n])
+    do i = 1, n
+      s(i:i) = chars(i)
+    end do
+  end function from_cstr
+
+  !> Copies `value` into `out`; CKPT_INVALID_ARGUMENT (recorded on rt) when out is too short for it.
+  function copy_out(rt, what, value, out) result(ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), intent(in) :: what, value
+    character(len=*), intent(out) :: out
+    integer :: ierr
+    character(len=24) :: n_text
+    out = ""
+    if (len(value) > len(out)) then
+      write (n_text, '(i0)') len(value)
+      ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr(what//": the string needs "//trim(n_text)// &
+                            " characters, got one of fewer"))
+      return
+    end if
+    out = value
+    ierr = CKPT_OK
+  end function copy_out
+
+  !> Collective. The complete steps, oldest first: those of the checkpoint directory whose index
+  !> validates (what ckpt_inspect opens and ckpt_restart tries) and the node level's, with local_dir.
+  subroutine ckpt_steps(rt, steps, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    integer(int64), allocatable, intent(out) :: steps(:)
+    integer, intent(out) :: ierr
+    integer(c_int64_t), allocatable :: buf(:)
+    integer(c_size_t) :: n, got
+    allocate (buf(1))
+    ierr = c_steps(rt%handle, buf, 0_c_size_t, n)  ! collective: every rank calls it as often
+    if (ierr == CKPT_OK) then
+      deallocate (buf)
+      allocate (buf(max(1_c_size_t, n)))
+      ierr = c_steps(rt%handle, buf, n, got)
+      n = min(n, got)  ! a step committed in between: the first n
+    end if
+    if (ierr /= CKPT_OK) n = 0
+    allocate (steps(n))
+    steps = buf(1:n)
+  end subroutine ckpt_steps
+
+  !> The checkpoint directory in effect: after the YAML file and the CKPT_* variables, absolute.
+  !> CKPT_INVALID_ARGUMENT when `dir` is too short for it.
+  subroutine ckpt_dir(rt, dir, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), intent(out) :: dir
+    integer, intent(out) :: ierr
+    type(c_ptr) :: p
+    dir = ""
+    ierr = c_dir(rt%handle, p)
+    if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_dir", from_cstr(p), dir)
+  end subroutine ckpt_dir
+
+  !> Every option in effect as YAML text (loadable as a config file). CKPT_INVALID_ARGUMENT when `yaml`
+  !> is too short for it (lines end with achar(10)).
+  subroutine ckpt_options_yaml(rt, yaml, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), intent(out) :: yaml
+    integer, intent(out) :: ierr
+    type(c_ptr) :: p
+    yaml = ""
+    ierr = c_options_yaml(rt%handle, p)
+    if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_options_yaml", from_cstr(p), yaml)
+  end subroutine ckpt_options_yaml
+
+  !> Whether every MPI call of the runtime is made on the application thread (option mpi_threads).
+  subroutine ckpt_funneled(rt, funneled, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    logical, intent(out) :: funneled
+    integer, intent(out) :: ierr
+    integer(c_int) :: f
+    f = 0
+    ierr = c_funneled(rt%handle, f)
+    funneled = f /= 0
+  end subroutine ckpt_funneled
+
+  !> The level the last successful restart read from: "local", "partner", "xor", "global", or blank
+  !> before any. CKPT_INVALID_ARGUMENT when `level` is too short.
+  subroutine ckpt_restart_level(rt, level, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), intent(out) :: level
+    integer, intent(out) :: ierr
+    type(c_ptr) :: p
+    level = ""
+    ierr = c_restart_level(rt%handle, p)
+    if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_restart_level", from_cstr(p), level)
+  end subroutine ckpt_restart_level
+
+  !> The optional regions the last restart left untouched because its checkpoint lacked them, each in
+  !> an element of `names` (allocated here, of the caller's length). CKPT_INVALID_ARGUMENT when a name is
+  !> longer than that.
+  subroutine ckpt_skipped_optional(rt, names, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    character(len=*), allocatable, intent(out) :: names(:)
+    integer, intent(out) :: ierr
+    integer(c_size_t) :: n, i, again
+    type(c_ptr) :: p
+    n = 0
+    ierr = c_skipped_optional(rt%handle, 0_c_size_t, n, p)
+    if (ierr /= CKPT_OK) n = 0
+    allocate (names(n))
+    do i = 1, n
+      if (ierr /= CKPT_OK) exit
+      ierr = c_skipped_optional(rt%handle, i - 1, again, p)
+      if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_skipped_optional", from_cstr(p), names(i))
+    end do
+  end subroutine ckpt_skipped_optional
+
+  !> Collective. Describes checkpoint `step` without restoring anything (rank 0 reads its index, every
+  !> rank gets it): ask with ckpt_step_nvars, ckpt_step_var_name, ckpt_step_variable and
+  !> ckpt_step_attribute, then ckpt_step_free(c). CKPT_NOT_FOUND when step is not a complete checkpoint.
+  subroutine ckpt_inspect(rt, step, c, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    integer(int64), intent(in) :: step
+    type(ckpt_step), intent(inout) :: c
+    integer, intent(out) :: ierr
+    call ckpt_step_free(c)
+    ierr = c_inspect(rt%handle, int(step, c_int64_t), c%handle)
+  end subroutine ckpt_inspect
+
+  !> Frees what ckpt_inspect gave (nothing for a ckpt_step never inspected).
+  subroutine ckpt_step_free(c)
+    type(ckpt_step), intent(inout) :: c
+    if (c_associated(c%handle)) call c_step_free(c%handle)
+    c%handle = c_null_ptr
+  end subroutine ckpt_step_free
+
+  !> The number of variables of the step.
+  subroutine ckpt_step_nvars(c, n, ierr)
+    type(ckpt_step), intent(in) :: c
+    integer, intent(out) :: n
+    integer, intent(out) :: ierr
+    integer(c_size_t) :: k
+    k = 0
+    ierr = c_step_nvars(c%handle, k)
+    n = int(k)
+  end subroutine ckpt_step_nvars
+
+  !> The name of variable i (1 .. nvars, registration order). CKPT_INVALID_ARGUMENT when `name` is too
+  !> short for it or i is out of range.
+  subroutine ckpt_step_var_name(c, i, name, ierr)
+    type(ckpt_step), intent(in) :: c
+    integer, intent(in) :: i
+    character(len=*), intent(out) :: name
+    integer, intent(out) :: ierr
+    type(c_var_info) :: info
+    type(ckpt_runtime) :: none
+    name = ""
+    if (i < 1) then
+      ierr = c_report_error(c_null_ptr, CKPT_INVALID_ARGUMENT, cstr("ckpt_step_var_name: i must be >= 1"))
+      return
+    end if
+    ierr = c_step_var(c%handle, int(i - 1, c_size_t), info)
+    if (ierr == CKPT_OK) ierr = copy_out(none, "ckpt_step_var_name", from_cstr(info%name), name)
+  end subroutine ckpt_step_var_name
+
+  !> Variable `name` of the step: dtype (CKPT_F64, ...), kind (CKPT_KIND_*), extents (Fortran order,
+  !> the reverse of the stored C order: what to allocate; a global or joined array's whole extents, a
+  !> joined array's rows in total last; a local array's lowest writer rank's; size 0 for a scalar) and,
+  !> for a joined array, rows_per_rank(r) = the rows rank r wrote (r = 0 .. writer ranks - 1). Every
+  !> output is optional. CKPT_NOT_FOUND when the step has no such variable.
+  subroutine ckpt_step_variable(c, name, ierr, dtype, kind, extents, rows_per_rank)
+    type(ckpt_step), intent(in) :: c
+    character(len=*), intent(in) :: name
+    integer, intent(out) :: ierr
+    integer, intent(out), optional :: dtype, kind
+    integer(int64), allocatable, intent(out), optional :: extents(:), rows_per_rank(:)
+    type(c_var_info) :: info
+    integer(c_size_t) :: i
+    integer(c_int64_t), pointer :: shp(:), counts(:)
+    integer(c_int32_t), pointer :: ranks(:)
+    integer :: n, b, top
+    ierr = c_step_find(c%handle, cstr(name), i)
+    if (ierr /= CKPT_OK) return
+    ierr = c_step_var(c%handle, i, info)
+    if (ierr /= CKPT_OK) return
+    n = int(info%ndims)
+    if (present(dtype)) dtype = int(info%dtype)
+    if (present(kind)) kind = int(info%kind)
+    if (present(extents)) then
+      allocate (extents(n))
+      if (n > 0) then
+        call c_f_pointer(info%shape, shp, [n])
+        extents = shp(n:1:-1)
+      end if
+    end if
+    if (present(rows_per_rank)) then
+      if (info%kind /= CKPT_KIND_JOINED .or. n < 1) then
+        allocate (rows_per_rank(0:-1))
+        ierr = c_report_error(c_null_ptr, CKPT_MISMATCH, cstr("ckpt_step_variable: '"//trim(name)// &
+                              "' is not a joined array (rows_per_rank)"))
+        return
+      end if
+      top = -1
+      if (info%nblocks > 0) then
+        call c_f_pointer(info%block_ranks, ranks, [info%nblocks])
+        call c_f_pointer(info%block_counts, counts, [int(info%nblocks) * n])
+        top = int(maxval(ranks))
+      end if
+      allocate (rows_per_rank(0:top))
+      rows_per_rank = 0
+      do b = 1, int(info%nblocks)
+        rows_per_rank(ranks(b)) = rows_per_rank(ranks(b)) + counts((b - 1) * n + 1)
+      end do
+    end if
+  end subroutine ckpt_step_variable
+
+  !> The value of attribute `key` of variable `name` (ckpt_annotate's). CKPT_NOT_FOUND when there is no
+  !> such variable or attribute, CKPT_INVALID_ARGUMENT when `value` is too short.
+  subroutine ckpt_step_attribute(c, name, key, value, ierr)
+    type(ckpt_step), intent(in) :: c
+    character(len=*), intent(in) :: name, key
+    character(len=*), intent(out) :: value
+    integer, intent(out) :: ierr
+    type(c_var_info) :: info
+    type(ckpt_runtime) :: none
+    integer(c_size_t) :: i
+    type(c_ptr), pointer :: keys(:), values(:)
+    integer :: a
+    value = ""
+    ierr = c_step_find(c%handle, cstr(name), i)
+    if (ierr /= CKPT_OK) return
+    ierr = c_step_var(c%handle, i, info)
+    if (ierr /= CKPT_OK) return
+    if (info%nattrs > 0) then
+      call c_f_pointer(info%attr_keys, keys, [info%nattrs])
+      call c_f_pointer(info%attr_values, values, [info%nattrs])
+      do a = 1, int(info%nattrs)
+        if (from_cstr(keys(a)) == trim(key)) then
+          ierr = copy_out(none, "ckpt_step_attribute", from_cstr(values(a)), value)
+          return
+        end if
+      end do
+    end if
+    ierr = c_report_error(c_null_ptr, CKPT_NOT_FOUND, cstr("ckpt_step_attribute: variable '"//trim(name)// &
+                          "' has no attribute '"//trim(key)//"'"))
+  end subroutine ckpt_step_attribute
+
+  !> The C locate callback of a region registered with ckpt_protect_source: calls its Fortran procedure
+  !> and reverses the extents into C order.
+  function source_locate(user, ptr, ndims, dims) bind(C) result(rc)
+    type(c_ptr), value :: user
+    type(c_ptr), intent(out) :: ptr
+    integer(c_int), intent(out) :: ndims
+    integer(c_int64_t), intent(out) :: dims(32)  ! CKPT_MAX_DIMS
+    integer(c_int) :: rc
+    type(source_procs), pointer :: procs
+    integer(int64), allocatable :: extents(:)
+    integer :: ierr, n
+    call c_f_pointer(user, procs)
+    ptr = c_null_ptr
+    call procs%locate(ptr, extents, ierr)
+    rc = int(ierr, c_int)
+    ndims = 0
+    if (ierr /= CKPT_OK) return
+    if (.not. allocated(extents)) allocate (extents(0))
+    n = size(extents)
+    ndims = int(n, c_int)  ! more than 32: the C API refuses it, naming the region
+    if (n <= 32) dims(1:n) = extents(n:1:-1)  ! a negative extent is refused there too
+    if (n <= 32 .and. product(extents) == 0) ptr = c_null_ptr
+  end function source_locate
+
+  !> The C resize callback: the extents, reversed into Fortran order, to its Fortran procedure.
+  function source_resize(user, ndims, dims) bind(C) result(rc)
+    type(c_ptr), value :: user
+    integer(c_int), value :: ndims
+    integer(c_int64_t), intent(in) :: dims(*)
+    integer(c_int) :: rc
+    type(source_procs), pointer :: procs
+    integer :: ierr
+    call c_f_pointer(user, procs)
+    call procs%resize(int(dims(ndims:1:-1), int64), ierr)
+    rc = int(ierr, c_int)
+  end function source_resize
+
+  !> Registers a region found through procedures at every checkpoint and restart (module variables hold
+  !> the array): locate says where it is now, resize (optional) reallocates it to the extents of the step
+  !> a restart tries, so that one ckpt_restart sizes it for each step it tries and keeps the fall-back
+  !> to an older step. dtype: CKPT_F64, CKPT_F32, CKPT_I64, CKPT_I32, ... joined = .true.: this rank's rows
+  !> of a joined array (rows the LAST Fortran dimension; restartable on any rank count, resize then gets
+  !> this rank's balanced share); otherwise a local array (same rank count). locate is called once here.
+  subroutine ckpt_protect_source(rt, name, dtype, locate, ierr, resize, joined)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: dtype
+    procedure(ckpt_locate_proc) :: locate
+    integer, intent(out) :: ierr
+    procedure(ckpt_resize_proc), optional :: resize
+    logical, intent(in), optional :: joined
+    type(source_procs), pointer :: procs
+    type(c_funptr) :: on_resize
+    integer(c_int) :: kind
+    kind = CKPT_KIND_LOCAL
+    if (present(joined)) then
+      if (joined) kind = CKPT_KIND_JOINED
+    end if
+    allocate (procs)
+    procs%locate => locate
+    on_resize = c_null_funptr
+    if (present(resize)) then
+      procs%resize => resize
+      on_resize = c_funloc(source_resize)
+    end if
+    ierr = c_protect_source(rt%handle, cstr(name), int(dtype, c_int), kind, c_funloc(source_locate), on_resize, &
+                            c_loc(procs))
+    if (ierr /= CKPT_OK) then
+      deallocate (procs)
+      return
+    end if
+    procs%next => rt%sources
+    rt%sources => procs
+    ierr = c_annotate(rt%handle, cstr(name), cstr("array_order"), cstr("fortran"))
+  end subroutine ckpt_protect_source
 
 end module ckpt

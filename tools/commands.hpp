@@ -25,12 +25,13 @@ struct VerifyArgs {
 };
 int run_verify(const VerifyArgs& a);
 
-/// `ckpt diff A B [--tol X] [--var NAME]... [--json]`.
+/// `ckpt diff A B [--tol X] [--var NAME]... [--key NAME] [--json]`.
 struct DiffArgs {
   std::string a, b;  ///< checkpoints, or roots (their newest complete checkpoint)
   bool has_tol = false;
   double tol = 0;                 ///< limit of the magnitude error when has_tol
   std::vector<std::string> vars;  ///< only these variables (all when empty)
+  std::string key;                ///< joined arrays whose rows line up with this one are compared by its values
   bool json = false;
 };
 int run_diff(const DiffArgs& a);

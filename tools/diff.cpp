@@ -4,6 +4,7 @@
 //   magnitude error  mE = sup|a - b| / max(sup|a|, sup|b|, 1e-99)   (Jain et al., eq. (1))
 // plus the max absolute difference and the relative L2 norm ||a - b||_2 / max(||a||_2, ||b||_2, 1e-99).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -94,14 +95,108 @@ struct VarDiff {
   std::string note;
   bool compared = false;
   bool fails = false;  ///< counts against --tol
+  /// With --key, for a joined array: "key" (its rows matched by the key's values) or why it was compared
+  /// row by row instead.
+  std::string keyed;
   Accumulator acc;
+};
+
+/// The key variable of one side (--key): its values in order and the stored row of each, and the row
+/// layout a joined variable must share with it to be matched through it.
+struct KeySide {
+  std::vector<std::int64_t> keys;                    ///< ascending; equal values adjacent
+  std::vector<std::uint64_t> rows;                   ///< rows[i] holds keys[i]
+  std::vector<std::array<std::uint64_t, 2>> layout;  ///< (first row, rows) of each block, ascending
+  std::string duplicates;                            ///< "107 (2 rows), ..." of the first few
+  std::uint64_t nduplicates = 0;                     ///< values held by more than one row
+};
+
+/// (first row, rows) of each block of joined variable `v`, ascending.
+std::vector<std::array<std::uint64_t, 2>> row_layout(const VariableInfo& v) {
+  std::vector<std::array<std::uint64_t, 2>> out;
+  for (const BlockInfo& b : v.blocks)
+    if (!b.start.empty() && !b.count.empty()) out.push_back({b.start[0], b.count[0]});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The values "a, b, c" of the first `max` entries of `v` (", ..." when there are more).
+std::string some(const std::vector<std::int64_t>& v, std::size_t max = 5) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size() && i < max; ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  if (v.size() > max) out += ", ...";
+  return out;
+}
+
+/// Both sides' keys, matched: the rows of A and B holding each value they share, the values only one
+/// side holds, and why matching is impossible (a value held by several rows of one side).
+struct KeyMatch {
+  std::string name;
+  KeySide a, b;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> pairs;  ///< (row of A, row of B) of each common value
+  std::vector<std::int64_t> only_a, only_b;
+  std::string problem;  ///< non-empty: the key is not unique; no variable is compared through it
+
+  /// Loads `name` from one side through the reader (its checks: joined, integer, one value per row).
+  static Status load(CheckpointReader& r, const std::string& name, const char* side, KeySide& out) {
+    auto info = r.variable(name);
+    if (!info.ok())
+      return Status(Code::not_found,
+                    std::string("--key: no variable '") + name + "' in " + side + " (" + r.path() + ")");
+    auto rows = r.rows_by_key(name, &out.keys, /*allow_duplicates=*/true);
+    if (!rows.ok()) return Status(rows.status().code(), std::string("--key: ") + side + ": " + rows.status().message());
+    out.rows = std::move(rows).value();
+    out.layout = row_layout(info.value());
+    for (std::size_t i = 1; i < out.keys.size(); ++i) {
+      if (out.keys[i] != out.keys[i - 1] || (i >= 2 && out.keys[i - 1] == out.keys[i - 2])) continue;
+      std::size_t n = 2;
+      while (i + n - 1 < out.keys.size() && out.keys[i + n - 1] == out.keys[i]) ++n;
+      if (++out.nduplicates <= 5)
+        out.duplicates +=
+            (out.duplicates.empty() ? "" : ", ") + std::to_string(out.keys[i]) + " (" + std::to_string(n) + " rows)";
+    }
+    if (out.nduplicates > 5) out.duplicates += ", ...";
+    return Status::OK();
+  }
+
+  Status build(CheckpointReader& ra, CheckpointReader& rb, const std::string& key) {
+    name = key;
+    CKPT_RETURN_IF_ERROR(load(ra, key, "A", a));
+    CKPT_RETURN_IF_ERROR(load(rb, key, "B", b));
+    for (auto [side, ks] : {std::pair<const char*, const KeySide*>{"A", &a}, {"B", &b}})
+      if (ks->nduplicates > 0)
+        problem += std::string(problem.empty() ? "" : "; ") + "key '" + key + "' is not unique in " + side + ": " +
+                   std::to_string(ks->nduplicates) + " value(s) held by more than one row: " + ks->duplicates;
+    if (!problem.empty()) return Status::OK();
+    std::size_t i = 0, j = 0;
+    while (i < a.keys.size() || j < b.keys.size()) {
+      if (j == b.keys.size() || (i < a.keys.size() && a.keys[i] < b.keys[j])) {
+        only_a.push_back(a.keys[i++]);
+      } else if (i == a.keys.size() || b.keys[j] < a.keys[i]) {
+        only_b.push_back(b.keys[j++]);
+      } else {
+        pairs.emplace_back(a.rows[i++], b.rows[j++]);
+      }
+    }
+    return Status::OK();
+  }
+  bool complete() const { return problem.empty() && only_a.empty() && only_b.empty(); }
+  /// One line: how the keys matched.
+  std::string summary() const {
+    if (!problem.empty()) return problem;
+    std::string s = "key '" + name + "': " + std::to_string(pairs.size()) + " value(s) in both";
+    if (!only_a.empty()) s += ", " + std::to_string(only_a.size()) + " only in A (" + some(only_a) + ")";
+    if (!only_b.empty()) s += ", " + std::to_string(only_b.size()) + " only in B (" + some(only_b) + ")";
+    return s;
+  }
 };
 
 /// Reads through the public Reader (one implementation of reading: a box touches only the blocks that
 /// intersect it, every block read is verified). Works from the readers' variable descriptions alone.
 class Differ {
  public:
-  Differ(CheckpointReader& a, CheckpointReader& b) : m_ra(a), m_rb(b) {}
+  /// `key`: the matched key of --key, or null.
+  Differ(CheckpointReader& a, CheckpointReader& b, const KeyMatch* key = nullptr) : m_ra(a), m_rb(b), m_key(key) {}
 
   Status compare(const std::string& name, VarDiff& out) {
     auto ia = m_ra.variable(name);
@@ -132,6 +227,28 @@ class Differ {
       return incompatible(std::string("dtype ") + dtype_name(va.dtype) + " vs " + dtype_name(vb.dtype));
     const std::size_t nda = ndim(va), ndb = ndim(vb);
     if (nda != ndb) return incompatible("rank " + std::to_string(nda) + " vs " + std::to_string(ndb));
+    if (m_key != nullptr && va.kind == VarKind::joined) {
+      if (row_layout(va) == m_key->a.layout && row_layout(vb) == m_key->b.layout) {
+        out.keyed = "key";
+        if (!m_key->problem.empty()) return incompatible(m_key->problem);
+        if (Shape(va.shape.begin() + 1, va.shape.end()) != Shape(vb.shape.begin() + 1, vb.shape.end()))
+          return incompatible("row shape " + shape_to_string(Shape(va.shape.begin() + 1, va.shape.end())) + " vs " +
+                              shape_to_string(Shape(vb.shape.begin() + 1, vb.shape.end())));
+        CKPT_RETURN_IF_ERROR(compare_keyed(va, vb, out));
+        if (!m_key->complete()) {
+          out.note = m_key->summary();
+          out.fails = true;
+        }
+        if (out.result.empty()) {
+          out.compared = true;
+          out.result = out.acc.differing == 0 && out.note.empty() ? "equal" : "differs";
+          if (out.acc.nan_mismatch > 0) out.fails = true;
+          if ((va.dtype == DType::bytes) && out.acc.differing > 0) out.fails = true;
+        }
+        return Status::OK();
+      }
+      out.keyed = "rows not those of key '" + m_key->name + "': by position";
+    }
     if (has_global_shape(va.kind)) {
       if (va.shape != vb.shape)
         return incompatible("global shape " + shape_to_string(va.shape) + " vs " + shape_to_string(vb.shape));
@@ -187,6 +304,29 @@ class Differ {
       out.note = "coverage differs: " + std::to_string(covered) + " elements in both, " + std::to_string(total_a) +
                  " stored in A, " + std::to_string(total_b) + " in B";
     if (!out.note.empty()) out.fails = true;
+    return Status::OK();
+  }
+
+  /// Joined arrays whose rows line up with the key's on both sides: row by row through the matched
+  /// key values (each side read whole once, after the reader checked its blocks against the files).
+  Status compare_keyed(const VariableInfo& va, const VariableInfo& vb, VarDiff& out) {
+    const Shape zeros(va.shape.size(), 0);
+    auto na = m_ra.box_bytes(va.name, zeros, va.shape);
+    if (!na.ok()) return na.status();
+    auto nb = m_rb.box_bytes(vb.name, zeros, vb.shape);
+    if (!nb.ok()) return nb.status();
+    m_buf_a.resize(na.value());
+    m_buf_b.resize(nb.value());
+    CKPT_RETURN_IF_ERROR(m_ra.read(va.name, m_buf_a.data(), m_buf_a.size()));
+    CKPT_RETURN_IF_ERROR(m_rb.read(vb.name, m_buf_b.data(), m_buf_b.size()));
+    std::uint64_t row_elems = 1;
+    for (std::size_t d = 1; d < va.shape.size(); ++d) row_elems *= va.shape[d];
+    const std::uint64_t row_a = row_elems * dtype_size(va.dtype), row_b = row_elems * dtype_size(vb.dtype);
+    for (auto [ra, rb] : m_key->pairs) {
+      if ((ra + 1) * row_a > m_buf_a.size() || (rb + 1) * row_b > m_buf_b.size())
+        return Status(Code::corrupt, "'" + va.name + "': fewer rows stored than key '" + m_key->name + "' has");
+      compare_run(va.dtype, m_buf_a.data() + ra * row_a, vb.dtype, m_buf_b.data() + rb * row_b, row_elems, out.acc);
+    }
     return Status::OK();
   }
 
@@ -250,6 +390,7 @@ class Differ {
 
   CheckpointReader& m_ra;
   CheckpointReader& m_rb;
+  const KeyMatch* m_key;
   std::vector<std::uint8_t> m_buf_a, m_buf_b;
 };
 
@@ -282,7 +423,12 @@ int run_diff(const DiffArgs& args) {
       if (seen.insert(v.name).second) names.push_back(v.name);
   }
 
-  Differ differ(a.value(), b.value());
+  KeyMatch key;
+  if (!args.key.empty()) {
+    Status s = key.build(a.value(), b.value(), args.key);  // a key that cannot be one: bad input (exit 2)
+    if (!s.ok()) return fail("diff", s.message());
+  }
+  Differ differ(a.value(), b.value(), args.key.empty() ? nullptr : &key);
   std::vector<VarDiff> results;
   for (auto& n : names) {
     VarDiff d;
@@ -302,6 +448,14 @@ int run_diff(const DiffArgs& args) {
     j["a"] = side(a.value());
     j["b"] = side(b.value());
     j["tol"] = args.has_tol ? json(args.tol) : json(nullptr);
+    if (args.key.empty()) {
+      j["key"] = nullptr;
+    } else {
+      json k{{"name", key.name},        {"in_both", key.pairs.size()},          {"only_in_a", key.only_a},
+             {"only_in_b", key.only_b}, {"duplicates_in_a", key.a.nduplicates}, {"duplicates_in_b", key.b.nduplicates}};
+      k["problem"] = key.problem.empty() ? json(nullptr) : json(key.problem);
+      j["key"] = k;
+    }
     j["pass"] = pass;
     json vars = json::array();
     for (auto& d : results) {
@@ -312,6 +466,7 @@ int run_diff(const DiffArgs& args) {
       v["result"] = d.result;
       v["note"] = d.note.empty() ? json(nullptr) : json(d.note);
       v["fails"] = d.fails;
+      if (!args.key.empty()) v["by_key"] = d.keyed == "key";
       if (d.compared) {
         v["compared"] = d.acc.compared;
         v["differing"] = d.acc.differing;
@@ -329,6 +484,7 @@ int run_diff(const DiffArgs& args) {
   } else {
     say("A: %s (step %lld, %d ranks, %s)\n", a->path(), static_cast<long long>(a->step()), a->nranks(), a->transport());
     say("B: %s (step %lld, %d ranks, %s)\n", b->path(), static_cast<long long>(b->step()), b->nranks(), b->transport());
+    if (!args.key.empty()) say("%s\n", key.summary());
     std::size_t w = 8;
     for (auto& d : results) w = std::max(w, d.name.size());
     say("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind", "dtype",
@@ -336,6 +492,7 @@ int run_diff(const DiffArgs& args) {
     std::size_t n_equal = 0, n_diff = 0, n_other = 0;
     for (auto& d : results) {
       std::string result = d.result + (d.note.empty() ? "" : " (" + d.note + ")");
+      if (!d.keyed.empty()) result += d.keyed == "key" ? " [by key]" : " [" + d.keyed + "]";
       if (args.has_tol && d.fails) result += "  FAIL";
       if (d.compared) {
         const bool opaque = d.dtype == "bytes";

@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   tol->check(CLI::Validator(check_tolerance, "TOL >= 0"));
   c_diff->add_option("--var", diff.vars, "compare only this variable (repeatable: --var a --var b)")
       ->allow_extra_args(false);  // `--var x A B`: one name per --var, A and B stay positional
+  c_diff->add_option("--key", diff.key,
+                     "compare joined arrays row by row by the values of this joined integer variable (a block id), "
+                     "whatever the row order (other rank counts)");
   c_diff->add_flag("--json", diff.json, "machine-readable output");
 
   ConvertArgs convert;

@@ -153,6 +153,19 @@ class Checkpoint:
         """Reads every block and checks its checksum and min/max; CorruptError lists the bad ones."""
         _check(_lib.ckpt_reader_step_verify(self._h))
 
+    def rows_by_key(self, key):
+        """The stored rows of joined integer variable `key` (a block or particle id, one value per row)
+        ordered by its values, as a numpy uint64 array: `v.read()[c.rows_by_key(key)]` puts the rows of a
+        joined array `v` registered with the key in key order, whatever rank count wrote them (see
+        Variable.read(order_by=...)). InvalidArgumentError naming why when `key` is not joined, not an
+        integer, has more than one value per row, or holds a value in more than one row."""
+        n = ctypes.c_size_t()
+        _check(_lib.ckpt_reader_step_rows_by_key(self._h, _bytes(key), None, 0, ctypes.byref(n)))
+        out = np.empty(n.value, dtype=np.uint64)
+        rows = out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64))
+        _check(_lib.ckpt_reader_step_rows_by_key(self._h, _bytes(key), rows, out.size, ctypes.byref(n)))
+        return out
+
     def __repr__(self):
         return f"ckpt.Checkpoint(step={self.step}, nranks={self.nranks}, transport={self.transport!r})"
 
@@ -213,9 +226,24 @@ class Variable:
     def __repr__(self):
         return f"ckpt.Variable({self.name!r}, kind={self.kind!r}, dtype={self.dtype}, shape={self.shape})"
 
-    def read(self, rank=None):
+    def _row_layout(self):
+        """(first row, rows) of each block of a joined array, ascending."""
+        return sorted((b["start"][0], b["count"][0]) for b in self.blocks if b["count"])
+
+    def read(self, rank=None, order_by=None):
         """Global or joined: the whole array. Local or scalar: the block of writer rank `rank` (a
-        uniform variable may omit it); a scalar comes back as a numpy scalar."""
+        uniform variable may omit it); a scalar comes back as a numpy scalar.
+        order_by (joined arrays): the name of a joined integer key variable registered with this one
+        (the same rows on every writer rank, e.g. "blocks/id"): the rows come back ordered by the key's
+        values, so the same state written by different rank counts reads the same (Checkpoint.rows_by_key)."""
+        if order_by is not None:
+            if self.kind != "joined":
+                raise ValueError(f"{self.name!r} is a {self.kind} variable: order_by needs a joined array")
+            key = self._ckpt[order_by]
+            if key.kind == "joined" and key._row_layout() != self._row_layout():
+                raise ValueError(f"{self.name!r}: its rows are not those of key {order_by!r} "
+                                 f"(other rows per writer rank), so the key does not order them")
+            return self.read()[self._ckpt.rows_by_key(order_by)]
         if self.kind in ("global", "joined"):
             if rank is not None:
                 raise ValueError(f"{self.name!r} is a {self.kind} array: read() takes no rank")

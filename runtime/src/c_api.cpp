@@ -11,6 +11,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct ckpt_runtime {
   /// Tickets of checkpoints taken without a ticket for the caller, oldest first: their failures are
   /// reported by a later ckpt_checkpoint, ckpt_wait_all or ckpt_close.
   std::deque<ckpt::Ticket> unclaimed;
+  std::string options_yaml;  // what ckpt_options_yaml hands out (made on the first call)
 };
 
 struct ckpt_ticket {
@@ -724,10 +726,149 @@ int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, uint32_t r
   });
 }
 
+int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, uint64_t* rows, size_t capacity, size_t* count) {
+  if (count != nullptr) *count = 0;
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_rows_by_key: step handle"));
+    CKPT_RETURN_IF_ERROR(need(key, "ckpt_reader_step_rows_by_key: key"));
+    CKPT_RETURN_IF_ERROR(need(count, "ckpt_reader_step_rows_by_key: count"));
+    if (capacity > 0) CKPT_RETURN_IF_ERROR(need(rows, "ckpt_reader_step_rows_by_key: rows"));
+    auto order = c->ckpt.rows_by_key(key);
+    if (!order.ok()) return order.status();
+    *count = order->size();
+    std::copy_n(order->begin(), std::min(capacity, order->size()), rows);
+    return ckpt::Status::OK();
+  });
+}
+
 int ckpt_reader_step_verify(ckpt_reader_step* c) {
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_verify: step handle"));
     return c->ckpt.verify();
+  });
+}
+
+// ---- parity with ckpt::Runtime: sizing before restart, the resolved options ------------------------
+
+namespace {
+/// A code a C callback returned, as a Status naming the region and the callback.
+ckpt::Status callback_status(int rc, const std::string& name, const char* what) {
+  if (rc == CKPT_OK) return ckpt::Status::OK();
+  const ckpt::Code code = rc > CKPT_OK && rc <= CKPT_INTERNAL ? static_cast<ckpt::Code>(rc) : ckpt::Code::internal;
+  return ckpt::Status(code, "region '" + name + "': its " + what + " callback returned " + std::to_string(rc) + " (" +
+                                ckpt_code_name(rc) + ")");
+}
+}  // namespace
+
+int ckpt_steps(ckpt_runtime* rt, int64_t* steps, size_t capacity, size_t* count) {
+  if (count != nullptr) *count = 0;
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    // Checked after the collective call: a rank with a bad argument must not leave the others waiting.
+    auto all = rt->rt->steps();
+    CKPT_RETURN_IF_ERROR(need(count, "ckpt_steps: count"));
+    if (capacity > 0) CKPT_RETURN_IF_ERROR(need(steps, "ckpt_steps: steps"));
+    if (!all.ok()) return all.status();
+    *count = all->size();
+    std::copy_n(all->begin(), std::min(capacity, all->size()), steps);
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_inspect(ckpt_runtime* rt, int64_t step, ckpt_reader_step** out) {
+  if (out != nullptr) *out = nullptr;
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    auto c = rt->rt->inspect(step);  // collective: before the argument checks of this rank
+    CKPT_RETURN_IF_ERROR(need(out, "ckpt_inspect: out"));
+    if (!c.ok()) return c.status();
+    *out = new ckpt_reader_step(std::move(c).value());
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_dir(const ckpt_runtime* rt, const char** dir) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need(dir, "ckpt_dir: dir"));
+    *dir = rt->rt->options().dir.c_str();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_options_yaml(ckpt_runtime* rt, const char** yaml) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need(yaml, "ckpt_options_yaml: yaml"));
+    if (rt->options_yaml.empty()) rt->options_yaml = rt->rt->options().to_yaml();  // fixed once created
+    *yaml = rt->options_yaml.c_str();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_funneled(const ckpt_runtime* rt, int* funneled) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need(funneled, "ckpt_funneled: funneled"));
+    *funneled = rt->rt->funneled() ? 1 : 0;
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_restart_level(const ckpt_runtime* rt, const char** level) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need(level, "ckpt_restart_level: level"));
+    *level = rt->rt->restart_level().c_str();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_skipped_optional(const ckpt_runtime* rt, size_t index, size_t* count, const char** name) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need(count, "ckpt_skipped_optional: count"));
+    const std::vector<std::string>& skipped = rt->rt->skipped_optional();
+    *count = skipped.size();
+    if (name != nullptr) *name = index < skipped.size() ? skipped[index].c_str() : nullptr;
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_protect_source(ckpt_runtime* rt, const char* name, int dtype, int kind, ckpt_locate_fn locate,
+                        ckpt_resize_fn resize, void* user) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto t = dtype_of(dtype);
+    if (!t.ok()) return t.status();
+    if (kind != CKPT_KIND_LOCAL && kind != CKPT_KIND_JOINED)
+      return ckpt::Status(
+          ckpt::Code::invalid_argument,
+          "ckpt_protect_source: kind must be CKPT_KIND_LOCAL (0) or CKPT_KIND_JOINED (3), got " + std::to_string(kind));
+    if (locate == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_protect_source: locate is NULL");
+    ckpt::Source src;
+    // The runtime turns an exception of locate() into invalid_argument naming the region.
+    src.locate = [locate, user]() -> ckpt::Place {
+      void* ptr = nullptr;
+      int ndims = -1;
+      std::uint64_t dims[CKPT_MAX_DIMS] = {};
+      const int rc = locate(user, &ptr, &ndims, dims);
+      if (rc != CKPT_OK)
+        throw std::runtime_error("the locate callback returned " + std::to_string(rc) + " (" + ckpt_code_name(rc) +
+                                 ")");
+      auto d = shape_of(ndims, dims, "dims");  // ndims in range, no negative extent cast to uint64_t
+      if (!d.ok()) throw std::runtime_error("the locate callback gave " + d.status().message());
+      return ckpt::Place{ptr, ckpt::Dims(std::move(d).value())};
+    };
+    if (resize != nullptr) {
+      const std::string region = name;
+      src.resize = [resize, user, region](const ckpt::Shape& count) {
+        return callback_status(resize(user, static_cast<int>(count.size()), count.data()), region, "resize");
+      };
+    }
+    return rt->rt->protect(name, *t, std::move(src),
+                           kind == CKPT_KIND_JOINED ? ckpt::SourceKind::joined : ckpt::SourceKind::local);
   });
 }
 

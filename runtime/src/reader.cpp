@@ -326,6 +326,97 @@ Status CheckpointReader::read(const std::string& name, void* out, std::size_t ou
   return read(name, Shape(v.global.size(), 0), v.global, out, out_bytes);
 }
 
+Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::string& key,
+                                                                 std::vector<std::int64_t>* keys,
+                                                                 bool allow_duplicates) {
+  auto vi = m_s->find(key);
+  if (!vi.ok()) return vi.status();
+  const VariableInfo& v = m_s->vars[static_cast<std::size_t>(vi.value())];
+  const std::string what = "key '" + key + "'";
+  if (v.kind != VarKind::joined)
+    return Status(Code::invalid_argument,
+                  what + " is a " + var_kind_name(v.kind) + " variable; a key is a joined array (one value per row)");
+  const DType t = v.dtype;
+  const bool is_signed = t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
+  const bool is_unsigned = t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
+  if (!is_signed && !is_unsigned)
+    return Status(Code::invalid_argument, what + " holds " + dtype_name(t) +
+                                              " values; a key must be an integer variable (a block or particle id)");
+  if (v.shape.empty() || v.shape.size() > 2 || (v.shape.size() == 2 && v.shape[1] != 1))
+    return Status(Code::invalid_argument, what + " has shape " + detail::shape_text(v.shape) +
+                                              "; a key needs one value per row ([rows] or [rows, 1])");
+  // Sized from what the reader checked against the files, never from the index's claim alone.
+  auto need = m_s->box_bytes(vi.value(), Shape(v.shape.size(), 0), v.shape);
+  if (!need.ok()) return need.status();
+  std::vector<std::uint8_t> raw(static_cast<std::size_t>(*need));
+  CKPT_RETURN_IF_ERROR(read(key, raw.data(), raw.size()));
+  const std::size_t esize = dtype_size(t);
+  const std::size_t rows = raw.size() / esize;
+  std::vector<std::int64_t> value(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const std::uint8_t* p = raw.data() + i * esize;
+    std::uint64_t u = 0;
+    std::int64_t s = 0;
+    switch (esize) {  // the integer of its width and signedness, widened
+      case 1: {
+        std::uint8_t x;
+        std::memcpy(&x, p, 1);
+        u = x;
+        s = x < 0x80 ? std::int64_t{x} : std::int64_t{x} - 0x100;  // two's complement i8, widened
+        break;
+      }
+      case 2: {
+        std::uint16_t x;
+        std::memcpy(&x, p, 2);
+        u = x;
+        s = static_cast<std::int16_t>(x);
+        break;
+      }
+      case 4: {
+        std::uint32_t x;
+        std::memcpy(&x, p, 4);
+        u = x;
+        s = static_cast<std::int32_t>(x);
+        break;
+      }
+      default: {
+        std::memcpy(&u, p, 8);
+        s = static_cast<std::int64_t>(u);
+        break;
+      }
+    }
+    if (is_unsigned && u > static_cast<std::uint64_t>(INT64_MAX))
+      return Status(Code::invalid_argument, what + ": row " + std::to_string(i) + " holds " + std::to_string(u) +
+                                                ", beyond the keys ckpt orders (up to 2^63 - 1)");
+    value[i] = is_unsigned ? static_cast<std::int64_t>(u) : s;
+  }
+  std::vector<std::uint64_t> order(rows);
+  for (std::size_t i = 0; i < rows; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) { return value[a] < value[b]; });
+  // A value held by two rows does not say which row is which: name the first few, count them all.
+  std::string dups;
+  std::uint64_t ndup = 0;
+  for (std::size_t i = 1; i < rows; ++i) {
+    if (value[order[i]] != value[order[i - 1]] || (i >= 2 && value[order[i - 1]] == value[order[i - 2]])) continue;
+    ++ndup;
+    if (ndup <= 5) {
+      dups += (dups.empty() ? "" : ", ") + std::to_string(value[order[i]]) + " (rows " + std::to_string(order[i - 1]);
+      for (std::size_t j = i; j < rows && value[order[j]] == value[order[i]]; ++j)
+        dups += ", " + std::to_string(order[j]);
+      dups += ")";
+    }
+  }
+  if (ndup > 0 && !allow_duplicates)
+    return Status(Code::invalid_argument, what + " is not unique: " + std::to_string(ndup) +
+                                              " value(s) held by more than one row: " + dups +
+                                              (ndup > 5 ? ", ..." : ""));
+  if (keys != nullptr) {
+    keys->resize(rows);
+    for (std::size_t i = 0; i < rows; ++i) (*keys)[i] = value[order[i]];
+  }
+  return order;
+}
+
 Status CheckpointReader::read_rank(const std::string& name, std::uint32_t rank, void* out, std::size_t out_bytes) {
   auto vi = m_s->find(name);
   if (!vi.ok()) return vi.status();

@@ -214,6 +214,27 @@ std::optional<std::int64_t> Restorer::latest() {
   return static_cast<std::int64_t>(found);
 }
 
+std::vector<std::int64_t> Restorer::steps() {
+  const auto local = local_candidates();  // collective
+  std::vector<long long> steps;
+  if (m_rank == 0) {
+    if (m_persistent) {
+      auto entries = m_store.list();  // loads and validates each committed step's index
+      if (entries.ok())
+        for (const StepEntry& e : entries.value())
+          if (e.complete) steps.push_back(e.step);
+    }
+    for (auto& c : local) steps.push_back(c.step);
+    std::sort(steps.begin(), steps.end());
+    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+  }
+  int n = static_cast<int>(steps.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
+  steps.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, m_app_comm);
+  return std::vector<std::int64_t>(steps.begin(), steps.end());
+}
+
 Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store& store) {
   // Rank 0 reads; everybody gets the bytes (one read of the file system, not np) and validates them.
   Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};

@@ -65,6 +65,9 @@ class Restorer {
   /// The validated index of step `step` (rank 0 reads it, every rank gets it), after the checkpoints
   /// `capture` has in flight are done.
   Result<StepIndex> inspect(std::int64_t step, Capture& capture);
+  /// The complete steps, oldest first: those of `dir` whose index validates, and with a node level
+  /// the steps it can restore (local_candidates()). Collective: rank 0 lists, every rank gets it.
+  std::vector<std::int64_t> steps();
   /// restart() of the newest step that restores, falling back to older ones.
   Result<std::int64_t> restart_newest(void* stream, Registry& registry, Capture& capture);
   /// The optional regions the last restart(step) left untouched (not in its checkpoint).

@@ -140,6 +140,7 @@ Status Runtime::poll() { return m_impl->poll(); }
 bool Runtime::funneled() const { return m_impl->funneled(); }
 const char* Runtime::device_name() const { return m_impl->device_name(); }
 std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
+Result<std::vector<std::int64_t>> Runtime::steps() { return m_impl->steps(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
 Result<CheckpointReader> Runtime::inspect(std::int64_t step) { return m_impl->inspect(step); }
@@ -606,6 +607,12 @@ std::optional<std::int64_t> RuntimeImpl::latest() {
   (void)poll();
   wait_drains();
   return m_restorer->latest();
+}
+Result<std::vector<std::int64_t>> RuntimeImpl::steps() {
+  CKPT_RETURN_IF_ERROR(usable());
+  (void)poll();
+  wait_drains();
+  return m_restorer->steps();
 }
 Status RuntimeImpl::agree_arguments(const char* call, std::vector<NamedValue> args) {
   // A collective call whose ranks disagree on its argument would mismatch its messages inside MPI

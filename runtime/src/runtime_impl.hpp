@@ -66,6 +66,7 @@ class RuntimeImpl {
   Status poll();
   bool funneled() const { return m_funneled; }
   std::optional<std::int64_t> latest();
+  Result<std::vector<std::int64_t>> steps();
   Status restart(std::int64_t step, void* stream);
   Result<std::int64_t> restart_newest(void* stream);
   Result<CheckpointReader> inspect(std::int64_t step);

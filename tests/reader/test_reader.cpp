@@ -401,6 +401,9 @@ TEST(Inspect, DescribesTheRuntimesOwnCheckpointForAOnePhaseRestart) {
   ASSERT_TRUE(rt.status().ok());
   const std::optional<std::int64_t> newest = rt.latest();
   ASSERT_TRUE(newest.has_value());
+  auto steps = rt.steps();  // collective: the complete steps, oldest first, the same on every rank
+  ASSERT_TRUE(steps.ok()) << steps.status().to_string();
+  EXPECT_EQ(steps.value(), (std::vector<std::int64_t>{3, 7}));
   auto stored = rt.inspect(*newest);
   ASSERT_TRUE(stored.ok()) << stored.status().to_string();
   EXPECT_EQ(stored->step(), 7);
@@ -464,6 +467,9 @@ TEST(Series, StepsAreNamesAndEachReadsFromItsSegment) {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     EXPECT_EQ(rt.latest(), std::optional<std::int64_t>(7));
+    auto steps = rt.steps();  // the steps in force in the segments' logs
+    ASSERT_TRUE(steps.ok()) << steps.status().to_string();
+    EXPECT_EQ(steps.value(), (std::vector<std::int64_t>{3, 7}));
     auto in = rt.inspect(3);
     ASSERT_TRUE(in.ok()) << in.status().to_string();
     EXPECT_EQ(in->path(), dir + "/ckpt.3");

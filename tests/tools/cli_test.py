@@ -356,6 +356,81 @@ def case_diff_differs():
     one_line_error(err, "no variable 'nosuch'")
 
 
+def case_diff_key():
+    """Joined arrays of the same blocks written by 4 and by 2 ranks (gen_joined.cpp): their rows are stored
+    in different orders, so row by row they differ; matched by the key blocks/id they are equal."""
+    a, b = data("join4/ckpt.20"), data("join2/ckpt.20")
+    j = ckpt_json("diff", a, b, "--tol", "0", rc=1)  # by position: the orders differ
+    v = {x["name"]: x for x in j["variables"]}
+    assert j["key"] is None and v["blocks/rho"]["result"] == "differs" and v["blocks/rho"]["fails"], v
+    j = ckpt_json("diff", a, b, "--tol", "0", "--key", "blocks/id")
+    assert j["pass"] is True and j["a"]["nranks"] == 4 and j["b"]["nranks"] == 2, j
+    assert j["key"]["name"] == "blocks/id" and j["key"]["in_both"] == 24, j["key"]
+    assert j["key"]["only_in_a"] == [] and j["key"]["only_in_b"] == [] and j["key"]["problem"] is None, j["key"]
+    v = {x["name"]: x for x in j["variables"]}
+    for name, n in (("blocks/id", 24), ("blocks/rho", 96), ("blocks/level", 24), ("blocks/uid", 24),
+                    ("blocks/fid", 24), ("blocks/pair", 48)):
+        assert v[name]["result"] == "equal" and v[name]["by_key"], v[name]
+        assert v[name]["compared"] == n and v[name]["differing"] == 0, v[name]
+    assert v["time"]["result"] == "equal" and not v["time"]["by_key"], v["time"]
+    # tracers/x: a joined array whose rows are not the blocks' (a balanced split of 10 rows): by position.
+    assert v["tracers/x"]["result"] == "equal" and not v["tracers/x"]["by_key"], v["tracers/x"]
+    assert v["tracers/x"]["compared"] == 10, v["tracers/x"]
+    out, _ = ckpt("diff", a, b, "--tol", "0", "--key", "blocks/id")
+    assert "key 'blocks/id': 24 value(s) in both" in out and out.rstrip().endswith("PASS"), out
+    assert re.search(r"^blocks/rho .* equal \[by key\]$", out, re.M), out
+    assert re.search(r"^tracers/x .* equal \[rows not those of key 'blocks/id': by position\]$", out, re.M), out
+    # The same id as an unsigned 16-bit key matches the same way.
+    j = ckpt_json("diff", a, b, "--tol", "0", "--key", "blocks/uid")
+    assert j["pass"] is True and j["key"]["in_both"] == 24, j
+    # One value changed: found through the key, the rest equal.
+    j = ckpt_json("diff", a, data("joindiff2/ckpt.20"), "--tol", "0", "--key", "blocks/id", rc=1)
+    v = {x["name"]: x for x in j["variables"]}
+    assert v["blocks/rho"]["differing"] == 1 and v["blocks/rho"]["fails"], v["blocks/rho"]
+    assert math.isclose(v["blocks/rho"]["max_abs"], 1e-3, rel_tol=1e-6), v["blocks/rho"]
+    assert all(x["result"] == "equal" for n, x in v.items() if n != "blocks/rho"), v
+    ckpt("diff", a, data("joindiff2/ckpt.20"), "--tol", "1e-2", "--key", "blocks/id")
+    # A block missing (id 1049) and one added (9999): named, the common rows compared, FAIL.
+    j = ckpt_json("diff", a, data("joinmiss2/ckpt.20"), "--tol", "0", "--key", "blocks/id", rc=1)
+    assert j["key"]["only_in_a"] == [1049] and j["key"]["only_in_b"] == [9999] and j["key"]["in_both"] == 23, j
+    v = {x["name"]: x for x in j["variables"]}
+    assert v["blocks/rho"]["compared"] == 92 and v["blocks/rho"]["differing"] == 0, v["blocks/rho"]
+    assert v["blocks/rho"]["fails"] and "1 only in A (1049)" in v["blocks/rho"]["note"], v["blocks/rho"]
+    out, _ = ckpt("diff", a, data("joinmiss2/ckpt.20"), "--tol", "0", "--key", "blocks/id", rc=1)
+    assert "23 value(s) in both, 1 only in A (1049), 1 only in B (9999)" in out and out.rstrip().endswith("FAIL"), out
+    # --key with --var: only the variables asked for; the key itself need not be one of them.
+    j = ckpt_json("diff", a, b, "--tol", "0", "--key", "blocks/id", "--var", "blocks/rho")
+    assert [x["name"] for x in j["variables"]] == ["blocks/rho"] and j["pass"], j
+
+
+def case_diff_key_hostile():
+    """Keys that cannot be keys: exit 2 with one line naming why; a key value held twice: every variable
+    matched through it is incompatible (not compared) and the diff fails, naming the value."""
+    a, b = data("join4/ckpt.20"), data("join2/ckpt.20")
+    _, err = ckpt("diff", a, b, "--key", "nosuch", rc=2)
+    one_line_error(err, "--key", "no variable 'nosuch'")
+    _, err = ckpt("diff", a, b, "--key", "blocks/fid", rc=2)
+    one_line_error(err, "blocks/fid", "f64", "integer")
+    _, err = ckpt("diff", a, b, "--key", "blocks/pair", rc=2)
+    one_line_error(err, "blocks/pair", "one value per row")
+    _, err = ckpt("diff", a, b, "--key", "time", rc=2)
+    one_line_error(err, "'time'", "scalar", "joined")
+    _, err = ckpt("diff", data("from4/ckpt.20"), data("from2/ckpt.20"), "--key", "particles/id", rc=2)
+    one_line_error(err, "particles/id", "global", "joined")  # a global array is not a key
+    j = ckpt_json("diff", a, data("joindup2/ckpt.20"), "--tol", "0", "--key", "blocks/id", rc=1)
+    assert j["key"]["duplicates_in_b"] == 1 and j["key"]["duplicates_in_a"] == 0, j["key"]
+    assert "not unique in B" in j["key"]["problem"] and "1028 (2 rows)" in j["key"]["problem"], j["key"]
+    v = {x["name"]: x for x in j["variables"]}
+    for name in ("blocks/id", "blocks/rho", "blocks/level"):
+        assert v[name]["result"] == "incompatible" and v[name]["fails"] and v[name]["by_key"], v[name]
+        assert "1028 (2 rows)" in v[name]["note"], v[name]
+    out, _ = ckpt("diff", a, data("joindup2/ckpt.20"), "--tol", "0", "--key", "blocks/id", rc=1)
+    assert "key 'blocks/id' is not unique in B" in out.splitlines()[2], out
+    # A checkpoint without the key: exit 2 naming the side.
+    _, err = ckpt("diff", a, data("from2/ckpt.20"), "--key", "blocks/id", rc=2)
+    one_line_error(err, "no variable 'blocks/id' in B")
+
+
 def case_convert():
     import h5py
     w = workdir("convert")

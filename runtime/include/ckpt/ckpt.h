@@ -298,6 +298,69 @@ CKPT_API int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, u
                                         size_t out_bytes);
 /** Reads and checks every block; CKPT_CORRUPT with ckpt_last_error() naming each bad block. */
 CKPT_API int ckpt_reader_step_verify(ckpt_reader_step* c);
+/** The rows of joined integer variable `key` ordered by its values (ckpt::CheckpointReader::rows_by_key):
+ *  rows[i] is the stored row holding the i-th smallest value, so that joined arrays of the same rows
+ *  written by different rank counts read in one order. *count receives the number of rows; up to
+ *  `capacity` are stored (rows may be NULL when capacity is 0). CKPT_INVALID_ARGUMENT naming why when
+ *  `key` is not joined, not an integer dtype, has more than one value per row, or holds a value in more
+ *  than one row (the message names the first few). */
+CKPT_API int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, uint64_t* rows, size_t capacity,
+                                          size_t* count);
+
+/* ---- The runtime's parity with ckpt::Runtime: sizing before restart, the resolved options -------- */
+
+/** Collective. The complete steps, oldest first (ckpt::Runtime::steps): those of the checkpoint
+ *  directory whose index validates (what ckpt_inspect opens and ckpt_restart tries) and, with the
+ *  option local_dir, the steps the node level can restore. *count receives how many there are; up to
+ *  `capacity` of them are stored in steps (NULL allowed when capacity is 0). Every rank gets the same. */
+CKPT_API int ckpt_steps(ckpt_runtime* rt, int64_t* steps, size_t capacity, size_t* count);
+/** Collective. Describes checkpoint `step` without restoring anything (ckpt::Runtime::inspect): rank 0
+ *  reads its index once, every rank gets it. *out is a step handle of the reader API (ckpt_reader_step_var
+ *  and the other ckpt_reader_step_* functions: variables in registration order with dtype, kind, shape,
+ *  attributes, blocks; a joined array's shape[0] is its rows in total, its block i holds
+ *  block_counts[i * ndims] rows written by rank block_ranks[i]); free it with ckpt_reader_step_free. It
+ *  stays valid after ckpt_free. CKPT_NOT_FOUND when `step` is not a complete checkpoint. */
+CKPT_API int ckpt_inspect(ckpt_runtime* rt, int64_t step, ckpt_reader_step** out);
+/** *dir = the checkpoint directory in effect (ckpt::Runtime::options().dir): after the config file,
+ *  the options text and the CKPT_* variables, made absolute and agreed by every rank. Owned by rt,
+ *  valid until ckpt_free. */
+CKPT_API int ckpt_dir(const ckpt_runtime* rt, const char** dir);
+/** *yaml = every option in effect as YAML text (ckpt::Options::to_yaml of ckpt::Runtime::options()),
+ *  loadable as a config file. Owned by rt, valid until ckpt_free. */
+CKPT_API int ckpt_options_yaml(ckpt_runtime* rt, const char** yaml);
+/** *funneled = 1 when every MPI call of the runtime is made on the application thread (option
+ *  mpi_threads, "auto" resolved; ckpt::Runtime::funneled), else 0. */
+CKPT_API int ckpt_funneled(const ckpt_runtime* rt, int* funneled);
+/** *level = the level the last successful restart read from: "local", "partner", "xor", "global", or ""
+ *  before any (ckpt::Runtime::restart_level). Owned by rt, valid until the next restart. */
+CKPT_API int ckpt_restart_level(const ckpt_runtime* rt, const char** level);
+/** The optional regions the last restart left untouched because its checkpoint lacked them
+ *  (ckpt::Runtime::skipped_optional): *count receives how many; when index < *count, *name (if not
+ *  NULL) receives the index-th name (owned by rt, valid until the next restart). */
+CKPT_API int ckpt_skipped_optional(const ckpt_runtime* rt, size_t index, size_t* count, const char** name);
+
+/** A region found anew at every checkpoint and restart (ckpt::Source), registered with
+ *  ckpt_protect_source. locate: where the data is now: stores its address in *ptr (NULL only when it
+ *  holds no element) and its extents in dims[0..*ndims) (C order, at most CKPT_MAX_DIMS entries; a
+ *  local source may set *ndims = 0 for a scalar; a joined source gives its rows first). Returns
+ *  CKPT_OK, or another code to fail the call that asked with CKPT_INVALID_ARGUMENT naming the region and
+ *  that code. Called on the application thread inside ckpt_protect_source, ckpt_checkpoint and the
+ *  restarts, never concurrently; it must not call ckpt. */
+typedef int (*ckpt_locate_fn)(void* user, void** ptr, int* ndims, uint64_t* dims);
+/** Optional (NULL: none). Called by a restart, before the region is filled, with the extents it will fill
+ *  from the step being tried: the stored extents of this rank's array (local), or this rank's share of
+ *  the balanced split of the stored rows, rows first (joined). It makes room (realloc); locate is then
+ *  asked again. Its code other than CKPT_OK fails that step's restart with that code (ckpt_restart then
+ *  falls back to an older step, calling resize again with that step's extents). */
+typedef int (*ckpt_resize_fn)(void* user, int ndims, const uint64_t* dims);
+/** Registers a region through callbacks (ckpt::Runtime::protect with a ckpt::Source): `kind` is
+ *  CKPT_KIND_LOCAL (a local array or scalar, restartable on the same rank count) or CKPT_KIND_JOINED (this
+ *  rank's rows of a joined array, restartable on any rank count with the balanced split). `user` is
+ *  handed to both callbacks and must stay valid while the region is registered. With a resize callback,
+ *  ckpt_restart sizes the region for each step it tries: one call restarts step-dependent lengths and
+ *  keeps the fall-back to an older step. locate is called once here to check the region. */
+CKPT_API int ckpt_protect_source(ckpt_runtime* rt, const char* name, int dtype, int kind, ckpt_locate_fn locate,
+                                 ckpt_resize_fn resize, void* user);
 
 #ifdef __cplusplus
 } /* extern "C" */

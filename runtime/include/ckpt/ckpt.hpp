@@ -332,6 +332,11 @@ class CKPT_API Runtime {
   /// options().local_dir: the newer of the newest step every node holds locally and the newest
   /// drained one (docs/design.md, "Levels").
   std::optional<std::int64_t> latest();
+  /// Collective. The complete steps, oldest first: those of options().dir whose index validates
+  /// (committed; what inspect() opens and restart() tries) and, with options().local_dir, the steps
+  /// the node level can restore. Rank 0 lists, every rank gets the same list. Commits what poll()
+  /// commits first. failed_precondition after close().
+  Result<std::vector<std::int64_t>> steps();
   /// The level the last successful restart read from: "local" (the node directories of
   /// options().local_dir), "partner" or "xor" (lost nodes rebuilt from the redundancy data first, then
   /// read locally), "global" (options().dir), or "" before any.

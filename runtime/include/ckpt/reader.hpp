@@ -123,6 +123,17 @@ class CKPT_API CheckpointReader {
   Status read(const std::string& name, const Shape& start, const Shape& count, void* out, std::size_t out_bytes);
   /// Reads the whole of global (or joined) variable `name`.
   Status read(const std::string& name, void* out, std::size_t out_bytes);
+  /// The rows of joined variable `key` ordered by its values: element i is the stored row that holds
+  /// the i-th smallest key; `keys` (optional) receives the values in that order. `key` is an integer
+  /// variable with one value per row ([rows] or [rows, 1]: a block or particle id). Rows of a joined array
+  /// are stored in writer-rank order, so the same state written by 4 ranks and by 2 ranks (or after a
+  /// load balance) stores its rows in different orders: reading joined arrays of the same rows in this
+  /// order makes them comparable (`ckpt diff --key`). Rows holding equal values keep their stored order.
+  /// Reads `key` whole. Errors: not_found (no such variable), invalid_argument (not joined, not an integer
+  /// dtype, more than one value per row, an unsigned value of 2^63 or more, or - unless allow_duplicates -
+  /// a value held by more than one row: the message names the first few with their rows), and read()'s.
+  Result<std::vector<std::uint64_t>> rows_by_key(const std::string& key, std::vector<std::int64_t>* keys = nullptr,
+                                                 bool allow_duplicates = false);
   /// Reads the block rank `rank` wrote of local or scalar variable `name` (its extents are in
   /// VariableInfo::blocks); not_found when that rank wrote none. A uniform variable may be read
   /// from any rank that wrote it. `out` may be host or device memory, as for read().

@@ -18,7 +18,12 @@ int main(int argc, char** argv) {
   if (rc == CKPT_OK) rc = ckpt_wait_all(rt);
   for (int i = 0; i < 100; ++i) v[i] = 0;
   if (rc == CKPT_OK) rc = ckpt_restart(rt, &step);
-  ok = rc == CKPT_OK && step == 3 && v[99] == 49.5;
+  int64_t steps[2] = {-1, -1};
+  size_t nsteps = 0;
+  const char* dir = NULL;
+  if (rc == CKPT_OK) rc = ckpt_steps(rt, steps, 2, &nsteps); /* the sizing functions are exported too */
+  if (rc == CKPT_OK) rc = ckpt_dir(rt, &dir);
+  ok = rc == CKPT_OK && step == 3 && v[99] == 49.5 && nsteps == 1 && steps[0] == 3 && dir != NULL && dir[0] == '/';
   printf("c consumer (ckpt %s): %s\n", ckpt_version(), ok ? "ok" : ckpt_error_message(rt));
   ckpt_free(rt);
   MPI_Finalize();

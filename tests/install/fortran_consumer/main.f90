@@ -8,6 +8,7 @@ program fortran_consumer
   real(real64), target :: a(10, 3)
   integer :: provided, rank, nranks, ierr, e(4)
   integer(int64) :: step
+  integer(int64), allocatable :: steps(:)
   character(len=512) :: msg
   call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -19,7 +20,10 @@ program fortran_consumer
   call ckpt_wait_all(rt, e(4))
   a = 0
   call ckpt_restart(rt, step, ierr)
-  if (any(e /= CKPT_OK) .or. ierr /= CKPT_OK .or. step /= 1 .or. any(a /= 1.5_real64 + rank)) then
+  if (ierr == CKPT_OK) call ckpt_steps(rt, steps, ierr)  ! the sizing procedures are in the module too
+  if (.not. allocated(steps)) allocate (steps(0))
+  if (any(e /= CKPT_OK) .or. ierr /= CKPT_OK .or. step /= 1 .or. any(a /= 1.5_real64 + rank) .or. &
+      size(steps) /= 1) then
     call ckpt_error_message(rt, msg)
     print '(a,i0,a,a)', "fortran consumer: FAILED on rank ", rank, ": ", trim(msg)
     call MPI_Abort(MPI_COMM_WORLD, 1)
