@@ -3,6 +3,7 @@
 
 #include "base/format.hpp"
 #include "base/hash.hpp"
+#include "base/utf8.hpp"
 
 namespace ckpt::detail::h5 {
 
@@ -102,20 +103,34 @@ Result<Id> open_group(hid_t file, const std::string& path) {
   return g;
 }
 
+namespace {
+/// HDF5's character set for the bytes of `s`: UTF-8 when they are, else ASCII, which HDF5 and its readers
+/// take as 8-bit bytes with no encoding claimed (h5py then gives a str with surrogate escapes).
+H5T_cset_t cset_of(const std::string& s) { return is_utf8(s) ? H5T_CSET_UTF8 : H5T_CSET_ASCII; }
+}  // namespace
+
 Status attr_raw(hid_t obj, const std::string& name, hid_t ftype, hid_t mtype, const void* value, hsize_t n) {
+  // Names are bytes too (annotation keys): HDF5 names are C strings, so a NUL cannot be written.
+  if (name.find('\0') != std::string::npos)
+    return Status(Code::invalid_argument, "attribute name '" + name + "' holds a NUL byte, which an HDF5 name cannot");
   const htri_t exists = H5Aexists(obj, name.c_str());
   if (exists < 0) return error("attribute " + name);
   if (exists > 0) CKPT_RETURN_IF_ERROR(check(H5Adelete(obj, name.c_str()), "replace attribute " + name));
   Id space = n == 0 ? Id(H5Screate(H5S_SCALAR), H5Sclose) : Id(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  if (!space.valid()) return error("attribute " + name);
-  Id a(H5Acreate2(obj, name.c_str(), ftype, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  Id acpl(H5Pcreate(H5P_ATTRIBUTE_CREATE), H5Pclose);
+  if (!space.valid() || !acpl.valid() || H5Pset_char_encoding(acpl.get(), cset_of(name)) < 0)
+    return error("attribute " + name);
+  Id a(H5Acreate2(obj, name.c_str(), ftype, space.get(), acpl.get(), H5P_DEFAULT), H5Aclose);
   if (!a.valid() || H5Awrite(a.get(), mtype, value) < 0) return error("write attribute " + name);
   return a.close();
 }
 
 Status attr_string(hid_t obj, const std::string& name, const std::string& value) {
+  // A NUL ends an HDF5 string: such a value (annotate() takes any bytes) is kept whole as bytes.
+  if (value.find('\0') != std::string::npos)
+    return attr_raw(obj, name, H5T_STD_U8LE, H5T_NATIVE_UINT8, value.data(), value.size());
   Id t(H5Tcopy(H5T_C_S1), H5Tclose);
-  if (!t.valid() || H5Tset_size(t.get(), H5T_VARIABLE) < 0 || H5Tset_cset(t.get(), H5T_CSET_UTF8) < 0)
+  if (!t.valid() || H5Tset_size(t.get(), H5T_VARIABLE) < 0 || H5Tset_cset(t.get(), cset_of(value)) < 0)
     return error("string type for attribute " + name);
   const char* p = value.c_str();
   return attr_raw(obj, name, t.get(), t.get(), &p);

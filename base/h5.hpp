@@ -60,9 +60,13 @@ Result<Id> create_dataset(hid_t file, const std::string& path, DType t, const Sh
 /// Opens group `path` of `file`.
 Result<Id> open_group(hid_t file, const std::string& path);
 
-/// Writes attribute `name` (replacing one of that name): `n` == 0 a scalar, else a 1-d array of n.
+/// Writes attribute `name` (replacing one of that name): `n` == 0 a scalar, else a 1-d array of n. The
+/// name's character set is UTF-8 when its bytes are, else ASCII; a name with a NUL is invalid_argument.
 Status attr_raw(hid_t obj, const std::string& name, hid_t ftype, hid_t mtype, const void* value, hsize_t n = 0);
-/// A variable-length UTF-8 string attribute (h5py reads it as str).
+/// A string attribute holding exactly the bytes of `value`: a variable-length string, UTF-8 when the
+/// bytes are, else ASCII (8-bit bytes; h5py reads either as str, the latter with surrogate escapes);
+/// a value with a NUL byte, which an HDF5 string cannot hold, as a 1-d u8 array. Attribute names take
+/// the same character set rule (attr_raw); a name with a NUL byte is invalid_argument.
 Status attr_string(hid_t obj, const std::string& name, const std::string& value);
 Status attr_i64(hid_t obj, const std::string& name, std::int64_t v);
 Status attr_u64(hid_t obj, const std::string& name, std::uint64_t v);

@@ -242,17 +242,26 @@ FileReader::~FileReader() {
   if (m_fd >= 0) ::close(m_fd);
 }
 
+Status FileReader::open(const std::string& file) {
+  if (file == m_file) return Status::OK();
+  if (m_fd >= 0) ::close(m_fd);
+  m_fd = -1;
+  m_file.clear();
+  auto fd = open_regular(m_dir + "/" + file, &m_size);
+  if (!fd.ok()) return fd.status();
+  m_fd = fd.value();
+  m_file = file;
+  return Status::OK();
+}
+
 Status FileReader::read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n) {
-  if (file != m_file) {
-    if (m_fd >= 0) ::close(m_fd);
-    m_fd = -1;
-    m_file.clear();
-    auto fd = open_regular(m_dir + "/" + file, nullptr);
-    if (!fd.ok()) return fd.status();
-    m_fd = fd.value();
-    m_file = file;
-  }
+  CKPT_RETURN_IF_ERROR(open(file));
   return pread_all(m_fd, dst, n, offset, m_dir + "/" + file);
+}
+
+Result<std::uint64_t> FileReader::size(const std::string& file) {
+  CKPT_RETURN_IF_ERROR(open(file));
+  return m_size;
 }
 
 std::pair<std::string, std::string> split_last(std::string path) {

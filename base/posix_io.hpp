@@ -76,10 +76,14 @@ class FileReader {
   FileReader& operator=(const FileReader&) = delete;
   /// Reads exactly `n` bytes at `offset` of `file` (a name from the index); short files are `corrupt`.
   Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n);
+  /// The size of `file` when it was opened (opens it as read() does, and keeps it open).
+  Result<std::uint64_t> size(const std::string& file);
 
  private:
+  Status open(const std::string& file);
   std::string m_dir, m_file;
   int m_fd = -1;
+  std::uint64_t m_size = 0;
 };
 
 }  // namespace ckpt::detail

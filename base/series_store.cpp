@@ -49,6 +49,7 @@ RootContents scan_root(const std::string& root) {
     return ::fstatat(::dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
   };
   while (dirent* e = ::readdir(d)) {
+    c.store_entries = c.store_entries || is_store_name(e->d_name);
     if (auto k = parse_segment_name(e->d_name)) {
       c.next_segment = std::max(c.next_segment, *k + 1);
       if (is_dir(e->d_name)) c.series = true;
@@ -529,7 +530,7 @@ std::optional<std::pair<std::string, std::optional<std::int64_t>>> series_step_p
   if (::lstat(path.c_str(), &st) == 0) return std::nullopt;  // a real entry: not a name of the series
   auto [root, last] = split_last(path);
   if (!scan_root(root).series) return std::nullopt;
-  if (last == "latest") return std::make_pair(root, std::optional<std::int64_t>{});
+  if (last == kLatestName) return std::make_pair(root, std::optional<std::int64_t>{});
   auto name = parse_step_name(last);
   if (!name || name->kind != EntryKind::committed) return std::nullopt;
   return std::make_pair(root, std::optional<std::int64_t>{name->step});

@@ -84,10 +84,15 @@ bool exists_nofollow(const std::string& path) {
 
 }  // namespace
 
+bool is_store_name(const std::string& name) {
+  return name == kLatestName || name == kLatestTmpName || name == kLockName || name == "index" ||
+         parse_step_name(name).has_value() || parse_segment_name(name).has_value();
+}
+
 bool is_checkpoint_dir(const std::string& path) {
   const std::string name = split_last(path).second;
   struct stat st {};
-  return ::stat((path + "/index").c_str(), &st) == 0 || parse_step_name(name).has_value() || name == "latest";
+  return ::stat((path + "/index").c_str(), &st) == 0 || parse_step_name(name).has_value() || name == kLatestName;
 }
 
 Status check_directory(const std::string& path) {
@@ -186,6 +191,7 @@ Status BlockReader::stream(const BlockRecord& b, std::uint8_t* buf, std::size_t 
 
 Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const BufferFn& next, const PieceFn& fn) {
   if (buf_bytes == 0) return Status(Code::internal, "BlockReader::stream without a buffer");
+  CKPT_RETURN_IF_ERROR(claim(b));
   Hasher h;
   const std::string& file = m_idx.files[b.file].name;
   for (std::uint64_t p0 = 0; p0 < b.length;) {
@@ -203,13 +209,18 @@ Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const Bu
   return Status::OK();
 }
 
-Status BlockReader::read(const BlockRecord& b, std::vector<std::uint8_t>& out) {
-  out.resize(static_cast<std::size_t>(b.length));
-  const std::string& file = m_idx.files[b.file].name;
-  Status s = b.length == 0 ? Status::OK() : m_files.read(file, b.offset, out.data(), out.size());
-  if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
-  if (hash64(out.data(), out.size()) != b.checksum) return Status(Code::corrupt, "checksum mismatch in " + where(b));
-  return Status::OK();
+Status BlockReader::claim(const BlockRecord& b) {
+  if (b.length == 0) return Status::OK();  // an empty block has no bytes: where it points need not exist
+  if (m_sizes.empty()) m_sizes.assign(m_idx.files.size(), UINT64_MAX);
+  std::uint64_t& size = m_sizes[b.file];
+  if (size == UINT64_MAX) {
+    auto s = m_files.size(m_idx.files[b.file].name);
+    if (!s.ok()) return Status(s.status().code(), where(b) + ": " + s.status().message());
+    size = s.value();
+  }
+  if (b.offset <= size && b.length <= size - b.offset) return Status::OK();
+  return Status(Code::corrupt, where(b) + ": its file holds " + std::to_string(size) +
+                                   " bytes (a truncated file, or an index that claims more than was written)");
 }
 
 // ---- the directory layout ------------------------------------------------------------------------
@@ -297,7 +308,7 @@ class DirectoryStore final : public Store {
 
   std::optional<std::int64_t> latest_link() const override {
     char buf[4096];
-    const ssize_t n = ::readlink((m_root + "/latest").c_str(), buf, sizeof buf - 1);
+    const ssize_t n = ::readlink((m_root + "/" + kLatestName).c_str(), buf, sizeof buf - 1);
     if (n <= 0) return std::nullopt;
     std::string target(buf, static_cast<std::size_t>(n));
     while (target.size() > 1 && target.back() == '/') target.pop_back();
@@ -370,12 +381,12 @@ class DirectoryStore final : public Store {
     // rename of the checkpoint itself is already durable. For the same reason a `latest` that cannot
     // be replaced (a directory planted there, say) must not turn a committed checkpoint into a failed
     // one: it is reported on stderr only.
-    const std::string link_tmp = m_root + "/latest.tmp";
+    const std::string link_tmp = m_root + "/" + kLatestTmpName;
     ::unlink(link_tmp.c_str());
     Status link;
     if (::symlink(step_name(step).c_str(), link_tmp.c_str()) != 0)
       link = errno_status("symlink " + link_tmp);
-    else if (::rename(link_tmp.c_str(), (m_root + "/latest").c_str()) != 0)
+    else if (::rename(link_tmp.c_str(), (m_root + "/" + kLatestName).c_str()) != 0)
       link = errno_status("rename " + link_tmp + " to latest");
     if (!link.ok()) {
       ::unlink(link_tmp.c_str());

@@ -48,6 +48,20 @@ std::optional<StepName> parse_step_name(const std::string& name);
 /// The entry name of `step` of kind `kind`: "ckpt.<step>[.<suffix>]".
 std::string step_name(std::int64_t step, EntryKind kind = EntryKind::committed);
 
+/// A root's own entries besides its checkpoints: the link to the newest checkpoint, the name that link
+/// is made under before the rename that publishes it, and the lock file a running job holds
+/// (runtime/src/dir_lock.cpp).
+constexpr const char* kLatestName = "latest";
+constexpr const char* kLatestTmpName = "latest.tmp";
+constexpr const char* kLockName = ".lock";
+
+/// Whether `name` (one path component) belongs to the store in a checkpoint root: kLatestName,
+/// kLatestTmpName, kLockName, `index` (a directory holding one is taken for a checkpoint), ckpt.<step> with
+/// any suffix parse_step_name() takes, and series.<k>[.del] (parse_segment_name()). The store creates,
+/// replaces, renames or removes entries of these names, and reads those it finds: nothing else may be
+/// written under one of them in a root (`ckpt convert` refuses such an output).
+bool is_store_name(const std::string& name);
+
 // ---- one checkpoint directory --------------------------------------------------------------------
 
 /// Reads `dir`/index: a regular file (no link, no FIFO) of at most kMaxIndexBytes.
@@ -98,8 +112,11 @@ class BlockReader {
   /// As above, reading each piece into the buffer `next` hands out (the restart alternates two bounce
   /// buffers so that reading a piece overlaps the device copies of the previous one).
   Status stream(const BlockRecord& b, std::size_t buf_bytes, const BufferFn& next, const PieceFn& fn);
-  /// Reads the whole payload of `b` into `out` (resized) and verifies its checksum.
-  Status read(const BlockRecord& b, std::vector<std::uint8_t>& out);
+  /// Checks, reading no data, that `b` lies inside its file as the file is (its size is looked up once
+  /// per file): an index - damaged, or crafted with valid checksums - may claim more bytes than were
+  /// written, and a reader must learn that before it allocates what the claim says. `corrupt` "<where>:
+  /// its file holds N bytes ...", or the error opening the file. stream() starts with it.
+  Status claim(const BlockRecord& b);
   /// stream() of `b` (pieces also handed to `fn` when given), then, when the block carries
   /// statistics, its min/max recomputed against the index: a difference is `corrupt` "... data
   /// matches its checksum but not the min/max in the index". What `ckpt verify` and Reader::verify check.
@@ -113,6 +130,7 @@ class BlockReader {
   std::string m_dir;
   const Index& m_idx;
   FileReader m_files;
+  std::vector<std::uint64_t> m_sizes;  ///< per file of the index; UINT64_MAX until looked up
 };
 
 // ---- a checkpoint root ---------------------------------------------------------------------------
@@ -217,6 +235,7 @@ std::string segment_dir(const std::string& root, std::int64_t k);
 /// (ckpt.<step>[.suffix]), and the first segment number a new run may use (one above any there).
 struct RootContents {
   bool series = false, directories = false;
+  bool store_entries = false;  ///< any entry of whatever type whose name is_store_name() (a job's .lock, ...)
   std::int64_t next_segment = 0;
 };
 RootContents scan_root(const std::string& root);

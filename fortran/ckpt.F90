@@ -241,6 +241,25 @@ contains
                           "and does not copy: pass a whole or contiguous array"))
   end function not_contiguous
 
+  !> "<what>(i) = <v> is negative" for the first negative entry of `values` (1-based, Fortran order), ""
+  !> when there is none: the C API takes extents as uint64_t, where a negative value would wrap.
+  function first_negative(what, values) result(msg)
+    character(len=*), intent(in) :: what
+    integer(int64), intent(in) :: values(:)
+    character(len=:), allocatable :: msg
+    character(len=24) :: i_text, v_text
+    integer :: i
+    msg = ""
+    do i = 1, size(values)
+      if (values(i) < 0) then
+        write (i_text, '(i0)') i
+        write (v_text, '(i0)') values(i)
+        msg = what//"("//trim(i_text)//") = "//trim(v_text)//" is negative"
+        return
+      end if
+    end do
+  end function first_negative
+
   ! ---- runtime ------------------------------------------------------------------------------------
 
   subroutine init_int(rt, comm, ierr, config)
@@ -316,6 +335,7 @@ contains
     integer(c_int64_t) :: cdims(max(1, size(shp))), cglobal(max(1, size(shp))), cstart(max(1, size(shp)))
     integer :: n
     type(c_ptr) :: p
+    character(len=:), allocatable :: negative
     n = size(shp)
     p = ptr
     if (product(shp) == 0) p = c_null_ptr
@@ -325,6 +345,13 @@ contains
       if (size(global) /= n .or. size(start) /= n) then
         ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect: region '"//trim(name)// &
                               "': global and start need one entry per dimension of the array"))
+        return
+      end if
+      negative = first_negative("global", global)
+      if (len(negative) == 0) negative = first_negative("start", start)
+      if (len(negative) > 0) then
+        ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect: region '"//trim(name)//"': "// &
+                              negative))
         return
       end if
       cglobal = 0
@@ -350,6 +377,7 @@ contains
     integer, intent(out) :: ierr
     integer(int64), intent(in), optional :: first_row
     integer(c_int64_t) :: cdims(max(1, size(shp))), first
+    character(len=24) :: row_text
     integer :: n
     type(c_ptr) :: p
     n = size(shp)
@@ -361,8 +389,17 @@ contains
     p = ptr
     if (product(shp) == 0) p = c_null_ptr
     cdims(1:n) = shp(n:1:-1)
-    first = -1
-    if (present(first_row)) first = int(first_row, c_int64_t)
+    first = -1  ! CKPT_BALANCED
+    if (present(first_row)) then
+      if (first_row < 0) then
+        write (row_text, '(i0)') first_row
+        ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect_joined: region '"//trim(name)// &
+                              "': first_row = "//trim(row_text)// &
+                              " is negative (a 0-based row; leave first_row out for the balanced split)"))
+        return
+      end if
+      first = int(first_row, c_int64_t)
+    end if
     if (update) then
       ierr = c_update_joined(rt%handle, cstr(name), p, int(n, c_int), cdims, first)
     else

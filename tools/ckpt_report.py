@@ -18,7 +18,9 @@ library tests/trace/nvtx_record.cpp loaded through NVTX_INJECTION64_PATH).
   overlap.json              per source and rank: flush-thread time (digest, write, fsync, commit) and the
                             part of it during which the application thread was not inside a ckpt call
                             (i.e. computing), also printed as a table
-Writes into --out (default RUN, else CAPTURE) and prints the paths.
+Writes into --out (default RUN, else CAPTURE) and prints the paths. Exit status 0, or 2 with one line
+"ckpt report: <what>" on stderr when it cannot do its job (a usage error, a missing or unreadable input,
+JSON that is not a trace, a plot that cannot be written), as every ckpt subcommand (docs/cli.md).
 """
 import argparse
 import collections
@@ -28,10 +30,41 @@ import os
 import re
 import sys
 
-import matplotlib
+plt = None  # matplotlib.pyplot, imported once the inputs are read (a bad input needs no matplotlib)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+
+class Unusable(Exception):
+    """An input the report cannot use, or a plot it cannot write: exit 2 with the message."""
+
+
+def shown(text):
+    r"""Text for a terminal (docs/cli.md, "Bytes in names and annotations"): printable UTF-8 characters as
+    they are, a backslash as \\, every other byte (control characters, bytes that are not UTF-8) as \xNN."""
+    out = []
+    for ch in os.fsencode(text).decode("utf-8", "surrogateescape"):
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:
+            out.append("\\x%02x" % (o - 0xDC00))
+        elif o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append("".join("\\x%02x" % c for c in ch.encode()))
+        else:
+            out.append("\\\\" if ch == "\\" else ch)
+    return "".join(out)
+
+
+def say(text):
+    print(shown(text))
+
+
+def die(text):
+    """One line on stderr and exit status 2."""
+    sys.stderr.write(shown("ckpt report: " + text) + "\n")
+    sys.exit(2)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line and status 2, not usage text
+        die(message)
 
 COLORS = {"ckpt:checkpoint": "#1f77b4", "ckpt:capture": "#aec7e8", "ckpt:wait": "#7f7f7f",
           "ckpt:digest": "#ff7f0e", "ckpt:write": "#2ca02c", "ckpt:fsync": "#98df8a",
@@ -40,14 +73,44 @@ COLORS = {"ckpt:checkpoint": "#1f77b4", "ckpt:capture": "#aec7e8", "ckpt:wait": 
 THREADS = ["application", "flush: digest", "flush: write", "commit"]
 
 
+def number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+
+
 def load(run):
+    """trace.json and summary.json of a CKPT_TRACE directory, checked to be what the plots read."""
     try:
-        with open(os.path.join(run, "trace.json")) as f:
-            trace = json.load(f)
-        with open(os.path.join(run, "summary.json")) as f:
-            summary = json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"ckpt report: {run}: not a traced run ({e}); run with CKPT_TRACE={run}")
+        with open(os.path.join(run, "trace.json"), "rb") as f:
+            trace = json.loads(f.read().decode("utf-8"))
+        with open(os.path.join(run, "summary.json"), "rb") as f:
+            summary = json.loads(f.read().decode("utf-8"))
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise Unusable(f"{run}: not a traced run ({e}); run with CKPT_TRACE={run}")
+
+    def bad(what):
+        return Unusable(f"{run}: not a trace of ckpt ({what})")
+
+    events = trace.get("traceEvents") if isinstance(trace, dict) else None
+    if not isinstance(events, list) or not all(isinstance(e, dict) for e in events):
+        raise bad("trace.json has no list of objects traceEvents")
+    for e in events:
+        if e.get("ph") == "X" and not (isinstance(e.get("pid"), int) and e["pid"] >= 0 and
+                                       isinstance(e.get("tid"), int) and isinstance(e.get("name"), str) and
+                                       number(e.get("ts")) and number(e.get("dur"))):
+            raise bad(f"trace.json: a span without integer pid/tid, a name, numbers ts and dur: {e}"[:300])
+        if e.get("name") == "ckpt_clock" and not (isinstance(e.get("args"), dict) and
+                                                  number(e["args"].get("steady_origin_ns"))):
+            raise bad("trace.json: a ckpt_clock event without args.steady_origin_ns")
+    cps = summary.get("checkpoints") if isinstance(summary, dict) else None
+    ranks = summary.get("ranks") if isinstance(summary, dict) else None
+    if not (isinstance(ranks, int) and 1 <= ranks <= 4096) or not isinstance(summary.get("transport"), str):
+        raise bad("summary.json has no ranks in 1..4096 and transport")
+    if not isinstance(cps, list) or not all(isinstance(c, dict) and number(c.get("step")) and
+                                            number(c.get("perceived_GBps")) and number(c.get("raw_GBps"))
+                                            for c in cps):
+        raise bad("summary.json has no list of checkpoints with step, perceived_GBps and raw_GBps")
+    if any(e["pid"] >= ranks for e in events if e.get("ph") == "X"):
+        raise bad("trace.json has spans of ranks beyond summary.json's ranks")
     return trace, summary
 
 
@@ -70,20 +133,24 @@ def load_nvtx(capture):
     files = sorted(glob.glob(os.path.join(capture, "nvtx.*.tsv")))
     ranks = [m.group(1) for m in (re.match(r"nvtx\.(\d+)\.tsv$", os.path.basename(f)) for f in files) if m]
     if not ranks:
-        sys.exit(f"ckpt report: {capture}: no nvtx.<rank>.tsv files (an NVTX capture made with "
-                 "NVTX_INJECTION64_PATH=libnvtx_record.so NVTXREC_DIR={capture})")
+        raise Unusable(f"{capture}: no nvtx.<rank>.tsv files (an NVTX capture made with "
+                       f"NVTX_INJECTION64_PATH=libnvtx_record.so NVTXREC_DIR={capture})")
     bars, problems = [], 0
     for rank in sorted(int(r) for r in ranks):
         threads, ranges = {}, []
-        with open(os.path.join(capture, f"nvtx.{rank}.tsv")) as f:
-            for line in f:
-                x = line.rstrip("\n").split("\t")
-                if x[0] == "thread" and len(x) == 3:
-                    threads[int(x[1])] = x[2]
-                elif x[0] == "range" and len(x) == 11:
-                    ranges.append((x[1], x[2], int(x[4]), int(x[6]), int(x[7])))
-                elif x[0] in ("open", "error"):
-                    problems += 1
+        path = os.path.join(capture, f"nvtx.{rank}.tsv")
+        try:
+            with open(path, "rb") as f:
+                for line in f.read().decode("utf-8", "surrogateescape").splitlines():
+                    x = line.split("\t")
+                    if x[0] == "thread" and len(x) == 3:
+                        threads[int(x[1])] = x[2]
+                    elif x[0] == "range" and len(x) == 11:
+                        ranges.append((x[1], x[2], int(x[4]), int(x[6]), int(x[7])))
+                    elif x[0] in ("open", "error"):
+                        problems += 1
+        except (OSError, ValueError) as e:
+            raise Unusable(f"{path}: not an NVTX capture of nvtx_record ({e})")
         app = {tid for dom, name, tid, _, _ in ranges if dom == "ckpt" and name in APP_CALLS}
         for dom, name, tid, t0, t1 in ranges:
             row = 0 if tid in app else NVTX_THREADS.get(threads.get(tid))
@@ -91,7 +158,7 @@ def load_nvtx(capture):
                 continue
             bars.append((rank, row, name if dom == "ckpt" else "app", t0, t1))
     if problems:
-        print(f"ckpt report: {capture}: {problems} ranges left open or misused (see the 'open'/'error' lines)")
+        say(f"ckpt report: {capture}: {problems} ranges left open or misused (see the 'open'/'error' lines)")
     return bars
 
 
@@ -201,51 +268,74 @@ def io_distribution(events, nranks, out):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = Parser(prog="ckpt report", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", nargs="?", help="the CKPT_TRACE directory of a run")
     ap.add_argument("--nvtx", help="an NVTX capture of a run (nvtx.<rank>.tsv files)")
     ap.add_argument("--out", help="directory for the PNGs (default: RUN, else the --nvtx directory)")
     a = ap.parse_args()
     if not a.run and not a.nvtx:
         ap.error("give RUN, --nvtx, or both")
-    out = a.out or a.run or a.nvtx
-    os.makedirs(out, exist_ok=True)
-    sources, paths = {}, []
+    try:
+        report(a)
+    except Unusable as e:
+        die(str(e))
+
+
+def report(a):
+    global plt
+    # Every input is read and checked before anything is written (a bad one leaves nothing behind).
+    sources = {}
     if a.run:
         trace, summary = load(a.run)
-        events = trace.get("traceEvents", [])
-        nranks = int(summary.get("ranks", 1))
+        events = trace["traceEvents"]
+        nranks = summary["ranks"]
         sources["trace"] = trace_bars(events)
     if a.nvtx:
         sources["nvtx"] = load_nvtx(a.nvtx)
         if not a.run:
-            nranks = 1 + max(b[0] for b in sources["nvtx"])
+            nranks = 1 + max((b[0] for b in sources["nvtx"]), default=0)
+            if nranks > 4096:
+                raise Unusable(f"{a.nvtx}: nvtx.<rank>.tsv files of {nranks} ranks; the plots take at most 4096")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as pyplot
+    except ImportError as e:
+        raise Unusable(f"the plots need matplotlib ({e})")
+    plt = pyplot
+    out = a.out or a.run or a.nvtx
     every = [b for bars in sources.values() for b in bars]
     xlim = (min(b[3] for b in every), max(b[4] for b in every)) if every and len(sources) > 1 else None
-    if a.run:
-        paths.append(os.path.join(out, "timeline.png"))
-        timeline(sources["trace"], nranks, paths[-1],
-                 "ckpt timeline (CKPT_TRACE): gaps on the application row are compute; flush and commit run beside it",
-                 xlim)
-        paths.append(os.path.join(out, "bandwidth.png"))
-        bandwidth(summary, paths[-1])
-        paths.append(os.path.join(out, "io_time_distribution.png"))
-        io_distribution(events, nranks, paths[-1])
-    if a.nvtx:
-        paths.append(os.path.join(out, "nvtx_timeline.png"))
-        timeline(sources["nvtx"], nranks, paths[-1],
-                 "ckpt timeline from NVTX ranges (domain \"ckpt\"; grey: the application's own ranges)", xlim)
-    figures = {src: overlap_figures(bars, nranks) for src, bars in sources.items()}
-    paths.append(os.path.join(out, "overlap.json"))
-    with open(paths[-1], "w") as f:
-        json.dump(figures, f, indent=1)
-    print("flush-thread time beside the application's compute, per rank (ms, %):")
+    paths = []
+    try:
+        os.makedirs(out, exist_ok=True)
+        if a.run:
+            paths.append(os.path.join(out, "timeline.png"))
+            timeline(sources["trace"], nranks, paths[-1],
+                     "ckpt timeline (CKPT_TRACE): gaps on the application row are compute; flush and commit run "
+                     "beside it", xlim)
+            paths.append(os.path.join(out, "bandwidth.png"))
+            bandwidth(summary, paths[-1])
+            paths.append(os.path.join(out, "io_time_distribution.png"))
+            io_distribution(events, nranks, paths[-1])
+        if a.nvtx:
+            paths.append(os.path.join(out, "nvtx_timeline.png"))
+            timeline(sources["nvtx"], nranks, paths[-1],
+                     "ckpt timeline from NVTX ranges (domain \"ckpt\"; grey: the application's own ranges)", xlim)
+        figures = {src: overlap_figures(bars, nranks) for src, bars in sources.items()}
+        paths.append(os.path.join(out, "overlap.json"))
+        with open(paths[-1], "w") as f:
+            json.dump(figures, f, indent=1)
+    except (OSError, ValueError, OverflowError, MemoryError) as e:  # matplotlib: a figure too large to draw
+        raise Unusable(f"cannot write {paths[-1] if paths else out} ({e})")
+    say("flush-thread time beside the application's compute, per rank (ms, %):")
     for src, rows in figures.items():
         for x in rows:
-            print(f"  {src:5s} rank {x['rank']}: flush {x['flush_ms']:9.1f}  beside compute "
-                  f"{x['beside_compute_ms']:9.1f}  {x['beside_compute_pct']:5.1f} %")
+            say(f"  {src:5s} rank {x['rank']}: flush {x['flush_ms']:9.1f}  beside compute "
+                f"{x['beside_compute_ms']:9.1f}  {x['beside_compute_pct']:5.1f} %")
     for p in paths:
-        print(p)
+        say(p)
 
 
 if __name__ == "__main__":

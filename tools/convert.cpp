@@ -10,6 +10,7 @@
 #include "ckpt/config.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 #if CKPT_HAVE_HDF5
@@ -93,7 +94,9 @@ class Converter {
       for (std::uint32_t i : m_lookup.blocks(v)) {
         const BlockRecord& b = m_c.index.blocks[i];
         if (block_elements(b) == 0) continue;
-        m_buf.resize(b.length);
+        auto need = m_reader.box_bytes(r.name, b.start, b.count);  // the claim checked against the file
+        if (!need.ok()) return need.status();
+        m_buf.resize(need.value());
         CKPT_RETURN_IF_ERROR(m_reader.read(r.name, b.start, b.count, m_buf.data(), m_buf.size()));
         CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, b.start, b.count, m_buf.data()));
       }
@@ -104,7 +107,9 @@ class Converter {
       const BlockRecord& b = m_c.index.blocks[i];
       auto ds = h5::create_dataset(m_file, h5::dataset_path(r.name, r.kind, b.rank), r.dtype, b.count);
       if (!ds.ok()) return ds.status();
-      m_buf.resize(b.length);
+      auto need = m_reader.rank_bytes(r.name, b.rank);  // the claim checked against the file
+      if (!need.ok()) return need.status();
+      m_buf.resize(need.value());
       CKPT_RETURN_IF_ERROR(m_reader.read_rank(r.name, b.rank, m_buf.data(), m_buf.size()));
       if (block_elements(b) > 0)
         CKPT_RETURN_IF_ERROR(write_box(ds->get(), r.dtype, Shape(b.count.size(), 0), b.count, m_buf.data()));
@@ -133,27 +138,22 @@ class Converter {
 
 namespace {
 /// The output must not land inside a checkpoint or a series segment (it would replace `index`, a data
-/// file or a step log, add a file verify then reports, or go with the segment) nor take a name of a
-/// checkpoint root's own (latest, .lock, ckpt.<step>, series.<k>).
+/// file or a step log, add a file verify then reports, or go with the segment) nor take a name the store
+/// owns in a checkpoint root (detail::is_store_name: latest, latest.tmp, .lock, ckpt.<step>[.tmp|...],
+/// series.<k>...), which the next commit, recovery or retention would replace or delete. A root is a
+/// directory holding any such entry (a job that has not committed yet holds its .lock).
 Status check_output_outside_checkpoints(const std::string& output) {
-  const std::size_t slash = output.find_last_of('/');
-  const std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
-  const std::string name = slash == std::string::npos ? output : output.substr(slash + 1);
+  const auto [parent, name] = detail::split_last(output);
   char real[PATH_MAX];
   if (::realpath(parent.c_str(), real) == nullptr) return Status::OK();  // H5Fcreate reports it
   const std::string dir = real;
-  const std::size_t dslash = dir.find_last_of('/');
-  const std::string dir_name = dslash == std::string::npos ? dir : dir.substr(dslash + 1);
+  const std::string dir_name = detail::split_last(dir).second;
   if (::access((dir + "/index").c_str(), F_OK) == 0 || detail::parse_step_name(dir_name).has_value() ||
       detail::parse_segment_name(dir_name).has_value())
     return Status(Code::invalid_argument, "refusing to write " + output + " inside checkpoint " + dir);
-  if (name == "latest" || name == ".lock" || name == "index" || detail::parse_step_name(name).has_value() ||
-      detail::parse_segment_name(name).has_value()) {
-    auto steps = detail::open_store(dir)->list();
-    if (steps.ok() && !steps->empty())
-      return Status(Code::invalid_argument,
-                    "refusing to write " + output + ": '" + name + "' is a name of the checkpoint root " + dir);
-  }
+  if (detail::is_store_name(name) && detail::scan_root(dir).store_entries)
+    return Status(Code::invalid_argument, "refusing to write " + output + ": '" + name +
+                                              "' belongs to the checkpoint store of the root " + dir);
   return Status::OK();
 }
 }  // namespace
@@ -189,8 +189,8 @@ int run_convert(const ConvertArgs& a) {
     ::unlink(tmp.c_str());
     return fail("convert", s.message());
   }
-  std::printf("%s: step %lld, %zu variables -> %s\n", c->dir.c_str(), static_cast<long long>(c->index.step),
-              c->index.vars.size(), a.output.c_str());
+  say("%s: step %lld, %zu variables -> %s\n", c->dir, static_cast<long long>(c->index.step), c->index.vars.size(),
+      a.output);
   return kExitOk;
 }
 

@@ -15,6 +15,7 @@
 #include "ckpt/reader.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 namespace ckpt::tools {
@@ -160,7 +161,6 @@ class Differ {
   /// once per coarse box it straddles. A box the other side does not store whole is not compared; the
   /// coverage note says so.
   Status compare_global(const VariableInfo& va, const VariableInfo& vb, VarDiff& out) {
-    const std::size_t ea = dtype_size(va.dtype), eb = dtype_size(vb.dtype);
     std::uint64_t covered = 0, total_a = 0, total_b = 0;
     for (const BlockInfo& b : va.blocks) total_a += shape_elements(b.count);
     for (const BlockInfo& b : vb.blocks) total_b += shape_elements(b.count);
@@ -168,15 +168,18 @@ class Differ {
     for (const BlockInfo& box : boxes_of_a ? va.blocks : vb.blocks) {
       const std::uint64_t n = shape_elements(box.count);
       if (n == 0) continue;
-      m_buf_a.resize(n * ea);
-      m_buf_b.resize(n * eb);
-      // The side the box comes from stores it whole; the other may not (mismatch: not compared).
-      Status sa = m_ra.read(va.name, box.start, box.count, m_buf_a.data(), m_buf_a.size());
-      if (sa.code() == Code::mismatch && !boxes_of_a) continue;
-      CKPT_RETURN_IF_ERROR(sa);
-      Status sb = m_rb.read(vb.name, box.start, box.count, m_buf_b.data(), m_buf_b.size());
-      if (sb.code() == Code::mismatch && boxes_of_a) continue;
-      CKPT_RETURN_IF_ERROR(sb);
+      // The side the box comes from stores it whole; the other may not (mismatch: not compared). Buffers
+      // are sized from what the readers checked against the files, never from a block's claim.
+      auto na = m_ra.box_bytes(va.name, box.start, box.count);
+      if (na.status().code() == Code::mismatch && !boxes_of_a) continue;
+      if (!na.ok()) return na.status();
+      auto nb = m_rb.box_bytes(vb.name, box.start, box.count);
+      if (nb.status().code() == Code::mismatch && boxes_of_a) continue;
+      if (!nb.ok()) return nb.status();
+      m_buf_a.resize(na.value());
+      m_buf_b.resize(nb.value());
+      CKPT_RETURN_IF_ERROR(m_ra.read(va.name, box.start, box.count, m_buf_a.data(), m_buf_a.size()));
+      CKPT_RETURN_IF_ERROR(m_rb.read(vb.name, box.start, box.count, m_buf_b.data(), m_buf_b.size()));
       compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), n, out.acc);
       covered += n;
     }
@@ -232,8 +235,12 @@ class Differ {
         out.fails = true;
         continue;
       }
-      m_buf_a.resize(a->bytes);
-      m_buf_b.resize(b->bytes);
+      auto na = m_ra.rank_bytes(va.name, a->rank);
+      if (!na.ok()) return na.status();
+      auto nb = m_rb.rank_bytes(vb.name, b->rank);
+      if (!nb.ok()) return nb.status();
+      m_buf_a.resize(na.value());
+      m_buf_b.resize(nb.value());
       CKPT_RETURN_IF_ERROR(m_ra.read_rank(va.name, a->rank, m_buf_a.data(), m_buf_a.size()));
       CKPT_RETURN_IF_ERROR(m_rb.read_rank(vb.name, b->rank, m_buf_b.data(), m_buf_b.size()));
       compare_run(va.dtype, m_buf_a.data(), vb.dtype, m_buf_b.data(), shape_elements(a->count), out.acc);
@@ -318,37 +325,34 @@ int run_diff(const DiffArgs& args) {
       vars.push_back(v);
     }
     j["variables"] = vars;
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
-    std::printf("A: %s (step %lld, %d ranks, %s)\n", a->path().c_str(), static_cast<long long>(a->step()), a->nranks(),
-                a->transport().c_str());
-    std::printf("B: %s (step %lld, %d ranks, %s)\n", b->path().c_str(), static_cast<long long>(b->step()), b->nranks(),
-                b->transport().c_str());
+    say("A: %s (step %lld, %d ranks, %s)\n", a->path(), static_cast<long long>(a->step()), a->nranks(), a->transport());
+    say("B: %s (step %lld, %d ranks, %s)\n", b->path(), static_cast<long long>(b->step()), b->nranks(), b->transport());
     std::size_t w = 8;
     for (auto& d : results) w = std::max(w, d.name.size());
-    std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind",
-                "dtype", "compared", "differing", "mag_error", "max_abs", "rel_l2", "result");
+    say("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), "variable", "kind", "dtype",
+        "compared", "differing", "mag_error", "max_abs", "rel_l2", "result");
     std::size_t n_equal = 0, n_diff = 0, n_other = 0;
     for (auto& d : results) {
       std::string result = d.result + (d.note.empty() ? "" : " (" + d.note + ")");
       if (args.has_tol && d.fails) result += "  FAIL";
       if (d.compared) {
         const bool opaque = d.dtype == "bytes";
-        std::printf("%-*s  %-6s  %-7s  %10llu  %10llu  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name.c_str(),
-                    d.kind.c_str(), d.dtype.c_str(), static_cast<unsigned long long>(d.acc.compared),
-                    static_cast<unsigned long long>(d.acc.differing), opaque ? "-" : fmt(d.acc.mag_error()).c_str(),
-                    opaque ? "-" : fmt(static_cast<double>(d.acc.max_abs)).c_str(),
-                    opaque ? "-" : fmt(d.acc.rel_l2()).c_str(), result.c_str());
+        say("%-*s  %-6s  %-7s  %10llu  %10llu  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name, d.kind, d.dtype,
+            static_cast<unsigned long long>(d.acc.compared), static_cast<unsigned long long>(d.acc.differing),
+            opaque ? "-" : fmt(d.acc.mag_error()), opaque ? "-" : fmt(static_cast<double>(d.acc.max_abs)),
+            opaque ? "-" : fmt(d.acc.rel_l2()), result);
         (d.result == "equal" ? n_equal : n_diff)++;
       } else {
-        std::printf("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name.c_str(),
-                    d.kind.c_str(), d.dtype.c_str(), "-", "-", "-", "-", "-", result.c_str());
+        say("%-*s  %-6s  %-7s  %10s  %10s  %-12s  %-12s  %-12s  %s\n", static_cast<int>(w), d.name, d.kind, d.dtype,
+            "-", "-", "-", "-", "-", result);
         ++n_other;
       }
     }
-    std::printf("%zu equal, %zu differ, %zu not compared", n_equal, n_diff, n_other);
-    if (args.has_tol) std::printf("; tolerance %g on the magnitude error: %s", args.tol, pass ? "PASS" : "FAIL");
-    std::printf("\n");
+    say("%zu equal, %zu differ, %zu not compared", n_equal, n_diff, n_other);
+    if (args.has_tol) say("; tolerance %g on the magnitude error: %s", args.tol, pass ? "PASS" : "FAIL");
+    say("\n");
   }
   return !args.has_tol || pass ? kExitOk : kExitBad;
 }

@@ -6,6 +6,7 @@
 
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 namespace ckpt::tools {
@@ -134,29 +135,28 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
   if (!c.ok()) return fail("ls", c.status().message());
   const Index& idx = c->index;
   if (a.json) {
-    std::printf("%s\n", checkpoint_json(c.value(), a.long_format).dump(2).c_str());
+    print_json(checkpoint_json(c.value(), a.long_format));
     return kExitOk;
   }
-  std::printf("checkpoint %s: step %lld, %u ranks, transport %s, created %s\n", c->dir.c_str(),
-              static_cast<long long>(idx.step), idx.nranks, idx.transport.c_str(), utc_time(idx.created_unix).c_str());
-  std::printf("  %zu variables, %zu blocks, %s of data in %zu files, id %s\n", idx.vars.size(), idx.blocks.size(),
-              human_bytes(payload_bytes(idx)).c_str(), idx.files.size(), hex64(idx.ckpt_id).c_str());
-  if (c->data_dir != c->dir) std::printf("  data in %s\n", c->data_dir.c_str());  // a series step's segment
-  for (auto& kv : idx.attrs) std::printf("  attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
+  say("checkpoint %s: step %lld, %u ranks, transport %s, created %s\n", c->dir, static_cast<long long>(idx.step),
+      idx.nranks, idx.transport, utc_time(idx.created_unix));
+  say("  %zu variables, %zu blocks, %s of data in %zu files, id %s\n", idx.vars.size(), idx.blocks.size(),
+      human_bytes(payload_bytes(idx)), idx.files.size(), hex64(idx.ckpt_id));
+  if (c->data_dir != c->dir) say("  data in %s\n", c->data_dir);  // a series step's segment
+  for (auto& kv : idx.attrs) say("  attribute %s = %s\n", kv.first, kv.second);
   // Writers: which file each rank's stream went to; compact when every rank has its own file.
-  std::printf("  files:");
-  for (auto& f : idx.files) std::printf(" %s (writer %u, %s)", f.name.c_str(), f.writer, human_bytes(f.bytes).c_str());
-  std::printf("\n");
+  say("  files:");
+  for (auto& f : idx.files) say(" %s (writer %u, %s)", f.name, f.writer, human_bytes(f.bytes));
+  say("\n");
   if (a.long_format) {
-    std::printf("  ranks -> files:");
-    for (std::size_t r = 0; r < idx.rank_file.size(); ++r)
-      std::printf(" %zu:%s", r, idx.files[idx.rank_file[r]].name.c_str());
-    std::printf("\n");
+    say("  ranks -> files:");
+    for (std::size_t r = 0; r < idx.rank_file.size(); ++r) say(" %zu:%s", r, idx.files[idx.rank_file[r]].name);
+    say("\n");
   }
   std::size_t w = 8;
   for (auto& v : idx.vars) w = std::max(w, v.name.size());
-  std::printf("\n%-*s  %-5s  %-7s  %-20s  %6s  %10s  %-24s  %-24s\n", static_cast<int>(w), "variable", "dtype", "kind",
-              "shape", "blocks", "bytes", "min", "max");
+  say("\n%-*s  %-5s  %-7s  %-20s  %6s  %10s  %-24s  %-24s\n", static_cast<int>(w), "variable", "dtype", "kind", "shape",
+      "blocks", "bytes", "min", "max");
   const detail::IndexLookup lookup(idx);
   const auto by_var = blocks_by_var(idx, lookup);
   for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
@@ -165,25 +165,23 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
     const VarStats st = var_stats(idx, v, lookup.blocks(v));
     std::string kind = detail::region_kind_name(r.kind);
     if (r.uniform) kind += "*";
-    std::printf("%-*s  %-5s  %-7s  %-20s  %6zu  %10s  %-24s  %s\n", static_cast<int>(w), r.name.c_str(),
-                dtype_name(r.dtype), kind.c_str(), shape_text(r, blocks).c_str(), blocks.size(),
-                human_bytes(bytes_of(blocks)).c_str(), stat_text(r.dtype, st, false).c_str(),
-                stat_text(r.dtype, st, true).c_str());
-    for (auto& kv : r.attrs) std::printf("    attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
+    say("%-*s  %-5s  %-7s  %-20s  %6zu  %10s  %-24s  %s\n", static_cast<int>(w), r.name, dtype_name(r.dtype), kind,
+        shape_text(r, blocks), blocks.size(), human_bytes(bytes_of(blocks)), stat_text(r.dtype, st, false),
+        stat_text(r.dtype, st, true));
+    for (auto& kv : r.attrs) say("    attribute %s = %s\n", kv.first, kv.second);
     if (!a.long_format) continue;
-    std::printf("    %5s  %-14s  %12s  %12s  %-16s  %-16s  %-22s  %-22s  %s\n", "rank", "file", "offset", "bytes",
-                "start", "count", "min", "max", "checksum");
+    say("    %5s  %-14s  %12s  %12s  %-16s  %-16s  %-22s  %-22s  %s\n", "rank", "file", "offset", "bytes", "start",
+        "count", "min", "max", "checksum");
     for (auto* b : blocks) {
-      std::printf("    %5u  %-14s  %12llu  %12llu  %-16s  %-16s  %-22s  %-22s  %s\n", b->rank,
-                  idx.files[b->file].name.c_str(), static_cast<unsigned long long>(b->offset),
-                  static_cast<unsigned long long>(b->length), shape_to_string(b->start).c_str(),
-                  shape_to_string(b->count).c_str(), b->has_stats ? stat_human(r.dtype, b->min_bits).c_str() : "-",
-                  b->has_stats ? stat_human(r.dtype, b->max_bits).c_str() : "-", hex64(b->checksum).c_str());
+      say("    %5u  %-14s  %12llu  %12llu  %-16s  %-16s  %-22s  %-22s  %s\n", b->rank, idx.files[b->file].name,
+          static_cast<unsigned long long>(b->offset), static_cast<unsigned long long>(b->length),
+          shape_to_string(b->start), shape_to_string(b->count), b->has_stats ? stat_human(r.dtype, b->min_bits) : "-",
+          b->has_stats ? stat_human(r.dtype, b->max_bits) : "-", hex64(b->checksum));
     }
   }
   bool any_uniform = false;
   for (auto& v : idx.vars) any_uniform = any_uniform || v.uniform;
-  if (any_uniform) std::printf("\n* uniform: every rank stored the same value (restarts on any rank count)\n");
+  if (any_uniform) say("\n* uniform: every rank stored the same value (restarts on any rank count)\n");
   return kExitOk;
 }
 
@@ -220,31 +218,30 @@ int ls_root(const std::string& path, const LsArgs& a) {
       arr.push_back(e);
     }
     j["steps"] = arr;
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
     return kExitOk;
   }
   std::size_t complete = 0;
   for (auto& s : steps.value()) complete += s.complete ? 1 : 0;
-  std::printf("%s: %zu complete, %zu incomplete", path.c_str(), complete, steps->size() - complete);
-  if (latest) std::printf(", latest -> ckpt.%lld", static_cast<long long>(*latest));
-  std::printf("\n");
+  say("%s: %zu complete, %zu incomplete", path, complete, steps->size() - complete);
+  if (latest) say(", latest -> ckpt.%lld", static_cast<long long>(*latest));
+  say("\n");
   if (steps->empty()) return kExitOk;
   int w = 16;  // the entry names: a series' abandoned records are longer ("ckpt.20 (series.0)")
   for (auto& s : steps.value()) w = std::max(w, static_cast<int>(s.name.size()));
-  std::printf("%-12s  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", w, "directory", "state", "ranks", "vars",
-              "bytes", "transport", "created / reason");
+  say("%-12s  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", w, "directory", "state", "ranks", "vars", "bytes",
+      "transport", "created / reason");
   for (auto& s : steps.value()) {
     if (s.complete) {
-      std::printf("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w,
-                  s.name.c_str(), "complete", s.index->nranks, s.index->vars.size(),
-                  human_bytes(payload_bytes(*s.index)).c_str(), s.index->transport.c_str(),
-                  utc_time(s.index->created_unix).c_str());
+      say("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name, "complete",
+          s.index->nranks, s.index->vars.size(), human_bytes(payload_bytes(*s.index)), s.index->transport,
+          utc_time(s.index->created_unix));
       if (a.long_format)
         for (auto& v : s.index->vars)
-          std::printf("    %-30s %-5s %s\n", v.name.c_str(), dtype_name(v.dtype), detail::region_kind_name(v.kind));
+          say("    %-30s %-5s %s\n", v.name, dtype_name(v.dtype), detail::region_kind_name(v.kind));
     } else {
-      std::printf("%-12lld  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), w,
-                  s.name.c_str(), "incomplete", "-", "-", "-", "-", s.reason.c_str());
+      say("%-12lld  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name, "incomplete",
+          "-", "-", "-", "-", s.reason);
     }
   }
   return kExitOk;

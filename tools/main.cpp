@@ -1,10 +1,12 @@
-// The `ckpt` command line: ls, verify, diff, convert, options, report. See docs/cli.md.
+// The `ckpt` command line: ls, verify, diff, convert, options, report. See docs/cli.md (exit statuses: one line on error).
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,16 +14,29 @@
 #include "ckpt/ckpt.hpp"
 #include "ckpt/config.hpp"
 #include "tools/commands.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 namespace ckpt::tools {
 
 int fail(const char* cmd, const std::string& message) {
-  std::fprintf(stderr, "ckpt %s: %s\n", cmd, message.c_str());
+  std::fprintf(stderr, "%s: %s\n", *cmd ? ("ckpt " + std::string(cmd)).c_str() : "ckpt", shown(message).c_str());
   return kExitError;
 }
 
 }  // namespace ckpt::tools
+
+namespace {
+
+/// --tol: a finite number >= 0 (CLI::NonNegativeNumber lets "nan" through, and NaN fails every comparison).
+std::string check_tolerance(const std::string& s) {
+  char* end = nullptr;
+  const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v) || v < 0) return "must be a finite number >= 0, not '" + s + "'";
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace ckpt::tools;
@@ -47,7 +62,7 @@ int main(int argc, char** argv) {
   c_diff->add_option("A", diff.a, "first checkpoint (or root: its newest complete checkpoint)")->required();
   c_diff->add_option("B", diff.b, "second checkpoint (or root)")->required();
   auto* tol = c_diff->add_option("--tol", diff.tol, "fail (exit 1) if a variable's magnitude error exceeds this");
-  tol->check(CLI::NonNegativeNumber);
+  tol->check(CLI::Validator(check_tolerance, "TOL >= 0"));
   c_diff->add_option("--var", diff.vars, "compare only this variable (repeatable: --var a --var b)")
       ->allow_extra_args(false);  // `--var x A B`: one name per --var, A and B stay positional
   c_diff->add_flag("--json", diff.json, "machine-readable output");
@@ -77,8 +92,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitError;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    // A usage error is one line naming the subcommand, as every other error (CLI11 would add a second).
+    std::string cmd;
+    for (const CLI::App* sub : {c_ls, c_verify, c_diff, c_convert, c_report})
+      if (argc > 1 && sub->get_name() == argv[1]) cmd = sub->get_name();
+    return fail(cmd.c_str(), e.what());
   }
   diff.has_tol = tol->count() > 0;
   // A segment of a series root (or a file in one) is neither a root nor a checkpoint: name the root.

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <tuple>
 
+#include "tools/output.hpp"
+
 namespace ckpt::tools {
 namespace {
 
@@ -100,7 +102,7 @@ void Progress::draw() {
   const int fill = static_cast<int>(f * kWidth);
   std::string bar(static_cast<std::size_t>(fill), '#');
   bar.append(static_cast<std::size_t>(kWidth - fill), '.');
-  std::fprintf(stderr, "\r%s [%s] %3d%% %s / %s ", m_label.c_str(), bar.c_str(), static_cast<int>(f * 100),
+  std::fprintf(stderr, "\r%s [%s] %3d%% %s / %s ", shown(m_label).c_str(), bar.c_str(), static_cast<int>(f * 100),
                human_bytes(m_done).c_str(), human_bytes(m_total).c_str());
   std::fflush(stderr);
 }

@@ -15,6 +15,7 @@
 #include "base/store.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
+#include "tools/output.hpp"
 #include "tools/store.hpp"
 
 namespace ckpt::tools {
@@ -378,23 +379,23 @@ json report_json(const Report& r) {
 
 void print_report(const Report& r, bool quiet) {
   if (!r.fatal.empty()) {
-    std::printf("BAD  %s\n", r.fatal.c_str());
+    say("BAD  %s\n", r.fatal);
     return;
   }
-  for (auto& p : r.problems) std::printf("BAD  %s\n", p.error.c_str());
+  for (auto& p : r.problems) say("BAD  %s\n", p.error);
   if (!quiet)
-    for (auto& n : r.notes) std::printf("note %s\n", n.c_str());
+    for (auto& n : r.notes) say("note %s\n", n);
   if (r.segment && r.ok())
-    std::printf("%s: OK (segment: the bytes between the streams of %zu data files)\n", r.path.c_str(), r.files);
+    say("%s: OK (segment: the bytes between the streams of %zu data files)\n", r.path, r.files);
   else if (r.segment)
-    std::printf("%s: FAILED (segment: %zu problem(s) in the bytes between the streams of %zu data files)\n",
-                r.path.c_str(), r.problems.size(), r.files);
+    say("%s: FAILED (segment: %zu problem(s) in the bytes between the streams of %zu data files)\n", r.path,
+        r.problems.size(), r.files);
   else if (r.ok())
-    std::printf("%s: OK (step %lld: %zu blocks in %zu files, %s verified)\n", r.path.c_str(),
-                static_cast<long long>(r.step), r.blocks, r.files, human_bytes(r.bytes).c_str());
+    say("%s: OK (step %lld: %zu blocks in %zu files, %s verified)\n", r.path, static_cast<long long>(r.step), r.blocks,
+        r.files, human_bytes(r.bytes));
   else
-    std::printf("%s: FAILED (step %lld: %zu problem(s); %zu blocks in %zu files)\n", r.path.c_str(),
-                static_cast<long long>(r.step), r.problems.size(), r.blocks, r.files);
+    say("%s: FAILED (step %lld: %zu problem(s); %zu blocks in %zu files)\n", r.path, static_cast<long long>(r.step),
+        r.problems.size(), r.blocks, r.files);
 }
 
 }  // namespace
@@ -451,10 +452,10 @@ int run_verify(const VerifyArgs& a) {
     }
     j["segments"] = segs;
     j["skipped"] = skipped;
-    std::printf("%s\n", j.dump(2).c_str());
+    print_json(j);
   } else {
     for (auto& sk : skipped)
-      if (!a.quiet) std::printf("skip %s\n", sk.c_str());
+      if (!a.quiet) say("skip %s\n", sk);
     for (auto& r : reports) print_report(r, a.quiet);
     for (auto& r : segments) print_report(r, a.quiet);
   }

@@ -31,7 +31,7 @@ import numpy as np
 
 from ._lib import (CorruptError, Error, InternalError, InvalidArgumentError, MismatchError, NotFoundError,
                    PreconditionError, StorageError, UnavailableError, VarInfo as _VarInfo, check as _check,
-                   lib as _lib, u64_array as _u64_array)
+                   lib as _lib, to_bytes as _bytes, to_str as _str, u64_array as _u64_array)
 from . import _arrays
 from .runtime import CheckpointStats, JoinedRows, Runtime, Ticket
 
@@ -71,12 +71,12 @@ class Series:
         self.comm = comm  # kept alive: collective step opens use it
         h = _P()
         if comm is None:
-            _check(_lib.ckpt_reader_open(self.path.encode(), ctypes.byref(h)))
+            _check(_lib.ckpt_reader_open(_bytes(self.path), ctypes.byref(h)))
         else:
             from mpi4py import MPI  # the handle's address and size, as ckpt_reader_open_comm passes them
 
             _check(_lib.ckpt_reader_open_handle(ctypes.c_void_p(MPI._addressof(comm)), MPI._sizeof(comm),
-                                                self.path.encode(), ctypes.byref(h)))
+                                                _bytes(self.path), ctypes.byref(h)))
         self._h = h
         n = ctypes.c_size_t(0)
         _check(_lib.ckpt_reader_steps(self._h, None, 0, ctypes.byref(n)))
@@ -124,7 +124,7 @@ class Checkpoint:
         self._h = handle
         step, nranks, transport = ctypes.c_int64(), ctypes.c_int(), ctypes.c_char_p()
         _check(_lib.ckpt_reader_step_info(self._h, ctypes.byref(step), ctypes.byref(nranks), ctypes.byref(transport)))
-        self.step, self.nranks, self.transport = step.value, nranks.value, transport.value.decode()
+        self.step, self.nranks, self.transport = step.value, nranks.value, _str(transport.value)
         n = ctypes.c_size_t()
         _check(_lib.ckpt_reader_step_nvars(self._h, ctypes.byref(n)))
         self._vars = {}
@@ -162,14 +162,14 @@ class Variable:
 
     def __init__(self, ckpt, info):
         self._ckpt = ckpt
-        self.name = info.name.decode()
+        self.name = _str(info.name)
         self.kind = _KINDS[info.kind]
         self.dtype = np.dtype(_DTYPES[info.dtype])
         self.uniform = bool(info.uniform)
         self.shape = tuple(int(info.shape[d]) for d in range(info.ndims))
         self.min = float(info.min) if info.has_minmax else None
         self.max = float(info.max) if info.has_minmax else None
-        self.attrs = {info.attr_keys[i].decode(): info.attr_values[i].decode() for i in range(info.nattrs)}
+        self.attrs = {_str(info.attr_keys[i]): _str(info.attr_values[i]) for i in range(info.nattrs)}
         nd = info.ndims
         self.blocks = [{"rank": int(info.block_ranks[b]),
                         "start": tuple(int(info.block_starts[b * nd + d]) for d in range(nd)),
@@ -227,16 +227,24 @@ class Variable:
         count = next((b["count"] for b in self.blocks if b["rank"] == rank), None)
         if count is None:
             raise NotFoundError("not_found", f"variable {self.name!r}: rank {rank} wrote no block of it")
+        # Allocated once the reader checked the block against its file (an index may claim more).
+        n = ctypes.c_uint64()
+        _check(_lib.ckpt_reader_step_rank_bytes(self._ckpt._h, _bytes(self.name), int(rank), ctypes.byref(n)))
         out = np.empty(count, dtype=self.stored_dtype)
-        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, self.name.encode(), int(rank),
+        _check(_lib.ckpt_reader_step_read_rank(self._ckpt._h, _bytes(self.name), int(rank),
                                                out.ctypes.data_as(_P), out.nbytes))
         out = self._logical(out)
         return out[()] if self.kind == "scalar" or (self._trail and out.ndim == 0) else out
 
     def _box(self, start, count):
         start, count = self._as_stored(start, count)
+        # Allocated once the reader checked the blocks of the box against their files (an index may
+        # claim more than they hold) and that they cover it.
+        n = ctypes.c_uint64()
+        _check(_lib.ckpt_reader_step_box_bytes(self._ckpt._h, _bytes(self.name), len(count), _u64_array(start),
+                                               _u64_array(count), ctypes.byref(n)))
         out = np.empty(count, dtype=self.stored_dtype)
-        _check(_lib.ckpt_reader_step_read(self._ckpt._h, self.name.encode(), len(count), _u64_array(start),
+        _check(_lib.ckpt_reader_step_read(self._ckpt._h, _bytes(self.name), len(count), _u64_array(start),
                                           _u64_array(count), out.ctypes.data_as(_P), out.nbytes))
         return self._logical(out)
 

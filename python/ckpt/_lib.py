@@ -134,6 +134,8 @@ _SIGNATURES = {
     "ckpt_reader_step_info": [P, ctypes.POINTER(_i64), ctypes.POINTER(_int), ctypes.POINTER(ctypes.c_char_p)],
     "ckpt_reader_step_nvars": [P, ctypes.POINTER(ctypes.c_size_t)],
     "ckpt_reader_step_var": [P, ctypes.c_size_t, ctypes.POINTER(VarInfo)],
+    "ckpt_reader_step_box_bytes": [P, ctypes.c_char_p, _int, u64p, u64p, u64p],
+    "ckpt_reader_step_rank_bytes": [P, ctypes.c_char_p, ctypes.c_uint32, u64p],
     "ckpt_reader_step_read": [P, ctypes.c_char_p, _int, u64p, u64p, P, ctypes.c_size_t],
     "ckpt_reader_step_read_rank": [P, ctypes.c_char_p, ctypes.c_uint32, P, ctypes.c_size_t],
     "ckpt_reader_step_verify": [P],
@@ -174,9 +176,21 @@ for _name in ("ckpt_last_error", "ckpt_version"):
     getattr(lib, _name).argtypes = []
 
 
+def to_str(b):
+    """Names, paths and annotations are bytes: as str, bytes that are not UTF-8 become lone surrogates
+    (surrogateescape, as os.fsdecode does), so any byte sequence comes through and to_bytes() gives it
+    back exactly (docs/cli.md, "Bytes in names and annotations": ckpt ls --json writes the same str)."""
+    return b.decode("utf-8", "surrogateescape")
+
+
+def to_bytes(s):
+    """The bytes a str of to_str() (or a path, or a bytes object) stands for."""
+    return os.fsencode(s) if not isinstance(s, str) else s.encode("utf-8", "surrogateescape")
+
+
 def last_error():
     """ckpt_last_error(): "<code>: <message>" of this thread's last failure."""
-    return (lib.ckpt_last_error() or b"").decode("utf-8", "replace")
+    return (lib.ckpt_last_error() or b"").decode("utf-8", "backslashreplace")
 
 
 def exception(rc):

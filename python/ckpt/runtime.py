@@ -31,7 +31,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _arrays
-from ._lib import CheckpointStatsC, PreconditionError, check, error, exception, lib, u64_array
+from ._lib import CheckpointStatsC, PreconditionError, check, error, exception, lib, to_bytes, u64_array
 
 _P = ctypes.c_void_p
 _KIND_SCALAR, _KIND_LOCAL, _KIND_GLOBAL, _KIND_JOINED = "scalar", "local", "global", "joined"
@@ -263,7 +263,7 @@ class Runtime:
         mem = _arrays.describe(array, what)
         self._check_device(name, mem, what)
         kind, dims = self._geometry(mem, global_shape, start, joined, first_row, what)
-        bname = name.encode()
+        bname = to_bytes(name)
         ptr = _P(mem.ptr or None)
         if old is not None:
             if old.kind != kind or old.mem.code != mem.code or old.mem.attr != mem.attr:
@@ -362,7 +362,7 @@ class Runtime:
     def unprotect(self, name):
         """Forgets region `name` and releases its array. NotFoundError when it is not protected."""
         h = self._handle(f"unprotect({name!r})")
-        check(lib.ckpt_unprotect(h, name.encode()))
+        check(lib.ckpt_unprotect(h, to_bytes(name)))
         r = self._regions.pop(name, None)
         if r is not None and r.watched:
             self._watched.remove(r)
@@ -371,12 +371,12 @@ class Runtime:
 
     def set_optional(self, name, optional=True):
         """Marks region `name` optional (or not): a restart from a checkpoint without it leaves it as it is."""
-        check(lib.ckpt_set_optional(self._handle(f"set_optional({name!r})"), name.encode(), 1 if optional else 0))
+        check(lib.ckpt_set_optional(self._handle(f"set_optional({name!r})"), to_bytes(name), 1 if optional else 0))
 
     def annotate(self, name, key, value):
         """Attaches the string attribute key=value to region `name`, stored in every later checkpoint (the
         reader's Variable.attrs). The key "python.dtype" is this package's."""
-        check(lib.ckpt_annotate(self._handle(f"annotate({name!r})"), name.encode(), str(key).encode(),
+        check(lib.ckpt_annotate(self._handle(f"annotate({name!r})"), to_bytes(name), str(key).encode(),
                                 str(value).encode()))
 
     def __contains__(self, name):
@@ -437,7 +437,7 @@ class Runtime:
             if step is None:
                 raise error("not_found", f"joined_rows({name!r}): no checkpoint in this Runtime's directory")
         total, begin, end = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
-        check(lib.ckpt_joined_rows(h, step, name.encode(), ctypes.byref(total), ctypes.byref(begin),
+        check(lib.ckpt_joined_rows(h, step, to_bytes(name), ctypes.byref(total), ctypes.byref(begin),
                                    ctypes.byref(end)))
         return JoinedRows(total.value, begin.value, end.value)
 

@@ -130,13 +130,21 @@ ckpt::Status need_name(const char* name) {
   return ckpt::Status::OK();
 }
 
-/// dims[0..ndims) as a Shape; checks ndims and the pointer.
+/// dims[0..ndims) as a Shape; checks ndims, the pointer, and that no value is 2^63 or more: C callers
+/// pass int64_t or int values through uint64_t, so such a value is a negative number that was cast (a
+/// region of ~2^64 bytes that the next checkpoint would read), never a real extent.
 ckpt::Result<ckpt::Shape> shape_of(int ndims, const std::uint64_t* dims, const char* what) {
   if (ndims < 0 || ndims > CKPT_MAX_DIMS)
     return ckpt::Status(ckpt::Code::invalid_argument,
                         "ndims must be 0.." + std::to_string(CKPT_MAX_DIMS) + ", got " + std::to_string(ndims));
   if (ndims > 0 && dims == nullptr)
     return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL with ndims > 0");
+  for (int d = 0; d < ndims; ++d)
+    if (dims[d] > static_cast<std::uint64_t>(INT64_MAX))
+      return ckpt::Status(ckpt::Code::invalid_argument,
+                          std::string(what) + "[" + std::to_string(d) + "] is " + std::to_string(dims[d]) + " (" +
+                              std::to_string(static_cast<std::int64_t>(dims[d])) +
+                              " as a signed value): a negative number passed as uint64_t?");
   return ckpt::Shape(dims, dims + ndims);
 }
 
@@ -151,9 +159,12 @@ ckpt::Result<ckpt::Block> block_of(int ndims, const std::uint64_t* global, const
   return ckpt::Block{*g, *s, *c};
 }
 
-/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row < 0 for the balanced split.
+/// The rows of a joined region: extents dims[0..ndims) (ndims >= 1), first_row a row or CKPT_BALANCED.
 ckpt::Result<ckpt::Joined> joined_of(int ndims, const std::uint64_t* dims, std::int64_t first_row) {
   if (ndims < 1) return ckpt::Status(ckpt::Code::invalid_argument, "a joined array needs ndims >= 1 (its rows first)");
+  if (first_row < 0 && first_row != CKPT_BALANCED)
+    return ckpt::Status(ckpt::Code::invalid_argument,
+                        "first_row must be a row (>= 0) or CKPT_BALANCED (-1), got " + std::to_string(first_row));
   auto d = shape_of(ndims, dims, "dims");
   if (!d.ok()) return d.status();
   ckpt::Joined j{*d, std::nullopt};
@@ -541,6 +552,17 @@ ckpt::Status need(const void* p, const char* what) {
   if (p == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL");
   return ckpt::Status::OK();
 }
+/// The box [start, start + count) of a reader call, each of ndims extents (shape_of's checks).
+struct Box {
+  ckpt::Shape start, count;
+};
+ckpt::Result<Box> box_of(int ndims, const std::uint64_t* start, const std::uint64_t* count) {
+  auto s = shape_of(ndims, start, "start");
+  if (!s.ok()) return s.status();
+  auto n = shape_of(ndims, count, "count");
+  if (!n.ok()) return n.status();
+  return Box{std::move(s).value(), std::move(n).value()};
+}
 int open_step_into(ckpt::Result<ckpt::CheckpointReader> c, ckpt_reader_step** out) {
   return guard(nullptr, [&] {
     if (!c.ok()) return c.status();
@@ -654,17 +676,42 @@ int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i
   });
 }
 
+int ckpt_reader_step_box_bytes(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                               const uint64_t* count, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_box_bytes: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_box_bytes: name"));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_box_bytes: bytes"));
+    auto box = box_of(ndims, start, count);
+    if (!box.ok()) return box.status();
+    auto b = c->ckpt.box_bytes(name, box->start, box->count);
+    if (!b.ok()) return b.status();
+    *bytes = b.value();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_rank_bytes(ckpt_reader_step* c, const char* name, uint32_t rank, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_rank_bytes: step handle"));
+    CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_rank_bytes: name"));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_reader_step_rank_bytes: bytes"));
+    auto b = c->ckpt.rank_bytes(name, rank);
+    if (!b.ok()) return b.status();
+    *bytes = b.value();
+    return ckpt::Status::OK();
+  });
+}
+
 int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
                           const uint64_t* count, void* out, size_t out_bytes) {
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_read: step handle"));
     CKPT_RETURN_IF_ERROR(need(name, "ckpt_reader_step_read: name"));
-    auto s = shape_of(ndims, start, "start");
-    if (!s.ok()) return s.status();
-    auto n = shape_of(ndims, count, "count");
-    if (!n.ok()) return n.status();
+    auto box = box_of(ndims, start, count);
+    if (!box.ok()) return box.status();
     if (out == nullptr && out_bytes > 0) return ckpt::Status(ckpt::Code::invalid_argument, "out is NULL");
-    return c->ckpt.read(name, *s, *n, out, out_bytes);
+    return c->ckpt.read(name, box->start, box->count, out, out_bytes);
   });
 }
 

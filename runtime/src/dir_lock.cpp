@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/store.hpp"
+
 namespace ckpt::detail {
 
 Status DirLock::acquire(const std::string& dir, std::uint64_t token) {
   release();
-  const std::string path = dir + "/.lock";
+  const std::string path = dir + "/" + kLockName;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int e = errno;

@@ -25,6 +25,26 @@ namespace detail {
 /// Pieces of a block read at once (whole elements: a multiple of 16).
 constexpr std::size_t kPieceBytes = 4u << 20;
 
+namespace {
+
+std::uint64_t elements(const Shape& s) {
+  std::uint64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+/// elements(s) * esize, or nullopt on overflow.
+std::optional<std::uint64_t> box_bytes(const Shape& s, std::size_t esize) {
+  std::uint64_t n = esize;
+  for (auto e : s) {
+    if (e != 0 && n > UINT64_MAX / e) return std::nullopt;
+    n *= e;
+  }
+  return n;
+}
+
+}  // namespace
+
 struct CheckpointReaderState {
   std::string name;  // the checkpoint's path: its directory, or a series step's name (<root>/ckpt.<step>)
   std::string dir;   // where its files are: the directory, or the step's segment
@@ -148,6 +168,64 @@ struct CheckpointReaderState {
     return copied.ok() ? ended : copied;
   }
 
+  /// "variable 'x' of checkpoint 20 (<path>)": how messages name variable `v`.
+  std::string var_text(long v) const {
+    return "variable '" + index.vars[static_cast<std::size_t>(v)].name + "' of " + what();
+  }
+
+  /// What a read of the box at `start` of `count` of variable `v` needs, checked before any byte is read
+  /// (CheckpointReader::box_bytes): the box, the claims of the blocks it touches, their coverage.
+  Result<std::uint64_t> box_bytes(long v, const Shape& start, const Shape& count) {
+    using detail::shape_text;
+    const VarRecord& r = index.vars[static_cast<std::size_t>(v)];
+    const std::string var = var_text(v);
+    if (!has_global_shape(r.kind))
+      return Status(Code::invalid_argument,
+                    var + " is a " + region_kind_name(r.kind) + " variable: read it by rank (read_rank)");
+    if (start.size() != r.global.size() || count.size() != r.global.size())
+      return Status(Code::invalid_argument, var + " has " + std::to_string(r.global.size()) +
+                                                " dimensions; the box given has start " + shape_text(start) +
+                                                " and count " + shape_text(count));
+    for (std::size_t d = 0; d < start.size(); ++d)
+      if (start[d] > r.global[d] || count[d] > r.global[d] - start[d])
+        return Status(Code::invalid_argument, var + ": the box at " + shape_text(start) + " of " + shape_text(count) +
+                                                  " lies outside the array " + shape_text(r.global));
+    const auto need = detail::box_bytes(count, dtype_size(r.dtype));
+    if (!need)
+      return Status(Code::invalid_argument, var + ": the box " + shape_text(count) + " needs more than 2^64 bytes");
+    std::uint64_t covered = 0;
+    Shape lo, hi;
+    CKPT_RETURN_IF_ERROR(candidates(v, start, count, [&](std::uint32_t bi) -> Status {
+      const BlockRecord& b = index.blocks[bi];
+      if (!intersect_boxes(start, count, b.start, b.count, lo, hi)) return Status::OK();
+      CKPT_RETURN_IF_ERROR(blocks.claim(b));
+      std::uint64_t n = 1;
+      for (std::size_t d = 0; d < lo.size(); ++d) n *= hi[d] - lo[d];
+      covered += n;
+      return Status::OK();
+    }));
+    if (covered != elements(count))
+      return Status(Code::mismatch, var + ": the stored blocks cover " + std::to_string(covered) + " of the " +
+                                        std::to_string(elements(count)) + " elements of the box at " +
+                                        shape_text(start) + " of " + shape_text(count));
+    return *need;
+  }
+
+  /// The block rank `rank` wrote of per-rank variable `v`, once it is known to lie inside its file.
+  Result<const BlockRecord*> rank_block(long v, std::uint32_t rank) {
+    const VarRecord& r = index.vars[static_cast<std::size_t>(v)];
+    if (has_global_shape(r.kind))
+      return Status(Code::invalid_argument,
+                    var_text(v) + " is a " + region_kind_name(r.kind) + " array: read a box of it (read)");
+    const auto& ranks = by_rank[static_cast<std::size_t>(v)];
+    const auto it = std::lower_bound(ranks.begin(), ranks.end(), std::make_pair(rank, std::uint32_t{0}));
+    if (it == ranks.end() || it->first != rank)
+      return Status(Code::not_found, var_text(v) + ": rank " + std::to_string(rank) + " wrote no block of it");
+    const BlockRecord& b = index.blocks[it->second];
+    CKPT_RETURN_IF_ERROR(blocks.claim(b));
+    return &b;
+  }
+
   /// Streams block `b` whole (so that its checksum is verified), handing each piece to `fn`.
   Status stream(const BlockRecord& b, const BlockReader::PieceFn& fn) {
     if (piece.empty()) piece.resize(kPieceBytes);
@@ -170,26 +248,10 @@ struct ReaderState {
 
 namespace {
 
-std::uint64_t elements(const Shape& s) {
-  std::uint64_t n = 1;
-  for (auto e : s) n *= e;
-  return n;
-}
-
 /// The path of step `step` of `s`: the path given to open() for one checkpoint, else `<root>/ckpt.<step>`
 /// (a series step has no directory: its files are in a segment).
 std::string step_path(const ReaderState& s, std::int64_t step) {
   return s.single ? s.path : s.path + "/" + step_name(step);
-}
-
-/// elements(s) * esize, or nullopt on overflow.
-std::optional<std::uint64_t> box_bytes(const Shape& s, std::size_t esize) {
-  std::uint64_t n = esize;
-  for (auto e : s) {
-    if (e != 0 && n > UINT64_MAX / e) return std::nullopt;
-    n *= e;
-  }
-  return n;
 }
 
 }  // namespace
@@ -215,53 +277,45 @@ Result<VariableInfo> CheckpointReader::variable(const std::string& name) const {
   return m_s->vars[static_cast<std::size_t>(v.value())];
 }
 
-Status CheckpointReader::read(const std::string& name, const Shape& start, const Shape& count, void* out,
-                              std::size_t out_bytes) {
-  using detail::shape_text;
+Result<std::uint64_t> CheckpointReader::box_bytes(const std::string& name, const Shape& start, const Shape& count) {
   auto vi = m_s->find(name);
   if (!vi.ok()) return vi.status();
-  const detail::VarRecord& v = m_s->index.vars[static_cast<std::size_t>(vi.value())];
-  const std::string var = "variable '" + name + "' of " + m_s->what();
-  if (!detail::has_global_shape(v.kind))
-    return Status(Code::invalid_argument,
-                  var + " is a " + detail::region_kind_name(v.kind) + " variable: read it by rank (read_rank)");
-  if (start.size() != v.global.size() || count.size() != v.global.size())
-    return Status(Code::invalid_argument, var + " has " + std::to_string(v.global.size()) +
-                                              " dimensions; the box given has start " + shape_text(start) +
-                                              " and count " + shape_text(count));
-  for (std::size_t d = 0; d < start.size(); ++d)
-    if (start[d] > v.global[d] || count[d] > v.global[d] - start[d])
-      return Status(Code::invalid_argument, var + ": the box at " + shape_text(start) + " of " + shape_text(count) +
-                                                " lies outside the array " + shape_text(v.global));
-  const std::size_t esize = dtype_size(v.dtype);
-  const auto need = detail::box_bytes(count, esize);
-  if (!need || *need > out_bytes)
-    return Status(Code::invalid_argument, var + ": the box " + shape_text(count) + " needs " +
-                                              (need ? std::to_string(*need) : std::string("more than 2^64")) +
-                                              " bytes, the buffer has " + std::to_string(out_bytes));
+  return m_s->box_bytes(vi.value(), start, count);
+}
+
+Result<std::uint64_t> CheckpointReader::rank_bytes(const std::string& name, std::uint32_t rank) {
+  auto vi = m_s->find(name);
+  if (!vi.ok()) return vi.status();
+  auto b = m_s->rank_block(vi.value(), rank);
+  if (!b.ok()) return b.status();
+  return b.value()->length;
+}
+
+Status CheckpointReader::read(const std::string& name, const Shape& start, const Shape& count, void* out,
+                              std::size_t out_bytes) {
+  auto vi = m_s->find(name);
+  if (!vi.ok()) return vi.status();
+  auto need = m_s->box_bytes(vi.value(), start, count);
+  if (!need.ok()) return need.status();
+  if (*need > out_bytes)
+    return Status(Code::invalid_argument, m_s->var_text(vi.value()) + ": the box " + detail::shape_text(count) +
+                                              " needs " + std::to_string(*need) + " bytes, the buffer has " +
+                                              std::to_string(out_bytes));
   if (*need == 0) return Status::OK();
+  const std::size_t esize = dtype_size(m_s->index.vars[static_cast<std::size_t>(vi.value())].dtype);
   return m_s->into(out, static_cast<std::size_t>(*need), [&](std::uint8_t* dst) -> Status {
-    std::uint64_t copied = 0;
     Shape lo, hi;
-    CKPT_RETURN_IF_ERROR(m_s->candidates(vi.value(), start, count, [&](std::uint32_t bi) -> Status {
+    return m_s->candidates(vi.value(), start, count, [&](std::uint32_t bi) -> Status {
       const detail::BlockRecord& b = m_s->index.blocks[bi];
       if (!detail::intersect_boxes(start, count, b.start, b.count, lo, hi)) return Status::OK();
       detail::RowWalker rows(lo, hi, b.start, b.count, start, count, esize);
-      std::uint64_t n = 1;
-      for (std::size_t d = 0; d < lo.size(); ++d) n *= hi[d] - lo[d];
-      copied += n;
       return m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
         return rows.scatter_piece(p0, len, [&](std::uint64_t to, std::uint64_t from, std::uint64_t bytes) {
           std::memcpy(dst + to, piece + from, bytes);
           return Status::OK();
         });
       });
-    }));
-    if (copied != detail::elements(count))
-      return Status(Code::mismatch, var + ": the stored blocks cover " + std::to_string(copied) + " of the " +
-                                        std::to_string(detail::elements(count)) + " elements of the box at " +
-                                        shape_text(start) + " of " + shape_text(count));
-    return Status::OK();
+    });
   });
 }
 
@@ -275,28 +329,20 @@ Status CheckpointReader::read(const std::string& name, void* out, std::size_t ou
 Status CheckpointReader::read_rank(const std::string& name, std::uint32_t rank, void* out, std::size_t out_bytes) {
   auto vi = m_s->find(name);
   if (!vi.ok()) return vi.status();
-  const detail::VarRecord& v = m_s->index.vars[static_cast<std::size_t>(vi.value())];
-  const std::string var = "variable '" + name + "' of " + m_s->what();
-  if (detail::has_global_shape(v.kind))
-    return Status(Code::invalid_argument,
-                  var + " is a " + detail::region_kind_name(v.kind) + " array: read a box of it (read)");
-  const auto& ranks = m_s->by_rank[static_cast<std::size_t>(vi.value())];
-  const auto it = std::lower_bound(ranks.begin(), ranks.end(), std::make_pair(rank, std::uint32_t{0}));
-  if (it != ranks.end() && it->first == rank) {
-    const detail::BlockRecord& b = m_s->index.blocks[it->second];
-    if (b.length > out_bytes)
-      return Status(Code::invalid_argument, var + ", rank " + std::to_string(rank) + ": the block holds " +
-                                                std::to_string(b.length) + " bytes, the buffer " +
-                                                std::to_string(out_bytes));
-    if (b.length == 0) return Status::OK();
-    return m_s->into(out, static_cast<std::size_t>(b.length), [&](std::uint8_t* dst) {
-      return m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
-        std::memcpy(dst + p0, piece, len);
-        return Status::OK();
-      });
+  auto block = m_s->rank_block(vi.value(), rank);
+  if (!block.ok()) return block.status();
+  const detail::BlockRecord& b = *block.value();
+  if (b.length > out_bytes)
+    return Status(Code::invalid_argument, m_s->var_text(vi.value()) + ", rank " + std::to_string(rank) +
+                                              ": the block holds " + std::to_string(b.length) + " bytes, the buffer " +
+                                              std::to_string(out_bytes));
+  if (b.length == 0) return Status::OK();
+  return m_s->into(out, static_cast<std::size_t>(b.length), [&](std::uint8_t* dst) {
+    return m_s->stream(b, [&](const std::uint8_t* piece, std::size_t len, std::uint64_t p0) {
+      std::memcpy(dst + p0, piece, len);
+      return Status::OK();
     });
-  }
-  return Status(Code::not_found, var + ": rank " + std::to_string(rank) + " wrote no block of it");
+  });
 }
 
 Status CheckpointReader::verify() { return verify(nullptr); }

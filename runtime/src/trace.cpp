@@ -1,6 +1,7 @@
 // Writes the trace (Chrome trace JSON) and the per-run I/O summary at close(). Collective.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iomanip>
 #include <sstream>
 
@@ -65,16 +66,23 @@ void RuntimeImpl::write_trace_and_summary() {
   // ---- summary: per checkpoint, figures over ranks ----
   const std::vector<CheckpointRecord> hist = m_committer->history();
   const std::size_t n = hist.size();
-  std::vector<double> mine(n * 4), all(m_rank == 0 ? n * 4 * static_cast<std::size_t>(m_size) : 0);
+  std::vector<double> mine(n * 4);
   for (std::size_t i = 0; i < n; ++i) {
     mine[i * 4 + 0] = static_cast<double>(hist[i].stats.bytes);
     mine[i * 4 + 1] = hist[i].stats.blocked_s;
     mine[i * 4 + 2] = hist[i].stats.durable_s;
     mine[i * 4 + 3] = hist[i].stats.committed_s;
   }
-  MPI_Gather(mine.data(), static_cast<int>(n * 4), MPI_DOUBLE, all.data(), static_cast<int>(n * 4), MPI_DOUBLE, 0,
-             m_app_comm);
+  // Variable lengths: a rank whose history is shorter (a job that failed before its commit) must not
+  // make the gather's counts differ (MPI_Gather with unequal counts truncates on rank 0).
+  const auto* mb = reinterpret_cast<const std::uint8_t*>(mine.data());
+  const auto got = gatherv_bytes(m_app_comm, std::vector<std::uint8_t>(mb, mb + mine.size() * sizeof(double)), 0);
   if (m_rank != 0) return;
+  std::vector<double> all(n * 4 * static_cast<std::size_t>(m_size), 0.0);  // rank-major, rank 0's history
+  for (int r = 0; r < m_size; ++r) {
+    const auto& g = got[static_cast<std::size_t>(r)];
+    std::memcpy(&all[static_cast<std::size_t>(r) * n * 4], g.data(), std::min(g.size(), n * 4 * sizeof(double)));
+  }
 
   Status s = make_dirs(m_opts.trace);
   std::string trace = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";

@@ -622,6 +622,280 @@ def cli_root_with_only_unfinished_checkpoints():
     check(rc in (1, 2) and "ckpt.5.tmp" in out, "verify: rc %s: %s" % (rc, out[-500:]))
 
 
+# ---- hostile bytes, claims, store names, exit codes (issue 31, part 6) ---------------------------------
+
+def cli_bytes(*args, limit_as=None, timeout=60):
+    """Runs ckpt with `args` (str or bytes) and returns (rc, stdout, stderr) as bytes, stderr apart. A crash
+    or a hang fails the case. limit_as: an address-space limit in bytes (RLIMIT_AS), so that a program that
+    allocates what a crafted index claims fails at once instead of paging."""
+    import resource
+
+    def limit():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    cmd = [os.fsencode(ARGS.cli)] + [a if isinstance(a, bytes) else os.fsencode(a) for a in args]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                         preexec_fn=limit)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(p)
+        raise Fail("HANG: ckpt %r" % (args,))
+    check(not crashed(p.returncode), "ckpt %r crashed (rc %s): %r" % (args, p.returncode, err[-800:]))
+    return p.returncode, out, err
+
+
+def craft(*args):
+    """adv_craft (an index rewritten with valid checksums); returns what it printed as {name: bytes}."""
+    rc, out = run([ARGS.craft] + list(args), timeout=30)
+    check(rc == 0, "adv_craft %s: %s" % (" ".join(args), out[-800:]))
+    planted = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(" ")
+        if v.startswith("b'"):
+            planted[k] = bytes.fromhex(v[2:-1].replace("\\x", ""))
+    return planted
+
+
+def python_reader(script, limit_as=None):
+    """Runs `script` with the Python package (python/ckpt over this build's libckpt); (rc, output)."""
+    import resource
+
+    def limit():
+        if limit_as:
+            resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
+
+    env = dict(os.environ, PYTHONPATH=ARGS.python, CKPT_LIBRARY=ARGS.libckpt, OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                       timeout=60, preexec_fn=limit)
+    return p.returncode, p.stdout.decode("utf-8", "replace")
+
+
+# Bytes a terminal must never receive from ckpt: C0 controls but the newline (ESC starts an escape
+# sequence; BEL ends an OSC one), DEL, and the C1 controls as UTF-8 (U+009B is the 8-bit CSI).
+TERMINAL_UNSAFE = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]")
+
+
+def terminal_safe(b, what):
+    m = TERMINAL_UNSAFE.search(b)
+    if m:
+        raise Fail("%s: byte %r passed through at %d: %r" % (what, m.group(0), m.start(), b[max(0, m.start() - 40):][:120]))
+    try:
+        b.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Fail("%s: not UTF-8 (%s): %r" % (what, e, b[max(0, e.start - 40):][:120]))
+
+
+def text_escaped(b):
+    r"""docs/cli.md, "Bytes in names and annotations", text outputs: a byte that is not part of a printable
+    UTF-8 character is written \xNN, a backslash \\ (the oracle of the checks, written from the doc)."""
+    out = []
+    for ch in b.decode("utf-8", "surrogateescape"):
+        o = ord(ch)
+        if 0xDC80 <= o <= 0xDCFF:
+            out.append("\\x%02x" % (o - 0xDC00))
+        elif o < 0x20 or 0x7F <= o <= 0x9F:
+            out.append("".join("\\x%02x" % c for c in ch.encode()))
+        elif ch == "\\":
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out).encode()
+
+
+def sx(s):
+    """A JSON / Python str back to the bytes it stands for (surrogateescape: docs/cli.md)."""
+    return s.encode("utf-8", "surrogateescape")
+
+
+@case
+def cli_hostile_bytes_in_every_output():
+    """Names and annotations are bytes: with terminal escapes, C1 controls, bytes that are not UTF-8, a
+    newline and a NUL in the transport, a checkpoint attribute, every variable's annotation and a data file's
+    name (an index with valid checksums), ls/verify/diff (text and --json), convert (HDF5 attributes) and the
+    Python package exit as on clean input, pass no control byte to a terminal, print the documented escapes,
+    and --json, HDF5 and Python give back the exact bytes."""
+    d = fresh("cli_hostile")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    planted = craft("hostile", c1)
+    h, fname = planted["hostile"], planted["file"]
+    for args in (["ls", d], ["ls", "-l", d], ["ls", "-l", c1], ["verify", d], ["verify", c1], ["diff", c1, c1],
+                 ["diff", "--tol", "0", c1, c1]):
+        for js in (False, True):
+            a = args[:1] + (["--json"] if js else []) + args[1:]
+            rc, out, err = cli_bytes(*a)
+            check(rc == 0 and not err, "ckpt %s: rc %s: %r" % (" ".join(a), rc, (out + err)[-600:]))
+            terminal_safe(out, "ckpt %s stdout" % " ".join(a))
+            if not js:
+                if a[0] == "ls" and a[-1] == c1:
+                    for want in (b"posix" + h, b"note" + h, b"v" + h + b"\0z", fname):
+                        check(text_escaped(want) in out, "ls -l: %r not printed as %r" % (want, text_escaped(want)))
+                continue
+            j = json.loads(out.decode("utf-8"))
+            if a[0] == "ls" and a[-1] == c1:
+                check(sx(j["transport"]) == b"posix" + h, "ls --json transport: %r" % j["transport"])
+                check(sx(j["files"][0]["name"]) == fname, "ls --json file: %r" % j["files"][0]["name"])
+                check({sx(k): sx(v) for k, v in j["attrs"].items()}.get(b"k" + h) == b"v" + h, "ls --json attrs")
+                attrs = {sx(k): sx(v) for k, v in j["variables"][0]["attrs"].items()}
+                check(attrs.get(b"note" + h) == b"v" + h + b"\0z", "ls --json annotation: %r" % attrs)
+            if a[0] == "diff":
+                check(sx(j["a"]["transport"]) == b"posix" + h, "diff --json transport: %r" % j["a"])
+    if ARGS.hdf5 == "ON":
+        out_h5 = os.path.join(ARGS.dir, "cli_hostile.h5")
+        rc, out, err = cli_bytes("convert", c1, "-o", out_h5, "--force")
+        check(rc == 0 and not err, "convert: rc %s: %r" % (rc, (out + err)[-600:]))
+        terminal_safe(out, "convert stdout")
+        rc, out = python_reader(
+            "import h5py\n"
+            "f = h5py.File(%r, 'r')\n"
+            "key = lambda k: k.encode('utf-8', 'surrogateescape') if isinstance(k, str) else bytes(k)\n"
+            "val = lambda v: (v.encode('utf-8', 'surrogateescape') if isinstance(v, str)\n"
+            "                 else bytes(v) if isinstance(v, bytes) else v.tobytes())\n"
+            "attrs = {key(k): v for k, v in f.attrs.items()}\n"
+            "assert val(attrs[b'ckpt_transport']) == b'posix' + %r, attrs\n"
+            "assert val(attrs[b'ckpt_attr.k' + %r]) == b'v' + %r, attrs\n"
+            "va = {key(k): v for k, v in f['field'].attrs.items()}\n"
+            "assert val(va[b'note' + %r]) == b'v' + %r + b'\\0z', va\n"
+            "print('hdf5 ok')\n" % (out_h5, h, h, h, h, h))
+        check(rc == 0 and "hdf5 ok" in out, "HDF5 attributes: " + out[-1500:])
+    rc, out = python_reader(
+        "import ckpt\n"
+        "c = ckpt.open(%r).latest()\n"
+        "b = lambda x: x.encode('utf-8', 'surrogateescape')\n"
+        "assert b(c.transport) == b'posix' + %r, repr(c.transport)\n"
+        "v = c['field']\n"
+        "a = {b(k): b(x) for k, x in v.attrs.items()}\n"
+        "assert a[b'note' + %r].startswith(b'v' + %r), a\n"
+        "assert v.read().size > 0\n"
+        "print('python ok', repr(v))\n" % (c1, h, h, h))
+    check(rc == 0 and "python ok" in out, "Python package: " + out[-1500:])
+
+
+@case
+def cli_block_claiming_more_than_its_file():
+    """A crafted index (valid checksums) whose block claims 1 TiB of a file of a few KiB: convert and diff
+    exit 2 with one line naming the variable and the file, without allocating the claim (they run under a
+    4 GiB address-space limit); verify reports the block (exit 1); the Python package raises CorruptError,
+    not MemoryError."""
+    d = fresh("cli_claim")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    craft("claim", c1, "field")
+    lim = 4 << 30
+    runs = [["diff", c1, c1], ["diff", "--var", "field", "--tol", "0", c1, c1]]
+    if ARGS.hdf5 == "ON":
+        runs.append(["convert", c1, "-o", os.path.join(ARGS.dir, "cli_claim.h5"), "--force"])
+    for a in runs:
+        rc, out, err = cli_bytes(*a, limit_as=lim)
+        lines = err.decode("utf-8", "replace").splitlines()
+        check(rc == 2 and len(lines) == 1 and "'field'" in lines[0] and "holds" in lines[0],
+              "ckpt %s: rc %s: %r" % (" ".join(a), rc, (out + err)[-800:]))
+    left = [n for n in os.listdir(ARGS.dir) if n.startswith("cli_claim.h5")]
+    check(not left, "convert left %s" % left)
+    rc, out, err = cli_bytes("verify", c1, limit_as=lim)
+    check(rc == 1 and b"'field'" in out, "verify: rc %s: %r" % (rc, (out + err)[-800:]))
+    rc, out = python_reader(
+        "import ckpt\n"
+        "v = ckpt.open(%r).latest()['field']\n"
+        "try:\n"
+        "    v.read()\n"
+        "except ckpt.CorruptError as e:\n"
+        "    print('refused:', e)\n" % c1, limit_as=lim)
+    check(rc == 0 and "refused:" in out and "field" in out, "Python read of the claim: " + out[-1200:])
+
+
+@case
+def cli_convert_refuses_every_name_the_store_owns():
+    """`ckpt convert -o <root>/<name>` is refused (exit 2, nothing written) for every name the store owns in a
+    checkpoint root - latest, latest.tmp, .lock, ckpt.N and its .tmp/.old/.del/.abandoned forms, series.K and
+    series.K.del - also in a root whose job has not committed yet (only .lock); the root then goes on
+    committing and verifies."""
+    if ARGS.hdf5 != "ON":
+        return "SKIP: built without HDF5 (no convert)"
+    d = fresh("cli_store_names")
+    make_checkpoints(d, steps=1)
+    c1 = os.path.join(d, "ckpt.1")
+    fresh_root = fresh("cli_store_names_new")
+    open(os.path.join(fresh_root, ".lock"), "w").close()
+    names = ["latest", "latest.tmp", ".lock", "ckpt.7", "ckpt.7.tmp", "ckpt.7.old", "ckpt.7.del", "ckpt.7.abandoned",
+             "series.3", "series.3.del"]
+    for root in (d, fresh_root):
+        for n in names:
+            target = os.path.join(root, n)
+            existed = os.path.lexists(target)
+            rc, out, err = cli_bytes("convert", c1, "-o", target, "--force")
+            lines = err.decode().splitlines()
+            check(rc == 2 and len(lines) == 1 and "belongs to the checkpoint store" in lines[0],
+                  "convert -o %s: rc %s: %r" % (target, rc, (out + err)[-500:]))
+            check(existed == os.path.lexists(target), "convert -o %s changed it" % target)
+    make_checkpoints(d, steps=2)
+    rc, out, err = cli_bytes("verify", d)
+    check(rc == 0, "verify after: rc %s: %r" % (rc, out[-500:]))
+
+
+@case
+def cli_exit_codes_on_bad_input():
+    """Every subcommand holds its documented exit status (docs/cli.md) on bad input - missing, empty, plain,
+    binary and wrong-kind paths, unknown options, missing or extra arguments, a bad --tol (nan, inf, -1, abc),
+    JSON that is not a trace - with exactly one line on stderr, "ckpt <command>: <what>", nothing on stdout,
+    and no traceback or usage text: a table of subcommand x bad input."""
+    d = fresh("cli_exit")
+    make_checkpoints(d, steps=2)
+    c1, c2 = os.path.join(d, "ckpt.1"), os.path.join(d, "ckpt.2")
+    w = fresh("cli_exit_inputs")
+    missing, empty_dir, plain, binary = (os.path.join(w, n) for n in ("missing", "empty", "plain", "binary"))
+    os.mkdir(empty_dir)
+    open(plain, "w").write("not a checkpoint\n")
+    open(binary, "wb").write(bytes(range(256)) * 4)
+    traces = {"empty": (b"", b""), "binary": (bytes(range(256)), bytes(range(256))), "list": (b"[]", b"[]"),
+              "object": (b"{}", b"{}"), "wrong": (b'{"traceEvents": 5}', b'{"ranks": "x"}'),
+              "events": (b'{"traceEvents": [{"ph": "X", "name": 3}]}', b'{"ranks": 1, "checkpoints": []}'),
+              "no_summary": (b'{"traceEvents": []}', None)}
+    for name, (trace, summary) in traces.items():
+        os.mkdir(os.path.join(w, "trace_" + name))
+        open(os.path.join(w, "trace_" + name, "trace.json"), "wb").write(trace)
+        if summary is not None:
+            open(os.path.join(w, "trace_" + name, "summary.json"), "wb").write(summary)
+    out_h5 = os.path.join(w, "out.h5")
+    table = [
+        ([], 2, "ckpt"), (["frobnicate"], 2, "ckpt"), (["--frob"], 2, "ckpt"),
+        (["ls"], 2, "ckpt ls"), (["ls", missing], 2, "ckpt ls"), (["ls", plain], 2, "ckpt ls"),
+        (["ls", binary], 2, "ckpt ls"), (["ls", "--frob", c1], 2, "ckpt ls"), (["ls", c1, c2], 2, "ckpt ls"),
+        (["ls", empty_dir], 0, None), (["ls", c1], 0, None),
+        (["verify"], 2, "ckpt verify"), (["verify", missing], 2, "ckpt verify"), (["verify", plain], 2, "ckpt verify"),
+        (["verify", binary], 2, "ckpt verify"), (["verify", empty_dir], 2, "ckpt verify"),
+        (["verify", "-x", c1], 2, "ckpt verify"), (["verify", c1], 0, None),
+        (["diff", c1], 2, "ckpt diff"), (["diff", c1, missing], 2, "ckpt diff"), (["diff", binary, c1], 2, "ckpt diff"),
+        (["diff", "--tol", "nan", c1, c2], 2, "ckpt diff"), (["diff", "--tol", "inf", c1, c2], 2, "ckpt diff"),
+        (["diff", "--tol", "-1", c1, c2], 2, "ckpt diff"), (["diff", "--tol", "abc", c1, c2], 2, "ckpt diff"),
+        (["diff", "--tol", "", c1, c2], 2, "ckpt diff"), (["diff", "--tol", c1, c2], 2, "ckpt diff"),
+        (["diff", "--var", "nope", c1, c2], 2, "ckpt diff"), (["diff", c1, c2, c1], 2, "ckpt diff"),
+        (["diff", c1, c2], 0, None), (["diff", "--tol", "0", c1, c1], 0, None),
+        (["diff", "--tol", "0", c1, c2], 1, None),
+        (["report"], 2, "ckpt report"), (["report", missing], 2, "ckpt report"), (["report", plain], 2, "ckpt report"),
+        (["report", empty_dir], 2, "ckpt report"), (["report", d], 2, "ckpt report"),
+        (["report", "--frob", d], 2, "ckpt report"), (["report", "--nvtx", empty_dir], 2, "ckpt report"),
+    ] + [(["report", os.path.join(w, "trace_" + n)], 2, "ckpt report") for n in traces]
+    if ARGS.hdf5 == "ON":
+        table += [(["convert", c1], 2, "ckpt convert"), (["convert", missing, "-o", out_h5], 2, "ckpt convert"),
+                  (["convert", binary, "-o", out_h5], 2, "ckpt convert"),
+                  (["convert", c1, "-o", os.path.join(c1, "x.h5")], 2, "ckpt convert"),
+                  (["convert", c1, "-o", os.path.join(d, "latest.tmp")], 2, "ckpt convert"),
+                  (["convert", c1, "-o", os.path.join(missing, "x.h5")], 2, "ckpt convert")]
+    bad = []
+    for args, want, prefix in table:
+        rc, out, err = cli_bytes(*args)
+        lines = err.decode("utf-8", "replace").splitlines()
+        if rc != want:
+            bad.append("ckpt %s: exit %s, want %s: %r" % (" ".join(args), rc, want, (out + err)[-300:]))
+        elif prefix and (len(lines) != 1 or not lines[0].startswith(prefix + ": ") or out):
+            bad.append("ckpt %s: want one line '%s: ...' on stderr and nothing on stdout, got stderr %r stdout %r"
+                       % (" ".join(args), prefix, err[-300:], out[-200:]))
+    check(not bad, "%d of %d rows:\n      " % (len(bad), len(table)) + "\n      ".join(bad))
+
+
 def main():
     global ARGS
     ap = argparse.ArgumentParser()
@@ -629,6 +903,9 @@ def main():
     ap.add_argument("--app", required=True)
     ap.add_argument("--cli", required=True)
     ap.add_argument("--killat", required=True)
+    ap.add_argument("--craft", required=True, help="adv_craft (crafted indexes)")
+    ap.add_argument("--python", required=True, help="the directory holding the Python package ckpt")
+    ap.add_argument("--libckpt", required=True, help="libckpt, for the Python package")
     ap.add_argument("--dir", required=True)
     ap.add_argument("--hdf5", default="OFF")
     ap.add_argument("--only", default="")

@@ -20,6 +20,7 @@
 
 #include "adv_util.hpp"
 #include "base/store.hpp"
+#include "ckpt/ckpt.h"
 
 namespace ckpt::adv {
 namespace {
@@ -887,6 +888,48 @@ TEST_F(Adversarial, BadEnvironmentVariables) {
   Options c;
   ::unsetenv("CKPT_CHUNK_BYTES");
   EXPECT_EQ(c.error.code(), Code::invalid_argument);
+}
+
+// ---- integers the C API passes on (issue 31, 6) ------------------------------------------------------
+
+// Promise: an integer the C API takes and the C++ API would misread is an error naming it: first_row of a
+// joined array other than a row (>= 0) or CKPT_BALANCED, and an extent, start or global extent of 2^63 or
+// more (a negative number cast to uint64_t) - never a silent balanced split, never a region of ~2^64
+// bytes that the next checkpoint would read.
+TEST_F(Adversarial, CApiRefusesNegativeIntegers) {
+  const std::string dir = scratch_dir(), yaml = dir + ".yaml";
+  if (world_rank() == 0) {
+    std::ofstream(yaml) << "dir: " << dir << "\nfsync: false\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm comm = MPI_COMM_WORLD;
+  ckpt_runtime* rt = nullptr;
+  ASSERT_EQ(ckpt_create_handle(&comm, sizeof comm, yaml.c_str(), &rt), CKPT_OK) << ckpt_last_error();
+  auto refused = [&](int rc, const char* names) {
+    EXPECT_EQ(rc, CKPT_INVALID_ARGUMENT) << names;
+    EXPECT_TRUE(has(ckpt_error_message(rt), names)) << ckpt_error_message(rt);
+  };
+  double rows[4] = {0, 1, 2, 3};
+  const std::uint64_t jdims[2] = {2, 2};
+  refused(ckpt_protect_joined(rt, "j", rows, CKPT_F64, 2, jdims, -2), "first_row");
+  refused(ckpt_protect_joined(rt, "j", rows, CKPT_F64, 2, jdims, std::numeric_limits<std::int64_t>::min()),
+          "first_row");
+  ASSERT_EQ(ckpt_protect_joined(rt, "j", rows, CKPT_F64, 2, jdims, CKPT_BALANCED), CKPT_OK);
+  refused(ckpt_update_joined(rt, "j", rows, 2, jdims, -3), "first_row");
+  std::uint8_t byte = 0;
+  const std::uint64_t minus5[1] = {static_cast<std::uint64_t>(std::int64_t{-5})}, four[1] = {4}, zero[1] = {0},
+                      one[1] = {1};
+  refused(ckpt_protect(rt, "wrapped", &byte, CKPT_U8, 1, minus5), "dims[0]");
+  refused(ckpt_protect_block(rt, "wrapped", &byte, CKPT_U8, 1, minus5, zero, one), "global[0]");
+  refused(ckpt_protect_block(rt, "wrapped", &byte, CKPT_U8, 1, four, minus5, one), "start[0]");
+  refused(ckpt_protect_block(rt, "wrapped", &byte, CKPT_U8, 1, four, zero, minus5), "count[0]");
+  refused(ckpt_update(rt, "j", &byte, 1, minus5), "dims[0]");
+  // Nothing of it was registered: a checkpoint holds the joined array only, and restarts.
+  EXPECT_EQ(ckpt_checkpoint(rt, 1, nullptr, nullptr), CKPT_OK) << ckpt_error_message(rt);
+  EXPECT_EQ(ckpt_wait_all(rt), CKPT_OK) << ckpt_error_message(rt);
+  EXPECT_EQ(ckpt_restart_step(rt, 1), CKPT_OK) << ckpt_error_message(rt);
+  EXPECT_EQ(ckpt_close(rt), CKPT_OK) << ckpt_error_message(rt);
+  ckpt_free(rt);
 }
 
 }  // namespace

@@ -204,6 +204,20 @@ int main(int argc, char** argv) {
     uint64_t jdims[2] = {(uint64_t)nrows, 2};
     CHECK_RC(ckpt_protect_joined(rt, "joined", nrows ? rows : NULL, CKPT_F64, 2, jdims, CKPT_BALANCED), CKPT_OK, rt);
     CHECK_RC(ckpt_protect_joined(rt, "joined0", rows, CKPT_F64, 0, jdims, CKPT_BALANCED), CKPT_INVALID_ARGUMENT, rt);
+    /* first_row: a row (>= 0) or CKPT_BALANCED; any other negative value is an error naming it */
+    CHECK_RC(ckpt_protect_joined(rt, "joined_neg", rows, CKPT_F64, 2, jdims, -2), CKPT_INVALID_ARGUMENT, rt);
+    CHECK(strstr(ckpt_error_message(rt), "first_row") != NULL && strstr(ckpt_error_message(rt), "-2") != NULL);
+    CHECK_RC(ckpt_update_joined(rt, "joined", nrows ? rows : NULL, 2, jdims, INT64_MIN), CKPT_INVALID_ARGUMENT, rt);
+    CHECK(strstr(ckpt_error_message(rt), "first_row") != NULL);
+    /* an extent or start of 2^63 or more is a negative number that was cast: refused, naming it */
+    {
+      int32_t one = 0;
+      const uint64_t wrapped[1] = {(uint64_t)(int64_t)-5}, g1[1] = {4}, s1[1] = {(uint64_t)(int64_t)-1}, c1[1] = {1};
+      CHECK_RC(ckpt_protect(rt, "wrapped", &one, CKPT_U8, 1, wrapped), CKPT_INVALID_ARGUMENT, rt);
+      CHECK(strstr(ckpt_error_message(rt), "dims[0]") != NULL);
+      CHECK_RC(ckpt_protect_block(rt, "wrapped", &one, CKPT_I32, 1, g1, s1, c1), CKPT_INVALID_ARGUMENT, rt);
+      CHECK(strstr(ckpt_error_message(rt), "start[0]") != NULL);
+    }
     CHECK_RC(ckpt_checkpoint(rt, 5, NULL, NULL), CKPT_OK, rt);
     CHECK_RC(ckpt_wait_all(rt), CKPT_OK, rt);
     uint64_t total = 0, begin = 0, end = 0;

@@ -121,7 +121,9 @@ CKPT_API int ckpt_size(const ckpt_runtime* rt, int* size);
 
 /** Registers a local array (this rank only) of `ndims` dimensions `dims` (C order, slowest first;
  *  ndims = 0 is a scalar) of `dtype` at `ptr` (host or device memory). The caller keeps ownership
- *  and keeps `ptr` valid until ckpt_unprotect or the end of the runtime. Names: [A-Za-z0-9_./-]. */
+ *  and keeps `ptr` valid until ckpt_unprotect or the end of the runtime. Names: [A-Za-z0-9_./-].
+ *  An extent, start or global extent of 2^63 or more (a negative number cast to uint64_t) is
+ *  CKPT_INVALID_ARGUMENT naming it, here and in every call below that takes extents. */
 CKPT_API int ckpt_protect(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims, const uint64_t* dims);
 /** Registers this rank's box [start, start + count) of a global C-order array of extents `global`;
  *  restartable on another rank count. */
@@ -138,7 +140,8 @@ CKPT_API int ckpt_update_block(ckpt_runtime* rt, const char* name, void* ptr, in
  *  rows concatenated in rank order; the runtime gathers the row counts at each commit. dims[0] is this
  *  rank's row count (0 allowed; then ptr may be NULL), dims[1..ndims) the extents of a row, equal on
  *  every rank. first_row: restart only, the first stored row this rank reads; -1 (CKPT_BALANCED) for
- *  this rank's share of the balanced split (see ckpt_joined_rows). Restartable on any rank count. */
+ *  this rank's share of the balanced split (see ckpt_joined_rows); any other negative value is
+ *  CKPT_INVALID_ARGUMENT naming it. Restartable on any rank count. */
 CKPT_API int ckpt_protect_joined(ckpt_runtime* rt, const char* name, void* ptr, int dtype, int ndims,
                                  const uint64_t* dims, int64_t first_row);
 /** Changes the pointer, rows and first_row of a registered joined array. */
@@ -274,6 +277,15 @@ CKPT_API int ckpt_reader_step_nvars(const ckpt_reader_step* c, size_t* n);
 CKPT_API int ckpt_reader_step_var(const ckpt_reader_step* c, size_t i, ckpt_var_info* info);
 /** Index of the variable called `name` (CKPT_NOT_FOUND when there is none). */
 CKPT_API int ckpt_reader_step_find(const ckpt_reader_step* c, const char* name, size_t* i);
+/** *bytes = what ckpt_reader_step_read of the same box writes, once the checks it makes before reading
+ *  passed (the box lies in the array; every block it touches lies inside its data file as the file is
+ *  now, and those blocks cover the box). Reads no data. Allocate from it, not from extents or block
+ *  sizes: a damaged or crafted index may claim more than its files hold (CKPT_CORRUPT here). */
+CKPT_API int ckpt_reader_step_box_bytes(ckpt_reader_step* c, const char* name, int ndims, const uint64_t* start,
+                                        const uint64_t* count, uint64_t* bytes);
+/** *bytes = the size of the block rank `rank` wrote of local or scalar variable `name`, once it is known to
+ *  lie inside its data file (as ckpt_reader_step_box_bytes). */
+CKPT_API int ckpt_reader_step_rank_bytes(ckpt_reader_step* c, const char* name, uint32_t rank, uint64_t* bytes);
 /** Reads the box [start, start + count) of global variable `name` into `out` (row-major, the stored
  *  dtype, at least the box's bytes in out_bytes); only the blocks that intersect it are read, each
  *  verified. */

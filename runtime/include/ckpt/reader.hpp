@@ -101,14 +101,25 @@ class CKPT_API CheckpointReader {
   /// The variable `name`; not_found naming it and the step.
   Result<VariableInfo> variable(const std::string& name) const;
 
+  /// The bytes that read(name, start, count, ...) writes (the box's elements * dtype_size), after the
+  /// checks read() makes before it reads anything: the box (as read()), every block the box touches lies
+  /// inside its data file as the file is now, and those blocks cover the box. Reads no data. Allocate
+  /// the buffer from this, not from extents or block sizes: an index - damaged, or crafted with valid
+  /// checksums - may claim more than its files hold (a block of 1 TiB in a file of a few KiB is
+  /// `corrupt` here, not an allocation of 1 TiB). Errors as read()'s.
+  Result<std::uint64_t> box_bytes(const std::string& name, const Shape& start, const Shape& count);
+  /// The same for read_rank(name, rank): the bytes of the block rank `rank` wrote, once it is known to lie
+  /// inside its data file.
+  Result<std::uint64_t> rank_bytes(const std::string& name, std::uint32_t rank);
+
   /// Reads the box [start, start + count) of global (or joined) variable `name` into `out` (`out_bytes`
   /// >= the box's elements * dtype_size, row-major, the stored dtype). `out` may be host memory or memory
   /// of the GPU (the device layer classifies it, as it does registered regions): device memory is filled
   /// through a host bounce buffer and the copy has completed when read returns. Reads only the
   /// blocks that intersect the box, each one whole and verified. Errors: not_found (no such
   /// variable), invalid_argument (neither global nor joined, wrong rank of start/count, box outside the array,
-  /// `out_bytes` too small), corrupt (checksum, short file), mismatch (part of the box was stored
-  /// by no block).
+  /// `out_bytes` too small), corrupt (checksum, a block beyond the end of its file), mismatch (part of the
+  /// box was stored by no block).
   Status read(const std::string& name, const Shape& start, const Shape& count, void* out, std::size_t out_bytes);
   /// Reads the whole of global (or joined) variable `name`.
   Status read(const std::string& name, void* out, std::size_t out_bytes);
