@@ -149,6 +149,9 @@ struct StepEntry {
   EntryKind kind = EntryKind::committed;
   bool complete = false;       ///< committed name and an index that validates for this step
   std::string reason;          ///< why not complete (empty when complete)
+  /// Not complete because what was committed does not validate (an index or a step-log record that
+  /// fails its checks), rather than because a commit did not finish: `ckpt ls` says "damaged".
+  bool damaged = false;
   std::optional<Index> index;  ///< set when complete
 };
 
@@ -256,8 +259,11 @@ struct SegmentRecord {
 struct SegmentLog {
   std::int64_t number = 0;
   std::string dir;
-  std::vector<SegmentRecord> records;  ///< every complete record, in commit order (= data-file order)
+  std::vector<SegmentRecord> records;  ///< every complete or damaged record of known step, in commit order (= data-file order)
   bool torn = false;                   ///< bytes after the last complete record are not a record
+  /// Damage in the log that costs no step (a damaged trailer, padding that is not zero, bytes
+  /// between records): one line each. (Damaged records are listed by the store.)
+  std::vector<std::string> notes;
 };
 /// Every segment series.<k> of `root` (not .del), by number, with all its complete records (the step
 /// log's own checks; `ckpt verify` checks the data files' bytes between their streams).
