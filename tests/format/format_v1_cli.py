@@ -3,6 +3,8 @@
 by the last build that wrote version 1 step logs; docs/format.md, "Versions"). Every root lists the
 steps it was written with, verifies clean, and the same content read through the three roots (posix
 directories, an mpiio shared file, a series root with version 1 logs) compares equal bit for bit.
+Then the Python package (PYTHONPATH and CKPT_LIBRARY set by the test) reads every step of every root
+and compares its global arrays with what gen_checkpoints wrote (variant 0).
 
     format_v1_cli.py <ckpt tool> <corpus dir> <scratch dir>
 """
@@ -51,8 +53,36 @@ def main():
     # Steps 10 and 20 differ (values are functions of the step): diff says so, exit 1.
     ckpt(tool, "diff", "--tol", "0", os.path.join(root["directory"], "ckpt.10"),
          os.path.join(root["directory"], "ckpt.20"), rc=1)
+    python_reads(root)
     shutil.rmtree(scratch, ignore_errors=True)
-    print("format-v1 corpus: ls, verify and diff hold on every root")
+    print("format-v1 corpus: ls, verify, diff and the Python package hold on every root")
+
+
+def expected(step):
+    """What gen_checkpoints (variant 0) stores at `step` (tests/python/test_reader.py's expected())."""
+    import numpy as np
+    t = float(step)
+    gy, gx = np.meshgrid(np.arange(16), np.arange(12), indexing="ij")
+    z, a, b = np.meshgrid(np.arange(10), np.arange(4), np.arange(6), indexing="ij")
+    return {"grid/temp": np.sin(0.1 * gy + 0.01 * t) + 0.5 * gx,
+            "grid/dens": (1.0 + 0.25 * z + 0.125 * a + 0.0625 * b + 0.001 * t).astype(np.float32),
+            "particles/id": (1000 * step + np.arange(101) - 50).astype(np.int64)}
+
+
+def python_reads(root):
+    import numpy as np
+    import ckpt as pyckpt
+    for name, steps in (("directory", [10, 20]), ("mpiio", [10, 20]), ("series", [10, 15])):
+        s = pyckpt.open(root[name])
+        assert s.steps == steps, (name, s.steps)
+        for step in steps:
+            c = s[step]
+            for var, want in expected(step).items():
+                got = c[var].read()
+                assert got.dtype == want.dtype and got.shape == want.shape, (name, step, var)
+                # numpy's sin and the C library's may differ in the last bit (as in test_reader.py)
+                np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+            assert c["step"].read() == step and c["rank_info"].read(rank=1).tolist() == [1, 2, 7]
 
 
 if __name__ == "__main__":
