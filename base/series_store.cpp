@@ -82,15 +82,15 @@ struct Record {
 struct Segment {
   std::int64_t number = 0;
   std::string dir;
-  std::vector<Record> records;             ///< complete and damaged records of known step, in commit order
-  std::vector<std::string> unknown;        ///< damaged records whose step is unknown: why, each
-  std::uint64_t end = 0;                   ///< where the next record goes (after the last complete or damaged one)
-  std::uint64_t next_seq = 0;              ///< the next record's seq
-  std::uint32_t version = 0;               ///< the log's version (0: no log, or no valid header)
-  std::uint64_t log_id = 0;                ///< version 2
-  std::string torn;                        ///< why the bytes after `end` are not a record (empty: there are none)
-  std::vector<std::string> notes;          ///< damage that costs no step (StepLog::notes), with the log's path
-  bool has_log = false;                    ///< the log exists and its header validates
+  std::vector<Record> records;       ///< complete and damaged records of known step, in commit order
+  std::vector<std::string> unknown;  ///< damaged records whose step is unknown: why, each
+  std::uint64_t end = 0;             ///< where the next record goes (after the last complete or damaged one)
+  std::uint64_t next_seq = 0;        ///< the next record's seq
+  std::uint32_t version = 0;         ///< the log's version (0: no log, or no valid header)
+  std::uint64_t log_id = 0;          ///< version 2
+  std::string torn;                  ///< why the bytes after `end` are not a record (empty: there are none)
+  std::vector<std::string> notes;    ///< damage that costs no step (StepLog::notes), with the log's path
+  bool has_log = false;              ///< the log exists and its header validates
 };
 
 using LogSegment = Segment;  // (detail::Segment is a stream's segment: base/layout.hpp)
@@ -120,8 +120,8 @@ void read_log(Segment& seg) {
   seg.end = log.end;
   seg.next_seq = log.next_seq;
   for (const LogRecord& r : log.records) {
-    const std::string where = path + ", record " + std::to_string(r.seq) + " (bytes " + std::to_string(r.begin) +
-                              ".." + std::to_string(r.end) + ")";
+    const std::string where = path + ", record " + std::to_string(r.seq) + " (bytes " + std::to_string(r.begin) + ".." +
+                              std::to_string(r.end) + ")";
     if (!r.step) {
       seg.unknown.push_back("damaged: " + where + ": " + r.why + "; its step is unknown");
       continue;

@@ -134,8 +134,8 @@ void parse_v1(const LogBytes& in, StepLog& log) {
 
 /// What resynchronisation found from p (format.md, "Reading", step 2).
 struct Scan {
-  std::optional<std::uint64_t> next;                     ///< offset of G
-  std::optional<Frame> next_frame;                       ///< G
+  std::optional<std::uint64_t> next;                      ///< offset of G
+  std::optional<Frame> next_frame;                        ///< G
   std::vector<std::pair<std::uint64_t, Frame>> trailers;  ///< valid trailers with seq >= e, by offset
   bool read_error = false;
 };
@@ -252,16 +252,15 @@ void parse_v2(const LogBytes& in, StepLog& log) {
       log.torn = why;
       break;
     }
-    if (last == e)
-      log.notes.push_back(range(p, stretch_end) + " between records are not a record (" + why + ")");
+    if (last == e) log.notes.push_back(range(p, stretch_end) + " between records are not a record (" + why + ")");
     // The step of each damaged record: its own header's (seq e at p), else its last trailer's.
     std::map<std::uint64_t, std::int64_t> trailer_step;
     for (auto& t : trailers) trailer_step[t.second.seq] = t.second.step;
     // Each record takes at least 2 frames: a seq that claims more records than the stretch can hold
     // (lost bytes, or a forgery) is listed as one damaged stretch, never as billions of records.
     const std::uint64_t fit = std::max<std::uint64_t>(1, (stretch_end - p) / (2 * kFrame));
-    const std::string claim = " (" + range(p, stretch_end) + " hold records " + std::to_string(e) + ".." +
-                              std::to_string(last - 1) + ")";
+    const std::string claim =
+        " (" + range(p, stretch_end) + " hold records " + std::to_string(e) + ".." + std::to_string(last - 1) + ")";
     if (last - e > fit) {
       LogRecord r;
       r.seq = e;
@@ -303,8 +302,8 @@ void parse_v2(const LogBytes& in, StepLog& log) {
 
 Status MemoryLogBytes::read(std::uint64_t offset, void* out, std::size_t n) const {
   if (offset > m_n || n > m_n - offset)
-    return Status(Code::corrupt, "read of " + range(offset, offset + n) + " past the log's end (" + std::to_string(m_n) +
-                                     ")");
+    return Status(Code::corrupt,
+                  "read of " + range(offset, offset + n) + " past the log's end (" + std::to_string(m_n) + ")");
   if (n > 0) std::memcpy(out, m_p + offset, n);
   return Status::OK();
 }
@@ -376,12 +375,11 @@ std::uint64_t new_step_log_id() {
   // Not a secret, only distinct: the random device mixed with the clock and the process (a random
   // device that repeats itself across processes would still give distinct ids).
   std::random_device rd;
-  const std::uint64_t parts[3] = {(static_cast<std::uint64_t>(rd()) << 32) ^ rd(),
-                                  static_cast<std::uint64_t>(
-                                      std::chrono::steady_clock::now().time_since_epoch().count()) ^
-                                      static_cast<std::uint64_t>(
-                                          std::chrono::system_clock::now().time_since_epoch().count()),
-                                  static_cast<std::uint64_t>(::getpid())};
+  const std::uint64_t parts[3] = {
+      (static_cast<std::uint64_t>(rd()) << 32) ^ rd(),
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+          static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()),
+      static_cast<std::uint64_t>(::getpid())};
   const std::uint64_t id = hash64(parts, sizeof parts);
   return id == 0 ? 1 : id;
 }

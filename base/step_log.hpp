@@ -16,9 +16,9 @@
 
 namespace ckpt::detail {
 
-constexpr std::uint32_t kStepLogVersion = 2;        ///< what this build writes (it reads 1 and 2)
-constexpr std::size_t kStepLogHeaderBytes = 40;     ///< version 2 (version 1: 32)
-constexpr std::size_t kStepRecordFrameBytes = 56;   ///< a version-2 record's header, and its trailer
+constexpr std::uint32_t kStepLogVersion = 2;       ///< what this build writes (it reads 1 and 2)
+constexpr std::size_t kStepLogHeaderBytes = 40;    ///< version 2 (version 1: 32)
+constexpr std::size_t kStepRecordFrameBytes = 56;  ///< a version-2 record's header, and its trailer
 constexpr std::uint64_t kMaxStepPayload = 1ull << 32;
 
 /// Where a log's bytes come from: a file, or memory (tests, the fuzzer).
@@ -69,14 +69,14 @@ struct LogRecord {
 
 /// A log as parse_step_log() read it.
 struct StepLog {
-  std::uint32_t version = 0;   ///< 1 or 2; 0 when the header does not validate
-  std::uint64_t log_id = 0;    ///< version 2: the id every record repeats
-  std::string bad_header;      ///< why the header does not validate (empty when it does)
+  std::uint32_t version = 0;       ///< 1 or 2; 0 when the header does not validate
+  std::uint64_t log_id = 0;        ///< version 2: the id every record repeats
+  std::string bad_header;          ///< why the header does not validate (empty when it does)
   std::vector<LogRecord> records;  ///< complete and damaged records, in log order
-  std::uint64_t size = 0;      ///< the log's size as read
-  std::uint64_t end = 0;       ///< where the next record goes: after the last complete or damaged record
-  std::uint64_t next_seq = 0;  ///< the seq of the next record (version 2)
-  std::string torn;            ///< why bytes [end, size) are not a record: a torn tail (empty: there are none)
+  std::uint64_t size = 0;          ///< the log's size as read
+  std::uint64_t end = 0;           ///< where the next record goes: after the last complete or damaged record
+  std::uint64_t next_seq = 0;      ///< the seq of the next record (version 2)
+  std::string torn;                ///< why bytes [end, size) are not a record: a torn tail (empty: there are none)
   std::vector<std::string> notes;  ///< damage that costs no step (a damaged trailer, bytes between records)
 };
 

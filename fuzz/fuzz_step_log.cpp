@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint64_t seq = 0;
   for (const LogRecord& r : log.records) {
     if (r.damaged) continue;
-    const auto rec = encode_step_record(log.log_id, seq++, *r.step, data + r.payload, static_cast<std::size_t>(r.length));
+    const auto rec =
+        encode_step_record(log.log_id, seq++, *r.step, data + r.payload, static_cast<std::size_t>(r.length));
     again.insert(again.end(), rec.begin(), rec.end());
     steps.push_back(*r.step);
   }

@@ -246,8 +246,7 @@ int ls_root(const std::string& path, const LsArgs& a) {
           say("    %-30s %-5s %s\n", v.name, dtype_name(v.dtype), detail::region_kind_name(v.kind));
     } else {
       say("%-12lld  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name,
-          s.damaged ? "damaged" : "incomplete",
-          "-", "-", "-", "-", s.reason);
+          s.damaged ? "damaged" : "incomplete", "-", "-", "-", "-", s.reason);
     }
   }
   return kExitOk;

@@ -44,7 +44,8 @@ std::int64_t id_at(std::uint64_t i, std::int64_t s) { return 1000 * s + static_c
 /// A copy of tests/data/format-v1/<name> in this test's scratch directory (a Runtime writes into its root).
 std::string copy_of(const std::string& name) {
   const std::string dir = scratch_dir("." + name) + "/" + name;
-  if (world_rank() == 0) fs::copy(fs::path(CKPT_FORMAT_V1_DIR) / name, dir, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  if (world_rank() == 0)
+    fs::copy(fs::path(CKPT_FORMAT_V1_DIR) / name, dir, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
   MPI_Barrier(MPI_COMM_WORLD);
   return dir;
 }
@@ -123,8 +124,8 @@ struct Root {
   const char* name;
   bool series;
   const char* transport;
-  std::int64_t latest;                 ///< the newest step in force
-  std::vector<std::int64_t> steps;     ///< every step in force, newest first
+  std::int64_t latest;              ///< the newest step in force
+  std::vector<std::int64_t> steps;  ///< every step in force, newest first
 };
 
 class FormatV1 : public ::testing::TestWithParam<Root> {};

@@ -448,7 +448,8 @@ TEST(CorruptionSeries, FlipsInDataAndStepLog) {
   for (const auto& rec : records) {
     for (std::uint64_t i = rec.begin; i < rec.begin + detail::kStepRecordFrameBytes; i += (sparse ? 5 : 1))
       in_log.insert(i);
-    for (std::uint64_t i = rec.end - detail::kStepRecordFrameBytes; i < rec.end; i += (sparse ? 5 : 1)) in_log.insert(i);
+    for (std::uint64_t i = rec.end - detail::kStepRecordFrameBytes; i < rec.end; i += (sparse ? 5 : 1))
+      in_log.insert(i);
     for (std::uint64_t i = rec.payload + rec.length; i < rec.end - detail::kStepRecordFrameBytes; ++i)
       in_log.insert(i);  // the padding
   }

@@ -268,7 +268,7 @@ TEST(StepLog, ForgedRecordsAreNotTaken) {
   bad = std::vector<std::uint8_t>(b.bytes.begin(), b.bytes.begin() + static_cast<long>(b.at[1]));
   auto fake = encode_step_record(kLogId, 1, 50, idx.data(), idx.size());
   fake[kStepRecordFrameBytes + 3] ^= 1;  // its payload
-  fake[fake.size() - 40] ^= 1;          // its trailer's seq
+  fake[fake.size() - 40] ^= 1;           // its trailer's seq
   bad.insert(bad.end(), fake.begin(), fake.end());
   log = parse(bad);
   EXPECT_EQ(summary(log), (S{{10, false}}));
@@ -429,8 +429,8 @@ TEST(SeriesStoreDamage, ADamagedRecordOfUnknownStepIsListedAndTakesNoEffect) {
   auto bytes = slurp(log);
   const StepLog parsed = parse_step_log(MemoryLogBytes(bytes.data(), bytes.size()), 0);
   ASSERT_EQ(parsed.records.size(), 3u);
-  bytes[parsed.records[1].begin + 20] ^= 0x01;     // step 2's header
-  bytes[parsed.records[1].end - 20] ^= 0x01;       // and its trailer
+  bytes[parsed.records[1].begin + 20] ^= 0x01;  // step 2's header
+  bytes[parsed.records[1].end - 20] ^= 0x01;    // and its trailer
   ASSERT_TRUE(write_file(log, bytes.data(), bytes.size(), false).ok());
   auto s = open_store(root);
   EXPECT_EQ(s->committed_steps(), (std::vector<std::int64_t>{3, 1}));
