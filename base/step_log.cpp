@@ -58,7 +58,7 @@ std::optional<Frame> parse_frame(const std::uint8_t* b, const char (&magic)[8], 
   f.step = load_le<std::int64_t>(b + 24);
   f.n = load_le<std::uint64_t>(b + 32);
   f.payload_hash = load_le<std::uint64_t>(b + 40);
-  if (f.step < 0 || f.n > kMaxStepPayload) return std::nullopt;
+  if (f.seq >= (1ull << 63) || f.step < 0 || f.n > kMaxStepPayload) return std::nullopt;
   return f;
 }
 

@@ -282,6 +282,20 @@ TEST(StepLog, ForgedRecordsAreNotTaken) {
   log = parse(bad);
   ASSERT_EQ(log.records.size(), 2u);
   EXPECT_TRUE(log.records[1].damaged);  // its trailer (step 20) proves it was committed
+  // A trailer forged with seq 2^64 - 1 (checksum recomputed) behind a damaged header: seq >= 2^63 is
+  // not a valid frame, so nothing proves the record was committed: a torn tail, and the next seq
+  // stays 1 (never wraps around).
+  bad = b.bytes;
+  bad[b.at[1] + 2] ^= 1;  // step 20's header
+  const std::size_t tr = bad.size() - kStepRecordFrameBytes;
+  const std::uint64_t max_seq = ~0ull;
+  std::memcpy(bad.data() + tr + 16, &max_seq, 8);
+  const std::uint64_t th = hash64(bad.data() + tr, 48);
+  std::memcpy(bad.data() + tr + 48, &th, 8);
+  log = parse(bad);
+  EXPECT_EQ(summary(log), (S{{10, false}}));
+  EXPECT_FALSE(log.torn.empty());
+  EXPECT_EQ(log.next_seq, 1u);
 }
 
 TEST(StepLog, SeqGapsAndRepeats) {
