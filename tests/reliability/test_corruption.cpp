@@ -606,8 +606,9 @@ TEST(CorruptionSeries, TornTailAtEveryByte) {
 // Damage costs one step (issue 31, part 2; format.md "Step log, version 2"): a real series run of
 // steps 1..4 in one segment, then step 2's record damaged in the middle of the log - its index, its
 // header, header and trailer together, or its whole bytes overwritten. Restart still finds steps 3
-// and 4 (bit for bit), restart(2) fails, step 1 stays, and `ckpt ls` calls step 2 damaged (or lists a
-// damaged record of unknown step), never "a commit that did not finish".
+// and 4 (bit for bit), restart(2) fails, step 1 stays, the Reader opens and verifies 1, 3 and 4, and
+// `ckpt ls` calls step 2 damaged (or lists a damaged record of unknown step), never "a commit that did
+// not finish".
 TEST(CorruptionSeries, DamagedMiddleRecordCostsThatStepOnly) {
   const int rank = world_rank();
   const std::string dir = scratch_dir();
@@ -648,6 +649,23 @@ TEST(CorruptionSeries, DamagedMiddleRecordCostsThatStepOnly) {
     EXPECT_TRUE(r3.ok && r3.exact) << "step 3, after the damaged record, is lost: " << r3.error;
     Restored r1 = restore_series(dir, 1);
     EXPECT_TRUE(r1.ok && r1.exact) << "step 1 is lost: " << r1.error;
+    if (rank == 0) {
+      // The Reader: steps 1, 3 and 4 open and verify; step 2 is skipped, naming the damage.
+      auto rd = Reader::open(dir);
+      ASSERT_TRUE(rd.ok()) << rd.status().to_string();
+      EXPECT_EQ(rd->steps(), (std::vector<std::int64_t>{1, 3, 4}));
+      for (std::int64_t s : {1, 3, 4}) {
+        auto c = rd->open_step(s);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        CheckpointReader cr = std::move(c).value();
+        Status v = cr.verify();
+        EXPECT_TRUE(v.ok()) << "step " << s << ": " << v.to_string();
+      }
+      EXPECT_FALSE(rd->open_step(2).ok());
+      bool named = false;
+      for (const std::string& sk : rd->skipped()) named = named || sk.find("damaged") != std::string::npos;
+      EXPECT_TRUE(named) << "the Reader's skipped entries do not name the damaged record";
+    }
     if (rank == 0 && cli != nullptr) {
       const std::string out = dir + ".ls.json";
       const int rc = std::system((std::string(cli) + " ls --json " + dir + " >" + out + " 2>&1").c_str());
