@@ -16,6 +16,7 @@
 
 #include "base/bytes.hpp"
 #include "base/hash.hpp"
+#include "base/step_log.hpp"
 #include "base/store.hpp"
 
 namespace ckpt::detail {
@@ -63,71 +64,39 @@ RootContents scan_root(const std::string& root) {
 
 namespace {
 
-// ---- the step log ---------------------------------------------------------------------------------
-// steps:  header (32 bytes)  magic "CKPTSERI" | u32 version 1 | u32 flags 0 | i64 segment number | u64 XXH3(bytes
-// 0..23)
-//         records, each      magic "CKPTSTEP" | i64 step | u64 n | u64 XXH3(index) | u64 XXH3(bytes 0..31)
-//                            | n bytes: the step's index (the index file's format) | zeros to a multiple of 8
+// ---- the step log (encoded and parsed by base/step_log.cpp) ------------------------------------
 
-constexpr char kLogMagic[8] = {'C', 'K', 'P', 'T', 'S', 'E', 'R', 'I'};
-constexpr char kRecordMagic[8] = {'C', 'K', 'P', 'T', 'S', 'T', 'E', 'P'};
-constexpr std::size_t kLogHeaderBytes = 32;
-constexpr std::size_t kRecordHeaderBytes = 40;
 const char* const kLogName = "steps";
 
-std::uint64_t pad8(std::uint64_t n) { return (n + 7) & ~std::uint64_t{7}; }
-
-/// A little-endian value at `p` (host order: the codec is little-endian only, as ByteWriter).
-template <class T>
-T load_le(const std::uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-std::vector<std::uint8_t> encode_log_header(std::int64_t segment) {
-  ByteWriter w;
-  w.raw(kLogMagic, 8);
-  w.put<std::uint32_t>(kFormatVersion);
-  w.put<std::uint32_t>(0);
-  w.put<std::int64_t>(segment);
-  w.put<std::uint64_t>(hash64(w.bytes().data(), w.bytes().size()));
-  return std::move(w.bytes());
-}
-
-std::vector<std::uint8_t> encode_record(std::int64_t step, const std::vector<std::uint8_t>& index) {
-  ByteWriter w;
-  w.raw(kRecordMagic, 8);
-  w.put<std::int64_t>(step);
-  w.put<std::uint64_t>(index.size());
-  w.put<std::uint64_t>(hash64(index.data(), index.size()));
-  w.put<std::uint64_t>(hash64(w.bytes().data(), w.bytes().size()));
-  w.raw(index.data(), index.size());
-  std::vector<std::uint8_t> out = std::move(w.bytes());
-  out.resize(static_cast<std::size_t>(pad8(out.size())), 0);
-  return out;
-}
-
-/// One committed record of a step log.
+/// One complete or damaged record of a step log whose step is known.
 struct Record {
   std::int64_t step = 0;
-  std::uint64_t offset = 0;  ///< of the index bytes in the log
+  std::uint64_t seq = 0;
+  std::uint64_t offset = 0;  ///< of the index bytes in the log (complete records)
   std::uint64_t length = 0;
+  bool damaged = false;
+  std::string why;  ///< damaged: what did not validate, with its bytes
 };
 
 /// One segment as its step log says.
 struct Segment {
   std::int64_t number = 0;
   std::string dir;
-  std::vector<Record> records;  ///< complete records, in commit order
-  std::uint64_t end = 0;        ///< where the next record goes (after the last complete one)
-  std::string torn;             ///< why the bytes after `end` are not a record (empty: there are none)
-  bool has_log = false;         ///< the log exists and its header validates
+  std::vector<Record> records;       ///< complete and damaged records of known step, in commit order
+  std::vector<std::string> unknown;  ///< damaged records whose step is unknown: why, each
+  std::uint64_t end = 0;             ///< where the next record goes (after the last complete or damaged one)
+  std::uint64_t next_seq = 0;        ///< the next record's seq
+  std::uint32_t version = 0;         ///< the log's version (0: no log, or no valid header)
+  std::uint64_t log_id = 0;          ///< version 2
+  std::string torn;                  ///< why the bytes after `end` are not a record (empty: there are none)
+  std::vector<std::string> notes;    ///< damage that costs no step (StepLog::notes), with the log's path
+  bool has_log = false;              ///< the log exists and its header validates
 };
 
 using LogSegment = Segment;  // (detail::Segment is a stream's segment: base/layout.hpp)
 
-/// Reads `seg.dir`/steps: every complete record up to the first that is not (a torn tail).
+/// Reads `seg.dir`/steps by the rules of format.md (parse_step_log): complete and damaged records, the
+/// torn tail.
 void read_log(Segment& seg) {
   const std::string path = seg.dir + "/" + kLogName;
   std::uint64_t size = 0;
@@ -140,48 +109,36 @@ void read_log(Segment& seg) {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd.value()};
-  std::uint8_t head[kRecordHeaderBytes];
-  if (size < kLogHeaderBytes || !pread_all(fd.value(), head, kLogHeaderBytes, 0, path).ok() ||
-      std::memcmp(head, kLogMagic, 8) != 0 || hash64(head, 24) != load_le<std::uint64_t>(head + 24) ||
-      load_le<std::uint32_t>(head + 8) != kFormatVersion || load_le<std::uint32_t>(head + 12) != 0 ||
-      load_le<std::int64_t>(head + 16) != seg.number) {
-    seg.torn = "the step log " + path + " has no valid header (or is another segment's)";
+  const StepLog log = parse_step_log(FileLogBytes(fd.value(), size, path), seg.number);
+  if (log.version == 0) {
+    seg.torn = "the step log " + path + " has no valid header (" + log.bad_header + ")";
     return;
   }
   seg.has_log = true;
-  std::uint64_t pos = kLogHeaderBytes;
-  std::vector<std::uint8_t> index;
-  while (pos < size) {
-    auto torn = [&](const std::string& why) {
-      seg.torn = "bytes " + std::to_string(pos) + ".." + std::to_string(size) + " of " + path + " are not a record (" +
-                 why + "): a commit that did not finish";
-    };
-    if (size - pos < kRecordHeaderBytes || !pread_all(fd.value(), head, kRecordHeaderBytes, pos, path).ok()) {
-      torn("a short record header");
-      break;
+  seg.version = log.version;
+  seg.log_id = log.log_id;
+  seg.end = log.end;
+  seg.next_seq = log.next_seq;
+  for (const LogRecord& r : log.records) {
+    const std::string where = path + ", record " + std::to_string(r.seq) + " (bytes " + std::to_string(r.begin) + ".." +
+                              std::to_string(r.end) + ")";
+    if (!r.step) {
+      seg.unknown.push_back("damaged: " + where + ": " + r.why + "; its step is unknown");
+      continue;
     }
-    if (std::memcmp(head, kRecordMagic, 8) != 0 || hash64(head, 32) != load_le<std::uint64_t>(head + 32)) {
-      torn("its header does not validate");
-      break;
-    }
-    Record r;
-    r.step = load_le<std::int64_t>(head + 8);
-    r.length = load_le<std::uint64_t>(head + 16);
-    r.offset = pos + kRecordHeaderBytes;
-    if (r.step < 0 || r.length > kMaxIndexBytes || r.length > size - r.offset) {
-      torn("its index is cut off");
-      break;
-    }
-    index.resize(static_cast<std::size_t>(r.length));
-    if (!pread_all(fd.value(), index.data(), index.size(), r.offset, path).ok() ||
-        hash64(index.data(), index.size()) != load_le<std::uint64_t>(head + 24)) {
-      torn("its index does not match its checksum");
-      break;
-    }
-    seg.records.push_back(r);
-    pos = std::min<std::uint64_t>(size, pad8(r.offset + r.length));
+    Record rec;
+    rec.step = *r.step;
+    rec.seq = r.seq;
+    rec.offset = r.payload;
+    rec.length = r.length;
+    rec.damaged = r.damaged;
+    if (r.damaged) rec.why = "damaged: the record of step " + std::to_string(*r.step) + " in " + where + ": " + r.why;
+    seg.records.push_back(std::move(rec));
   }
-  seg.end = seg.records.empty() ? kLogHeaderBytes : pad8(seg.records.back().offset + seg.records.back().length);
+  for (const std::string& n : log.notes) seg.notes.push_back(path + ": " + n);
+  if (!log.torn.empty())
+    seg.torn = "bytes " + std::to_string(log.end) + ".." + std::to_string(log.size) + " of " + path +
+               " are not a record (" + log.torn + "): a commit that did not finish";
 }
 
 /// Every segment of `root` (series.<k> directories, not .del), by number, each with its log read.
@@ -207,6 +164,7 @@ std::map<std::int64_t, LogSegment> read_root_segments(const std::string& root) {
 
 /// The index bytes of record `r` of `seg`'s step log.
 Result<std::vector<std::uint8_t>> read_record(const LogSegment& seg, const Record& r) {
+  if (r.damaged) return Status(Code::corrupt, r.why);
   const std::string path = seg.dir + "/" + kLogName;
   auto fd = open_regular(path, nullptr);
   if (!fd.ok()) return Status(fd.status().code(), "cannot read the step log " + path + ": " + fd.status().message());
@@ -270,9 +228,11 @@ class SeriesStore final : public Store {
         e.index = std::move(idx).value();
       else
         e.reason = idx.status().message();
+      e.damaged = !idx.ok() && idx.status().code() == Code::corrupt;
       out.push_back(std::move(e));
     }
-    // Records a later commit of an older step rolled back, and torn tails: listed, never read.
+    // Records a later commit of an older step rolled back, damaged records of unknown step, and torn
+    // tails: listed, never read.
     for (auto& [k, seg] : m_segments) {
       for (std::size_t i = 0; i < seg.records.size(); ++i) {
         auto it = m_steps.find(seg.records[i].step);
@@ -285,6 +245,15 @@ class SeriesStore final : public Store {
         e.kind = EntryKind::abandoned;  // never read (verify skips it)
         e.reason = replaced ? "replaced by a later commit of the same step"
                             : "rolled back: a later commit of an older step abandoned it (" + segment_name(k) + ")";
+        out.push_back(std::move(e));
+      }
+      for (const std::string& why : seg.unknown) {
+        StepEntry e;
+        e.step = -1;
+        e.name = segment_name(k);
+        e.path = seg.dir;
+        e.damaged = true;
+        e.reason = why;
         out.push_back(std::move(e));
       }
       if (!seg.torn.empty()) {
@@ -355,7 +324,7 @@ class SeriesStore final : public Store {
                     "series commit of step " + std::to_string(step) + ": " + staged + " is not a segment directory");
     CKPT_RETURN_IF_ERROR(open_log(*k, sync));
     Segment& seg = m_segments[*k];
-    const auto rec = encode_record(step, index);
+    const auto rec = encode_step_record(seg.log_id, seg.next_seq, step, index.data(), index.size());
     Status s = pwrite_all(m_log_fd, rec.data(), rec.size(), seg.end, seg.dir + "/" + kLogName);
     if (s.ok() && sync && ::fdatasync(m_log_fd) != 0) s = errno_status("fdatasync " + seg.dir + "/" + kLogName);
     if (!s.ok()) {
@@ -369,7 +338,12 @@ class SeriesStore final : public Store {
       }
       return s;
     }
-    seg.records.push_back(Record{step, seg.end + kRecordHeaderBytes, index.size()});
+    Record r;
+    r.step = step;
+    r.seq = seg.next_seq++;
+    r.offset = seg.end + kStepRecordFrameBytes;
+    r.length = index.size();
+    seg.records.push_back(std::move(r));
     seg.end += rec.size();
     seg.torn.clear();
     apply(*k, seg.records.size() - 1, true);
@@ -483,6 +457,11 @@ class SeriesStore final : public Store {
     m_log_fd = -1;
     m_log_segment = -1;
     Segment& seg = m_segments[k];
+    // A run appends only to segments it started; a log of another version is another build's.
+    if (seg.has_log && seg.version != kStepLogVersion)
+      return Status(Code::failed_precondition, "the step log of " + segment_dir(m_root, k) + " is version " +
+                                                   std::to_string(seg.version) + ": this build appends to version " +
+                                                   std::to_string(kStepLogVersion) + " logs only");
     seg.number = k;
     seg.dir = segment_dir(m_root, k);
     const std::string path = seg.dir + "/" + kLogName;
@@ -490,7 +469,8 @@ class SeriesStore final : public Store {
     if (fd < 0) return errno_status("open " + path);
     if (!seg.has_log) {
       // New (or without a valid header: nothing in it was ever committed): start it.
-      const auto head = encode_log_header(k);
+      const std::uint64_t log_id = new_step_log_id();
+      const auto head = encode_step_log_header(k, log_id);
       Status s = ::ftruncate(fd, 0) == 0 ? Status::OK() : errno_status("truncate " + path);
       if (s.ok()) s = pwrite_all(fd, head.data(), head.size(), 0, path);
       if (s.ok() && sync && ::fdatasync(fd) != 0) s = errno_status("fdatasync " + path);
@@ -502,8 +482,12 @@ class SeriesStore final : public Store {
         return s;
       }
       seg.has_log = true;
-      seg.end = kLogHeaderBytes;
+      seg.version = kStepLogVersion;
+      seg.log_id = log_id;
+      seg.end = kStepLogHeaderBytes;
+      seg.next_seq = 0;
       seg.records.clear();
+      seg.unknown.clear();
       seg.torn.clear();
     } else if (::ftruncate(fd, static_cast<off_t>(seg.end)) != 0) {  // drop a torn tail before appending
       Status s = errno_status("truncate " + path);
@@ -548,6 +532,7 @@ std::vector<SegmentLog> read_segments(const std::string& root) {
     log.number = k;
     log.dir = seg.dir;
     log.torn = !seg.torn.empty();
+    log.notes = seg.notes;
     for (const Record& r : seg.records) {
       SegmentRecord rec;
       rec.step = r.step;

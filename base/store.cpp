@@ -276,6 +276,7 @@ class DirectoryStore final : public Store {
       auto idx = load_checkpoint_index(e.path, e.step);
       if (!idx.ok()) {
         e.reason = idx.status().message();
+        e.damaged = idx.status().code() == Code::corrupt;
       } else if (e.kind == EntryKind::old) {
         e.reason =
             committed.count(e.step) != 0

@@ -147,8 +147,11 @@ struct StepEntry {
   std::string path;  ///< root + "/" + name
   std::int64_t step = 0;
   EntryKind kind = EntryKind::committed;
-  bool complete = false;       ///< committed name and an index that validates for this step
-  std::string reason;          ///< why not complete (empty when complete)
+  bool complete = false;  ///< committed name and an index that validates for this step
+  std::string reason;     ///< why not complete (empty when complete)
+  /// Not complete because what was committed does not validate (an index or a step-log record that
+  /// fails its checks), rather than because a commit did not finish: `ckpt ls` says "damaged".
+  bool damaged = false;
   std::optional<Index> index;  ///< set when complete
 };
 
@@ -248,8 +251,9 @@ RootContents scan_root(const std::string& root);
 /// relative to it); commit() appends the record (no directory operation); retention removes whole
 /// segments. Thread-safe (the runtime's restart and commit threads share one).
 std::unique_ptr<Store> make_series_store(const std::string& root);
-/// One complete record of a segment's step log, whether its step is in force or not (a record that a
-/// later commit rolled back or replaced still describes where its stream lies in the data files).
+/// One complete or damaged record of a segment's step log, whether its step is in force or not (a
+/// record that a later commit rolled back or replaced still describes where its stream lies in the
+/// data files; a damaged one's `error` says what failed, and where its stream lies is unknown).
 struct SegmentRecord {
   std::int64_t step = 0;
   std::optional<Index> index;  ///< empty when the record's index does not decode (`error` says why)
@@ -259,8 +263,12 @@ struct SegmentRecord {
 struct SegmentLog {
   std::int64_t number = 0;
   std::string dir;
-  std::vector<SegmentRecord> records;  ///< every complete record, in commit order (= data-file order)
-  bool torn = false;                   ///< bytes after the last complete record are not a record
+  /// Every complete or damaged record of known step, in commit order (= data-file order).
+  std::vector<SegmentRecord> records;
+  bool torn = false;  ///< bytes after the last complete record are not a record
+  /// Damage in the log that costs no step (a damaged trailer, padding that is not zero, bytes
+  /// between records): one line each. (Damaged records are listed by the store.)
+  std::vector<std::string> notes;
 };
 /// Every segment series.<k> of `root` (not .del), by number, with all its complete records (the step
 /// log's own checks; `ckpt verify` checks the data files' bytes between their streams).

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Seed corpus for the fuzz targets from real checkpoints: every index and the 64-byte header of
-# every data file under <checkpoint root>, plus fuzz/corpus/options/*.yaml.
+# every data file under <checkpoint root>, every series step log, plus fuzz/corpus/options/*.yaml.
 #   fuzz/make_corpus.sh build/test-tmp build-fuzz/corpus
 set -euo pipefail
 src=${1:?checkpoint root} out=${2:?output dir}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out/index" "$out/data_header" "$out/options"
+mkdir -p "$out/index" "$out/data_header" "$out/options" "$out/step_log"
 n=0
 while IFS= read -r -d '' f; do
   n=$((n + 1)); cp "$f" "$out/index/index.$n"
@@ -15,5 +15,9 @@ while IFS= read -r -d '' f; do
     case "$(basename "$d")" in index) ;; *) head -c 64 "$d" > "$out/data_header/$(basename "$d").$n" ;; esac
   done
 done < <(find "$src" -name index -type f -size -1000k -print0 2>/dev/null | head -z -n 200)
+m=0
+while IFS= read -r -d '' f; do
+  m=$((m + 1)); cp "$f" "$out/step_log/steps.$m"
+done < <(find "$src" -path '*/series.*' -name steps -type f -size -1000k -print0 2>/dev/null | head -z -n 100)
 cp "$here"/corpus/options/*.yaml "$out/options/"
-echo "seed corpus: $(ls "$out/index" | wc -l) indexes, $(ls "$out/data_header" | wc -l) data headers, $(ls "$out/options" | wc -l) option files in $out"
+echo "seed corpus: $(ls "$out/index" | wc -l) indexes, $(ls "$out/data_header" | wc -l) data headers, $(ls "$out/step_log" | wc -l) step logs, $(ls "$out/options" | wc -l) option files in $out"

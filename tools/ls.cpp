@@ -208,6 +208,7 @@ int ls_root(const std::string& path, const LsArgs& a) {
       e["name"] = s.name;
       e["complete"] = s.complete;
       e["reason"] = s.complete ? json(nullptr) : json(s.reason);
+      e["damaged"] = s.damaged;
       if (s.complete) {
         e["nranks"] = s.index->nranks;
         e["variables"] = s.index->vars.size();
@@ -221,9 +222,13 @@ int ls_root(const std::string& path, const LsArgs& a) {
     print_json(j);
     return kExitOk;
   }
-  std::size_t complete = 0;
-  for (auto& s : steps.value()) complete += s.complete ? 1 : 0;
+  std::size_t complete = 0, damaged = 0;
+  for (auto& s : steps.value()) {
+    complete += s.complete ? 1 : 0;
+    damaged += s.damaged ? 1 : 0;
+  }
   say("%s: %zu complete, %zu incomplete", path, complete, steps->size() - complete);
+  if (damaged > 0) say(" (%zu damaged)", damaged);
   if (latest) say(", latest -> ckpt.%lld", static_cast<long long>(*latest));
   say("\n");
   if (steps->empty()) return kExitOk;
@@ -240,8 +245,8 @@ int ls_root(const std::string& path, const LsArgs& a) {
         for (auto& v : s.index->vars)
           say("    %-30s %-5s %s\n", v.name, dtype_name(v.dtype), detail::region_kind_name(v.kind));
     } else {
-      say("%-12lld  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name, "incomplete",
-          "-", "-", "-", "-", s.reason);
+      say("%-12lld  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name,
+          s.damaged ? "damaged" : "incomplete", "-", "-", "-", "-", s.reason);
     }
   }
   return kExitOk;

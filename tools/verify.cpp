@@ -298,6 +298,8 @@ Report verify_segment(const detail::SegmentLog& seg) {
   Report rep;
   rep.path = seg.dir;
   rep.segment = true;
+  // Damage in the step log that costs no step is damage all the same: reported, exit 1.
+  for (const std::string& n : seg.notes) rep.problems.push_back({"", -1, "steps", 0, 0, n});
   check_segment_bytes(seg, std::nullopt, rep);
   return rep;
 }
@@ -421,6 +423,15 @@ int run_verify(const VerifyArgs& a) {
     for (auto& e : steps.value()) {
       if (e.kind == EntryKind::tmp || e.kind == EntryKind::doomed || e.kind == EntryKind::abandoned) {
         skipped.push_back(e.name + ": " + e.reason);
+        continue;
+      }
+      if (e.damaged && e.step < 0) {
+        // A series step-log record whose step is unknown: nothing to open, and a failure to report.
+        Report r;
+        r.path = e.path;
+        r.step = e.step;
+        r.fatal = e.reason;
+        reports.push_back(std::move(r));
         continue;
       }
       reports.push_back(verify_one(e.path, &bar, false));

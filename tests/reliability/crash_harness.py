@@ -75,19 +75,23 @@ def phase_of(d):
 
 
 def series_records(log):
-    """(complete records, torn tail bytes) of a step log (format.md "Series layout"; checksums are
-    not checked here: this only names the phase)."""
+    """(records, torn tail bytes) of a step log (format.md "Step log"; checksums are not checked here:
+    this only names the phase). Version 2: header 40 bytes, records of 112 + pad8(n) bytes (header,
+    payload, padding, trailer); version 1: header 32 bytes, records of pad8(40 + n) bytes."""
     with open(log, "rb") as f:
         b = f.read()
     if len(b) < 32 or b[:8] != b"CKPTSERI":
         return 0, len(b)
-    pos, n = 32, 0
-    while pos + 40 <= len(b) and b[pos:pos + 8] == b"CKPTSTEP":
-        length = int.from_bytes(b[pos + 16:pos + 24], "little")
-        if pos + 40 + length > len(b):
+    v2 = int.from_bytes(b[8:12], "little") == 2
+    magic, pos, frame, n_at = (b"CKPTREC2", 40, 56, 32) if v2 else (b"CKPTSTEP", 32, 40, 16)
+    n = 0
+    while pos + frame <= len(b) and b[pos:pos + 8] == magic:
+        length = int.from_bytes(b[pos + n_at:pos + n_at + 8], "little")
+        size = 2 * frame + (length + 7) // 8 * 8 if v2 else (frame + length + 7) // 8 * 8
+        if pos + (size if v2 else frame + length) > len(b):
             break
         n += 1
-        pos = min(len(b), (pos + 40 + length + 7) // 8 * 8)
+        pos = min(len(b), pos + size)
     return n, len(b) - pos
 
 

@@ -26,6 +26,7 @@
 
 #include "base/format.hpp"
 #include "base/posix_io.hpp"
+#include "base/step_log.hpp"
 #include "ckpt/ckpt.hpp"
 #include "test_util.hpp"
 
@@ -387,17 +388,12 @@ Restored restore_series(const std::string& dir, std::int64_t want, std::uint64_t
   return out;
 }
 
-/// Start offsets of the complete-looking records of a step log (magic and length; see format.md).
-std::vector<std::uint64_t> record_starts(const std::vector<std::uint8_t>& log) {
-  std::vector<std::uint64_t> out;
-  std::uint64_t pos = 32;
-  while (pos + 40 <= log.size() && std::memcmp(log.data() + pos, "CKPTSTEP", 8) == 0) {
-    std::uint64_t n = 0;
-    std::memcpy(&n, log.data() + pos + 16, 8);
-    if (pos + 40 + n > log.size()) break;
-    out.push_back(pos);
-    pos = (pos + 40 + n + 7) / 8 * 8;
-  }
+/// The complete records of a step log, as the library parses it (docs/format.md, "Step log").
+std::vector<detail::LogRecord> log_records(const std::vector<std::uint8_t>& log, std::int64_t segment = 0) {
+  const detail::StepLog parsed = detail::parse_step_log(detail::MemoryLogBytes(log.data(), log.size()), segment);
+  std::vector<detail::LogRecord> out;
+  for (const auto& r : parsed.records)
+    if (!r.damaged) out.push_back(r);
   return out;
 }
 
@@ -411,15 +407,13 @@ TEST(CorruptionSeries, FlipsInDataAndStepLog) {
   std::string log;
   ASSERT_TRUE(all_true(rank != 0 || cli_verify(dir, &log) == 0)) << "pristine series does not verify:\n" << log;
   const auto steps = slurp(seg + "/steps");
-  const auto starts = record_starts(steps);
-  ASSERT_TRUE(all_true(starts.size() == 2)) << "expected 2 records in " << seg << "/steps";
+  const auto records = log_records(steps);
+  ASSERT_TRUE(all_true(records.size() == 2)) << "expected 2 records in " << seg << "/steps";
   // Block ranges of both steps in each data file, from the records' indexes.
   std::map<std::string, std::vector<Region>> blocks;
   std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> streams;  // file -> [first, end)
-  for (auto at : starts) {
-    std::uint64_t n = 0;
-    std::memcpy(&n, steps.data() + at + 16, 8);
-    auto idx = detail::decode_index(steps.data() + at + 40, static_cast<std::size_t>(n));
+  for (const auto& rec : records) {
+    auto idx = detail::decode_index(steps.data() + rec.payload, static_cast<std::size_t>(rec.length));
     ASSERT_TRUE(all_true(idx.ok())) << idx.status().to_string();
     std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> stream;
     for (auto& b : idx->blocks) {
@@ -442,15 +436,23 @@ TEST(CorruptionSeries, FlipsInDataAndStepLog) {
   long gap_flips = 0;
   const std::uint64_t stride = std::max<std::uint64_t>(1, env_u64("RELTEST_STRIDE", 997));
   std::vector<Mutation> muts;
-  // The step log: its header and the record headers every 5th byte, the indexes every 67th; the data
+  // The step log: its header and the records' headers and trailers every 5th byte, the indexes every
+  // 67th (a flip in a record costs its step at most, a flip in a trailer or the padding no step, and
+  // `ckpt verify` reports each); the data
   // files: the header every 9th byte, both ends of every block, every 32nd stride (every byte of the log
   // and every stride of the data with RELTEST_STRIDE=1).
   const bool sparse = stride > 1;
   std::set<std::uint64_t> in_log;
   for (std::uint64_t i = 0; i < steps.size(); i += (sparse ? 67 : 1)) in_log.insert(i);
-  for (std::uint64_t i = 0; i < 32; i += (sparse ? 5 : 1)) in_log.insert(i);
-  for (auto at : starts)
-    for (std::uint64_t i = at; i < at + 40; i += (sparse ? 5 : 1)) in_log.insert(i);
+  for (std::uint64_t i = 0; i < detail::kStepLogHeaderBytes; i += (sparse ? 5 : 1)) in_log.insert(i);
+  for (const auto& rec : records) {
+    for (std::uint64_t i = rec.begin; i < rec.begin + detail::kStepRecordFrameBytes; i += (sparse ? 5 : 1))
+      in_log.insert(i);
+    for (std::uint64_t i = rec.end - detail::kStepRecordFrameBytes; i < rec.end; i += (sparse ? 5 : 1))
+      in_log.insert(i);
+    for (std::uint64_t i = rec.payload + rec.length; i < rec.end - detail::kStepRecordFrameBytes; ++i)
+      in_log.insert(i);  // the padding
+  }
   for (auto x : in_log) muts.push_back({"steps", false, x});
   for (int r = 0; r < world_size(); ++r) {
     const std::string f = "data." + std::to_string(r);
@@ -536,18 +538,19 @@ TEST(CorruptionSeries, TornTailAtEveryByte) {
   ASSERT_TRUE(write_series(dir, {1, 2, 3}));
   const std::string logp = dir + "/series.0/steps";
   const auto log = slurp(logp);
-  const auto starts = record_starts(log);
-  ASSERT_TRUE(all_true(starts.size() == 3));
-  const std::uint64_t last = starts.back();
-  std::uint64_t n = 0;
-  std::memcpy(&n, log.data() + last + 16, 8);
-  const std::uint64_t index_end = last + 40 + n;  // then zeros to a multiple of 8, which no check reads
+  const auto records = log_records(log);
+  ASSERT_TRUE(all_true(records.size() == 3));
+  const std::uint64_t last = records.back().begin;
+  const std::uint64_t index_end = records.back().payload + records.back().length;  // then padding, the trailer
   // Cut at / scribble 0xff from: every 3rd byte of the last record's header, every 61st of its index
-  // and every byte from 2 before its end (every byte with RELTEST_STRIDE=1). Before index_end the record
-  // is torn: step 2 is the newest; from there on it is complete (its checksums hold): step 3.
+  // and every byte from 2 before the index's end (every byte with RELTEST_STRIDE=1). A cut anywhere in
+  // the record tears it (its trailer ends it): step 2 is the newest. A scribble before index_end leaves
+  // neither a payload nor a trailer that holds: torn, step 2; from there on its header and payload
+  // hold (only its padding or trailer is damaged): step 3.
   const bool dense = env_u64("RELTEST_STRIDE", 997) == 1;
   std::set<std::uint64_t> offsets;
-  for (std::uint64_t i = last; i < log.size(); i += (dense ? 1 : i < last + 40 ? 3 : 61)) offsets.insert(i);
+  for (std::uint64_t i = last; i < log.size(); i += (dense ? 1 : i < last + detail::kStepRecordFrameBytes ? 3 : 61))
+    offsets.insert(i);
   for (std::uint64_t i = index_end - 2; i < log.size(); ++i) offsets.insert(i);
   long cases = 0;
   std::vector<std::string> failures;
@@ -562,7 +565,7 @@ TEST(CorruptionSeries, TornTailAtEveryByte) {
         put(logp, bytes);
       }
       MPI_Barrier(MPI_COMM_WORLD);
-      const std::int64_t want = at < index_end ? 2 : 3;
+      const std::int64_t want = scribble && at >= index_end ? 3 : 2;
       const std::int64_t older = 1 + cases % want;  // an earlier step, kept too
       ++cases;
       Restored r = restore_series(dir, older);
@@ -578,7 +581,7 @@ TEST(CorruptionSeries, TornTailAtEveryByte) {
   // numbers, other data).
   if (rank == 0) {
     auto bytes = log;
-    bytes.resize(static_cast<std::size_t>(last + 41));
+    bytes.resize(static_cast<std::size_t>(last + detail::kStepRecordFrameBytes + 1));
     put(logp, bytes);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -598,6 +601,91 @@ TEST(CorruptionSeries, TornTailAtEveryByte) {
     for (std::size_t i = 0; i < failures.size() && i < 20; ++i) ADD_FAILURE() << failures[i];
   }
   EXPECT_TRUE(all_true(failures.empty()));
+}
+
+// Damage costs one step (issue 31, part 2; format.md "Step log, version 2"): a real series run of
+// steps 1..4 in one segment, then step 2's record damaged in the middle of the log - its index, its
+// header, header and trailer together, or its whole bytes overwritten. Restart still finds steps 3
+// and 4 (bit for bit), restart(2) fails, step 1 stays, the Reader opens and verifies 1, 3 and 4, and
+// `ckpt ls` calls step 2 damaged (or lists a damaged record of unknown step), never "a commit that did
+// not finish".
+TEST(CorruptionSeries, DamagedMiddleRecordCostsThatStepOnly) {
+  const int rank = world_rank();
+  const std::string dir = scratch_dir();
+  ASSERT_TRUE(write_series(dir, {1, 2, 3, 4}));
+  const std::string logp = dir + "/series.0/steps";
+  const auto log = slurp(logp);
+  const auto records = log_records(log);
+  ASSERT_TRUE(all_true(records.size() == 4));
+  const detail::LogRecord& two = records[1];
+  struct Damage {
+    const char* what;
+    std::vector<std::uint64_t> at;  ///< bytes flipped
+    bool known;                     ///< whether the step of the damaged record can still be named
+  };
+  std::vector<std::uint8_t> wipe;  // the whole record
+  const std::vector<Damage> cases = {
+      {"index", {two.payload + two.length / 2}, true},
+      {"header", {two.begin + 28}, true},
+      {"header and trailer", {two.begin + 20, two.end - 20}, false},
+      {"whole record", {}, false},
+  };
+  const char* cli = std::getenv("RELTEST_CLI");
+  for (const Damage& d : cases) {
+    SCOPED_TRACE(d.what);
+    if (rank == 0) {
+      auto bytes = log;
+      for (auto at : d.at) bytes[at] ^= 0x20;
+      if (d.at.empty())
+        for (std::uint64_t i = two.begin; i < two.end; ++i) bytes[i] = static_cast<std::uint8_t>(i * 37);
+      put(logp, bytes);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    Restored r = restore_series(dir, 2);
+    EXPECT_FALSE(r.ok) << "restart(2) read a damaged record";
+    EXPECT_TRUE(r.any_ok && r.step == 4 && r.any_exact) << "restart() gave step " << r.step << ": " << r.error;
+    EXPECT_EQ(r.latest.value_or(-1), 4);
+    Restored r3 = restore_series(dir, 3);
+    EXPECT_TRUE(r3.ok && r3.exact) << "step 3, after the damaged record, is lost: " << r3.error;
+    Restored r1 = restore_series(dir, 1);
+    EXPECT_TRUE(r1.ok && r1.exact) << "step 1 is lost: " << r1.error;
+    if (rank == 0) {
+      // The Reader: steps 1, 3 and 4 open and verify; step 2 is skipped, naming the damage.
+      auto rd = Reader::open(dir);
+      ASSERT_TRUE(rd.ok()) << rd.status().to_string();
+      EXPECT_EQ(rd->steps(), (std::vector<std::int64_t>{1, 3, 4}));
+      for (std::int64_t s : {1, 3, 4}) {
+        auto c = rd->open_step(s);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        CheckpointReader cr = std::move(c).value();
+        Status v = cr.verify();
+        EXPECT_TRUE(v.ok()) << "step " << s << ": " << v.to_string();
+      }
+      EXPECT_FALSE(rd->open_step(2).ok());
+      bool named = false;
+      for (const std::string& sk : rd->skipped()) named = named || sk.find("damaged") != std::string::npos;
+      EXPECT_TRUE(named) << "the Reader's skipped entries do not name the damaged record";
+    }
+    if (rank == 0 && cli != nullptr) {
+      const std::string out = dir + ".ls.json";
+      const int rc = std::system((std::string(cli) + " ls --json " + dir + " >" + out + " 2>&1").c_str());
+      EXPECT_EQ(WIFEXITED(rc) ? WEXITSTATUS(rc) : 128, 0);
+      auto bytes = detail::read_file(out, 1 << 20);
+      const std::string ls = bytes.ok() ? std::string(bytes->begin(), bytes->end()) : "";
+      ::unlink(out.c_str());
+      EXPECT_NE(ls.find("\"latest\": 4"), std::string::npos) << ls;
+      EXPECT_EQ(ls.find("did not finish"), std::string::npos) << ls;
+      EXPECT_NE(ls.find("\"damaged\": true"), std::string::npos) << ls;
+      if (d.known) EXPECT_NE(ls.find("the record of step 2"), std::string::npos) << ls;
+      std::string vlog;
+      EXPECT_EQ(cli_verify(dir, &vlog), 1) << "verify of the root must report the damaged record:\n" << vlog;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // A new run after the damage: its steps commit and restart as usual (a new segment).
+  ASSERT_TRUE(write_series(dir, {5}));
+  Restored r5 = restore_series(dir, 3);
+  EXPECT_TRUE(r5.ok && r5.exact && r5.any_ok && r5.step == 5) << r5.error;
 }
 
 TEST(CorruptionSeries, HostileRoots) {

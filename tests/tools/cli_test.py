@@ -636,13 +636,13 @@ def case_series_damage():
     r4 = os.path.join(w, "cut")
     shutil.copytree(data("series4"), r4)
     log = os.path.join(r4, "series.1", "steps")
-    os.truncate(log, 32 + (os.path.getsize(log) - 32) // 2)
+    os.truncate(log, 40 + (os.path.getsize(log) - 40) // 2)  # 40: a version-2 log's header
     out, _ = ckpt("ls", r4)
     assert "1 complete, 1 incomplete, latest -> ckpt.10" in out and "did not finish" in out, out
     j = ckpt_json("diff", r4, data("from4/ckpt.10"), "--tol", "0")
     assert j["pass"] and j["a"]["step"] == 10, j
     _, err = ckpt("verify", os.path.join(r4, "ckpt.20"), rc=2)
-    one_line_error(err, "no checkpoint of step 20", "series.1: bytes 32..", "a commit that did not finish")
+    one_line_error(err, "no checkpoint of step 20", "series.1: bytes 40..", "a commit that did not finish")
     # ... and the root verifies clean: step 20's stream stays in series.1/data.<rank>, not checked.
     j = ckpt_json("verify", r4)
     assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [10] and len(j["segments"]) == 1, j
@@ -678,7 +678,7 @@ def case_series_damage():
     log = os.path.join(r6, "series.0", "steps")
     with open(log, "rb") as f:
         raw = f.read()
-    second = raw.index(b"CKPTSTEP", raw.index(b"CKPTSTEP") + 8)
+    second = raw.index(b"CKPTREC2", raw.index(b"CKPTREC2") + 8)
     os.truncate(log, second + 50)
     j = ckpt_json("verify", r6)
     assert j["ok"] and [c["step"] for c in j["checkpoints"]] == [15, 10] and len(j["segments"]) == 2, j
@@ -696,6 +696,24 @@ def case_series_damage():
     for n, what in (("data.2", "a symbolic link"), ("data.3", "a FIFO")):
         assert f"BAD  data file {os.path.join(seg, n)} is not a regular file ({what})" in out, out
     assert "truncated" not in out, out
+    # 8. A flipped byte in the first record of a segment (series4rb's series.0: steps 10 and 20): step
+    # 10 is damaged - listed as such, not as a commit that did not finish - and the record after it
+    # is still read (step 20's, rolled back by 15); verify of the root says so, exit 1.
+    r8 = os.path.join(w, "damaged-record")
+    shutil.copytree(rb, r8)
+    flip(os.path.join(r8, "series.0", "steps"), 40 + 56 + 10)  # log header, record header, then its index
+    j = ckpt_json("ls", r8)
+    st = {s["name"]: s for s in j["steps"]}
+    assert j["latest"] == 15, j
+    assert not st["ckpt.10"]["complete"] and st["ckpt.10"]["damaged"], j
+    assert "damaged" in st["ckpt.10"]["reason"] and "did not finish" not in st["ckpt.10"]["reason"], j
+    assert "ckpt.20 (series.0)" in st and "rolled back" in st["ckpt.20 (series.0)"]["reason"], j
+    out, _ = ckpt("ls", r8)
+    assert re.search(r"^10\s+ckpt\.10\s+damaged ", out, re.M) and "(1 damaged)" in out, out
+    out, _ = ckpt("verify", r8, rc=1)
+    assert "ckpt.15: OK" in out or ": OK (step 15" in out, out
+    _, err = ckpt("verify", os.path.join(r8, "ckpt.10"), rc=2)
+    one_line_error(err, "damaged")
 
 
 def case_segment_paths():
