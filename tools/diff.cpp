@@ -239,12 +239,7 @@ class Differ {
           out.note = m_key->summary();
           out.fails = true;
         }
-        if (out.result.empty()) {
-          out.compared = true;
-          out.result = out.acc.differing == 0 && out.note.empty() ? "equal" : "differs";
-          if (out.acc.nan_mismatch > 0) out.fails = true;
-          if ((va.dtype == DType::bytes) && out.acc.differing > 0) out.fails = true;
-        }
+        finish(va, out);
         return Status::OK();
       }
       out.keyed = "rows not those of key '" + m_key->name + "': by position";
@@ -256,16 +251,20 @@ class Differ {
     } else {
       CKPT_RETURN_IF_ERROR(compare_per_rank(va, vb, out));
     }
-    if (out.result.empty()) {
-      out.compared = true;
-      out.result = out.acc.differing == 0 && out.note.empty() ? "equal" : "differs";
-      if (out.acc.nan_mismatch > 0) out.fails = true;
-      if ((va.dtype == DType::bytes) && out.acc.differing > 0) out.fails = true;
-    }
+    finish(va, out);
     return Status::OK();
   }
 
  private:
+  /// A compared variable's verdict from what the comparison counted (unless it already has one).
+  static void finish(const VariableInfo& va, VarDiff& out) {
+    if (!out.result.empty()) return;
+    out.compared = true;
+    out.result = out.acc.differing == 0 && out.note.empty() ? "equal" : "differs";
+    if (out.acc.nan_mismatch > 0) out.fails = true;
+    if (va.dtype == DType::bytes && out.acc.differing > 0) out.fails = true;
+  }
+
   /// Dimensions of a variable: its global (or joined) shape's, or its blocks' (a local array may have no
   /// block).
   static std::size_t ndim(const VariableInfo& v) {

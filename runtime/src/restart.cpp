@@ -14,6 +14,18 @@
 
 namespace ckpt::detail {
 
+namespace {
+
+/// Rank 0's list of steps, on every rank of `comm`.
+void bcast_steps(MPI_Comm comm, std::vector<long long>& steps) {
+  int n = static_cast<int>(steps.size());
+  MPI_Bcast(&n, 1, MPI_INT, 0, comm);
+  steps.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, comm);
+}
+
+}  // namespace
+
 std::vector<Restorer::LocalCandidate> Restorer::local_candidates() {
   if (m_local == nullptr) return {};
   // A node leader's report: its node, then the complete steps of its node directory.
@@ -228,10 +240,7 @@ std::vector<std::int64_t> Restorer::steps() {
     std::sort(steps.begin(), steps.end());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   }
-  int n = static_cast<int>(steps.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
-  steps.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, m_app_comm);
+  bcast_steps(m_app_comm, steps);
   return std::vector<std::int64_t>(steps.begin(), steps.end());
 }
 
@@ -563,10 +572,7 @@ Result<std::int64_t> Restorer::restart_newest(void* stream, Registry& registry, 
     std::sort(steps.rbegin(), steps.rend());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   }
-  int n = static_cast<int>(steps.size());
-  MPI_Bcast(&n, 1, MPI_INT, 0, m_app_comm);
-  steps.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(steps.data(), n, MPI_LONG_LONG, 0, m_app_comm);
+  bcast_steps(m_app_comm, steps);
   std::string why;
   Code code = Code::ok;  // of the newest candidate's failure that is not a plain not_found
   for (auto s : steps) {
