@@ -26,7 +26,7 @@ struct ckpt_runtime {
   /// Tickets of checkpoints taken without a ticket for the caller, oldest first: their failures are
   /// reported by a later ckpt_checkpoint, ckpt_wait_all or ckpt_close.
   std::deque<ckpt::Ticket> unclaimed;
-  std::string options_yaml;  // what ckpt_options_yaml hands out (made on the first call)
+  std::string options_yaml;      // what ckpt_options_yaml hands out (made on the first call)
   ckpt::Status restart_warning;  // Result::warning() of the last ckpt_restart(_stream); ok when none
 };
 
@@ -487,9 +487,9 @@ ckpt::Status write_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* out, 
   c.redundancy_bytes = s.redundancy_bytes;
   c.staging_pinned_bytes = s.staging_pinned_bytes;
   c.synced = s.synced ? 1 : 0;
-  // Whole fields only: the end of the last field that fits (offsets ascend in declaration order).
-  const std::size_t ends[] = {kStatsV1Size,
-                              offsetof(ckpt_checkpoint_stats, redundancy_bytes),
+  // Whole fields only: where each field ends (the first nine together), in declaration order; the
+  // last end inside `size` is how much is copied.
+  const std::size_t ends[] = {kStatsV1Size, offsetof(ckpt_checkpoint_stats, redundancy_bytes),
                               offsetof(ckpt_checkpoint_stats, staging_pinned_bytes),
                               offsetof(ckpt_checkpoint_stats, synced),
                               offsetof(ckpt_checkpoint_stats, synced) + sizeof(c.synced)};
