@@ -220,11 +220,12 @@ CKPT_API int ckpt_restart_step(ckpt_runtime* rt, int64_t step);
 CKPT_API int ckpt_restart(ckpt_runtime* rt, int64_t* step);
 /** The warning of the last successful ckpt_restart or ckpt_restart_stream (ckpt::Runtime::restart()'s
  *  Result::warning()): *code = CKPT_OK and *message = "" when it restarted from the newest step with
- *  every region; otherwise *code is the code of the newest skipped step's failure (e.g. CKPT_CORRUPT;
- *  CKPT_NOT_FOUND when only optional regions were left untouched) and *message says which newer steps
- *  were skipped and why, and which optional regions were left untouched. Reset by every restart call
- *  (ckpt_restart_step and failed restarts leave none); the code is the same on every rank. *message is owned by rt,
- *  valid until the next restart or ckpt_free; either output may be NULL. */
+ *  every region; otherwise *code is the failure of the newest skipped step that failed with more than
+ *  CKPT_NOT_FOUND (e.g. CKPT_CORRUPT), or CKPT_NOT_FOUND (only optional regions left untouched, or every
+ *  skipped step lacked something), and *message says which newer steps were skipped and why, and which
+ *  optional regions were left untouched. Reset by every restart call (ckpt_restart_step and failed
+ *  restarts leave none); the code is the same on every rank. *message is owned by rt, valid until the
+ *  next restart or ckpt_free; either output may be NULL. */
 CKPT_API int ckpt_restart_warning(const ckpt_runtime* rt, int* code, const char** message);
 
 /* ---- For language bindings (the Python package): options as text, restart on a stream, the device -- */
