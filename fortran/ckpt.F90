@@ -26,7 +26,7 @@
 module ckpt
   use, intrinsic :: iso_c_binding, only: c_ptr, c_null_ptr, c_char, c_null_char, c_int, c_int64_t, c_size_t, &
                                          c_loc, c_associated, c_f_pointer, c_funptr, c_null_funptr, c_funloc, &
-                                         c_double, c_int32_t
+                                         c_double, c_int32_t, c_sizeof
   use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64
   use mpi_f08, only: MPI_Comm
   implicit none
@@ -40,6 +40,8 @@ module ckpt
   public :: ckpt_step_variable, ckpt_step_attribute, ckpt_dir, ckpt_protect_source
   public :: ckpt_options_yaml, ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional
   public :: ckpt_locate_proc, ckpt_resize_proc
+  public :: ckpt_ticket, ckpt_ticket_wait, ckpt_ticket_done, ckpt_ticket_stats
+  public :: ckpt_ticket_free, ckpt_restart_warning
 
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
   integer, parameter, public :: CKPT_OK = 0, CKPT_INVALID_ARGUMENT = 1, CKPT_NOT_FOUND = 2, CKPT_MISMATCH = 3, &
@@ -96,6 +98,41 @@ module ckpt
     type(c_ptr) :: handle = c_null_ptr
   end type ckpt_step
 
+  !> One checkpoint in flight (ckpt_ticket of ckpt/ckpt.h), from ckpt_checkpoint(rt, step, ierr, ticket).
+  !> Free with ckpt_ticket_free (the checkpoint goes on without it).
+  type :: ckpt_ticket
+    private
+    type(c_ptr) :: handle = c_null_ptr
+  end type ckpt_ticket
+
+  !> This rank's figures of one checkpoint (ckpt_checkpoint_stats, ckpt::CheckpointStats field for
+  !> field; seconds of wall-clock time), from ckpt_ticket_stats.
+  type, public :: ckpt_checkpoint_stats
+    integer(int64) :: step = -1
+    integer(int64) :: bytes = 0                !< payload bytes of this rank's regions
+    integer(int64) :: bytes_written = 0        !< bytes this rank wrote
+    real(real64) :: blocked_s = 0              !< time spent inside ckpt_checkpoint
+    real(real64) :: capture_wait_s = 0         !< part of blocked_s spent waiting for staging memory
+    real(real64) :: flush_s = 0                !< first chunk handed to the flush threads -> data durable
+    real(real64) :: durable_s = 0              !< entering ckpt_checkpoint -> this rank's data durable
+    real(real64) :: committed_s = 0            !< entering ckpt_checkpoint -> commit visible
+    integer(int64) :: staging_bytes = 0        !< size of the staging pool during this checkpoint
+    real(real64) :: redundancy_s = 0           !< with redundancy partner or xor: copy or parity time
+    integer(int64) :: redundancy_bytes = 0     !< with redundancy partner or xor: bytes this rank sent
+    integer(int64) :: staging_pinned_bytes = 0 !< part of staging_bytes the GPU can DMA to; 0 on the host
+    logical :: synced = .false.                !< fsynced before the ticket completed
+  end type ckpt_checkpoint_stats
+
+  ! ckpt_checkpoint_stats of ckpt/ckpt.h (unsigned fields as int64: sizes stay below 2^63).
+  type, bind(C) :: c_checkpoint_stats
+    integer(c_int64_t) :: step, bytes, bytes_written
+    real(c_double) :: blocked_s, capture_wait_s, flush_s, durable_s, committed_s
+    integer(c_int64_t) :: staging_bytes
+    real(c_double) :: redundancy_s
+    integer(c_int64_t) :: redundancy_bytes, staging_pinned_bytes
+    integer(c_int) :: synced
+  end type c_checkpoint_stats
+
   ! ckpt_var_info of ckpt/ckpt.h.
   type, bind(C) :: c_var_info
     type(c_ptr) :: name
@@ -138,7 +175,8 @@ module ckpt
     module procedure update_joined_r32, update_joined_r64, update_joined_i32, update_joined_i64
   end interface ckpt_update_joined
 
-  !> ckpt_checkpoint(rt, step, ierr): step is integer(int64) (or a default integer).
+  !> ckpt_checkpoint(rt, step, ierr [, ticket]): step is integer(int64) (or a default integer); ticket
+  !> (type(ckpt_ticket)): receives a ticket of this checkpoint (its outcome and ckpt_ticket_stats).
   interface ckpt_checkpoint
     module procedure checkpoint_i64, checkpoint_i32
   end interface ckpt_checkpoint
@@ -268,6 +306,35 @@ module ckpt
       integer(c_int64_t), intent(out) :: step
       integer(c_int) :: rc
     end function c_restart
+    function c_restart_warning(rt, code, message) bind(C, name="ckpt_restart_warning") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: rt
+      integer(c_int), intent(out) :: code
+      type(c_ptr), intent(out) :: message
+      integer(c_int) :: rc
+    end function c_restart_warning
+    function c_ticket_wait(t) bind(C, name="ckpt_ticket_wait") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: t
+      integer(c_int) :: rc
+    end function c_ticket_wait
+    function c_ticket_done(t, done) bind(C, name="ckpt_ticket_done") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: t
+      integer(c_int), intent(out) :: done
+      integer(c_int) :: rc
+    end function c_ticket_done
+    function c_ticket_stats_sized(t, stats, size) bind(C, name="ckpt_ticket_stats_sized") result(rc)
+      import :: c_ptr, c_int, c_size_t, c_checkpoint_stats
+      type(c_ptr), value :: t
+      type(c_checkpoint_stats), intent(out) :: stats
+      integer(c_size_t), value :: size
+      integer(c_int) :: rc
+    end function c_ticket_stats_sized
+    subroutine c_ticket_free(t) bind(C, name="ckpt_ticket_free")
+      import :: c_ptr
+      type(c_ptr), value :: t
+    end subroutine c_ticket_free
     function c_restart_step(rt, step) bind(C, name="ckpt_restart_step") result(rc)
       import :: c_ptr, c_int, c_int64_t
       type(c_ptr), value :: rt
@@ -642,19 +709,67 @@ contains
   !> goes on in the background. ierr reports bad arguments or state and the failure of an earlier
   !> checkpoint; a failure of this one is reported by a later ckpt_checkpoint, ckpt_wait_all or
   !> ckpt_finalize. ierr is the same on every rank.
-  subroutine checkpoint_i64(rt, step, ierr)
+  !> With `ticket`: it receives this checkpoint's ticket (a ticket it held before is freed first), whose
+  !> ckpt_ticket_wait returns the checkpoint's outcome.
+  subroutine checkpoint_i64(rt, step, ierr, ticket)
     type(ckpt_runtime), intent(inout) :: rt
     integer(int64), intent(in) :: step
     integer, intent(out) :: ierr
-    ierr = c_checkpoint(rt%handle, int(step, c_int64_t), c_null_ptr, c_null_ptr)
+    type(ckpt_ticket), intent(inout), optional, target :: ticket
+    if (present(ticket)) then
+      call ckpt_ticket_free(ticket)
+      ierr = c_checkpoint(rt%handle, int(step, c_int64_t), c_null_ptr, c_loc(ticket%handle))
+    else
+      ierr = c_checkpoint(rt%handle, int(step, c_int64_t), c_null_ptr, c_null_ptr)
+    end if
   end subroutine checkpoint_i64
 
-  subroutine checkpoint_i32(rt, step, ierr)
+  subroutine checkpoint_i32(rt, step, ierr, ticket)
     type(ckpt_runtime), intent(inout) :: rt
     integer(int32), intent(in) :: step
     integer, intent(out) :: ierr
-    call checkpoint_i64(rt, int(step, int64), ierr)
+    type(ckpt_ticket), intent(inout), optional :: ticket
+    call checkpoint_i64(rt, int(step, int64), ierr, ticket)
   end subroutine checkpoint_i32
+
+  !> Blocks until the ticket's checkpoint is committed or failed; ierr = its outcome (the same on every
+  !> rank; CKPT_SUPERSEDED when on_busy coalesce replaced it). Collective with funneled MPI calls.
+  subroutine ckpt_ticket_wait(ticket, ierr)
+    type(ckpt_ticket), intent(in) :: ticket
+    integer, intent(out) :: ierr
+    ierr = c_ticket_wait(ticket%handle)
+  end subroutine ckpt_ticket_wait
+
+  !> done = .true. once ckpt_ticket_wait would not block (whatever the outcome).
+  subroutine ckpt_ticket_done(ticket, done, ierr)
+    type(ckpt_ticket), intent(in) :: ticket
+    logical, intent(out) :: done
+    integer, intent(out) :: ierr
+    integer(c_int) :: d
+    d = 0
+    ierr = c_ticket_done(ticket%handle, d)
+    done = d /= 0
+  end subroutine ckpt_ticket_done
+
+  !> This rank's figures of the ticket's checkpoint (complete once it is done).
+  subroutine ckpt_ticket_stats(ticket, stats, ierr)
+    type(ckpt_ticket), intent(in) :: ticket
+    type(ckpt_checkpoint_stats), intent(out) :: stats
+    integer, intent(out) :: ierr
+    type(c_checkpoint_stats), target :: c
+    ierr = c_ticket_stats_sized(ticket%handle, c, int(c_sizeof(c), c_size_t))
+    if (ierr /= CKPT_OK) return
+    stats = ckpt_checkpoint_stats(c%step, c%bytes, c%bytes_written, c%blocked_s, c%capture_wait_s, c%flush_s, &
+                                  c%durable_s, c%committed_s, c%staging_bytes, c%redundancy_s, &
+                                  c%redundancy_bytes, c%staging_pinned_bytes, c%synced /= 0)
+  end subroutine ckpt_ticket_stats
+
+  !> Frees the ticket (the checkpoint goes on); a ticket that holds none is left alone.
+  subroutine ckpt_ticket_free(ticket)
+    type(ckpt_ticket), intent(inout) :: ticket
+    if (c_associated(ticket%handle)) call c_ticket_free(ticket%handle)
+    ticket%handle = c_null_ptr
+  end subroutine ckpt_ticket_free
 
   !> Collective. Waits until every checkpoint in flight is committed; the first failure.
   subroutine ckpt_wait_all(rt, ierr)
@@ -813,6 +928,25 @@ contains
     ierr = c_restart_level(rt%handle, p)
     if (ierr == CKPT_OK) ierr = copy_out(rt, "ckpt_restart_level", from_cstr(p), level)
   end subroutine ckpt_restart_level
+
+  !> The warning of the last successful ckpt_restart: code = CKPT_OK and message = "" when it restarted
+  !> from the newest step with every region; otherwise code is the newest skipped step's failure (e.g.
+  !> CKPT_CORRUPT; CKPT_NOT_FOUND when only optional regions were left untouched) and message says which
+  !> steps were skipped and why. message is allocated to its length (it lists every skipped step's
+  !> failure, so no fixed length would do). Reset by every restart.
+  subroutine ckpt_restart_warning(rt, code, message, ierr)
+    type(ckpt_runtime), intent(in) :: rt
+    integer, intent(out) :: code
+    character(len=:), allocatable, intent(out) :: message
+    integer, intent(out) :: ierr
+    integer(c_int) :: c
+    type(c_ptr) :: p
+    c = CKPT_OK
+    p = c_null_ptr
+    ierr = c_restart_warning(rt%handle, c, p)
+    code = c
+    message = from_cstr(p)
+  end subroutine ckpt_restart_warning
 
   !> The optional regions the last restart left untouched because its checkpoint lacked them, each in
   !> an element of `names` (allocated here, of the caller's length). CKPT_INVALID_ARGUMENT when a name is

@@ -30,8 +30,8 @@ import os
 import numpy as np
 
 from ._lib import (CorruptError, Error, InternalError, InvalidArgumentError, MismatchError, NotFoundError,
-                   PreconditionError, StorageError, UnavailableError, VarInfo as _VarInfo, check as _check,
-                   lib as _lib, to_bytes as _bytes, to_str as _str, u64_array as _u64_array)
+                   PreconditionError, RestartWarning, StorageError, UnavailableError, VarInfo as _VarInfo,
+                   check as _check, lib as _lib, to_bytes as _bytes, to_str as _str, u64_array as _u64_array)
 from . import _arrays
 from .runtime import CheckpointStats, JoinedRows, Runtime, Ticket
 
@@ -40,10 +40,10 @@ __version__ = "0.1.0"
 
 __all__ = ["__version__", "open", "Series", "Checkpoint", "Variable", "Runtime", "Ticket", "CheckpointStats",
            "JoinedRows", "Error", "InvalidArgumentError", "NotFoundError", "MismatchError", "CorruptError",
-           "StorageError", "UnavailableError", "PreconditionError", "InternalError"]
+           "StorageError", "UnavailableError", "PreconditionError", "InternalError", "RestartWarning"]
 
 for _cls in (Error, InvalidArgumentError, NotFoundError, MismatchError, CorruptError, StorageError, UnavailableError,
-             PreconditionError, InternalError, Runtime, Ticket):
+             PreconditionError, InternalError, RestartWarning, Runtime, Ticket):
     _cls.__module__ = "ckpt"  # tracebacks say ckpt.NotFoundError, where the user meets it
 
 _DTYPES = {1: np.uint8, 2: np.int8, 3: np.uint16, 4: np.int16, 5: np.uint32, 6: np.int32, 7: np.uint64,

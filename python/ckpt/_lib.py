@@ -55,6 +55,18 @@ class InternalError(Error):
     """A bug in ckpt, or out of memory (internal)."""
 
 
+class RestartWarning(UserWarning):
+    """Runtime.restart() (of the newest step) restarted, but not from the newest step with every array:
+    newer steps were skipped (code: the newest skipped step's failure, e.g. "corrupt"), or optional arrays
+    were left untouched ("not_found"). str() and .message say which and why (ckpt_restart_warning)."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+
 CODES = {0: "ok", 1: "invalid_argument", 2: "not_found", 3: "mismatch", 4: "corrupt", 5: "io_error",
          6: "unavailable", 7: "failed_precondition", 8: "internal", 9: "superseded"}
 _ERRORS = {"invalid_argument": InvalidArgumentError, "not_found": NotFoundError, "mismatch": MismatchError,
@@ -119,7 +131,9 @@ class CheckpointStatsC(ctypes.Structure):
     _fields_ = [("step", ctypes.c_int64), ("bytes", ctypes.c_uint64), ("bytes_written", ctypes.c_uint64),
                 ("blocked_s", ctypes.c_double), ("capture_wait_s", ctypes.c_double), ("flush_s", ctypes.c_double),
                 ("durable_s", ctypes.c_double), ("committed_s", ctypes.c_double),
-                ("staging_bytes", ctypes.c_uint64)]
+                ("staging_bytes", ctypes.c_uint64), ("redundancy_s", ctypes.c_double),
+                ("redundancy_bytes", ctypes.c_uint64), ("staging_pinned_bytes", ctypes.c_uint64),
+                ("synced", ctypes.c_int)]
 
 
 _SIGNATURES = {
@@ -160,13 +174,14 @@ _SIGNATURES = {
     "ckpt_checkpoint": [P, _i64, P, ctypes.POINTER(P)],
     "ckpt_ticket_wait": [P],
     "ckpt_ticket_done": [P, ctypes.POINTER(_int)],
-    "ckpt_ticket_stats": [P, ctypes.POINTER(CheckpointStatsC)],
+    "ckpt_ticket_stats_sized": [P, ctypes.POINTER(CheckpointStatsC), ctypes.c_size_t],
     "ckpt_ticket_free": [P],
     "ckpt_wait_all": [P],
     "ckpt_poll": [P],
     "ckpt_latest": [P, ctypes.POINTER(_i64)],
     "ckpt_restart_stream": [P, P, ctypes.POINTER(_i64)],
     "ckpt_restart_step_stream": [P, _i64, P],
+    "ckpt_restart_warning": [P, ctypes.POINTER(_int), ctypes.POINTER(ctypes.c_char_p)],
 }
 for _name, _args in _SIGNATURES.items():
     _f = getattr(lib, _name)

@@ -26,22 +26,29 @@ import json
 import operator
 import os
 import sys
+import warnings
 from collections import namedtuple
 
 import numpy as np
 
 from . import _arrays
-from ._lib import CheckpointStatsC, PreconditionError, check, error, exception, lib, to_bytes, u64_array
+from ._lib import (CODES, CheckpointStatsC, PreconditionError, RestartWarning, check, error, exception, lib, to_bytes,
+                   u64_array)
 
 _P = ctypes.c_void_p
 _KIND_SCALAR, _KIND_LOCAL, _KIND_GLOBAL, _KIND_JOINED = "scalar", "local", "global", "joined"
 
 CheckpointStats = namedtuple("CheckpointStats", "step bytes bytes_written blocked_s capture_wait_s flush_s "
-                                                "durable_s committed_s staging_bytes")
-CheckpointStats.__doc__ = """This rank's figures of one checkpoint (ckpt_checkpoint_stats; seconds of wall-clock time).
-step; bytes (payload of this rank's regions); bytes_written; blocked_s (time inside checkpoint(), in C);
-capture_wait_s (part of it waiting for staging memory); flush_s; durable_s and committed_s (from entering
-checkpoint() to this rank's data durable, to the commit visible); staging_bytes (the staging pool)."""
+                                                "durable_s committed_s staging_bytes redundancy_s redundancy_bytes "
+                                                "staging_pinned_bytes synced")
+CheckpointStats.__doc__ = """This rank's figures of one checkpoint (ckpt_checkpoint_stats, ckpt::CheckpointStats field
+for field; seconds of wall-clock time). step; bytes (payload of this rank's regions); bytes_written; blocked_s (time
+inside checkpoint(), in C); capture_wait_s (part of it waiting for staging memory); flush_s; durable_s and
+committed_s (from entering checkpoint() to this rank's data durable, to the commit visible); staging_bytes (the
+staging pool); redundancy_s and redundancy_bytes (with redundancy partner or xor: seconds of the copy to the
+partner node or of the parity, part of committed_s, and the bytes this rank sent); staging_pinned_bytes (the part
+of staging_bytes the GPU can DMA to; 0 on the host device); synced (bool: fsynced before the ticket completed;
+False with fsync off, and with durable_every_ms > 0 until the next periodic sync)."""
 
 JoinedRows = namedtuple("JoinedRows", "total begin end")
 JoinedRows.__doc__ = """The rows of a joined array in a checkpoint: total, and this rank's share [begin, end) of their
@@ -78,9 +85,8 @@ class Ticket:
     def stats(self):
         """This rank's CheckpointStats (complete once done())."""
         s = CheckpointStatsC()
-        check(lib.ckpt_ticket_stats(self._h, ctypes.byref(s)))
-        return CheckpointStats(s.step, s.bytes, s.bytes_written, s.blocked_s, s.capture_wait_s, s.flush_s,
-                               s.durable_s, s.committed_s, s.staging_bytes)
+        check(lib.ckpt_ticket_stats_sized(self._h, ctypes.byref(s), ctypes.sizeof(s)))
+        return CheckpointStats(*(bool(s.synced) if f == "synced" else getattr(s, f) for f in CheckpointStats._fields))
 
     def __del__(self):
         if self._h:
@@ -189,6 +195,7 @@ class Runtime:
         # objects and the reference count at or below which nothing but this Runtime holds each one.
         self._watched, self._watch_objs, self._watch_limits = [], [], []
         self._abandoned = False
+        self.last_restart_warning = None  # the RestartWarning of the last restart(), or None
         r, n, dev = ctypes.c_int(), ctypes.c_int(), ctypes.c_char_p()
         check(lib.ckpt_rank(h, ctypes.byref(r)))
         check(lib.ckpt_size(h, ctypes.byref(n)))
@@ -447,12 +454,24 @@ class Runtime:
         arrays are filled on their device, the copies ordered after the work enqueued so far on `stream`
         (as in checkpoint()) and the work enqueued on it afterwards after them; the data is in place when
         it returns. NotFoundError when there is no checkpoint (or no step `step`); MismatchError when an
-        array's extents or dtype differ from what is stored; CorruptError for damaged data."""
+        array's extents or dtype differ from what is stored; CorruptError for damaged data.
+
+        restart() of the newest step that succeeds but skipped newer steps (damaged, not matching) or left
+        optional arrays untouched issues a ckpt.RestartWarning through the warnings module (its .code is
+        the newest skipped step's failure, e.g. "corrupt"; "not_found" when only optional arrays were
+        skipped) and keeps it in last_restart_warning (None after a restart without one, or of a step)."""
         h = self._handle("restart()")
         s = _arrays.stream_handle(stream, "restart()") if stream is not None else None
+        self.last_restart_warning = None
         if step is None:
             out = ctypes.c_int64(-1)
             check(lib.ckpt_restart_stream(h, s, ctypes.byref(out)))
+            code, msg = ctypes.c_int(), ctypes.c_char_p()
+            check(lib.ckpt_restart_warning(h, ctypes.byref(code), ctypes.byref(msg)))
+            if code.value != 0:
+                self.last_restart_warning = RestartWarning(CODES.get(code.value, str(code.value)),
+                                                           (msg.value or b"").decode("utf-8", "backslashreplace"))
+                warnings.warn(self.last_restart_warning, stacklevel=2)
             return out.value
         step = operator.index(step)
         check(lib.ckpt_restart_step_stream(h, step, s))

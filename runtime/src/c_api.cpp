@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -25,7 +26,8 @@ struct ckpt_runtime {
   /// Tickets of checkpoints taken without a ticket for the caller, oldest first: their failures are
   /// reported by a later ckpt_checkpoint, ckpt_wait_all or ckpt_close.
   std::deque<ckpt::Ticket> unclaimed;
-  std::string options_yaml;  // what ckpt_options_yaml hands out (made on the first call)
+  std::string options_yaml;      // what ckpt_options_yaml hands out (made on the first call)
+  ckpt::Status restart_warning;  // Result::warning() of the last ckpt_restart(_stream); ok when none
 };
 
 struct ckpt_ticket {
@@ -456,22 +458,56 @@ int ckpt_ticket_done(const ckpt_ticket* ticket, int* done) {
   });
 }
 
-int ckpt_ticket_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats) {
-  return guard(nullptr, [&] {
-    if (ticket == nullptr || stats == nullptr)
-      return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_ticket_stats: ticket or stats is NULL");
-    const ckpt::CheckpointStats s = ticket->ticket.stats();
-    stats->step = s.step;
-    stats->bytes = s.bytes;
-    stats->bytes_written = s.bytes_written;
-    stats->blocked_s = s.blocked_s;
-    stats->capture_wait_s = s.capture_wait_s;
-    stats->flush_s = s.flush_s;
-    stats->durable_s = s.durable_s;
-    stats->committed_s = s.committed_s;
-    stats->staging_bytes = s.staging_bytes;
-    return ckpt::Status::OK();
-  });
+namespace {
+/// Bytes of ckpt_checkpoint_stats up to and including staging_bytes: the struct before it grew, what
+/// binaries calling the exported ckpt_ticket_stats allocated.
+constexpr std::size_t kStatsV1Size = offsetof(ckpt_checkpoint_stats, redundancy_s);
+static_assert(kStatsV1Size == 72, "the first nine fields of ckpt_checkpoint_stats are ABI: never change them");
+
+/// Writes the fields of `s` lying wholly inside the caller's `size` bytes at `out`, zeroes the rest.
+ckpt::Status write_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* out, std::size_t size, const char* fn) {
+  if (ticket == nullptr || out == nullptr)
+    return ckpt::Status(ckpt::Code::invalid_argument, std::string(fn) + ": ticket or stats is NULL");
+  if (size < kStatsV1Size)
+    return ckpt::Status(ckpt::Code::invalid_argument, std::string(fn) + ": stats_size " + std::to_string(size) +
+                                                          " is smaller than the first nine fields (" +
+                                                          std::to_string(kStatsV1Size) + " bytes)");
+  const ckpt::CheckpointStats s = ticket->ticket.stats();
+  ckpt_checkpoint_stats c{};
+  c.step = s.step;
+  c.bytes = s.bytes;
+  c.bytes_written = s.bytes_written;
+  c.blocked_s = s.blocked_s;
+  c.capture_wait_s = s.capture_wait_s;
+  c.flush_s = s.flush_s;
+  c.durable_s = s.durable_s;
+  c.committed_s = s.committed_s;
+  c.staging_bytes = s.staging_bytes;
+  c.redundancy_s = s.redundancy_s;
+  c.redundancy_bytes = s.redundancy_bytes;
+  c.staging_pinned_bytes = s.staging_pinned_bytes;
+  c.synced = s.synced ? 1 : 0;
+  // Whole fields only: where each field ends (the first nine together), in declaration order; the
+  // last end inside `size` is how much is copied.
+  const std::size_t ends[] = {kStatsV1Size, offsetof(ckpt_checkpoint_stats, redundancy_bytes),
+                              offsetof(ckpt_checkpoint_stats, staging_pinned_bytes),
+                              offsetof(ckpt_checkpoint_stats, synced),
+                              offsetof(ckpt_checkpoint_stats, synced) + sizeof(c.synced)};
+  std::size_t n = 0;
+  for (std::size_t e : ends)
+    if (e <= size) n = e;
+  std::memcpy(out, &c, n);
+  if (size > n) std::memset(reinterpret_cast<unsigned char*>(out) + n, 0, size - n);
+  return ckpt::Status::OK();
+}
+}  // namespace
+
+int ckpt_ticket_stats_sized(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats, size_t stats_size) {
+  return guard(nullptr, [&] { return write_stats(ticket, stats, stats_size, "ckpt_ticket_stats"); });
+}
+
+int(ckpt_ticket_stats)(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats) {
+  return guard(nullptr, [&] { return write_stats(ticket, stats, kStatsV1Size, "ckpt_ticket_stats"); });
 }
 
 void ckpt_ticket_free(ckpt_ticket* ticket) { delete ticket; }
@@ -522,6 +558,7 @@ int ckpt_create_handle_options(const void* comm, size_t comm_size, const char* c
 int ckpt_restart_step_stream(ckpt_runtime* rt, int64_t step, void* stream) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    rt->restart_warning = ckpt::Status::OK();  // restart(step) has no fall-back, hence no warning
     return rt->rt->restart(step, stream);
   });
 }
@@ -531,9 +568,20 @@ int ckpt_restart_stream(ckpt_runtime* rt, void* stream, int64_t* step) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
     if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_restart: step is NULL");
+    rt->restart_warning = ckpt::Status::OK();
     ckpt::Result<std::int64_t> r = rt->rt->restart_newest(stream);
     if (!r.ok()) return r.status();
     *step = *r;
+    rt->restart_warning = r.warning();
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_restart_warning(const ckpt_runtime* rt, int* code, const char** message) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    if (code != nullptr) *code = static_cast<int>(rt->restart_warning.code());
+    if (message != nullptr) *message = rt->restart_warning.message().c_str();
     return ckpt::Status::OK();
   });
 }

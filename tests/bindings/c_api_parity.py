@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when a public entry point of ckpt::Runtime (runtime/include/ckpt/ckpt.hpp) has no C twin.
+"""Fails when a public entry point of ckpt::Runtime (runtime/include/ckpt/ckpt.hpp) has no C twin, or a field
+of ckpt::CheckpointStats none in C, Fortran or Python.
 
 Parses the public member functions of class Runtime (each overload by its parameter types) and checks
 them against TWINS below: every member must map to the C functions of ckpt/ckpt.h that do the same, or
@@ -7,11 +8,17 @@ to a reason why C has none. It fails on
   - a public member that TWINS does not list (a new entry point, or a new overload),
   - an entry of TWINS that is no longer a member (the table must stay true),
   - a C function named in TWINS that ckpt.h does not declare,
-  - a function ckpt.h declares (CKPT_API) that neither docs/api-c-fortran.md nor docs/api-reader.md names.
+  - a function ckpt.h declares (CKPT_API) that neither docs/api-c-fortran.md nor docs/api-reader.md names,
+  - a field of struct ckpt::CheckpointStats without a field of the same name in ckpt_checkpoint_stats
+    (ckpt.h), in the Fortran type ckpt_checkpoint_stats and its bind(C) twin (fortran/ckpt.F90), in the
+    ctypes struct CheckpointStatsC (python/ckpt/_lib.py) or in the namedtuple CheckpointStats
+    (python/ckpt/runtime.py); a field there that C++ does not have; and the two structs laid over the C
+    one (ctypes, Fortran bind(C)) in another order than ckpt.h's (their layout would differ).
 
     c_api_parity.py --source <repository root>       the check (ctest c_api_parity)
     c_api_parity.py --source <root> --self-test      shows that the check fails on a member without a twin,
-                                                     a stale entry and a missing C function
+                                                     a stale entry, a missing C function and each kind of
+                                                     stats field gap
 """
 import argparse
 import os
@@ -153,12 +160,79 @@ def members(header_text, cls="Runtime"):
 
 
 def c_functions(header_text):
-    return set(re.findall(r"CKPT_API\s+[^;(]*?\b(ckpt_\w+)\s*\(", strip_comments(header_text)))
+    # `CKPT_API int(ckpt_ticket_stats)(...)`: a name in parentheses, shadowed by a macro of the same name.
+    return set(re.findall(r"CKPT_API\s+[^;(]*?\(?\b(ckpt_\w+)\)?\s*\(", strip_comments(header_text)))
 
 
-def check(root, hpp_text=None, h_text=None, twins=TWINS):
-    """The problems found (empty when the check passes)."""
-    read = lambda rel: open(os.path.join(root, rel), encoding="utf-8").read()
+def block(text, start_re, what):
+    """The text between the match of `start_re` and the end of the block it opens (braces, or `end type`)."""
+    m = re.search(start_re, text, flags=re.S | re.M)
+    if not m:
+        raise SystemExit("c_api_parity: %s not found" % what)
+    if m.group(0).rstrip().endswith("{"):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        return text[m.end():i - 1]
+    end = re.search(r"^\s*end\s+type\b", text[m.end():], flags=re.M | re.I)
+    if not end:
+        raise SystemExit("c_api_parity: the end of %s not found" % what)
+    return text[m.end():m.end() + end.start()]
+
+
+def stats_fields(hpp, h, fortran, py_lib, py_runtime):
+    """The fields of each mirror of ckpt::CheckpointStats, in declaration order: {where: [names]}."""
+    cxx = block(strip_comments(hpp), r"\bstruct\s+CheckpointStats\s*\{", "struct ckpt::CheckpointStats")
+    c = block(strip_comments(h), r"typedef\s+struct\s+ckpt_checkpoint_stats\s*\{", "struct ckpt_checkpoint_stats")
+    member = r"^\s*[\w:<> ]+?\b(\w+)\s*(?:=[^;]*)?;"
+    f_text = re.sub(r"!.*", "", fortran)  # Fortran comments
+    fortran_fields = lambda body: [n for line in body.splitlines() if "::" in line
+                                   for n in re.findall(r"(\w+)\s*(?:=[^,]*)?(?:,|$)", line.split("::", 1)[1])]
+    f_public = block(f_text, r"^\s*type\s*,\s*public\s*::\s*ckpt_checkpoint_stats\s*$", "Fortran ckpt_checkpoint_stats")
+    f_bind = block(f_text, r"^\s*type\s*,\s*bind\(C\)\s*::\s*c_checkpoint_stats\s*$", "Fortran c_checkpoint_stats")
+    m = re.search(r"class\s+CheckpointStatsC\(ctypes\.Structure\):.*?_fields_\s*=\s*\[(.*?)\]\n", py_lib,
+                  flags=re.S)
+    ctypes_body = m.group(1) if m else ""
+    m = re.search(r'CheckpointStats\s*=\s*namedtuple\(\s*"CheckpointStats"\s*,\s*((?:"[^"]*"\s*)+)\)', py_runtime)
+    named = " ".join(re.findall(r'"([^"]*)"', m.group(1))).split() if m else []
+    return {
+        "ckpt::CheckpointStats (ckpt.hpp)": re.findall(member, cxx, flags=re.M),
+        "ckpt_checkpoint_stats (ckpt.h)": re.findall(member, c, flags=re.M),
+        "Fortran type ckpt_checkpoint_stats (fortran/ckpt.F90)": fortran_fields(f_public),
+        "Fortran type c_checkpoint_stats, bind(C) (fortran/ckpt.F90)": fortran_fields(f_bind),
+        "CheckpointStatsC (python/ckpt/_lib.py)": re.findall(r'\(\s*"(\w+)"\s*,', ctypes_body),
+        "namedtuple CheckpointStats (python/ckpt/runtime.py)": named,
+    }
+
+
+def check_stats(fields):
+    """Problems of the mirrors of ckpt::CheckpointStats: a field missing, one C++ has not, an ABI order."""
+    problems = []
+    names = list(fields)
+    cxx, c = fields[names[0]], fields[names[1]]
+    if len(cxx) < 5:
+        problems.append("parsed only %d fields of ckpt::CheckpointStats: the parser no longer understands ckpt.hpp"
+                        % len(cxx))
+    for where in names[1:]:
+        got = fields[where]
+        for f in cxx:
+            if f not in got:
+                problems.append("ckpt::CheckpointStats::%s has no counterpart in %s" % (f, where))
+        for f in got:
+            if f not in cxx:
+                problems.append("%s has field %s, which ckpt::CheckpointStats does not" % (where, f))
+    for where in (names[3], names[4]):  # laid over the C struct: same order, or another layout
+        if fields[where] != c and sorted(fields[where]) == sorted(c):
+            problems.append("%s declares the fields of ckpt_checkpoint_stats in another order (%s): its layout "
+                            "differs from the C struct's" % (where, ", ".join(fields[where])))
+    return problems
+
+
+def check(root, hpp_text=None, h_text=None, twins=TWINS, texts=None):
+    """The problems found (empty when the check passes). texts: replacements of other files, by path."""
+    texts = texts or {}
+    read = lambda rel: texts[rel] if rel in texts else open(os.path.join(root, rel), encoding="utf-8").read()
     hpp_text = hpp_text if hpp_text is not None else read("runtime/include/ckpt/ckpt.hpp")
     h_text = h_text if h_text is not None else read("runtime/include/ckpt/ckpt.h")
     docs = read("docs/api-c-fortran.md") + read("docs/api-reader.md")
@@ -186,6 +260,8 @@ def check(root, hpp_text=None, h_text=None, twins=TWINS):
     for f in sorted(declared):
         if not re.search(r"\b%s\b" % f, docs):
             problems.append("%s (ckpt/ckpt.h) is documented in neither docs/api-c-fortran.md nor docs/api-reader.md" % f)
+    problems += check_stats(stats_fields(hpp_text, h_text, read("fortran/ckpt.F90"), read("python/ckpt/_lib.py"),
+                                         read("python/ckpt/runtime.py")))
     return found, problems
 
 
@@ -225,6 +301,50 @@ def self_test(root):
     _, problems = check(root, h_text=fewer_c)
     if not any("ckpt_steps, which ckpt/ckpt.h does not declare" in p for p in problems):
         failures.append("a missing C function was not reported: %s" % problems)
+    # A new field of ckpt::CheckpointStats that no binding has.
+    more = hpp.replace("  bool synced = false;\n", "  bool synced = false;\n  double frobnicate_s = 0;  ///< new\n", 1)
+    if more == hpp:
+        failures.append("self-test: could not find CheckpointStats::synced")
+    _, problems = check(root, hpp_text=more)
+    gaps = [p for p in problems if "CheckpointStats::frobnicate_s has no counterpart" in p]
+    if len(gaps) != 5:
+        failures.append("a C++ stats field missing from C, Fortran (2) and Python (2) gave %d of 5 reports: %s" %
+                        (len(gaps), problems))
+    # A field of the C struct dropped (here: renamed), as the struct was before synced was added.
+    fewer_c = h.replace("  int synced; ", "  int synced_flag; ", 1)
+    if fewer_c == h:
+        failures.append("self-test: could not find ckpt_checkpoint_stats::synced in ckpt.h")
+    _, problems = check(root, h_text=fewer_c)
+    if not any("CheckpointStats::synced has no counterpart in ckpt_checkpoint_stats" in p for p in problems) or \
+            not any("field synced_flag, which ckpt::CheckpointStats does not" in p for p in problems):
+        failures.append("a C stats field missing (and one C++ lacks) was not reported: %s" % problems)
+    # Python's namedtuple without a field.
+    rt_py = read("python/ckpt/runtime.py")
+    fewer_py = rt_py.replace('"staging_pinned_bytes synced")', '"synced")', 1)
+    if fewer_py == rt_py:
+        failures.append("self-test: could not find the namedtuple CheckpointStats in python/ckpt/runtime.py")
+    _, problems = check(root, texts={"python/ckpt/runtime.py": fewer_py})
+    if not any("staging_pinned_bytes has no counterpart in namedtuple CheckpointStats" in p for p in problems):
+        failures.append("a Python stats field missing was not reported: %s" % problems)
+    # The ctypes struct with two fields swapped: another layout than the C struct's.
+    lib_py = read("python/ckpt/_lib.py")
+    swapped = lib_py.replace('("redundancy_s", ctypes.c_double)', '("TMP", ctypes.c_double)', 1) \
+        .replace('("redundancy_bytes", ctypes.c_uint64)', '("redundancy_s", ctypes.c_uint64)', 1) \
+        .replace('("TMP", ctypes.c_double)', '("redundancy_bytes", ctypes.c_double)', 1)
+    if swapped == lib_py:
+        failures.append("self-test: could not find CheckpointStatsC's fields in python/ckpt/_lib.py")
+    _, problems = check(root, texts={"python/ckpt/_lib.py": swapped})
+    if not any("CheckpointStatsC" in p and "another order" in p for p in problems):
+        failures.append("a ctypes struct in another order than the C struct was not reported: %s" % problems)
+    # The Fortran bind(C) type without a field.
+    f90 = read("fortran/ckpt.F90")
+    fewer_f = f90.replace("    integer(c_int64_t) :: redundancy_bytes, staging_pinned_bytes\n",
+                          "    integer(c_int64_t) :: redundancy_bytes\n", 1)
+    if fewer_f == f90:
+        failures.append("self-test: could not find c_checkpoint_stats's fields in fortran/ckpt.F90")
+    _, problems = check(root, texts={"fortran/ckpt.F90": fewer_f})
+    if not any("staging_pinned_bytes has no counterpart in Fortran type c_checkpoint_stats" in p for p in problems):
+        failures.append("a Fortran bind(C) stats field missing was not reported: %s" % problems)
     return failures
 
 
@@ -243,6 +363,11 @@ def main():
     for p in problems:
         print("FAIL:", p)
     twins = sum(1 for m in found if isinstance(TWINS.get(m), list))
+    read = lambda rel: open(os.path.join(args.source, rel), encoding="utf-8").read()
+    cxx_fields = next(iter(stats_fields(read("runtime/include/ckpt/ckpt.hpp"), read("runtime/include/ckpt/ckpt.h"),
+                                        read("fortran/ckpt.F90"), read("python/ckpt/_lib.py"),
+                                        read("python/ckpt/runtime.py")).values()))
+    print("c_api_parity: %d fields of ckpt::CheckpointStats, each in C, Fortran and Python" % len(cxx_fields))
     print("c_api_parity: %d public members of ckpt::Runtime, %d with a C twin, %d with a reason: %s" %
           (len(found), twins, len(found) - twins, "FAILED" if problems else "ok"))
     return 1 if problems else 0

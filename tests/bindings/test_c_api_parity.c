@@ -3,7 +3,8 @@
  * in total, attributes), a restart through ckpt_protect_source whose resize callback is asked again for
  * each step ckpt_restart tries (step 2 is damaged: it falls back to step 1 and the regions get step 1's
  * extents), the resolved options (ckpt_dir after the YAML file and CKPT_DIR, ckpt_options_yaml),
- * ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional, and the error paths. C99, built with -Wall
+ * ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional, the fall-back's warning (ckpt_restart_warning),
+ * and the error paths. C99, built with -Wall
  * -Wextra -pedantic -Werror. Scratch directory: $CKPTTEST_TMP. Exit status 0 when every check held. */
 #define _POSIX_C_SOURCE 200809L /* setenv, truncate */
 #include <mpi.h>
@@ -313,12 +314,28 @@ int main(int argc, char** argv) {
     CHECK_RC(ckpt_skipped_optional(rt, 1, &count, &name), CKPT_OK, rt);
     CHECK(count == 1 && name == NULL);
     CHECK_RC(ckpt_skipped_optional(rt, 0, NULL, &name), CKPT_INVALID_ARGUMENT, NULL);
+    /* The warning C++ returns in restart()'s Result: step 2 skipped because its data file is damaged
+     * (corrupt), and the optional region left untouched. */
+    int wcode = -1;
+    const char* wmsg = NULL;
+    CHECK_RC(ckpt_restart_warning(rt, &wcode, &wmsg), CKPT_OK, rt);
+    CHECK_CODE(wcode, CKPT_CORRUPT, wmsg != NULL ? wmsg : "(null)");
+    CHECK(wmsg != NULL && strstr(wmsg, "restarted from step 1 after skipping newer ones") != NULL &&
+          strstr(wmsg, "step 2") != NULL && strstr(wmsg, "extra") != NULL);
+    CHECK_RC(ckpt_restart_warning(rt, NULL, NULL), CKPT_OK, rt);
+    CHECK_RC(ckpt_restart_warning(NULL, &wcode, &wmsg), CKPT_INVALID_ARGUMENT, NULL);
+    /* A restart of a given step has no fall-back: it resets the warning. */
+    CHECK_RC(ckpt_restart_step(rt, 1), CKPT_OK, rt);
+    CHECK_RC(ckpt_restart_warning(rt, &wcode, &wmsg), CKPT_OK, rt);
+    CHECK(wcode == CKPT_OK && wmsg != NULL && wmsg[0] == '\0');
 
     /* A resize that fails: every step fails with its code, naming the region and the callback. */
     back.fail_resize = CKPT_IO_ERROR;
     CHECK_RC(ckpt_restart(rt, &restored), CKPT_IO_ERROR, rt);
     CHECK(restored == -1 && strstr(ckpt_error_message(rt), "'rows'") != NULL &&
           strstr(ckpt_error_message(rt), "resize") != NULL);
+    CHECK_RC(ckpt_restart_warning(rt, &wcode, &wmsg), CKPT_OK, rt); /* a failed restart leaves none */
+    CHECK(wcode == CKPT_OK && wmsg != NULL && wmsg[0] == '\0');
     CHECK_RC(ckpt_close(rt), CKPT_OK, rt);
     CHECK_RC(ckpt_steps(rt, steps, 2, &count), CKPT_FAILED_PRECONDITION, rt);
     ckpt_free(rt);

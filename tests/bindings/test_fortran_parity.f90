@@ -3,7 +3,8 @@
 !> ckpt_dir (resolved from the YAML file), ckpt_options_yaml, ckpt_funneled, ckpt_restart_level,
 !> ckpt_skipped_optional, and ckpt_protect_source: one ckpt_restart sizes the arrays
 !> through their resize procedures for each step it tries - step 2 is damaged, so it falls back to step
-!> 1 and the arrays end with step 1's extents - plus the error paths. Scratch directory: $CKPTTEST_TMP.
+!> 1 and the arrays end with step 1's extents, and ckpt_restart_warning says so (CKPT_CORRUPT) -, tickets
+!> and ckpt_ticket_stats (synced with fsync, not without), plus the error paths. Scratch directory: $CKPTTEST_TMP.
 !> Exit status 1 on a failed check.
 module parity_state
   use, intrinsic :: iso_c_binding, only: c_ptr, c_loc, c_null_ptr
@@ -86,6 +87,11 @@ program test_fortran_parity
 
   type(ckpt_runtime) :: rt
   type(ckpt_step) :: c
+  type(ckpt_ticket) :: tk
+  type(ckpt_checkpoint_stats) :: st
+  integer :: wcode
+  character(len=:), allocatable :: wmsg
+  logical :: done
   integer :: ierr, rank, nranks, provided, failures = 0, total, unit, n, dtype, kind, q
   integer(int64) :: r, step, total1, total2, b1, e1, b2, e2, k
   integer(int64), allocatable :: steps(:), extents(:), rows(:)
@@ -141,7 +147,20 @@ program test_fortran_parity
   call ok(ierr, "protect_source x (joined)")
   call ckpt_protect_source(rt, "h", CKPT_F64, locate_h, ierr, resize=resize_h); call ok(ierr, "protect_source h")
   call ckpt_annotate(rt, "x", "units", "m", ierr); call ok(ierr, "annotate")
-  call ckpt_checkpoint(rt, step, ierr); call ok(ierr, "checkpoint 1")
+  call ckpt_checkpoint(rt, step, ierr, tk); call ok(ierr, "checkpoint 1 with a ticket")
+  call ckpt_ticket_wait(tk, ierr); call ok(ierr, "ckpt_ticket_wait")
+  call ckpt_ticket_done(tk, done, ierr); call ok(ierr, "ckpt_ticket_done")
+  call expect(done, "a waited ticket is done")
+  call ckpt_ticket_stats(tk, st, ierr); call ok(ierr, "ckpt_ticket_stats")
+  call expect(st%step == 1, "stats of step 1")
+  call expect(st%bytes == 8 * (3 * (r + 1) + (r + 2) + 1), "stats: this rank's payload bytes (x, h, step)")
+  call expect(st%bytes_written >= st%bytes .and. st%staging_bytes > 0, "stats: bytes written, staging")
+  call expect(st%committed_s >= st%durable_s .and. st%durable_s > 0, "stats: times")
+  call expect(.not. st%synced, "fsync: false - not synced")
+  call expect(st%redundancy_bytes == 0 .and. st%redundancy_s == 0, "no redundancy without local_dir")
+  call expect(st%staging_pinned_bytes == 0, "the host device pins nothing")
+  call ckpt_ticket_free(tk)
+  call ckpt_ticket_free(tk)  ! a freed ticket holds none: nothing happens
   call ckpt_wait_all(rt, ierr); call ok(ierr, "wait_all 1")
   call fill(2 * r + 1, r * r, 2_int64, r + 3, rank)
   step = 2
@@ -227,6 +246,10 @@ program test_fortran_parity
   call expect(extra == 42.0_real64, "and left untouched")
   call ckpt_skipped_optional(rt, tiny, ierr)
   call expect(ierr == CKPT_INVALID_ARGUMENT, "a name longer than the caller's strings is refused")
+  call ckpt_restart_warning(rt, wcode, wmsg, ierr); call ok(ierr, "ckpt_restart_warning")
+  call expect(wcode == CKPT_CORRUPT, "the warning's code is step 2's failure, corrupt")
+  call expect(index(wmsg, "after skipping newer ones") > 0 .and. index(wmsg, "step 2") > 0 .and. &
+              index(wmsg, "extra") > 0, "the warning names the skipped step and region: "//wmsg)
   b1 = total1 * r / nranks
   e1 = total1 * (r + 1) / nranks
   b2 = total2 * r / nranks
@@ -240,7 +263,27 @@ program test_fortran_parity
   call expect(h_resizes == 2 .and. h_asked(1) == r + 3 .and. h_asked(2) == r + 2, "h resized for step 2, then 1")
   call expect(size(h) == r + 2, "h has step 1's length")
   if (size(h) == r + 2) call expect(all(h == [(real(100 * r + k - 1, real64), k = 1, r + 2)]), "h restored")
+  call ckpt_restart_step(rt, 1_int64, ierr); call ok(ierr, "restart_step 1")
+  call ckpt_restart_warning(rt, wcode, wmsg, ierr); call ok(ierr, "ckpt_restart_warning after restart_step")
+  call expect(wcode == CKPT_OK .and. len(wmsg) == 0, "a restart of a given step leaves no warning")
   call ckpt_finalize(rt, ierr); call ok(ierr, "finalize")
+
+  ! ---- fsync and durable_every_ms 0: the ticket's checkpoint is synced ----
+  if (rank == 0) then
+    open (newunit=unit, file=trim(yaml)//".synced", status="replace", action="write")
+    write (unit, '(a)') "dir: "//trim(dir)//"/synced", "fsync: true", "durable_every_ms: 0"
+    close (unit)
+  end if
+  call MPI_Barrier(MPI_COMM_WORLD)
+  call ckpt_init(rt, MPI_COMM_WORLD, ierr, trim(yaml)//".synced"); call ok(ierr, "ckpt_init synced")
+  call ckpt_protect(rt, "extra", extra, ierr); call ok(ierr, "protect extra")
+  call ckpt_checkpoint(rt, 7, ierr, tk); call ok(ierr, "checkpoint 7 (default integer) with a ticket")
+  call ckpt_ticket_wait(tk, ierr); call ok(ierr, "ckpt_ticket_wait 7")
+  call ckpt_ticket_stats(tk, st, ierr); call ok(ierr, "ckpt_ticket_stats 7")
+  call expect(st%step == 7 .and. st%bytes == 8, "stats of step 7: one real64")
+  call expect(st%synced, "fsync: true, durable_every_ms: 0 - synced")
+  call ckpt_ticket_free(tk)
+  call ckpt_finalize(rt, ierr); call ok(ierr, "finalize synced")
 
   call MPI_Allreduce(failures, total, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD)
   if (rank == 0) write (*, '(a,i0,a,i0,a)') "fortran_parity: ", total, " failed checks over ", nranks, " ranks"

@@ -5,7 +5,8 @@ others waiting in a collective call.
 
 What is covered: the round trip of every dtype ckpt has and of those the package maps onto them (bool,
 complex, float16, big-endian, datetime, records), as local, global, joined and scalar regions, read back by
-restart() and by the reader (ckpt.open); tickets (wait, done, stats, superseded); options from a dict, a
+restart() and by the reader (ckpt.open); tickets (wait, done, stats with every field of ckpt::CheckpointStats,
+superseded); the RestartWarning of a restart that falls back past a damaged step; options from a dict, a
 YAML file and CKPT_* variables, and their errors; errors as ckpt.Error subclasses with the library's
 message; lifetimes (the references the Runtime holds and lets go, arrays rebound without protect, numpy's
 resize refused, DLPack capsules released); the arrays refused (non-contiguous, read-only, scalars, objects,
@@ -304,6 +305,53 @@ def test_errors_carry_the_library_message(scratch):
         with pytest.raises(ckpt.PreconditionError, match="closed"):
             call()
     assert ckpt.StorageError.__mro__[1:3] == (ckpt.Error, OSError)
+
+
+def test_restart_warning_and_stats(scratch):
+    """restart() of the newest step that falls back past a damaged step issues a ckpt.RestartWarning (code
+    "corrupt", naming the skipped step) and keeps it in last_restart_warning; restart(step) resets it.
+    Ticket.stats() has every field of ckpt::CheckpointStats: synced with fsync and durable_every_ms 0, not
+    without fsync; redundancy with local_dir and redundancy partner (ranks_per_node 1: every process a
+    node); staging_pinned_bytes 0 on the host device."""
+    u = np.arange(1000, dtype=np.float64) + rank
+    with runtime(scratch, fsync=True, durable_every_ms=0) as rt:
+        rt.protect("u", u)
+        for s in (1, 2):
+            u[0] = s
+            t = rt.checkpoint(s)
+            agree(t.wait() is True, f"checkpoint {s}")
+            st = t.stats()
+            agree(st._fields == ckpt.CheckpointStats._fields and len(st._fields) == 13, f"fields: {st._fields}")
+            agree(st.step == s and st.bytes == u.nbytes and st.synced is True, f"synced with fsync: {st}")
+            agree(st.redundancy_s == 0 and st.redundancy_bytes == 0, f"no redundancy: {st}")
+            agree(st.staging_pinned_bytes == 0 and st.staging_bytes > 0, f"the host device pins nothing: {st}")
+        rt.restart()
+        agree(rt.last_restart_warning is None, "the newest step restores: no warning")
+    comm.Barrier()
+    if rank == 0:  # step 2's data file of rank 0, emptied: that step is damaged
+        open(os.path.join(scratch, "ckpt", "ckpt.2", "data.0"), "wb").close()
+    comm.Barrier()
+    with runtime(scratch) as rt:
+        rt.protect("u", u)
+        with pytest.warns(ckpt.RestartWarning) as caught:
+            step = rt.restart()
+        w = rt.last_restart_warning
+        agree(step == 1 and u[0] == 1, f"fell back to step 1: {step}")
+        agree(len(caught) == 1 and caught[0].message is w, "one warning, the one kept")
+        agree(isinstance(w, UserWarning) and w.code == "corrupt" and "step 2" in w.message and
+              "after skipping newer ones" in w.message and str(w).startswith("corrupt: "), f"the warning: {w!r}")
+        agree(rt.restart(1) == 1 and rt.last_restart_warning is None, "restart(step) has no fall-back: none")
+        t = rt.checkpoint(3)
+        t.wait()
+        agree(t.stats().synced is False, "fsync off: not synced")
+    with runtime(scratch, local_dir=os.path.join(scratch, "local"), ranks_per_node=1, redundancy="partner") as rt:
+        rt.protect("u", u)
+        t = rt.checkpoint(4)
+        t.wait()
+        st = t.stats()
+        if size > 1:
+            agree(st.redundancy_bytes >= u.nbytes and 0 < st.redundancy_s <= st.committed_s,
+                  f"the copy to the partner node: {st}")
 
 
 def test_lifetimes(scratch):

@@ -73,7 +73,17 @@ typedef struct ckpt_runtime ckpt_runtime;
 /** One checkpoint in flight (ckpt::Ticket). */
 typedef struct ckpt_ticket ckpt_ticket;
 
-/** Figures of one checkpoint on this rank (ckpt::CheckpointStats). */
+/** Figures of one checkpoint on this rank (ckpt::CheckpointStats, field for field).
+ *
+ *  The caller allocates this struct, so its size is part of the ABI. It grows only at its end, and the
+ *  library is told how large the caller's copy is: ckpt_ticket_stats (a macro) passes
+ *  sizeof(ckpt_checkpoint_stats) of the header the caller was compiled with to ckpt_ticket_stats_sized,
+ *  which writes only the fields that lie wholly inside that size. A program built against an older
+ *  header keeps working with a newer library (and a newer program with an older library gets the fields
+ *  that library knows, the rest zeroed). Binaries built before the size was passed call the exported
+ *  function ckpt_ticket_stats directly, which writes the first nine fields only (up to staging_bytes),
+ *  what those binaries allocated. A size field inside the struct would have moved every field of the
+ *  callers compiled before; a new getter with the size keeps their layout. */
 typedef struct ckpt_checkpoint_stats {
   int64_t step;
   uint64_t bytes;         /* payload bytes of this rank's regions */
@@ -84,6 +94,13 @@ typedef struct ckpt_checkpoint_stats {
   double durable_s;       /* entering ckpt_checkpoint -> this rank's data durable */
   double committed_s;     /* entering ckpt_checkpoint -> commit visible */
   uint64_t staging_bytes; /* size of the staging pool during this checkpoint */
+  /* ---- added after the first nine: written by ckpt_ticket_stats_sized only (see above) ---- */
+  double redundancy_s;           /* with redundancy partner or xor: seconds of the copy to the partner node
+                                    or of the parity exchange and write (part of committed_s) */
+  uint64_t redundancy_bytes;     /* with redundancy partner or xor: bytes this rank sent */
+  uint64_t staging_pinned_bytes; /* part of staging_bytes the GPU can DMA to (pinned); 0 on the host device */
+  int synced;                    /* 1: fsynced (data, index, directories) before the ticket completed; 0 with
+                                    fsync off, and with durable_every_ms > 0 until the next periodic sync */
 } ckpt_checkpoint_stats;
 
 /** Version of ckpt, e.g. "0.1.0". */
@@ -173,8 +190,19 @@ CKPT_API int ckpt_checkpoint(ckpt_runtime* rt, int64_t step, void* stream, ckpt_
 CKPT_API int ckpt_ticket_wait(const ckpt_ticket* ticket);
 /** *done = 1 once ckpt_ticket_wait would not block, else 0. */
 CKPT_API int ckpt_ticket_done(const ckpt_ticket* ticket, int* done);
-/** This rank's figures of the checkpoint (complete once done). */
-CKPT_API int ckpt_ticket_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats);
+/** This rank's figures of the checkpoint (complete once done) into `stats`, whose size the caller
+ *  compiled with is `stats_size`: every field lying wholly inside it is written, bytes of stats_size
+ *  beyond the fields this library knows are zeroed. CKPT_INVALID_ARGUMENT when stats_size is smaller
+ *  than the first nine fields (offsetof(ckpt_checkpoint_stats, redundancy_s)). Call it through the
+ *  ckpt_ticket_stats(ticket, stats) macro, which passes sizeof(ckpt_checkpoint_stats). */
+CKPT_API int ckpt_ticket_stats_sized(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats, size_t stats_size);
+/** The exported function of binaries built before ckpt_ticket_stats_sized: writes the first nine fields
+ *  of `stats` only (step .. staging_bytes), what they allocated. Source code reaches it only by naming it
+ *  in parentheses, (ckpt_ticket_stats)(ticket, stats); the macro below is what it calls. */
+CKPT_API int(ckpt_ticket_stats)(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats);
+/** ckpt_ticket_stats(const ckpt_ticket* ticket, ckpt_checkpoint_stats* stats): every field of this
+ *  header's ckpt_checkpoint_stats (ckpt_ticket_stats_sized with its size). */
+#define ckpt_ticket_stats(ticket, stats) ckpt_ticket_stats_sized((ticket), (stats), sizeof(ckpt_checkpoint_stats))
 /** Frees a ticket (the checkpoint itself goes on). NULL is ignored. */
 CKPT_API void ckpt_ticket_free(ckpt_ticket* ticket);
 /** Collective. Blocks until every checkpoint in flight is done; returns the first failure. */
@@ -190,6 +218,15 @@ CKPT_API int ckpt_restart_step(ckpt_runtime* rt, int64_t step);
 /** Collective. Restarts from the newest checkpoint that loads and verifies (falling back to older
  *  ones) and stores its step in *step; CKPT_NOT_FOUND (and *step = -1) when none exists. */
 CKPT_API int ckpt_restart(ckpt_runtime* rt, int64_t* step);
+/** The warning of the last successful ckpt_restart or ckpt_restart_stream (ckpt::Runtime::restart()'s
+ *  Result::warning()): *code = CKPT_OK and *message = "" when it restarted from the newest step with
+ *  every region; otherwise *code is the failure of the newest skipped step that failed with more than
+ *  CKPT_NOT_FOUND (e.g. CKPT_CORRUPT), or CKPT_NOT_FOUND (only optional regions left untouched, or every
+ *  skipped step lacked something), and *message says which newer steps were skipped and why, and which
+ *  optional regions were left untouched. Reset by every restart call (ckpt_restart_step and failed
+ *  restarts leave none); the code is the same on every rank. *message is owned by rt, valid until the
+ *  next restart or ckpt_free; either output may be NULL. */
+CKPT_API int ckpt_restart_warning(const ckpt_runtime* rt, int* code, const char** message);
 
 /* ---- For language bindings (the Python package): options as text, restart on a stream, the device -- */
 
