@@ -263,9 +263,5 @@ int main(int argc, char** argv) {
   ckpt_free(rt);
   ckpt_free(NULL);
 
-  int failures = 0;
-  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0) printf("c_api: %s (%d failed checks over %d ranks)\n", failures ? "FAILED" : "ok", failures, size);
-  MPI_Finalize();
-  return failures ? 1 : 0;
+  return check_finish("c_api");
 }

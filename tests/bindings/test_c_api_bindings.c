@@ -156,10 +156,5 @@ int main(int argc, char** argv) {
   CHECK_RC(ckpt_device_name(rt, &device), CKPT_OK, rt); /* still answers after close */
   ckpt_free(rt);
 
-  int failures = 0;
-  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (g_rank == 0)
-    printf("c_api_bindings: %s (%d failed checks over %d ranks)\n", failures ? "FAILED" : "ok", failures, size);
-  MPI_Finalize();
-  return failures ? 1 : 0;
+  return check_finish("c_api_bindings");
 }

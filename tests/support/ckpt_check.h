@@ -49,4 +49,17 @@ static inline void write_text(const char* path, const char* text) {
   }
 }
 
+#ifdef MPI_VERSION /* tests on MPI ranks (mpi.h included first) */
+/* The end of an MPI test's main(): every rank's failed checks summed, rank 0 prints the verdict of
+ * test `name`, MPI finalized; main() returns what this returns. */
+static inline int check_finish(const char* name) {
+  int failures = 0, size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Allreduce(&g_failures, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (g_rank == 0) printf("%s: %s (%d failed checks over %d ranks)\n", name, failures ? "FAILED" : "ok", failures, size);
+  MPI_Finalize();
+  return failures ? 1 : 0;
+}
+#endif
+
 #endif /* CKPT_TESTS_CKPT_CHECK_H */
