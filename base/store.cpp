@@ -425,9 +425,9 @@ class DirectoryStore final : public Store {
     m_newest = step;  // every committed step above it is now abandoned (the commit of `step` follows)
     if (newer.empty()) return Status::OK();
     std::fprintf(stderr,
-                 "ckpt: committing step %lld rolls back %zu newer checkpoint(s) (steps %lld..%lld) of an earlier "
-                 "timeline in %s: renamed to ckpt.<step>.abandoned\n",
-                 static_cast<long long>(step), newer.size(), static_cast<long long>(newer.back()),
+                 "ckpt: %zu checkpoint(s) newer than step %lld (steps %lld..%lld) in %s belong to a timeline that "
+                 "was rolled back: renamed to ckpt.<step>.abandoned\n",
+                 newer.size(), static_cast<long long>(step), static_cast<long long>(newer.back()),
                  static_cast<long long>(newer.front()), m_root.c_str());
     return fsync_dir(m_root, sync);
   }
