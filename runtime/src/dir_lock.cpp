@@ -208,8 +208,8 @@ Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::s
     if (*owner == id) return Status::OK();
     const std::string other = t.substr(prefix.size() + 17, t.size() - prefix.size() - 18);
     if (created && other == root) {  // this root at this path lost its `.root`: its nodes are still its own
-      const std::string tmp = path + ".tmp", text = prefix + hex16(id) + " " + root + "\n";
-      Status s = write_file(tmp, text.data(), text.size(), true);
+      const std::string tmp = path + ".tmp", line = prefix + hex16(id) + " " + root + "\n";
+      Status s = write_file(tmp, line.data(), line.size(), true);
       if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = errno_status("rename " + tmp + " to " + path);
       if (s.ok()) s = fsync_dir(node_dir, true);
       return s.with_context("binding the node-local directory to its root");
@@ -235,7 +235,7 @@ Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::s
                                                  "version of ckpt, or planted)" + way_out);
   bool existed = false;
   Status s = create_marker(node_dir, path, prefix + hex16(id) + " " + root + "\n", &existed);
-  if (existed) return bind_node_dir(node_dir, id, root, created);  // written meanwhile: check it  // written meanwhile: check it
+  if (existed) return bind_node_dir(node_dir, id, root, created);  // written meanwhile: check it
   return s.with_context("binding the node-local directory to its root");
 }
 
