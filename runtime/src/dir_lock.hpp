@@ -48,8 +48,8 @@ Result<std::uint64_t> root_id(const std::string& dir, bool* created);
 /// `ckpt.*` entries without `.owner` are failed_precondition and nothing is written; a directory
 /// without either gets its `.owner` (fsynced). When the root's `.root` was `created` by this run, an
 /// `.owner` naming another id but the same path `root` is taken over (the root lost its identity file,
-/// as when `dir` is lost and the node level survives): rewritten with `id`. `node_dir` exists; the
-/// node's lock is held.
+/// as when `dir` is lost and the node level survives): rewritten with `id`. `node_dir` exists; called
+/// before the node's lock is taken, so that a refused directory is not touched at all.
 Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::string& root, bool created);
 
 }  // namespace ckpt::detail

@@ -435,9 +435,10 @@ Status RuntimeImpl::open_node_dir(std::uint64_t root, bool root_created) {
   if (::lstat(m_node_dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
     return bind_node_dir(m_node_dir, root, m_opts.dir, root_created);  // says so
   Status s = make_dirs(m_node_dir).with_context("node-local checkpoint directory");
-  if (s.ok()) s = m_local_lock.acquire(m_node_dir);
-  // Before recovery touches anything: another root's directory is left as it is.
+  // Before the lock and recovery touch anything: another root's directory is left exactly as it is.
+  // (The binding needs no lock: `.owner` is created O_EXCL, and a live job of this root holds `dir`'s.)
   if (s.ok()) s = bind_node_dir(m_node_dir, root, m_opts.dir, root_created);
+  if (s.ok()) s = m_local_lock.acquire(m_node_dir);
   if (s.ok()) s = m_local_store->recover().with_context("recovering node-local directory " + m_node_dir);
   return s;
 }

@@ -93,8 +93,8 @@ class RuntimeImpl {
   /// node level. Collective.
   Status make_node_level();
   /// A node leader's part of the node level: its directory (never through a link planted at its name),
-  /// its lock, its binding to the root `root` (bind_node_dir(); `root_created`: its `.root` was made by
-  /// this run) and its recovery. Local.
+  /// its binding to the root `root` (bind_node_dir(); `root_created`: its `.root` was made by this run),
+  /// then its lock and its recovery. Local.
   Status open_node_dir(std::uint64_t root, bool root_created);
   /// Waits for the drains in flight (restart and latest read what they write and retain).
   void wait_drains();

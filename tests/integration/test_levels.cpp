@@ -238,7 +238,7 @@ TEST(Levels, NodeDirectoryOfAnotherRootIsRefused) {
   const auto root = scratch_dir();
   const Options a = level_opts(root, 1);
   write_steps(a, 1, 3);
-  const std::string owner = slurp(node_dir(root, 1) + "/.owner");
+  const std::string owner = slurp(node_dir(root, 1) + "/.owner"), lock = slurp(node_dir(root, 1) + "/.lock");
   EXPECT_EQ(owner.rfind("ckpt node of root ", 0), 0u) << owner;
   // Job B: another root, the same local_dir. A's node directories hold complete steps 2 and 3.
   Options b = a;
@@ -251,8 +251,9 @@ TEST(Levels, NodeDirectoryOfAnotherRootIsRefused) {
     EXPECT_NE(st.message().find("not to this job's root " + b.dir), std::string::npos) << st.to_string();
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  // Left as it was: nothing recovered, retained or rebound by B.
+  // Left exactly as it was: not locked, recovered, retained or rebound by B.
   EXPECT_EQ(slurp(node_dir(root, 1) + "/.owner"), owner);
+  EXPECT_EQ(slurp(node_dir(root, 1) + "/.lock"), lock);
   EXPECT_EQ(committed(node_dir(root, world_rank() / kRanksPerNode)), (std::vector<std::int64_t>{2, 3}));
   EXPECT_TRUE(committed(b.dir).empty());
   MPI_Barrier(MPI_COMM_WORLD);
