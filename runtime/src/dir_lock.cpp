@@ -115,20 +115,28 @@ std::optional<std::uint64_t> parse_hex16(const std::string& text, std::size_t po
   return v;
 }
 
-/// Creates `path` holding `text` (O_EXCL, O_NOFOLLOW), fsynced with its directory `dir`. On EEXIST
-/// `*existed` is set (another creator won: the caller reads its file).
+/// Creates `path` holding `text`, whole or not at all (a crash must not leave a torn marker, which
+/// would be refused as damaged from then on): written to `<path>.tmp` (O_NOFOLLOW, fsynced), then
+/// hard-linked to `path`, which fails when `path` exists (`*existed` is set: another creator won, the
+/// caller reads its file); a file system without hard links gets a rename. The directory is fsynced.
 Status create_marker(const std::string& dir, const std::string& path, const std::string& text, bool* existed) {
   *existed = false;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *existed = errno == EEXIST;
-    return errno_status("create " + path);
+  const std::string tmp = path + ".tmp";
+  Status s = write_file(tmp, text.data(), text.size(), true);
+  if (!s.ok()) return s;
+  if (::link(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    if (e == EEXIST) {
+      *existed = true;
+      ::unlink(tmp.c_str());
+      return Status(Code::failed_precondition, path + " exists");
+    }
+    if (e != EPERM && e != EOPNOTSUPP && e != ENOSYS) return errno_status("link " + tmp + " to " + path);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return errno_status("rename " + tmp + " to " + path);
+  } else if (::unlink(tmp.c_str()) != 0) {
+    return errno_status("remove " + tmp);
   }
-  Status s = pwrite_all(fd, text.data(), text.size(), 0, path);
-  if (s.ok() && ::fsync(fd) != 0) s = errno_status("fsync " + path);
-  if (::close(fd) != 0 && s.ok()) s = errno_status("close " + path);
-  if (s.ok()) s = fsync_dir(dir, true);
-  return s;
+  return fsync_dir(dir, true);
 }
 
 /// The text of a marker file: not_found when there is none; failed_precondition when it is a link,
