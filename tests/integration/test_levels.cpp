@@ -326,6 +326,32 @@ TEST(Levels, LinkPlantedAtNodeDirectoryIsNotWrittenThrough) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST(Levels, MarkersAreWholeOrAbsent) {
+  // A crash while a marker was written leaves only its .tmp (ignored, overwritten); a damaged .owner is
+  // refused as damaged, never taken for this root's.
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 1);
+  if (world_rank() == 0) {
+    ASSERT_TRUE(ckpt::detail::make_dirs(o.dir).ok());
+    ASSERT_TRUE(ckpt::detail::make_dirs(node_dir(root, 0)).ok());
+    ASSERT_TRUE(ckpt::detail::write_file(o.dir + "/.root.tmp", "ckpt ro", 7, false).ok());
+    ASSERT_TRUE(ckpt::detail::write_file(node_dir(root, 0) + "/.owner.tmp", "", 0, false).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  write_steps(o, 1, 2);
+  EXPECT_FALSE(exists(o.dir + "/.root.tmp"));
+  EXPECT_FALSE(exists(node_dir(root, 0) + "/.owner.tmp"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_restart(o, 2, "local");
+  if (world_rank() == 0)
+    ASSERT_TRUE(ckpt::detail::write_file(node_dir(root, 1) + "/.owner", "ckpt node of r", 14, true).ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  EXPECT_EQ(rt.status().code(), Code::failed_precondition) << rt.status().to_string();
+  EXPECT_NE(rt.status().message().find("has a damaged .owner"), std::string::npos) << rt.status().to_string();
+}
+
 TEST(Levels, RootThatLostItsIdentityKeepsItsNodes) {
   // `dir` lost whole (with its .root), the node level intact: the new .root takes over the node
   // directories that name the same path; another path would not match (NodeDirectoryOfAnotherRoot...).
