@@ -60,8 +60,8 @@ constexpr const char* kRootIdName = ".root";
 constexpr const char* kOwnerName = ".owner";
 
 /// Whether `name` (one path component) belongs to the store in a checkpoint root: kLatestName,
-/// kLatestTmpName, kLockName, kRootIdName, kOwnerName, `index` (a directory holding one is taken for a checkpoint), ckpt.<step> with
-/// any suffix parse_step_name() takes, and series.<k>[.del] (parse_segment_name()). The store creates,
+/// kLatestTmpName, kLockName, kRootIdName, kOwnerName, `index` (a directory holding one is taken for a checkpoint),
+/// ckpt.<step> with any suffix parse_step_name() takes, and series.<k>[.del] (parse_segment_name()). The store creates,
 /// replaces, renames or removes entries of these names, and reads those it finds: nothing else may be
 /// written under one of them in a root (`ckpt convert` refuses such an output).
 bool is_store_name(const std::string& name);

@@ -152,7 +152,8 @@ Result<std::string> read_marker(const std::string& path, const std::string& what
                                                  (S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of entry") +
                                                  "); not followed");
   auto bytes = read_file(path, kMaxMarkerBytes);
-  if (!bytes.ok()) return Status(Code::failed_precondition, what + " " + path + " cannot be read: " + bytes.status().message());
+  if (!bytes.ok())
+    return Status(Code::failed_precondition, what + " " + path + " cannot be read: " + bytes.status().message());
   return std::string(bytes->begin(), bytes->end());
 }
 
@@ -170,10 +171,12 @@ Result<std::uint64_t> root_id(const std::string& dir, bool* created) {
                     ? parse_hex16(t, prefix.size())
                     : std::nullopt;
       if (!id)
-        return Status(Code::failed_precondition,
-                      "the root's identity " + path + " is damaged (not 'ckpt root <16 hex digits>'): the node-local "
-                      "directories cannot be matched to this root; restore the file, or remove it and the node-local "
-                      "directories made with this root");
+        return Status(
+            Code::failed_precondition,
+            "the root's identity " + path +
+                " is damaged (not 'ckpt root <16 hex digits>'): the node-local "
+                "directories cannot be matched to this root; restore the file, or remove it and the node-local "
+                "directories made with this root");
       return *id;
     }
     if (text.status().code() != Code::not_found) return text.status();
@@ -238,9 +241,11 @@ Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::s
     }
   ::closedir(d);
   if (!found.empty())
-    return Status(Code::failed_precondition, "the node-local directory " + node_dir + " holds " + found +
-                                                 " but no " + kOwnerName + " naming its root (made by an earlier "
-                                                 "version of ckpt, or planted)" + way_out);
+    return Status(Code::failed_precondition, "the node-local directory " + node_dir + " holds " + found + " but no " +
+                                                 kOwnerName +
+                                                 " naming its root (made by an earlier "
+                                                 "version of ckpt, or planted)" +
+                                                 way_out);
   bool existed = false;
   Status s = create_marker(node_dir, path, prefix + hex16(id) + " " + root + "\n", &existed);
   if (existed) return bind_node_dir(node_dir, id, root, created);  // written meanwhile: check it

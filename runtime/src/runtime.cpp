@@ -251,7 +251,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (m_rank == 0)
     m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
                static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-  long long next_segment = 0;  // layout series: rank 0 finds it, everybody gets it
+  long long next_segment = 0;      // layout series: rank 0 finds it, everybody gets it
   std::uint64_t root[2] = {0, 0};  // the root's identity, whether made now (levels only): from rank 0
   if (m_status.ok() && m_rank == 0 && (m_persistent || m_levels)) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
