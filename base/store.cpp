@@ -85,7 +85,8 @@ bool exists_nofollow(const std::string& path) {
 }  // namespace
 
 bool is_store_name(const std::string& name) {
-  return name == kLatestName || name == kLatestTmpName || name == kLockName || name == "index" ||
+  return name == kLatestName || name == kLatestTmpName || name == kLockName || name == kRootIdName ||
+         name == kOwnerName || name == "index" ||
          parse_step_name(name).has_value() || parse_segment_name(name).has_value();
 }
 

@@ -54,10 +54,14 @@ std::string step_name(std::int64_t step, EntryKind kind = EntryKind::committed);
 constexpr const char* kLatestName = "latest";
 constexpr const char* kLatestTmpName = "latest.tmp";
 constexpr const char* kLockName = ".lock";
+/// The root's identity (`<dir>/.root`) and a node directory's binding to it (`<node dir>/.owner`):
+/// docs/format.md, "Node-local level" (runtime/src/dir_lock.cpp).
+constexpr const char* kRootIdName = ".root";
+constexpr const char* kOwnerName = ".owner";
 
 /// Whether `name` (one path component) belongs to the store in a checkpoint root: kLatestName,
-/// kLatestTmpName, kLockName, `index` (a directory holding one is taken for a checkpoint), ckpt.<step> with
-/// any suffix parse_step_name() takes, and series.<k>[.del] (parse_segment_name()). The store creates,
+/// kLatestTmpName, kLockName, kRootIdName, kOwnerName, `index` (a directory holding one is taken for a checkpoint),
+/// ckpt.<step> with any suffix parse_step_name() takes, and series.<k>[.del] (parse_segment_name()). The store creates,
 /// replaces, renames or removes entries of these names, and reads those it finds: nothing else may be
 /// written under one of them in a root (`ckpt convert` refuses such an output).
 bool is_store_name(const std::string& name);

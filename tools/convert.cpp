@@ -139,8 +139,8 @@ class Converter {
 namespace {
 /// The output must not land inside a checkpoint or a series segment (it would replace `index`, a data
 /// file or a step log, add a file verify then reports, or go with the segment) nor take a name the store
-/// owns in a checkpoint root (detail::is_store_name: latest, latest.tmp, .lock, ckpt.<step>[.tmp|...],
-/// series.<k>...), which the next commit, recovery or retention would replace or delete. A root is a
+/// owns in a checkpoint root (detail::is_store_name: latest, latest.tmp, .lock, .root, .owner,
+/// ckpt.<step>[.tmp|...], series.<k>...), which the next commit, recovery or retention would replace or delete. A root is a
 /// directory holding any such entry (a job that has not committed yet holds its .lock).
 Status check_output_outside_checkpoints(const std::string& output) {
   const auto [parent, name] = detail::split_last(output);

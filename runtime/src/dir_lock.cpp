@@ -6,9 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
+#include <dirent.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include "base/posix_io.hpp"
 #include "base/store.hpp"
 
 namespace ckpt::detail {
@@ -83,6 +90,166 @@ void DirLock::release() {
   ::close(m_fd);
   m_fd = -1;
   m_text.clear();
+}
+
+namespace {
+
+constexpr std::uint64_t kMaxMarkerBytes = 64 << 10;
+
+std::string hex16(std::uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// 16 lowercase hex digits at `text[pos]`, or nothing.
+std::optional<std::uint64_t> parse_hex16(const std::string& text, std::size_t pos) {
+  if (text.size() < pos + 16) return std::nullopt;
+  std::uint64_t v = 0;
+  for (std::size_t i = pos; i < pos + 16; ++i) {
+    const char c = text[i];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<std::uint64_t>(d);
+  }
+  return v;
+}
+
+/// Creates `path` holding `text`, whole or not at all (a crash must not leave a torn marker, which
+/// would be refused as damaged from then on): written to `<path>.tmp` (O_NOFOLLOW, fsynced), then
+/// hard-linked to `path`, which fails when `path` exists (`*existed` is set: another creator won, the
+/// caller reads its file); a file system without hard links gets a rename. The directory is fsynced.
+Status create_marker(const std::string& dir, const std::string& path, const std::string& text, bool* existed) {
+  *existed = false;
+  const std::string tmp = path + ".tmp";
+  Status s = write_file(tmp, text.data(), text.size(), true);
+  if (!s.ok()) return s;
+  if (::link(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    if (e == EEXIST) {
+      *existed = true;
+      ::unlink(tmp.c_str());
+      return Status(Code::failed_precondition, path + " exists");
+    }
+    if (e != EPERM && e != EOPNOTSUPP && e != ENOSYS) return errno_status("link " + tmp + " to " + path);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return errno_status("rename " + tmp + " to " + path);
+  } else if (::unlink(tmp.c_str()) != 0) {
+    return errno_status("remove " + tmp);
+  }
+  return fsync_dir(dir, true);
+}
+
+/// The text of a marker file: not_found when there is none; failed_precondition when it is a link,
+/// not a regular file or too long (`what` names it in the message).
+Result<std::string> read_marker(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status(Code::not_found, path + " does not exist");
+    return errno_status("stat " + path);
+  }
+  if (!S_ISREG(st.st_mode))
+    return Status(Code::failed_precondition, what + " " + path + " is not a regular file (" +
+                                                 (S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of entry") +
+                                                 "); not followed");
+  auto bytes = read_file(path, kMaxMarkerBytes);
+  if (!bytes.ok())
+    return Status(Code::failed_precondition, what + " " + path + " cannot be read: " + bytes.status().message());
+  return std::string(bytes->begin(), bytes->end());
+}
+
+}  // namespace
+
+Result<std::uint64_t> root_id(const std::string& dir, bool* created) {
+  *created = false;
+  const std::string path = dir + "/" + kRootIdName;
+  const std::string prefix = "ckpt root ";
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto text = read_marker(path, "the root's identity");
+    if (text.ok()) {
+      const std::string& t = text.value();
+      auto id = t.compare(0, prefix.size(), prefix) == 0 && t.size() == prefix.size() + 17 && t.back() == '\n'
+                    ? parse_hex16(t, prefix.size())
+                    : std::nullopt;
+      if (!id)
+        return Status(
+            Code::failed_precondition,
+            "the root's identity " + path +
+                " is damaged (not 'ckpt root <16 hex digits>'): the node-local "
+                "directories cannot be matched to this root; restore the file, or remove it and the node-local "
+                "directories made with this root");
+      return *id;
+    }
+    if (text.status().code() != Code::not_found) return text.status();
+    std::uint64_t id = 0;
+    std::random_device rd;
+    while (id == 0)
+      id = (static_cast<std::uint64_t>(rd()) << 32 ^ rd()) ^
+           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    bool existed = false;
+    Status s = create_marker(dir, path, prefix + hex16(id) + "\n", &existed);
+    if (s.ok()) *created = true;
+    if (s.ok()) return id;
+    if (!existed) return s.with_context("the root's identity");
+  }
+  return Status(Code::io_error, "cannot create or read the root's identity " + path);
+}
+
+Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::string& root, bool created) {
+  struct stat st {};
+  if (::lstat(node_dir.c_str(), &st) != 0) return errno_status("stat node-local directory " + node_dir);
+  if (!S_ISDIR(st.st_mode))
+    return Status(Code::failed_precondition,
+                  "the node-local directory " + node_dir + " is " +
+                      (S_ISLNK(st.st_mode) ? "a symbolic link" : "not a directory") +
+                      ": not followed, nothing is written through it (remove it, or give the job another local_dir)");
+  const std::string path = node_dir + "/" + kOwnerName;
+  const std::string prefix = "ckpt node of root ";
+  const std::string way_out = ": it is not read as this job's state and is left as it is; remove " + node_dir +
+                              " (after saving what it holds) or give this job another local_dir";
+  auto text = read_marker(path, "the node-local directory's owner");
+  if (text.ok()) {
+    const std::string& t = text.value();
+    auto owner = t.compare(0, prefix.size(), prefix) == 0 && t.size() > prefix.size() + 17 &&
+                         t[prefix.size() + 16] == ' ' && t.back() == '\n'
+                     ? parse_hex16(t, prefix.size())
+                     : std::nullopt;
+    if (!owner)
+      return Status(Code::failed_precondition, "the node-local directory " + node_dir + " has a damaged " + kOwnerName +
+                                                   " (not 'ckpt node of root <id> <path>')" + way_out);
+    if (*owner == id) return Status::OK();
+    const std::string other = t.substr(prefix.size() + 17, t.size() - prefix.size() - 18);
+    if (created && other == root) {  // this root at this path lost its `.root`: its nodes are still its own
+      const std::string tmp = path + ".tmp", line = prefix + hex16(id) + " " + root + "\n";
+      Status s = write_file(tmp, line.data(), line.size(), true);
+      if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = errno_status("rename " + tmp + " to " + path);
+      if (s.ok()) s = fsync_dir(node_dir, true);
+      return s.with_context("binding the node-local directory to its root");
+    }
+    return Status(Code::failed_precondition, "the node-local directory " + node_dir + " belongs to the root " + other +
+                                                 " (root id " + hex16(*owner) + "), not to this job's root " + root +
+                                                 " (root id " + hex16(id) + ")" + way_out);
+  }
+  if (text.status().code() != Code::not_found) return text.status();
+  // No owner: a directory holding checkpoints was made by an earlier build or planted.
+  DIR* d = ::opendir(node_dir.c_str());
+  if (d == nullptr) return errno_status("open directory " + node_dir);
+  std::string found;
+  while (dirent* e = ::readdir(d))
+    if (parse_step_name(e->d_name)) {
+      found = e->d_name;
+      break;
+    }
+  ::closedir(d);
+  if (!found.empty())
+    return Status(Code::failed_precondition, "the node-local directory " + node_dir + " holds " + found + " but no " +
+                                                 kOwnerName +
+                                                 " naming its root (made by an earlier "
+                                                 "version of ckpt, or planted)" +
+                                                 way_out);
+  bool existed = false;
+  Status s = create_marker(node_dir, path, prefix + hex16(id) + " " + root + "\n", &existed);
+  if (existed) return bind_node_dir(node_dir, id, root, created);  // written meanwhile: check it
+  return s.with_context("binding the node-local directory to its root");
 }
 
 }  // namespace ckpt::detail

@@ -1,4 +1,6 @@
 // Runtime facade, construction, the region registry and the capture half of the pipeline (app thread).
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -249,15 +251,23 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (m_rank == 0)
     m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
                static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-  long long next_segment = 0;  // layout series: rank 0 finds it, everybody gets it
-  if (m_status.ok() && m_rank == 0 && m_persistent) {
+  long long next_segment = 0;      // layout series: rank 0 finds it, everybody gets it
+  std::uint64_t root[2] = {0, 0};  // the root's identity, whether made now (levels only): from rank 0
+  if (m_status.ok() && m_rank == 0 && (m_persistent || m_levels)) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     // One job per directory: without the lock a second job's start-up recovery deletes the first
     // one's checkpoint in flight, and its retention deletes the first one's checkpoints.
-    if (m_status.ok()) m_status = m_lock.acquire(m_opts.dir, m_run_id);
-    if (m_status.ok()) m_status = check_root_layout(&next_segment);
+    if (m_status.ok() && m_persistent) m_status = m_lock.acquire(m_opts.dir, m_run_id);
+    if (m_status.ok() && m_persistent) m_status = check_root_layout(&next_segment);
     // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
-    if (m_status.ok()) m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
+    if (m_status.ok() && m_persistent)
+      m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
+    if (m_status.ok() && m_levels) {
+      bool created = false;
+      auto id = root_id(m_opts.dir, &created);
+      m_status = id.status();
+      if (id.ok()) root[0] = id.value(), root[1] = created ? 1 : 0;
+    }
   }
   m_status = agree(m_app_comm, m_status);
   // Every rank sees the directory rank 0 locked: proven by reading the lock's text back, not assumed
@@ -266,6 +276,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     std::vector<std::uint8_t> text(m_lock.text().begin(), m_lock.text().end());
     bcast_bytes(m_app_comm, text, 0);
     m_status = agree(m_app_comm, m_rank == 0 ? Status::OK() : same_directory(m_opts.dir, std::string(text.begin(), text.end())));
+  }
+  // The node directories: this root's, or refused on every rank (design.md, "Levels").
+  if (m_status.ok() && m_levels) {
+    MPI_Bcast(root, 2, MPI_UINT64_T, 0, m_app_comm);
+    m_status = agree(m_app_comm, m_node_leader ? open_node_dir(root[0], root[1] != 0) : Status::OK());
   }
   if (!m_status.ok()) {
     m_lock.release();
@@ -410,12 +425,21 @@ Status RuntimeImpl::make_node_level() {
     if (!spill.ok()) return spill.status();
     m_local_transports.push_back(make_spill_transport(std::move(t).value(), std::move(spill).value(), *m_store));
   }
-  Status s;
-  if (m_node_leader) {
-    s = make_dirs(m_node_dir).with_context("node-local checkpoint directory");
-    if (s.ok()) s = m_local_lock.acquire(m_node_dir);
-    if (s.ok()) s = m_local_store->recover().with_context("recovering node-local directory " + m_node_dir);
-  }
+  return Status::OK();
+}
+
+Status RuntimeImpl::open_node_dir(std::uint64_t root, bool root_created) {
+  // The node directory is not followed through a link planted at its name: checked before anything is
+  // created in it, and again by bind_node_dir() with the lock held.
+  struct stat st {};
+  if (::lstat(m_node_dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    return bind_node_dir(m_node_dir, root, m_opts.dir, root_created);  // says so
+  Status s = make_dirs(m_node_dir).with_context("node-local checkpoint directory");
+  // Before the lock and recovery touch anything: another root's directory is left exactly as it is.
+  // (The binding needs no lock: `.owner` is created O_EXCL, and a live job of this root holds `dir`'s.)
+  if (s.ok()) s = bind_node_dir(m_node_dir, root, m_opts.dir, root_created);
+  if (s.ok()) s = m_local_lock.acquire(m_node_dir);
+  if (s.ok()) s = m_local_store->recover().with_context("recovering node-local directory " + m_node_dir);
   return s;
 }
 

@@ -89,9 +89,13 @@ class RuntimeImpl {
   /// Rank 0, before the recovery: the root holds only what `layout` writes (a series root is not
   /// continued as directories, nor the other way round); the first segment a series run may use.
   Status check_root_layout(long long* next_segment) const;
-  /// With options.local_dir: this rank's node, its directory, the posix transports of the node
-  /// level and (node leaders) the directory, its lock and its recovery. Collective.
+  /// With options.local_dir: this rank's node, its directory's name and the posix transports of the
+  /// node level. Collective.
   Status make_node_level();
+  /// A node leader's part of the node level: its directory (never through a link planted at its name),
+  /// its binding to the root `root` (bind_node_dir(); `root_created`: its `.root` was made by this run),
+  /// then its lock and its recovery. Local.
+  Status open_node_dir(std::uint64_t root, bool root_created);
   /// Waits for the drains in flight (restart and latest read what they write and retain).
   void wait_drains();
   /// Sizes the staging pool for what is registered now (see Registry::stream_bound and

@@ -809,7 +809,7 @@ def cli_block_claiming_more_than_its_file():
 @case
 def cli_convert_refuses_every_name_the_store_owns():
     """`ckpt convert -o <root>/<name>` is refused (exit 2, nothing written) for every name the store owns in a
-    checkpoint root - latest, latest.tmp, .lock, ckpt.N and its .tmp/.old/.del/.abandoned forms, series.K and
+    checkpoint root - latest, latest.tmp, .lock, .root, .owner (node binding), ckpt.N and its .tmp/.old/.del/.abandoned forms, series.K and
     series.K.del - also in a root whose job has not committed yet (only .lock); the root then goes on
     committing and verifies."""
     if ARGS.hdf5 != "ON":
@@ -819,7 +819,7 @@ def cli_convert_refuses_every_name_the_store_owns():
     c1 = os.path.join(d, "ckpt.1")
     fresh_root = fresh("cli_store_names_new")
     open(os.path.join(fresh_root, ".lock"), "w").close()
-    names = ["latest", "latest.tmp", ".lock", "ckpt.7", "ckpt.7.tmp", "ckpt.7.old", "ckpt.7.del", "ckpt.7.abandoned",
+    names = ["latest", "latest.tmp", ".lock", ".root", ".owner", "ckpt.7", "ckpt.7.tmp", "ckpt.7.old", "ckpt.7.del", "ckpt.7.abandoned",
              "series.3", "series.3.del"]
     for root in (d, fresh_root):
         for n in names:

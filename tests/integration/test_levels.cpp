@@ -1,5 +1,6 @@
 // The node-local level and the drain to `dir` (docs/design.md, "Levels"), at 4 ranks as 2 simulated
 // nodes (ranks_per_node 2): node k's directory is <local>/node<k>; deleting it loses node k.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -213,6 +214,160 @@ TEST(Levels, JoinedRowsFindsAStepOnlyTheNodesHold) {
   ASSERT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(rt.restart_level(), "local");
   EXPECT_TRUE(all_true(std::all_of(back.begin(), back.end(), [](double x) { return x == world_rank(); })));
+}
+
+// Node directories are bound to the root that made them (design.md, "Levels", binding).
+
+namespace {
+
+/// The text of a small file, or "" when it cannot be read.
+std::string slurp(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return "";
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+}  // namespace
+
+TEST(Levels, NodeDirectoryOfAnotherRootIsRefused) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options a = level_opts(root, 1);
+  write_steps(a, 1, 3);
+  const std::string owner = slurp(node_dir(root, 1) + "/.owner"), lock = slurp(node_dir(root, 1) + "/.lock");
+  EXPECT_EQ(owner.rfind("ckpt node of root ", 0), 0u) << owner;
+  // Job B: another root, the same local_dir. A's node directories hold complete steps 2 and 3.
+  Options b = a;
+  b.dir = root + "/other-global";
+  {
+    Runtime rt(MPI_COMM_WORLD, b);
+    const Status st = rt.status();
+    EXPECT_EQ(st.code(), Code::failed_precondition) << st.to_string();  // on every rank
+    EXPECT_NE(st.message().find("belongs to the root " + a.dir), std::string::npos) << st.to_string();
+    EXPECT_NE(st.message().find("not to this job's root " + b.dir), std::string::npos) << st.to_string();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Left exactly as it was: not locked, recovered, retained or rebound by B.
+  EXPECT_EQ(slurp(node_dir(root, 1) + "/.owner"), owner);
+  EXPECT_EQ(slurp(node_dir(root, 1) + "/.lock"), lock);
+  EXPECT_EQ(committed(node_dir(root, world_rank() / kRanksPerNode)), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_TRUE(committed(b.dir).empty());
+  MPI_Barrier(MPI_COMM_WORLD);
+  // B's own node directories work; A's root still restarts from its node level.
+  Options b_own = b;
+  b_own.local_dir = root + "/other-local";
+  write_steps(b_own, 7, 7);
+  expect_restart(b_own, 7, "local");
+  expect_restart(a, 3, "local");
+}
+
+TEST(Levels, NodeDirectoryWithCheckpointsButNoOwnerIsNotRead) {
+  // An earlier build's (or a planted) node directory: valid-looking ckpt.2, no .owner.
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 0);  // nothing drained: only the node level holds the steps
+  write_steps(o, 1, 2);
+  if (world_rank() == 0) ASSERT_EQ(::unlink((node_dir(root, 1) + "/.owner").c_str()), 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    const Status st = rt.status();
+    EXPECT_EQ(st.code(), Code::failed_precondition) << st.to_string();
+    EXPECT_NE(st.message().find(node_dir(root, 1) + " holds ckpt."), std::string::npos) << st.to_string();
+    EXPECT_NE(st.message().find("no .owner"), std::string::npos) << st.to_string();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(exists(node_dir(root, 1) + "/ckpt.2/index"));  // not touched
+  EXPECT_FALSE(exists(node_dir(root, 1) + "/.owner"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Removing it (the documented way out): node 1 is adopted empty, and nothing is restorable.
+  if (world_rank() == 0) ckpt::detail::remove_tree(node_dir(root, 1));
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  EXPECT_FALSE(rt.latest().has_value());
+  State s(world_rank(), world_size());
+  ASSERT_TRUE(s.protect(rt).ok());
+  EXPECT_EQ(rt.restart().status().code(), Code::not_found);
+  EXPECT_TRUE(exists(node_dir(root, 1) + "/.owner"));
+}
+
+TEST(Levels, LinkPlantedAtNodeDirectoryIsNotWrittenThrough) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 1);
+  const std::string target = root + "/elsewhere";
+  if (world_rank() == 0) {
+    ASSERT_TRUE(ckpt::detail::make_dirs(target).ok());
+    ASSERT_TRUE(ckpt::detail::make_dirs(root + "/local").ok());
+    ASSERT_EQ(::symlink(target.c_str(), node_dir(root, 1).c_str()), 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    const Status st = rt.status();
+    EXPECT_EQ(st.code(), Code::failed_precondition) << st.to_string();
+    EXPECT_NE(st.message().find(node_dir(root, 1) + " is a symbolic link"), std::string::npos) << st.to_string();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    DIR* d = ::opendir(target.c_str());
+    ASSERT_NE(d, nullptr);
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+    ::closedir(d);
+    EXPECT_TRUE(names.empty()) << names.front();  // no lock, no owner, no checkpoint
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Levels, MarkersAreWholeOrAbsent) {
+  // A crash while a marker was written leaves only its .tmp (ignored, overwritten); a damaged .owner is
+  // refused as damaged, never taken for this root's.
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 1);
+  if (world_rank() == 0) {
+    ASSERT_TRUE(ckpt::detail::make_dirs(o.dir).ok());
+    ASSERT_TRUE(ckpt::detail::make_dirs(node_dir(root, 0)).ok());
+    ASSERT_TRUE(ckpt::detail::write_file(o.dir + "/.root.tmp", "ckpt ro", 7, false).ok());
+    ASSERT_TRUE(ckpt::detail::write_file(node_dir(root, 0) + "/.owner.tmp", "", 0, false).ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  write_steps(o, 1, 2);
+  EXPECT_FALSE(exists(o.dir + "/.root.tmp"));
+  EXPECT_FALSE(exists(node_dir(root, 0) + "/.owner.tmp"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_restart(o, 2, "local");
+  if (world_rank() == 0)
+    ASSERT_TRUE(ckpt::detail::write_file(node_dir(root, 1) + "/.owner", "ckpt node of r", 14, true).ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  EXPECT_EQ(rt.status().code(), Code::failed_precondition) << rt.status().to_string();
+  EXPECT_NE(rt.status().message().find("has a damaged .owner"), std::string::npos) << rt.status().to_string();
+}
+
+TEST(Levels, RootThatLostItsIdentityKeepsItsNodes) {
+  // `dir` lost whole (with its .root), the node level intact: the new .root takes over the node
+  // directories that name the same path; another path would not match (NodeDirectoryOfAnotherRoot...).
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 0);
+  write_steps(o, 1, 2);
+  const std::string before = slurp(node_dir(root, 0) + "/.owner");
+  if (world_rank() == 0) ckpt::detail::remove_tree(o.dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_restart(o, 2, "local");
+  const std::string after = slurp(node_dir(root, 0) + "/.owner"), id = slurp(o.dir + "/.root");
+  EXPECT_NE(after, before);
+  ASSERT_EQ(id.size(), std::string("ckpt root ").size() + 17) << id;
+  EXPECT_EQ(after, "ckpt node of root " + id.substr(10, 16) + " " + o.dir + "\n");
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(Levels, KeepGlobalRetainsTheDrainedLevelApart) {
