@@ -907,7 +907,7 @@ def main():
     ap.add_argument("--python", required=True, help="the directory holding the Python package ckpt")
     ap.add_argument("--libckpt", required=True, help="libckpt, for the Python package")
     ap.add_argument("--dir", required=True)
-    ap.add_argument("--hdf5", default="OFF")
+    ap.add_argument("--hdf5", default="OFF", help="ON/1 when the build has HDF5 (CMake passes CKPT_HAVE_HDF5)")
     ap.add_argument("--only", default="")
     ap.add_argument("--kill-trials", type=int, default=1)
     ap.add_argument("--stride", type=int, default=4, help="kill_retention: every stride-th operation (1: all)")
@@ -915,6 +915,8 @@ def main():
                     help="transport of the kill sweeps (CI: posix; the nightly size runs each transport with --stride 1)")
     ap.add_argument("--store-cases", action="store_true", help="also the cases of the store module (issue 16)")
     ARGS = ap.parse_args()
+    # CMake passes CKPT_HAVE_HDF5 (1 or 0); by hand ON/OFF: every spelling of true means ON.
+    ARGS.hdf5 = "ON" if ARGS.hdf5.upper() in ("1", "ON", "TRUE", "YES") else "OFF"
     os.makedirs(ARGS.dir, exist_ok=True)
     failed = ran = 0
     for fn in CASES:
