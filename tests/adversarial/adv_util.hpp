@@ -116,6 +116,18 @@ inline void commit_steps(Runtime& rt, double& x, std::initializer_list<std::int6
   }
 }
 
+/// Flips (XOR 0x5a) the byte in the middle of block `b` of `file`.
+inline void flip_middle_byte(const std::string& file, const detail::BlockRecord& b) {
+  FILE* f = std::fopen(file.c_str(), "r+b");
+  ASSERT_NE(f, nullptr) << file;
+  const long at = static_cast<long>(b.offset + b.length / 2);
+  std::fseek(f, at, SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, at, SEEK_SET);
+  std::fputc(c ^ 0x5a, f);
+  std::fclose(f);
+}
+
 /// Flips one byte in the middle of the first non-empty block of `ckpt_dir` (rank 0 only).
 inline void corrupt_first_block(const std::string& ckpt_dir) {
   auto bytes = detail::read_file(ckpt_dir + "/index", 1u << 30);
@@ -124,15 +136,7 @@ inline void corrupt_first_block(const std::string& ckpt_dir) {
   ASSERT_TRUE(idx.ok()) << idx.status().to_string();
   for (auto& b : idx->blocks) {
     if (b.length == 0) continue;
-    const std::string file = ckpt_dir + "/" + idx->files[b.file].name;
-    FILE* f = std::fopen(file.c_str(), "r+b");
-    ASSERT_NE(f, nullptr) << file;
-    const long at = static_cast<long>(b.offset + b.length / 2);
-    std::fseek(f, at, SEEK_SET);
-    const int c = std::fgetc(f);
-    std::fseek(f, at, SEEK_SET);
-    std::fputc(c ^ 0x5a, f);
-    std::fclose(f);
+    flip_middle_byte(ckpt_dir + "/" + idx->files[b.file].name, b);
     return;
   }
   FAIL() << "no block to corrupt in " << ckpt_dir;
@@ -148,15 +152,7 @@ inline void corrupt_blocks_of(const std::string& ckpt_dir, const std::string& va
   int hit = 0;
   for (auto& b : idx->blocks) {
     if (b.length == 0 || idx->vars[b.var].name != var || b.rank != rank) continue;
-    const std::string file = ckpt_dir + "/" + idx->files[b.file].name;
-    FILE* f = std::fopen(file.c_str(), "r+b");
-    ASSERT_NE(f, nullptr) << file;
-    const long at = static_cast<long>(b.offset + b.length / 2);
-    std::fseek(f, at, SEEK_SET);
-    const int c = std::fgetc(f);
-    std::fseek(f, at, SEEK_SET);
-    std::fputc(c ^ 0x5a, f);
-    std::fclose(f);
+    flip_middle_byte(ckpt_dir + "/" + idx->files[b.file].name, b);
     ++hit;
   }
   ASSERT_GT(hit, 0) << "no block of '" << var << "' of rank " << rank << " in " << ckpt_dir;
