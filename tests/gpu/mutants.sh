@@ -56,14 +56,16 @@ run() {
   rc=$?
   local removed=0 failed
   # Said at the first removed wait, and with the count at exit (an aborted test never gets there).
-  echo "$out" | grep -q "^simgpu: mutant $mutant removed its first wait" && removed=yes
+  # Here-strings, not 'echo | grep -q': under pipefail, grep -q's early exit can SIGPIPE the echo of a
+  # long output and fail the pipeline although it matched (CI once saw a caught mutant as UNREACHED).
+  grep -q "^simgpu: mutant $mutant removed its first wait" <<<"$out" && removed=yes
   local n
   n=$(echo "$out" | sed -n "s/^simgpu: mutant $mutant removed \([0-9]*\) waits/\1/p" | sort -n | tail -1)
   [ -n "$n" ] && [ "$n" -gt 0 ] && removed=$n
   failed=$(echo "$out" | sed 's/\x1b\[[0-9;]*m//g' | sed -n 's/^\[  FAILED  \] \([^ ,]*\).*/\1/p' | sort -u |
            grep -v 'tests\?,\? listed' | tr '\n' ' ')
   # A violation of the simulated device aborts the test binary: the test it ran is the one that caught it.
-  if echo "$out" | grep -q '^simgpu: VIOLATION'; then
+  if grep -q '^simgpu: VIOLATION' <<<"$out"; then
     failed="$failed$filter (aborted: $(echo "$out" | sed -n 's/^simgpu: VIOLATION: //p' | head -1))"
   fi
   [ $rc -eq 124 ] || [ $rc -eq 137 ] && failed="$failed(timed out)"

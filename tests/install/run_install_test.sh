@@ -84,7 +84,7 @@ static_flag=$([ "$static" = 1 ] && echo --static || true)
       runs "Fortran by hand (-lckpt_fortran -lckpt)" "$work/ckpt-hand-f" "$work/hand_fortran"
       mpif90 "${fflags[@]}" -o "$work/hand_fortran_as_needed" -Wl,--as-needed -L"$libdir" -Wl,-rpath,"$libdir" \
         -lckpt_fortran -lckpt
-      if readelf -d "$work/hand_fortran_as_needed" | grep -q 'NEEDED.*libckpt\.so'; then
+      if readelf -d "$work/hand_fortran_as_needed" | grep 'NEEDED.*libckpt\.so' >/dev/null; then
         echo "(--as-needed kept libckpt: the program calls it directly)"
       fi
       runs "Fortran by hand (--as-needed: libckpt through libckpt_fortran's RUNPATH)" "$work/ckpt-hand-f2" \
