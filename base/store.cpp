@@ -86,7 +86,7 @@ bool exists_nofollow(const std::string& path) {
 
 bool is_store_name(const std::string& name) {
   return name == kLatestName || name == kLatestTmpName || name == kLockName || name == kRootIdName ||
-         name == kOwnerName || name == "index" ||
+         name == kOwnerName || name == kTimelineName || name == kNodeRunName || name == "index" ||
          parse_step_name(name).has_value() || parse_segment_name(name).has_value();
 }
 

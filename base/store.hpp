@@ -58,12 +58,17 @@ constexpr const char* kLockName = ".lock";
 /// docs/format.md, "Node-local level" (runtime/src/dir_lock.cpp).
 constexpr const char* kRootIdName = ".root";
 constexpr const char* kOwnerName = ".owner";
+/// The root's timeline record (`<dir>/.timeline`) and the run that last labelled a node directory
+/// (`<node dir>/.run`): docs/format.md, "Node-local level".
+constexpr const char* kTimelineName = ".timeline";
+constexpr const char* kNodeRunName = ".run";
 
 /// Whether `name` (one path component) belongs to the store in a checkpoint root: kLatestName,
-/// kLatestTmpName, kLockName, kRootIdName, kOwnerName, `index` (a directory holding one is taken for a checkpoint),
-/// ckpt.<step> with any suffix parse_step_name() takes, and series.<k>[.del] (parse_segment_name()). The store creates,
-/// replaces, renames or removes entries of these names, and reads those it finds: nothing else may be
-/// written under one of them in a root (`ckpt convert` refuses such an output).
+/// kLatestTmpName, kLockName, kRootIdName, kOwnerName, kTimelineName, kNodeRunName, `index` (a
+/// directory holding one is taken for a checkpoint), ckpt.<step> with any suffix parse_step_name()
+/// takes, and series.<k>[.del] (parse_segment_name()). The store creates, replaces, renames or removes
+/// entries of these names, and reads those it finds: nothing else may be written under one of them in
+/// a root (`ckpt convert` refuses such an output).
 bool is_store_name(const std::string& name);
 
 // ---- one checkpoint directory --------------------------------------------------------------------

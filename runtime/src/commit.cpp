@@ -211,6 +211,7 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
     // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
     // the outcome is sent).
     outcome = idx.status();
+    if (outcome.ok() && m_cfg.timeline != nullptr) outcome = m_cfg.timeline->before_commit(job.step);
     if (outcome.ok() && m_persistent)
       outcome =
           m_store.commit(job.step, job.tmp_dir, encode_index(idx.value()), m_cfg.fsync && m_cfg.durable_every_ms == 0);
@@ -262,7 +263,9 @@ void Committer::protect(Job& job) {
 }
 
 Status Committer::commit_nodes(const Job& job, Result<Index> idx) {
-  Status outcome = bcast_status(m_commit_comm, m_rank == 0 ? idx.status() : Status::OK(), 0);
+  Status first = m_rank == 0 ? idx.status() : Status::OK();
+  if (first.ok() && m_rank == 0 && m_cfg.timeline != nullptr) first = m_cfg.timeline->before_commit(job.step);
+  Status outcome = bcast_status(m_commit_comm, first, 0);
   if (outcome.ok()) {
     std::vector<std::uint8_t> bytes;
     if (m_rank == 0) bytes = encode_index(idx.value());

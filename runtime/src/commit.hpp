@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/store.hpp"
+#include "runtime/src/dir_lock.hpp"
 #include "runtime/src/job.hpp"
 #include "runtime/src/threads.hpp"
 #include "runtime/src/xor.hpp"
@@ -35,6 +36,10 @@ struct CommitConfig {
   /// locally before the node commits (a roll-back: the drained level's steps of the old timeline would
   /// otherwise be taken for the newest state, or restored for this step, until the next drain).
   Store* drained = nullptr;
+  /// Rank 0 with a root: told before each commit is published (Timeline::before_commit); a failure
+  /// there fails the commit. Shared by both Committers of a run with levels (a spilled checkpoint is
+  /// first published by the drained level's).
+  Timeline* timeline = nullptr;
   const char* level = "";  ///< for the verbose line: "", " locally", " (drained)"
   /// Options::mpi_threads resolved to funneled: no commit thread; the application thread commits
   /// through the Funnel.

@@ -253,3 +253,129 @@ Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::s
 }
 
 }  // namespace ckpt::detail
+
+namespace ckpt::detail {
+
+namespace {
+
+/// A line of the timeline record: `run <id> bound` or `run <id> from <step>` (docs/format.md).
+struct TimelineLine {
+  std::uint64_t run = 0;
+  std::optional<std::int64_t> from;  ///< nothing: a `bound` line
+};
+
+std::optional<TimelineLine> parse_timeline_line(const std::string& l) {
+  const std::string run = "run ";
+  if (l.compare(0, run.size(), run) != 0 || l.size() < run.size() + 17 || l[run.size() + 16] != ' ')
+    return std::nullopt;
+  auto id = parse_hex16(l, run.size());
+  if (!id) return std::nullopt;
+  const std::string rest = l.substr(run.size() + 17);
+  if (rest == "bound") return TimelineLine{*id, std::nullopt};
+  if (rest.compare(0, 5, "from ") != 0 || rest.size() == 5 || rest.size() > 5 + 18) return std::nullopt;
+  std::int64_t step = 0;
+  for (std::size_t i = 5; i < rest.size(); ++i) {
+    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
+    step = step * 10 + (rest[i] - '0');
+  }
+  return TimelineLine{*id, step};
+}
+
+constexpr std::uint64_t kMaxTimelineBytes = 64ull << 20;  // ~1.5 M lines: one or two per run
+
+}  // namespace
+
+Timeline::Timeline(std::string dir, std::uint64_t run, bool sync)
+    : m_path(std::move(dir) + "/" + kTimelineName), m_run(run), m_sync(sync) {}
+
+Status Timeline::append(const std::string& line) {
+  const int fd = ::open(m_path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status(Code::io_error, "cannot open the root's timeline record " + m_path + ": " + std::strerror(errno) +
+                                      (errno == ELOOP ? " (it is a symbolic link)" : ""));
+  struct stat st {};
+  Status s = ::fstat(fd, &st) == 0 ? Status::OK() : errno_status("stat " + m_path);
+  if (s.ok() && !S_ISREG(st.st_mode)) s = Status(Code::failed_precondition, m_path + " is not a regular file");
+  // A run that died while it appended left a line without its newline: it announced nothing (the
+  // append is synced before what it announces), so it is cut off rather than run into this line.
+  char last = '\n';
+  if (s.ok() && st.st_size > 0) s = pread_all(fd, &last, 1, static_cast<std::uint64_t>(st.st_size - 1), m_path);
+  if (s.ok() && last != '\n') {
+    std::vector<char> all(static_cast<std::size_t>(st.st_size));
+    s = pread_all(fd, all.data(), all.size(), 0, m_path);
+    std::size_t keep = all.size();
+    while (keep > 0 && all[keep - 1] != '\n') --keep;
+    if (s.ok() && ::ftruncate(fd, static_cast<off_t>(keep)) != 0) s = errno_status("truncate " + m_path);
+  }
+  if (s.ok() && ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    s = errno_status("append to " + m_path);
+  if (s.ok() && m_sync && ::fdatasync(fd) != 0) s = errno_status("fdatasync " + m_path);
+  ::close(fd);
+  if (s.ok() && st.st_size == 0) s = fsync_dir(m_path.substr(0, m_path.rfind('/')), m_sync);  // a new file
+  return s.with_context("the root's timeline record");
+}
+
+Result<std::string> Timeline::bind() {
+  std::lock_guard<std::mutex> lk(m_mu);
+  CKPT_RETURN_IF_ERROR(append("run " + hex16(m_run) + " bound\n"));
+  auto bytes = read_file(m_path, kMaxTimelineBytes);
+  if (!bytes.ok()) return bytes.status().with_context("the root's timeline record");
+  return std::string(bytes->begin(), bytes->end());
+}
+
+Status Timeline::before_commit(std::int64_t step) {
+  std::lock_guard<std::mutex> lk(m_mu);
+  if (m_lowest && *m_lowest <= step) return Status::OK();
+  CKPT_RETURN_IF_ERROR(append("run " + hex16(m_run) + " from " + std::to_string(step) + "\n"));
+  m_lowest = step;
+  return Status::OK();
+}
+
+std::optional<std::int64_t> abandoned_from(const std::string& timeline, std::optional<std::uint64_t> label) {
+  std::vector<std::string> lines;
+  for (std::size_t at = 0; at < timeline.size();) {
+    const std::size_t nl = timeline.find('\n', at);
+    if (nl == std::string::npos) break;  // a torn last line announced nothing (Timeline::append)
+    lines.push_back(timeline.substr(at, nl - at));
+    at = nl + 1;
+  }
+  std::size_t first = 0;  // lines after the label's `bound` line
+  if (label)
+    for (std::size_t i = lines.size(); i-- > 0;) {
+      auto l = parse_timeline_line(lines[i]);
+      if (l && l->run == *label && !l->from) {
+        first = i + 1;
+        break;
+      }
+    }
+  std::optional<std::int64_t> from;
+  for (std::size_t i = first; i < lines.size(); ++i) {
+    auto l = parse_timeline_line(lines[i]);
+    if (l && (!l->from || (label && l->run == *label))) continue;  // not a timeline another run began
+    const std::int64_t step = l ? *l->from : 0;                      // damaged: could have begun one anywhere
+    if (!from || step < *from) from = step;
+  }
+  return from;
+}
+
+Result<std::optional<std::uint64_t>> node_label(const std::string& node_dir) {
+  auto text = read_marker(node_dir + "/" + kNodeRunName, "the node-local directory's run label");
+  if (!text.ok())
+    return text.status().code() == Code::not_found ? Result<std::optional<std::uint64_t>>(std::nullopt)
+                                                   : Result<std::optional<std::uint64_t>>(text.status());
+  const std::string prefix = "ckpt run ";
+  const std::string& t = text.value();
+  if (t.size() != prefix.size() + 17 || t.compare(0, prefix.size(), prefix) != 0 || t.back() != '\n')
+    return std::optional<std::uint64_t>();
+  return parse_hex16(t, prefix.size());
+}
+
+Status label_node_dir(const std::string& node_dir, std::uint64_t run, bool sync) {
+  const std::string path = node_dir + "/" + kNodeRunName, tmp = path + ".tmp", line = "ckpt run " + hex16(run) + "\n";
+  Status s = write_file(tmp, line.data(), line.size(), sync);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = errno_status("rename " + tmp + " to " + path);
+  if (s.ok()) s = fsync_dir(node_dir, sync);
+  return s.with_context("labelling the node-local directory with this run");
+}
+
+}  // namespace ckpt::detail

@@ -251,8 +251,10 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   if (m_rank == 0)
     m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
                static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-  long long next_segment = 0;      // layout series: rank 0 finds it, everybody gets it
-  std::uint64_t root[2] = {0, 0};  // the root's identity, whether made now (levels only): from rank 0
+  long long next_segment = 0;  // layout series: rank 0 finds it, everybody gets it
+  // The root's identity, whether made now (levels only) and this run's id: from rank 0.
+  std::uint64_t root[3] = {0, 0, m_run_id};
+  std::vector<std::uint8_t> timeline;  // levels: the root's timeline record, from rank 0
   if (m_status.ok() && m_rank == 0 && (m_persistent || m_levels)) {
     m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
     // One job per directory: without the lock a second job's start-up recovery deletes the first
@@ -268,6 +270,12 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
       m_status = id.status();
       if (id.ok()) root[0] = id.value(), root[1] = created ? 1 : 0;
     }
+    if (m_status.ok()) m_timeline = std::make_unique<Timeline>(m_opts.dir, m_run_id, m_opts.fsync);
+    if (m_status.ok() && m_levels) {
+      auto text = m_timeline->bind();  // before any node directory is labelled with this run
+      m_status = text.status();
+      if (text.ok()) timeline.assign(text->begin(), text->end());
+    }
   }
   m_status = agree(m_app_comm, m_status);
   // Every rank sees the directory rank 0 locked: proven by reading the lock's text back, not assumed
@@ -279,8 +287,11 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   }
   // The node directories: this root's, or refused on every rank (design.md, "Levels").
   if (m_status.ok() && m_levels) {
-    MPI_Bcast(root, 2, MPI_UINT64_T, 0, m_app_comm);
-    m_status = agree(m_app_comm, m_node_leader ? open_node_dir(root[0], root[1] != 0) : Status::OK());
+    MPI_Bcast(root, 3, MPI_UINT64_T, 0, m_app_comm);
+    bcast_bytes(m_app_comm, timeline, 0);
+    m_status = agree(m_app_comm, m_node_leader ? open_node_dir(root[0], root[1] != 0, root[2],
+                                                               std::string(timeline.begin(), timeline.end()))
+                                               : Status::OK());
   }
   if (!m_status.ok()) {
     m_lock.release();
@@ -339,6 +350,7 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   commit_cfg.keep = m_opts.keep;
   commit_cfg.verbose = m_opts.verbose;
   commit_cfg.funneled = m_funneled;
+  commit_cfg.timeline = m_timeline.get();
   if (m_levels) {
     // `dir` is the drained level: a second Committer, fed by the drain thread.
     CommitConfig global_cfg = commit_cfg;
@@ -428,7 +440,8 @@ Status RuntimeImpl::make_node_level() {
   return Status::OK();
 }
 
-Status RuntimeImpl::open_node_dir(std::uint64_t root, bool root_created) {
+Status RuntimeImpl::open_node_dir(std::uint64_t root, bool root_created, std::uint64_t run,
+                                  const std::string& timeline) {
   // The node directory is not followed through a link planted at its name: checked before anything is
   // created in it, and again by bind_node_dir() with the lock held.
   struct stat st {};
@@ -440,6 +453,13 @@ Status RuntimeImpl::open_node_dir(std::uint64_t root, bool root_created) {
   if (s.ok()) s = bind_node_dir(m_node_dir, root, m_opts.dir, root_created);
   if (s.ok()) s = m_local_lock.acquire(m_node_dir);
   if (s.ok()) s = m_local_store->recover().with_context("recovering node-local directory " + m_node_dir);
+  // Steps that later runs rolled back while this directory was not used (a run without local_dir, or
+  // one that lacked this node) are abandoned before anything reads them; then it is this run's.
+  auto label = s.ok() ? node_label(m_node_dir) : Result<std::optional<std::uint64_t>>(s);
+  if (!label.ok()) return label.status();
+  if (auto from = abandoned_from(timeline, label.value()))
+    s = m_local_store->abandon_newer_than(*from - 1, m_opts.fsync);
+  if (s.ok()) s = label_node_dir(m_node_dir, run, m_opts.fsync);
   return s;
 }
 

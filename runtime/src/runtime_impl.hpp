@@ -95,7 +95,7 @@ class RuntimeImpl {
   /// A node leader's part of the node level: its directory (never through a link planted at its name),
   /// its binding to the root `root` (bind_node_dir(); `root_created`: its `.root` was made by this run),
   /// then its lock and its recovery. Local.
-  Status open_node_dir(std::uint64_t root, bool root_created);
+  Status open_node_dir(std::uint64_t root, bool root_created, std::uint64_t run, const std::string& timeline);
   /// Waits for the drains in flight (restart and latest read what they write and retain).
   void wait_drains();
   /// Sizes the staging pool for what is registered now (see Registry::stream_bound and
@@ -115,6 +115,7 @@ class RuntimeImpl {
   bool m_closed_by_finalize = false;
   std::recursive_mutex m_close_mu;  ///< close() from the application and from MPI_Finalize's callback
   DirLock m_lock;                   ///< rank 0 of a persistent Runtime: the directory's lock
+  std::unique_ptr<Timeline> m_timeline;  ///< rank 0 with a root (persistent or levels): its timeline record
   int m_rank = 0, m_size = 1;
   MPI_Comm m_app_comm = MPI_COMM_NULL;     ///< collectives of the application thread
   MPI_Comm m_commit_comm = MPI_COMM_NULL;  ///< until the Committer takes it

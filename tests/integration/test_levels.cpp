@@ -504,6 +504,88 @@ TEST(Levels, RollBackAbandonsTheDrainedLevelsNewerSteps) {
   EXPECT_TRUE(all_true(s == expected)) << "restored data are not the new timeline's step 4";
 }
 
+/// A run without levels on the same `dir`: restart(`from`) (expects that step, from `dir`), then
+/// checkpoints `first`..`last` with the salt `salt` + step.
+void write_without_levels(const Options& levels, std::int64_t from, int first, int last, int salt) {
+  Options o = levels;
+  o.local_dir.clear();
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size());
+  ASSERT_TRUE(s.protect(rt).ok());
+  Status r = rt.restart(from);
+  ASSERT_TRUE(r.ok()) << r.to_string();
+  for (int step = first; step <= last; ++step) {
+    s.fill(salt + step);
+    Status st = rt.checkpoint(step).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  ASSERT_TRUE(rt.close().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// restart() with levels; expects step `want` with the salt `salt`, from `level`.
+void expect_timeline(const Options& o, std::int64_t want, int salt, const std::string& level) {
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size()), expected(world_rank(), world_size());
+  expected.fill(salt);
+  s.fill(-1);
+  ASSERT_TRUE(s.protect(rt).ok());
+  EXPECT_EQ(rt.latest().value_or(-1), want);
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), want);
+  EXPECT_EQ(rt.restart_level(), level);
+  EXPECT_TRUE(all_true(s == expected)) << "restored data are not step " << want << " of the newest timeline";
+  // And this run goes on along that timeline: its next checkpoint commits on both levels.
+  s.fill(salt + 1);
+  Status st = rt.checkpoint(want + 1).wait();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(rt.close().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// (issue 31, 3) Roll-back covers every level, also when the run that rolls back has no local_dir and
+// cannot see the node directories: it records in `dir`'s timeline where its timeline began, and the
+// next run with levels abandons the node steps of the older timeline before anything reads them.
+// Steps 1..5 with levels (drained: 2, 4); a run without levels restarts from 2 and commits 3: the
+// next run with levels must restart from that 3, not the node level's 5 of the abandoned timeline.
+TEST(Levels, RunWithoutLevelsRollsTheNodeLevelBackToo) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 2, 10);
+  write_steps(o, 1, 5);
+  EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{2, 4}));
+  constexpr int kNew = 1000;
+  write_without_levels(o, 2, 3, 3, kNew);
+  expect_timeline(o, 3, kNew + 3, "global");
+  // The node level: the old timeline's 3 and 5 abandoned (3's copy removed by retention once the new
+  // timeline passed it), 4 is the last run's own.
+  if (world_rank() == 0)
+    for (int node : {0, 1}) {
+      EXPECT_EQ(committed(node_dir(root, node)), (std::vector<std::int64_t>{1, 2, 4}));
+      EXPECT_TRUE(exists(node_dir(root, node) + "/ckpt.5.abandoned"));
+    }
+}
+
+// The same at the newest drained step: the run without levels restarts from 4 (`dir`'s newest) and
+// commits 5. The node level's own step 5 is of the old timeline - the same step number, other data:
+// restoring it (the node level is read first) would be silent wrong data.
+TEST(Levels, RunWithoutLevelsAtTheSameStepIsNotShadowedByTheNodeLevel) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 2, 10);
+  write_steps(o, 1, 5);
+  constexpr int kNew = 2000;
+  write_without_levels(o, 4, 5, 5, kNew);
+  expect_timeline(o, 5, kNew + 5, "global");
+  // That run's step 6 is on the node level only; with node 1 lost, the newest whole step is `dir`'s 5
+  // (node 0's abandoned 5 stays abandoned).
+  lose_nodes(root, {1});
+  expect_timeline(o, 5, kNew + 5, "global");
+}
+
 TEST(Levels, PartnerCopyRebuildsALostNode) {
   ASSERT_EQ(world_size(), 4);
   const auto root = scratch_dir();
