@@ -264,6 +264,8 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
     // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
     if (m_status.ok() && m_persistent)
       m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
+    // A series whose kept steps fill the disk could never commit again: refused now, saying why.
+    if (m_status.ok() && m_persistent && series) m_status = check_series_space(*m_store, m_opts.keep);
     if (m_status.ok() && m_levels) {
       bool created = false;
       auto id = root_id(m_opts.dir, &created);

@@ -6,7 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "ckpt/status.hpp"
+
 namespace ckpt::detail {
+
+class Store;
 
 /// Where the checkpoints of a run go: segment `first` of the root, then a new segment whenever one
 /// rank's data file would grow past `max_bytes` or `max_steps` checkpoints went into the current one.
@@ -36,6 +40,14 @@ class SeriesCursor {
   std::uint64_t m_bytes = 0;  ///< this rank's data file in the current segment so far (estimated as written)
   int m_steps = 0;            ///< checkpoints placed in the current segment
 };
+
+/// Whether a run can continue the series root `store` with `keep` > 0 on the space its file system
+/// has: the segments that hold the `keep` newest steps go only once a new segment holds `keep` steps,
+/// so a run needs room for about `keep` checkpoints of the newest one's size - the first of them in
+/// the free space, the rest also in what retention removes at the first commit (segments holding no
+/// kept step). Otherwise io_error naming the space needed, what is there and the ways out (docs/
+/// design.md, "Series layout"). Rank 0, at construction, after recovery; ok for a root without steps.
+Status check_series_space(const Store& store, int keep);
 
 }  // namespace ckpt::detail
 

@@ -1,7 +1,7 @@
 // adv_app: the program adversarial.py runs, kills and restarts (issue 14).
 //   adv_app --dir D [--transport T] [--steps N] [--cells C] [--keep K] [--ack FILE] [--recommit]
 //           [--flush-delay MS] [--hold-ms MS] [--mode run|check|finalize-first|finalize-last]
-//           [--timeline T] [--rollback R]
+//           [--timeline T] [--rollback R] [--levels] [--layout series] [--segment-steps N]
 // run: checkpoint steps 1..N, waiting for each; rank 0 appends "<step>" to --ack after every commit
 //      that returned ok (what the application was promised). --recommit writes step N again at the end.
 //      --rollback R: restart(R) first (it must restore timeline 0's step R), then checkpoint R+1..N.
@@ -11,6 +11,7 @@
 // from the abandoned timeline's at the same step (check tells which timeline it restored).
 // finalize-first: the Runtime lives in main's scope; MPI_Finalize is called with a checkpoint in
 //      flight, before the Runtime's destructor. finalize-last: the usual order.
+// --levels: the node-local level in <dir>.local, one node per rank, every 2nd checkpoint drained.
 // Every region's content is a pure function of (step, global index).
 #include <mpi.h>
 
@@ -39,6 +40,9 @@ struct Args {
   bool recommit = false;
   bool groups = false;   ///< "walkers/*" through mpiio (a transport group); rank 1 holds none of them
   bool collide = false;  ///< also "field/x": a name that is a group in an HDF5 export of "field"
+  bool levels = false;   ///< the node-local level in <dir>.local
+  bool series = false;   ///< layout series
+  int segment_steps = 0;
 };
 
 struct State {
@@ -83,6 +87,13 @@ ckpt::Options options(const Args& a) {
   o.chunk_bytes = 64 << 10;
   if (a.flush_delay > 0) ::setenv("CKPT_TEST_FLUSH_DELAY_MS", std::to_string(a.flush_delay).c_str(), 1);
   if (a.groups) o.groups.push_back({"walkers", {"walkers/*"}, "mpiio"});
+  if (a.levels) {
+    o.local_dir = a.dir + ".local";
+    o.ranks_per_node = 1;
+    o.drain_every = 2;
+  }
+  if (a.series) o.layout = ckpt::Options::Layout::series;
+  o.segment_steps = a.segment_steps;
   return o;
 }
 
@@ -188,6 +199,12 @@ int main(int argc, char** argv) {
       a.timeline = std::strtoull(next().c_str(), nullptr, 10);
     else if (k == "--rollback")
       a.rollback = std::atoll(next().c_str());
+    else if (k == "--levels")
+      a.levels = true;
+    else if (k == "--layout" && next() == "series")
+      a.series = true;
+    else if (k == "--segment-steps")
+      a.segment_steps = std::atoi(next().c_str());
     else {
       if (rank == 0) std::fprintf(stderr, "adv_app: unknown argument %s\n", k.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);

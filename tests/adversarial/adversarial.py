@@ -101,6 +101,7 @@ def fresh(name):
     if os.path.ismount(d):
         subprocess.run(["umount", "-l", d], check=False)
     shutil.rmtree(d, ignore_errors=True)
+    shutil.rmtree(d + ".local", ignore_errors=True)  # adv_app --levels
     os.makedirs(d)
     return d
 
@@ -234,6 +235,46 @@ def disk_full_on_tmpfs():
         subprocess.run(["umount", "-l", d], check=False)
 
 
+@case
+def series_on_a_small_disk():
+    """(issue 31, 7) layout series, keep 2, on a real 1 MiB tmpfs. One segment (no segment_steps) fills
+    the disk: those checkpoints fail with io_error, and the next run is refused at construction with
+    io_error naming the space a run needs and the ways out (before: it started, and no checkpoint could
+    ever commit again - the segment holding the kept steps is removed only once a new one holds keep
+    steps); the root still verifies. With segment_steps 2 the same disk takes checkpoints run after
+    run: retention removes whole segments."""
+    d = fresh("series_small_disk")
+    refused = mount_tmpfs(d)
+    if refused:
+        return refused
+    series = ["--layout", "series", "--transport", "posix", "--keep", "2", "--cells", "12288"]
+    try:
+        rc, out = run(mpi(2, "--dir", d, "--steps", "14", *series), timeout=60)
+        check(rc != 0 and "io_error" in out, "the run filling the disk: rc %s: %s" % (rc, out[-1500:]))
+        rc, out = run(mpi(2, "--dir", d, "--steps", "16", "--rollback", "3", *series), timeout=60)
+        check(rc == 4 and "io_error" in out and "lacks the space to continue" in out and "free at least" in out
+              and "lower keep" in out, "the next run: rc %s: %s" % (rc, out[-1500:]))
+        rc, out = cli("verify", d)
+        check(rc == 0, "ckpt verify of the full root: rc %s: %s" % (rc, out[-800:]))
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
+    d = fresh("series_small_disk")
+    refused = mount_tmpfs(d)
+    if refused:
+        return refused
+    try:
+        segmented = series + ["--segment-steps", "2"]
+        rc, out = run(mpi(2, "--dir", d, "--steps", "14", *segmented), timeout=60)
+        check(rc == 0, "run 1 with segment_steps 2: rc %s: %s" % (rc, out[-1500:]))
+        for first, last in ((14, 28), (28, 40)):
+            rc, out = run(mpi(2, "--dir", d, "--steps", str(last), "--rollback", str(first), *segmented), timeout=60)
+            check(rc == 0, "a run from step %d: rc %s: %s" % (first, rc, out[-1500:]))
+        rc, out = app_check(d, extra=("--layout", "series", "--cells", "12288"))
+        check(rc == 0 and "check: ok step 40" in out, out[-800:])
+    finally:
+        subprocess.run(["umount", "-l", d], check=False)
+
+
 # ---- kills at every step of the commit protocol --------------------------------------------------
 
 def commit_ops(d, extra, env):
@@ -247,9 +288,10 @@ def commit_ops(d, extra, env):
     return [l.split(" ", 2) for l in open(log).read().splitlines()]
 
 
-def kill_sweep(name, extra, ops, first_step=1, stride=1):
+def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=()):
     """Kills rank 0 at each of its operations `ops` from the first_step-th on; after every kill the
-    newest checkpoint whose commit returned ok (or a newer one) must restore bit for bit."""
+    newest checkpoint whose commit returned ok (or a newer one) must restore bit for bit (restarted
+    with `check_extra`)."""
     d = fresh(name)
     env = {"KILLAT_OPS": ops, "KILLAT_RANK": "0"}
     steps = commit_ops(d, extra, env)
@@ -265,7 +307,7 @@ def kill_sweep(name, extra, ops, first_step=1, stride=1):
             e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N=str(k), KILLAT_UNDER=d)
             rc, out = run(mpi(2, "--dir", d, "--ack", ack, *extra), timeout=60, env=e)
             acked = [int(x) for x in open(ack).read().split()] if os.path.exists(ack) else []
-            rc, out = app_check(d)
+            rc, out = app_check(d, extra=check_extra)
             trials += 1
             what = "kill at %s #%d (%s)" % (steps[k - 1][1], k, os.path.basename(steps[k - 1][2]))
             if acked and not (rc == 0 and int(out.split("check: ok step ")[1].split()[0]) >= acked[-1]
@@ -289,31 +331,27 @@ def kill_at_every_step_of_a_recommit():
                "rename,unlink,rmdir,symlink")
 
 
-@store_case
-def kill_at_every_step_of_a_roll_back():
-    """A run restarts from step 2 while steps 3..6 of another timeline exist and commits 3..5 with
-    keep=2; SIGKILL of rank 0 at each of its rename/unlink/rmdir/symlink/fsync: once a step of the
-    new timeline was acknowledged, restart() finds the new timeline at that step or later - never the
-    abandoned one (its step 6 is newer); before that, either timeline (the abandon renames newest
-    first, so a kill leaves a prefix of the old one)."""
-    if kills_skipped():
-        return kills_skipped()
-    name = "kill_rollback"
+def rollback_sweep(name, first, second, check_extra=()):
+    """Writes timeline 0 (`first`) once; then, for every operation of rank 0 in a run `second` (a
+    roll-back that writes timeline 1), a fresh copy of timeline 0 and that run killed there: once a
+    step of the new timeline was acknowledged, restart() (with `check_extra`) finds the new timeline
+    at that step or later - never the abandoned one; before that, either timeline."""
     base = ["--keep", "2", "--transport", ARGS.kill_transport]
-    second = ["--steps", "5", "--rollback", "2", "--timeline", "1"] + base
     env = {"KILLAT_OPS": "rename,unlink,rmdir,symlink,fsync,fdatasync", "KILLAT_RANK": "0"}
-
     pristine = fresh(name + "_first")  # the first timeline, written once and copied for every trial
-    rc, out = run(mpi(2, "--dir", pristine, "--steps", "6", "--keep", "10", "--transport", ARGS.kill_transport))
+    rc, out = run(mpi(2, "--dir", pristine, *first, "--transport", ARGS.kill_transport))
     check(rc == 0, "first timeline: " + out[-1500:])
 
     def first_timeline(d):
-        shutil.rmtree(d)
-        shutil.copytree(pristine, d, symlinks=True)
+        for suffix in ("", ".local"):
+            shutil.rmtree(d + suffix, ignore_errors=True)
+            if os.path.exists(pristine + suffix):
+                shutil.copytree(pristine + suffix, d + suffix, symlinks=True)
+        os.makedirs(d, exist_ok=True)
 
     d = fresh(name)
     first_timeline(d)
-    ops = commit_ops(d, second, env)
+    ops = commit_ops(d, second + base, env)
     check(len(ops) > 0, "no operations")
     failures = []
     kills = 0
@@ -325,9 +363,9 @@ def kill_at_every_step_of_a_roll_back():
         if os.path.exists(ack):
             os.unlink(ack)
         e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N=str(k), KILLAT_UNDER=d)
-        run(mpi(2, "--dir", d, "--ack", ack, *second), timeout=60, env=e)
+        run(mpi(2, "--dir", d, "--ack", ack, *second, *base), timeout=60, env=e)
         acked = [int(x) for x in open(ack).read().split()] if os.path.exists(ack) else []
-        rc, out = app_check(d)
+        rc, out = app_check(d, extra=check_extra)
         m = re.search(r"check: ok step (\d+) timeline (\d)", out)
         what = "kill at %s #%d (%s)" % (ops[k - 1][1], k, os.path.basename(ops[k - 1][2]))
         if not m:
@@ -337,6 +375,56 @@ def kill_at_every_step_of_a_roll_back():
                             % (what, acked[-1], m.group(1), m.group(2)))
     print("  %s: %d kills over %d operations, %d lost, torn or mixed" % (name, kills, len(ops), len(failures)))
     check(not failures, "\n".join(failures[:10]))
+
+
+@store_case
+def kill_at_every_step_of_a_roll_back():
+    """A run restarts from step 2 while steps 3..6 of another timeline exist and commits 3..5 with
+    keep=2; SIGKILL of rank 0 at each of its rename/unlink/rmdir/symlink/fsync: once a step of the
+    new timeline was acknowledged, restart() finds the new timeline at that step or later - never the
+    abandoned one (its step 6 is newer); before that, either timeline (the abandon renames newest
+    first, so a kill leaves a prefix of the old one)."""
+    if kills_skipped():
+        return kills_skipped()
+    rollback_sweep("kill_rollback", ["--steps", "6", "--keep", "10"],
+                   ["--steps", "5", "--rollback", "2", "--timeline", "1"])
+
+
+@store_case
+def kill_at_every_step_with_levels():
+    """(issue 31) The node-local level (one node per rank, every 2nd checkpoint drained), 4 steps with
+    keep=2: SIGKILL of rank 0 at each of its operations in `dir` and its node directory - the binding
+    (.root, .owner, .run), the timeline record, local commits, drains, both levels' retention: no
+    acknowledged checkpoint lost or torn."""
+    if kills_skipped():
+        return kills_skipped()
+    # Two runs with levels per kill: every 8th operation in CI (--stride 1: every one).
+    kill_sweep("kill_levels", ["--steps", "4", "--keep", "2", "--levels", "--transport", ARGS.kill_transport],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=1 if ARGS.stride == 1 else 2 * ARGS.stride,
+               check_extra=("--levels",))
+
+
+@store_case
+def kill_at_every_step_of_a_roll_back_without_levels():
+    """(issue 31) Timeline 0 with levels (steps 1..6, drained 2, 4, 6, node level keep 10); then a run
+    without levels restarts from 2 and commits 3..5, killed at each of its operations: a restart with
+    levels afterwards never restores the node level's old timeline once a new step was acknowledged
+    (the run's `from` line in .timeline is synced before its first commit is published)."""
+    if kills_skipped():
+        return kills_skipped()
+    rollback_sweep("kill_rollback_levels", ["--steps", "6", "--keep", "10", "--levels"],
+                   ["--steps", "5", "--rollback", "2", "--timeline", "1"], check_extra=("--levels",))
+
+
+@case
+def kill_at_every_step_of_a_series():
+    """(issue 31) layout series (posix), 4 steps with keep=2: SIGKILL of rank 0 at each of its
+    operations - segment creation, step-log record appends (version 2, resynchronised), fsyncs,
+    retention: no acknowledged checkpoint lost or torn."""
+    if kills_skipped():
+        return kills_skipped()
+    kill_sweep("kill_series", ["--steps", "4", "--keep", "2", "--layout", "series", "--transport", "posix"],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, check_extra=("--layout", "series"))
 
 
 def kills_skipped():

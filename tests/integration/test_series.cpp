@@ -95,7 +95,8 @@ TEST(Series, SegmentsByCountRetentionAndRestartOfEveryKeptStep) {
     // 10 checkpoints, 3 per segment: series.0 {1,2,3} .. series.3 {10}. keep 4 = 10, 9, 8, 7:
     // series.0 and series.1 {4,5,6} are gone, series.2 {7,8,9} and series.3 stay.
     if (rank == 0) {
-      EXPECT_EQ(entries(dir), (std::set<std::string>{".lock", "series.2", "series.3"}));
+      // (.timeline: where each run began its timeline, format.md "Node-local level")
+      EXPECT_EQ(entries(dir), (std::set<std::string>{".lock", ".timeline", "series.2", "series.3"}));
       EXPECT_EQ(entries(dir + "/series.2"), (std::set<std::string>{"steps", "data.0", "data.1", "data.2", "data.3"}));
     }
     EXPECT_EQ(rt.latest().value_or(-1), 10);
@@ -114,7 +115,7 @@ TEST(Series, SegmentsByCountRetentionAndRestartOfEveryKeptStep) {
     ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, Dims{v.size()}).ok());
     EXPECT_TRUE(restores(rt, v, 10));
     run_steps(rt, v, 11, 12);
-    if (rank == 0) EXPECT_EQ(entries(dir), (std::set<std::string>{".lock", "series.3", "series.4"}));
+    if (rank == 0) EXPECT_EQ(entries(dir), (std::set<std::string>{".lock", ".timeline", "series.3", "series.4"}));
     EXPECT_EQ(rt.latest().value_or(-1), 12);
     EXPECT_TRUE(restores(rt, v, 10));
     EXPECT_EQ(rt.restart(9).code(), Code::not_found);
