@@ -233,6 +233,10 @@ Status Committer::commit_spilled(const std::shared_ptr<Job>& jp) {
   for (auto& p : job.write.placements)
     if (mine.ok() && !p.spilled && !p.file.empty() && p.file != "none")
       mine = copy_file(job.tmp_dir + "/" + p.file, global + "/" + p.file, true, m_cfg.fsync);
+  // The checkpoint lives in `dir` only, and restart reads the node level first: the node's steps at or
+  // after this one are the old timeline's (a roll-back that spilled). A no-op along one timeline.
+  if (mine.ok() && m_cfg.node_leader)
+    mine = m_store.abandon_newer_than(job.step - 1, m_cfg.fsync && m_cfg.durable_every_ms == 0);
   // Every rank's copy is done before the node's staging directory goes (the commit in `dir` agrees
   // again, and fails on every rank when one failed).
   (void)agree(m_commit_comm, mine);

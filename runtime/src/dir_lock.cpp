@@ -272,13 +272,10 @@ std::optional<TimelineLine> parse_timeline_line(const std::string& l) {
   if (!id) return std::nullopt;
   const std::string rest = l.substr(run.size() + 17);
   if (rest == "bound") return TimelineLine{*id, std::nullopt};
-  if (rest.compare(0, 5, "from ") != 0 || rest.size() == 5 || rest.size() > 5 + 18) return std::nullopt;
-  std::int64_t step = 0;
-  for (std::size_t i = 5; i < rest.size(); ++i) {
-    if (rest[i] < '0' || rest[i] > '9') return std::nullopt;
-    step = step * 10 + (rest[i] - '0');
-  }
-  return TimelineLine{*id, step};
+  // A step as step_name() writes it (any of 0..INT64_MAX: 19 digits at most, no leading zero).
+  auto step = parse_step_name("ckpt." + rest.substr(5));
+  if (rest.compare(0, 5, "from ") != 0 || !step || step->kind != EntryKind::committed) return std::nullopt;
+  return TimelineLine{*id, step->step};
 }
 
 constexpr std::uint64_t kMaxTimelineBytes = 64ull << 20;  // ~1.5 M lines: one or two per run
@@ -307,8 +304,12 @@ Status Timeline::append(const std::string& line) {
     while (keep > 0 && all[keep - 1] != '\n') --keep;
     if (s.ok() && ::ftruncate(fd, static_cast<off_t>(keep)) != 0) s = errno_status("truncate " + m_path);
   }
-  if (s.ok() && ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-    s = errno_status("append to " + m_path);
+  if (s.ok()) {
+    const ssize_t n = ::write(fd, line.data(), line.size());  // one line of < 100 bytes: whole or error
+    if (n < 0) s = errno_status("append to " + m_path);
+    else if (static_cast<std::size_t>(n) != line.size())
+      s = Status(Code::io_error, "append to " + m_path + ": short write (" + std::to_string(n) + " bytes)");
+  }
   if (s.ok() && m_sync && ::fdatasync(fd) != 0) s = errno_status("fdatasync " + m_path);
   ::close(fd);
   if (s.ok() && st.st_size == 0) s = fsync_dir(m_path.substr(0, m_path.rfind('/')), m_sync);  // a new file

@@ -7,7 +7,7 @@
 #include <sys/statvfs.h>
 
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include "base/format.hpp"
 #include "base/store.hpp"
@@ -69,36 +69,50 @@ Status check_series_space(const Store& store, int keep) {
   if (!newest.ok()) return Status::OK();  // a damaged newest step: restart says so; no estimate here
   std::uint64_t step_bytes = 0;
   for (const BlockRecord& b : newest->blocks) step_bytes += b.length;
-  std::set<std::string> kept;  // segments holding one of the `keep` newest steps
-  for (std::size_t i = 0; i < steps.size() && i < static_cast<std::size_t>(keep); ++i)
-    kept.insert(store.checkpoint_dir(steps[i]));
-  std::uint64_t kept_bytes = 0, other_bytes = 0;
+  struct statvfs fs {};
+  if (::statvfs(store.root().c_str(), &fs) != 0 || fs.f_blocks == 0) return Status::OK();  // nothing to go by
+  const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+  // Every segment's bytes on disk, and how many of the kept old steps each holds.
+  std::map<std::string, std::uint64_t> bytes;
+  std::map<std::string, std::size_t> kept_in;
   DIR* d = ::opendir(store.root().c_str());
   if (d == nullptr) return Status::OK();
   while (dirent* e = ::readdir(d)) {
-    if (!parse_segment_name(e->d_name)) continue;
-    const std::string seg = segment_dir(store.root(), *parse_segment_name(e->d_name));
-    (kept.count(seg) ? kept_bytes : other_bytes) += disk_bytes(store.root() + "/" + e->d_name);
+    bool doomed = false;  // series.<k>.del: removed by recovery already
+    auto k = parse_segment_name(e->d_name, &doomed);
+    if (k && !doomed) bytes[segment_dir(store.root(), *k)] += disk_bytes(store.root() + "/" + e->d_name);
   }
   ::closedir(d);
-  struct statvfs fs {};
-  if (::statvfs(store.root().c_str(), &fs) != 0) return Status::OK();  // nothing to go by
-  const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
-  const std::uint64_t needed = static_cast<std::uint64_t>(keep) * step_bytes;
-  if (free_bytes >= step_bytes && free_bytes + other_bytes >= needed) return Status::OK();
-  // The larger deficit: the first checkpoint in the free space, all `keep` in it and the reclaimable.
-  const std::uint64_t short_first = step_bytes > free_bytes ? step_bytes - free_bytes : 0;
-  const std::uint64_t short_all = needed > free_bytes + other_bytes ? needed - free_bytes - other_bytes : 0;
-  return Status(Code::io_error,
-                "layout series: " + store.root() + " lacks the space to continue: the segments holding the " +
-                    std::to_string(keep) + " kept step(s) (" + mib(kept_bytes) +
-                    ") are removed only once a new segment holds keep (" + std::to_string(keep) +
-                    ") checkpoints of about " + mib(step_bytes) + " (the size of step " +
-                    std::to_string(steps.front()) + "), " + mib(needed) + " in all, the first in the free space (" +
-                    mib(free_bytes) + " free, " + mib(other_bytes) +
-                    " more once retention removes the segments holding no kept step); free at least " +
-                    mib(std::max(short_first, short_all)) +
-                    ", lower keep, or use another dir (the Reader and the ckpt tools read this root as it is)");
+  const std::size_t kept = std::min(steps.size(), static_cast<std::size_t>(keep));
+  for (std::size_t k = 0; k < kept; ++k) ++kept_in[store.checkpoint_dir(steps[k])];
+  std::uint64_t freed = 0;  // what retention has removed once the run committed i steps
+  for (auto& [seg, b] : bytes)
+    if (!kept_in.count(seg)) freed += b;  // holds no kept step: goes at the first commit
+  // Commit i + 1 of the run needs its bytes beside the i before it: in the free space and the segments
+  // retention removed after commit i (none before the first). With keep > the steps present, all of
+  // them stay kept: the run grows as in any layout (the user asked to keep them), only the first
+  // commit is checked.
+  const std::size_t commits = static_cast<std::size_t>(keep) <= steps.size() ? kept : 1;
+  std::size_t drop = kept;  // old steps still kept: the `drop` newest
+  for (std::size_t i = 0; i < commits; ++i) {
+    if (i > 0 && drop > 0) {  // commit i pushed the oldest kept old step out
+      const std::string seg = store.checkpoint_dir(steps[--drop]);
+      if (--kept_in[seg] == 0) freed += bytes[seg];
+    }
+    const std::uint64_t have = free_bytes + (i > 0 ? freed : 0), need = (i + 1) * step_bytes;
+    if (need <= have) continue;
+    return Status(
+        Code::io_error,
+        "layout series: " + store.root() + " lacks the space to continue: a segment goes only as a whole, once " +
+            "none of the " + std::to_string(kept) + " kept step(s) is in it, so a run's checkpoint " +
+            std::to_string(i + 1) + " (about " + mib(step_bytes) + " each, the size of step " +
+            std::to_string(steps.front()) + ") needs " + mib(need) + " beside them, and there are " + mib(have) +
+            " (" + mib(free_bytes) + " free" + (i > 0 ? ", " + mib(freed) + " removed by retention by then" : "") +
+            "); free at least " + mib(need - have) +
+            ", lower keep, or use another dir (the Reader and the ckpt tools read this root as it is; set "
+            "segment_steps so that a few segments fit the disk)");
+  }
+  return Status::OK();
 }
 
 }  // namespace ckpt::detail

@@ -201,8 +201,14 @@ int main(int argc, char** argv) {
       a.rollback = std::atoll(next().c_str());
     else if (k == "--levels")
       a.levels = true;
-    else if (k == "--layout" && next() == "series")
-      a.series = true;
+    else if (k == "--layout") {
+      const std::string v = next();
+      if (v != "series" && v != "directory") {
+        if (rank == 0) std::fprintf(stderr, "adv_app: --layout %s: series or directory\n", v.c_str());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      a.series = v == "series";
+    }
     else if (k == "--segment-steps")
       a.segment_steps = std::atoi(next().c_str());
     else {

@@ -271,6 +271,10 @@ def series_on_a_small_disk():
             check(rc == 0, "a run from step %d: rc %s: %s" % (first, rc, out[-1500:]))
         rc, out = app_check(d, extra=("--layout", "series", "--cells", "12288"))
         check(rc == 0 and "check: ok step 40" in out, out[-800:])
+        # keep 1000000 (keep every step): only the first checkpoint's room is asked for.
+        rc, out = run(mpi(2, "--dir", d, "--steps", "41", "--rollback", "40", *segmented, "--keep", "1000000"),
+                      timeout=60)
+        check(rc == 0, "a run keeping every step: rc %s: %s" % (rc, out[-1500:]))
     finally:
         subprocess.run(["umount", "-l", d], check=False)
 
@@ -418,13 +422,15 @@ def kill_at_every_step_of_a_roll_back_without_levels():
 
 @case
 def kill_at_every_step_of_a_series():
-    """(issue 31) layout series (posix), 4 steps with keep=2: SIGKILL of rank 0 at each of its
-    operations - segment creation, step-log record appends (version 2, resynchronised), fsyncs,
-    retention: no acknowledged checkpoint lost or torn."""
+    """(issue 31) layout series (posix), 6 steps with keep=2 and one step per segment: SIGKILL of rank 0
+    at each of its operations - segment creation, step-log fsyncs, retention's segment renames and
+    removals: no acknowledged checkpoint lost or torn."""
     if kills_skipped():
         return kills_skipped()
-    kill_sweep("kill_series", ["--steps", "4", "--keep", "2", "--layout", "series", "--transport", "posix"],
-               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, check_extra=("--layout", "series"))
+    kill_sweep("kill_series", ["--steps", "6", "--keep", "2", "--layout", "series", "--segment-steps", "1",
+                               "--transport", "posix"],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=1 if ARGS.stride == 1 else 2 * ARGS.stride,
+               check_extra=("--layout", "series"))
 
 
 def kills_skipped():
@@ -917,8 +923,8 @@ def cli_convert_refuses_every_name_the_store_owns():
     c1 = os.path.join(d, "ckpt.1")
     fresh_root = fresh("cli_store_names_new")
     open(os.path.join(fresh_root, ".lock"), "w").close()
-    names = ["latest", "latest.tmp", ".lock", ".root", ".owner", "ckpt.7", "ckpt.7.tmp", "ckpt.7.old", "ckpt.7.del", "ckpt.7.abandoned",
-             "series.3", "series.3.del"]
+    names = ["latest", "latest.tmp", ".lock", ".root", ".owner", ".timeline", ".run", "ckpt.7", "ckpt.7.tmp",
+             "ckpt.7.old", "ckpt.7.del", "ckpt.7.abandoned", "series.3", "series.3.del"]
     for root in (d, fresh_root):
         for n in names:
             target = os.path.join(root, n)

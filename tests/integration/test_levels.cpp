@@ -897,3 +897,44 @@ TEST(LevelsSpill, FullNodeDiskWritesThatCheckpointGlobally) {
     expect_restart(o, 3, "global");
   }
 }
+
+// A roll-back whose checkpoint spills: steps 1..5 on the node level, a run restarts from 2 and its
+// step 3 goes to `dir` (node 1's disk full). The node level's 3, 4 and 5 are the old timeline's:
+// restart() must give the spilled 3 from `dir` (before: the node level's 5, read first).
+TEST(LevelsSpill, RollBackThatSpillsAbandonsTheNodeLevelsNewerSteps) {
+  ASSERT_EQ(world_size(), 4);
+  using ConfigureFn = void (*)(const char*, const char*, const char*, long long, long long);
+  auto configure = reinterpret_cast<ConfigureFn>(dlsym(RTLD_DEFAULT, "faultinj_configure"));
+  ASSERT_TRUE(configure) << "run with LD_PRELOAD=libfaultinject.so (ctest levels_enospc)";
+  const auto root = scratch_dir();
+  const Options o = level_opts(root, 0, 10);
+  write_steps(o, 1, 5);
+  constexpr int kNew = 3000;
+  configure("/local/node1/ckpt.3.tmp/data.3", "write", "ENOSPC", 0, 0);
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    State s(world_rank(), world_size());
+    ASSERT_TRUE(s.protect(rt).ok());
+    ASSERT_TRUE(rt.restart(2).ok());
+    s.fill(kNew + 3);
+    Status st = rt.checkpoint(3).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(rt.close().ok());
+  }
+  configure(nullptr, nullptr, nullptr, 0, 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(committed(node_dir(root, world_rank() / kRanksPerNode)), (std::vector<std::int64_t>{1, 2}));
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size()), expected(world_rank(), world_size());
+  expected.fill(kNew + 3);
+  ASSERT_TRUE(s.protect(rt).ok());
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 3);
+  EXPECT_EQ(rt.restart_level(), "global");
+  EXPECT_TRUE(all_true(s == expected)) << "restored data are not the spilled step 3 of the new timeline";
+}

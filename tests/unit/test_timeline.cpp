@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 
@@ -47,6 +48,18 @@ TEST(Timeline, NodeStepsOfEarlierRunsAreAbandonedFromTheLowestLaterStart) {
   EXPECT_EQ(abandoned_from(from(B, 2) + bound(A) + from(C, 7), std::nullopt), 2);
   EXPECT_EQ(abandoned_from(from(B, 2) + bound(A) + from(C, 7), 0x99), 2);
   EXPECT_EQ(abandoned_from(bound(A), std::nullopt), std::nullopt);
+}
+
+TEST(Timeline, EveryStepNumberIsRead) {
+  // 19 digits (steps up to INT64_MAX, e.g. nanosecond times): a line, not damage (which would count
+  // as a roll-back to 0 and abandon every node step).
+  EXPECT_EQ(abandoned_from(bound(A) + from(A, INT64_MAX) + from(B, 1000000000000000001LL), A), 1000000000000000001LL);
+  EXPECT_EQ(abandoned_from(bound(A) + from(A, INT64_MAX), A), std::nullopt);
+  EXPECT_EQ(abandoned_from(bound(A) + from(B, 0), A), 0);
+  // Beyond INT64_MAX, a leading zero, a sign: damaged.
+  EXPECT_EQ(abandoned_from(bound(A) + "run 00000000000000b2 from 9223372036854775808\n", A), 0);
+  EXPECT_EQ(abandoned_from(bound(A) + from(B, 9) + "run 00000000000000b2 from 07\n", A), 0);
+  EXPECT_EQ(abandoned_from(bound(A) + from(B, 9) + "run 00000000000000b2 from -1\n", A), 0);
 }
 
 TEST(Timeline, DamageCountsAsARollBackToStepZeroATornLastLineAsNothing) {
