@@ -586,6 +586,40 @@ TEST(Levels, RunWithoutLevelsAtTheSameStepIsNotShadowedByTheNodeLevel) {
   expect_timeline(o, 5, kNew + 5, "global");
 }
 
+// A run that lacked a node rolls that node back too: steps 1..5 on 2 nodes (drained 2 and 4); a run
+// on one node (every rank in node 0) restarts from 2 and commits 3 there. Node 1 still holds step 3
+// of the old timeline: read beside node 0's new 3, the next run on 2 nodes would restore a mix of
+// both timelines (ranks 2 and 3 the old data). It must fall back to step 2 instead.
+TEST(Levels, RunThatLackedANodeRollsThatNodeBackToo) {
+  ASSERT_EQ(world_size(), 4);
+  const auto root = scratch_dir();
+  const Options two = level_opts(root, 2, 10), one = level_opts(root, 2, 10, 4);
+  write_steps(two, 1, 5);
+  constexpr int kNew = 4000;
+  {
+    Runtime rt(MPI_COMM_WORLD, one);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    State s(world_rank(), world_size());
+    ASSERT_TRUE(s.protect(rt).ok());
+    ASSERT_TRUE(rt.restart(2).ok());
+    s.fill(kNew + 3);
+    Status st = rt.checkpoint(3).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, two);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size()), expected(world_rank(), world_size());
+  expected.fill(2);
+  ASSERT_TRUE(s.protect(rt).ok());
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), 2);
+  EXPECT_TRUE(all_true(s == expected)) << "restored data are not step 2 (a mix of two timelines?)";
+  if (world_rank() == 0) EXPECT_TRUE(exists(node_dir(root, 1) + "/ckpt.3.abandoned"));
+}
+
 TEST(Levels, PartnerCopyRebuildsALostNode) {
   ASSERT_EQ(world_size(), 4);
   const auto root = scratch_dir();
