@@ -15,6 +15,7 @@
 //   coalesce-nofsync   the same without fsync          } variants that leave one stage out, so that
 //   coalesce-nostats   the same without min/max stats  } differences place the cost (this VM has no
 //   coalesce-null      the null transport: no I/O      } hardware counters)
+//   coalesce-slice100  coalesce-fsync with thread_slice_us 100 (ckpt's threads woken sooner; --modes only)
 //   series-end         layout series, fsync on, durable_every_ms 1 day, keep 1000000, on_busy wait:
 //                      every step kept, durable at the end (close() syncs), as ADIOS2 BP5 in finegrain
 // Per mode: the median over rounds of run time / the same round's none with the 95% interval of that
@@ -101,6 +102,7 @@ ckpt::Options mode_options(const std::string& mode, const std::string& dir) {
   if (mode == "coalesce-nofsync") o.fsync = false;
   if (mode == "coalesce-nostats") o.stats = false;
   if (mode == "coalesce-null") o.transport = "null";
+  if (mode == "coalesce-slice100") o.thread_slice_us = 100;  // short scheduler slices for ckpt's threads
   if (mode == "series-end") {
     o.layout = ckpt::Options::Layout::series;
     o.on_busy = ckpt::Options::OnBusy::wait;

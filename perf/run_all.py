@@ -17,7 +17,8 @@ memcpy, flush vs dd-like write, restart read vs raw read with the page cache dro
 (variables 1..100000, bytes per rank, ranks; RSS), overlap (compute loop with checkpoints: none, null,
 async, sync, hdf5-sync), finegrain (seed 000: a checkpoint after every ~4 ms step at 2 ranks, 1 and 16
 MiB per rank: none, ckpt wait/coalesce with fsync on and off, the same with layout series keeping every
-step (and durable only at the end), ADIOS2 BP5 appending steps), levels
+step (and durable only at the end), ADIOS2 BP5 appending steps), everystep (issue 38: the same pattern
+with a cache-resident stencil of 256 KiB, 2 MiB and 64 MiB per rank, and modes leaving one stage out), levels
 (issue 19: node-local level in /dev/shm and drain vs a global directory throttled by perf/slowfs.c),
 py_overhead (issue 37: the Python package's checkpoint() and protect() against C++'s, 64 MiB and 100 small
 arrays per rank), model (rbIO eq. 6, Young/Daly for large machines, one level and two), plots.
@@ -80,6 +81,10 @@ def steps(b, out, scratch, size, smoke=False):
                                   "--compute-ms", s("4", "1"), "--reps", s("3", "1"), "--dir", f"{scratch}/finegrain",
                                   "--csv", f"{out}/finegrain_{m}.csv"], {})
         for m in ("1M", "16M")
+    ] + [
+        ("everystep", mpi + ["-n", "2", f"{b}/perf/everystep", "--work", s("256K,2M,64M", "256K"), "--steps",
+                             s("100", "10"), "--reps", s("11", "1"), "--dir", f"{scratch}/everystep", "--csv",
+                             f"{out}/everystep.csv"], {}),
     ] + [
         ("levels", mpi + ["-n", "4", "-x", f"LD_PRELOAD={b}/perf/libslowfs.so", "-x",
                           f"SLOWFS_UNDER={scratch}/levels-global", "-x", "SLOWFS_MBPS=100", f"{b}/perf/levels",
