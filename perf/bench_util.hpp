@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +37,13 @@ inline int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+/// "<program>: rank R: <what>" on stderr, then the whole job stops (each program's fail()).
+[[noreturn]] inline void abort_job(const char* program, const std::string& what) {
+  std::fprintf(stderr, "%s: rank %d: %s\n", program, world_rank(), what.c_str());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
 }
 
 inline double max_over_ranks(double v) {

@@ -44,11 +44,7 @@ using namespace ckpt::bench;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "everystep: rank %d: %s\n", world_rank(), what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
+[[noreturn]] void fail(const std::string& what) { abort_job("everystep", what); }
 
 struct Args {
   std::vector<std::uint64_t> work{2ull << 20};

@@ -26,11 +26,7 @@ using namespace ckpt::bench;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "first_checkpoint: rank %d: %s\n", world_rank(), what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
+[[noreturn]] void fail(const std::string& what) { abort_job("first_checkpoint", what); }
 
 struct Args {
   std::uint64_t bytes = 234 << 10;

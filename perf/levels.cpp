@@ -42,11 +42,7 @@ using namespace ckpt::bench;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "levels: rank %d: %s\n", world_rank(), what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
+[[noreturn]] void fail(const std::string& what) { abort_job("levels", what); }
 
 struct Args {
   std::uint64_t bytes = 32ull << 20;

@@ -54,11 +54,7 @@ using namespace ckpt::bench;  // since, median, max_over_ranks, ...
 namespace {
 
 /// Reports `what` on stderr and ends every rank with a non-zero status.
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "peers: rank %d: %s\n", world_rank(), what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
+[[noreturn]] void fail(const std::string& what) { abort_job("peers", what); }
 void mpi_check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) fail(std::string(call) + " failed");
 }

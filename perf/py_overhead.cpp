@@ -32,11 +32,7 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "py_overhead: rank %d: %s\n", world_rank(), what.c_str());
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
-}
+[[noreturn]] void fail(const std::string& what) { abort_job("py_overhead", what); }
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -84,6 +84,24 @@ void write_steps(const Options& o, int first, int last) {
   MPI_Barrier(MPI_COMM_WORLD);  // every rank closed: the node leaders' retention is done too
 }
 
+/// A run that restarts from step `from`, then checkpoints `first`..`last` (state filled with `salt` +
+/// step), each waited for: a roll-back when `from` is older than the newest step.
+void continue_from(const Options& o, std::int64_t from, int first, int last, int salt) {
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size());
+  ASSERT_TRUE(s.protect(rt).ok());
+  Status r = rt.restart(from);
+  ASSERT_TRUE(r.ok()) << r.to_string();
+  for (int step = first; step <= last; ++step) {
+    s.fill(salt + step);
+    Status st = rt.checkpoint(step).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+  ASSERT_TRUE(rt.close().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /// restart() into a fresh state; expects step `want`, read from `level`, bit for bit.
 void expect_restart(const Options& o, std::int64_t want, const std::string& level) {
   Runtime rt(MPI_COMM_WORLD, o);
@@ -473,18 +491,7 @@ TEST(Levels, RollBackAbandonsTheDrainedLevelsNewerSteps) {
   write_steps(level_opts(root, 1, 10), 1, 6);
   const Options o = level_opts(root, 0, 10);
   constexpr int kNewTimeline = 100;  // salt of the new timeline's step 4
-  {
-    Runtime rt(MPI_COMM_WORLD, o);
-    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-    State s(world_rank(), world_size());
-    ASSERT_TRUE(s.protect(rt).ok());
-    ASSERT_TRUE(rt.restart(3).ok());
-    s.fill(kNewTimeline + 4);
-    Status st = rt.checkpoint(4).wait();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_TRUE(rt.close().ok());
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  continue_from(o, 3, 4, 4, kNewTimeline);
   EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{1, 2, 3}));  // the old 4 too: never restored for 4
   if (world_rank() == 0) {
     EXPECT_TRUE(exists(o.dir + "/ckpt.4.abandoned"));
@@ -509,19 +516,7 @@ TEST(Levels, RollBackAbandonsTheDrainedLevelsNewerSteps) {
 void write_without_levels(const Options& levels, std::int64_t from, int first, int last, int salt) {
   Options o = levels;
   o.local_dir.clear();
-  Runtime rt(MPI_COMM_WORLD, o);
-  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-  State s(world_rank(), world_size());
-  ASSERT_TRUE(s.protect(rt).ok());
-  Status r = rt.restart(from);
-  ASSERT_TRUE(r.ok()) << r.to_string();
-  for (int step = first; step <= last; ++step) {
-    s.fill(salt + step);
-    Status st = rt.checkpoint(step).wait();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-  }
-  ASSERT_TRUE(rt.close().ok());
-  MPI_Barrier(MPI_COMM_WORLD);
+  continue_from(o, from, first, last, salt);
 }
 
 /// restart() with levels; expects step `want` with the salt `salt`, from `level`.
@@ -595,19 +590,7 @@ TEST(Levels, RunThatLackedANodeRollsThatNodeBackToo) {
   const auto root = scratch_dir();
   const Options two = level_opts(root, 2, 10), one = level_opts(root, 2, 10, 4);
   write_steps(two, 1, 5);
-  constexpr int kNew = 4000;
-  {
-    Runtime rt(MPI_COMM_WORLD, one);
-    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-    State s(world_rank(), world_size());
-    ASSERT_TRUE(s.protect(rt).ok());
-    ASSERT_TRUE(rt.restart(2).ok());
-    s.fill(kNew + 3);
-    Status st = rt.checkpoint(3).wait();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_TRUE(rt.close().ok());
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
+  continue_from(one, 2, 3, 3, 4000);
   Runtime rt(MPI_COMM_WORLD, two);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   State s(world_rank(), world_size()), expected(world_rank(), world_size());
@@ -945,19 +928,8 @@ TEST(LevelsSpill, RollBackThatSpillsAbandonsTheNodeLevelsNewerSteps) {
   write_steps(o, 1, 5);
   constexpr int kNew = 3000;
   configure("/local/node1/ckpt.3.tmp/data.3", "write", "ENOSPC", 0, 0);
-  {
-    Runtime rt(MPI_COMM_WORLD, o);
-    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-    State s(world_rank(), world_size());
-    ASSERT_TRUE(s.protect(rt).ok());
-    ASSERT_TRUE(rt.restart(2).ok());
-    s.fill(kNew + 3);
-    Status st = rt.checkpoint(3).wait();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    ASSERT_TRUE(rt.close().ok());
-  }
+  continue_from(o, 2, 3, 3, kNew);
   configure(nullptr, nullptr, nullptr, 0, 0);
-  MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{3}));
   EXPECT_EQ(committed(node_dir(root, world_rank() / kRanksPerNode)), (std::vector<std::int64_t>{1, 2}));
   MPI_Barrier(MPI_COMM_WORLD);
