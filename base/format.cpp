@@ -82,6 +82,12 @@ long Index::find_var(const std::string& name) const {
   return -1;
 }
 
+std::uint64_t Index::payload_bytes() const {
+  std::uint64_t n = 0;
+  for (auto& b : blocks) n += b.length;
+  return n;
+}
+
 IndexLookup::IndexLookup(const Index& idx) : m_blocks(idx.vars.size()) {
   m_by_name.reserve(idx.vars.size());
   for (std::size_t i = 0; i < idx.vars.size(); ++i) m_by_name.emplace(idx.vars[i].name, static_cast<long>(i));
@@ -301,6 +307,20 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   }
   if (r.left() != 0) return fail("trailing bytes in index body");
   return idx;
+}
+
+std::string human_bytes(std::uint64_t n) {
+  if (n < 1024) return std::to_string(n) + " B";
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(n) / 1024;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
 }
 
 }  // namespace ckpt::detail

@@ -77,6 +77,8 @@ struct Index {
 
   /// Index of variable `name`, or -1 (a linear scan: use IndexLookup for many lookups).
   long find_var(const std::string& name) const;
+  /// Bytes of every block's payload (the checkpoint's size, headers and alignment not counted).
+  std::uint64_t payload_bytes() const;
 };
 
 /// Variable by name and the blocks of each variable, built once for an index, so that restoring n
@@ -98,6 +100,9 @@ class IndexLookup {
 std::vector<std::uint8_t> encode_index(const Index& idx);
 /// Validates magic, version, footer, body checksum and every field against the others.
 Result<Index> decode_index(const std::uint8_t* p, std::size_t n);
+
+/// "1.5 MiB" (bytes below 1 KiB as "123 B"): sizes in messages and in the tools' output.
+std::string human_bytes(std::uint64_t n);
 
 }  // namespace ckpt::detail
 

@@ -38,12 +38,6 @@ std::uint64_t bytes_of(const Blocks& blocks) {
   return n;
 }
 
-std::uint64_t payload_bytes(const Index& idx) {
-  std::uint64_t n = 0;
-  for (auto& b : idx.blocks) n += b.length;
-  return n;
-}
-
 /// A stored min/max for people: f32 with the 9 digits that round-trip a float, the rest as stored.
 std::string stat_human(DType t, std::uint64_t bits) {
   if (t != DType::f32) return detail::stat_to_string(t, bits);
@@ -82,7 +76,7 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
   j["ckpt_id"] = hex64(idx.ckpt_id);
   j["created_unix"] = idx.created_unix;
   j["created"] = utc_time(idx.created_unix);
-  j["bytes"] = payload_bytes(idx);
+  j["bytes"] = idx.payload_bytes();
   j["attrs"] = attrs_json(idx.attrs);
   json files = json::array();
   for (auto& f : idx.files) files.push_back({{"name", f.name}, {"writer", f.writer}, {"bytes", f.bytes}});
@@ -141,7 +135,7 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
   say("checkpoint %s: step %lld, %u ranks, transport %s, created %s\n", c->dir, static_cast<long long>(idx.step),
       idx.nranks, idx.transport, utc_time(idx.created_unix));
   say("  %zu variables, %zu blocks, %s of data in %zu files, id %s\n", idx.vars.size(), idx.blocks.size(),
-      human_bytes(payload_bytes(idx)), idx.files.size(), hex64(idx.ckpt_id));
+      human_bytes(idx.payload_bytes()), idx.files.size(), hex64(idx.ckpt_id));
   if (c->data_dir != c->dir) say("  data in %s\n", c->data_dir);  // a series step's segment
   for (auto& kv : idx.attrs) say("  attribute %s = %s\n", kv.first, kv.second);
   // Writers: which file each rank's stream went to; compact when every rank has its own file.
@@ -212,7 +206,7 @@ int ls_root(const std::string& path, const LsArgs& a) {
       if (s.complete) {
         e["nranks"] = s.index->nranks;
         e["variables"] = s.index->vars.size();
-        e["bytes"] = payload_bytes(*s.index);
+        e["bytes"] = s.index->payload_bytes();
         e["transport"] = s.index->transport;
         e["created_unix"] = s.index->created_unix;
       }
@@ -239,7 +233,7 @@ int ls_root(const std::string& path, const LsArgs& a) {
   for (auto& s : steps.value()) {
     if (s.complete) {
       say("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name, "complete",
-          s.index->nranks, s.index->vars.size(), human_bytes(payload_bytes(*s.index)), s.index->transport,
+          s.index->nranks, s.index->vars.size(), human_bytes(s.index->payload_bytes()), s.index->transport,
           utc_time(s.index->created_unix));
       if (a.long_format)
         for (auto& v : s.index->vars)

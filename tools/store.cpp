@@ -66,20 +66,6 @@ std::string shape_to_string(const Shape& s) {
   return out + "]";
 }
 
-std::string human_bytes(std::uint64_t n) {
-  if (n < 1024) return std::to_string(n) + " B";
-  const char* units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(n) / 1024;
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
-  return buf;
-}
-
 // ---- progress -------------------------------------------------------------------------------------
 
 Progress::Progress(std::string label, std::uint64_t total)

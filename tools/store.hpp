@@ -27,6 +27,7 @@ using detail::FileRecord;
 using detail::Index;
 using detail::RegionKind;
 using detail::VarRecord;
+using detail::human_bytes;
 
 /// Exit statuses shared by every subcommand.
 enum ExitCode : int {
@@ -92,8 +93,6 @@ std::uint64_t block_elements(const BlockRecord& b);
 std::uint64_t shape_elements(const Shape& s);
 /// "[16, 12]" / "[]".
 std::string shape_to_string(const Shape& s);
-/// "1.5 MiB" (bytes below 1 KiB as "123 B").
-std::string human_bytes(std::uint64_t n);
 
 /// A one-line progress bar on stderr, drawn only when stderr is a terminal. Redraws at most ~10x/s.
 class Progress {

@@ -34,14 +34,6 @@ std::uint64_t disk_bytes(const std::string& dir) {
   return n;
 }
 
-std::string mib(std::uint64_t b) {
-  char buf[32];
-  if (b < (1u << 20))
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1 << 20));
-  return buf;
-}
 }  // namespace
 
 bool SeriesCursor::wants_roll(std::uint64_t bytes) const {
@@ -67,8 +59,7 @@ Status check_series_space(const Store& store, int keep) {
   if (keep <= 0 || steps.empty()) return Status::OK();
   auto newest = store.load_index(steps.front());
   if (!newest.ok()) return Status::OK();  // a damaged newest step: restart says so; no estimate here
-  std::uint64_t step_bytes = 0;
-  for (const BlockRecord& b : newest->blocks) step_bytes += b.length;
+  const std::uint64_t step_bytes = newest->payload_bytes();
   struct statvfs fs {};
   if (::statvfs(store.root().c_str(), &fs) != 0 || fs.f_blocks == 0) return Status::OK();  // nothing to go by
   const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
@@ -105,10 +96,10 @@ Status check_series_space(const Store& store, int keep) {
         Code::io_error,
         "layout series: " + store.root() + " lacks the space to continue: a segment goes only as a whole, once " +
             "none of the " + std::to_string(kept) + " kept step(s) is in it, so a run's checkpoint " +
-            std::to_string(i + 1) + " (about " + mib(step_bytes) + " each, the size of step " +
-            std::to_string(steps.front()) + ") needs " + mib(need) + " beside them, and there are " + mib(have) +
-            " (" + mib(free_bytes) + " free" + (i > 0 ? ", " + mib(freed) + " removed by retention by then" : "") +
-            "); free at least " + mib(need - have) +
+            std::to_string(i + 1) + " (about " + human_bytes(step_bytes) + " each, the size of step " +
+            std::to_string(steps.front()) + ") needs " + human_bytes(need) + " beside them, and there are " + human_bytes(have) +
+            " (" + human_bytes(free_bytes) + " free" + (i > 0 ? ", " + human_bytes(freed) + " removed by retention by then" : "") +
+            "); free at least " + human_bytes(need - have) +
             ", lower keep, or use another dir (the Reader and the ckpt tools read this root as it is; set "
             "segment_steps so that a few segments fit the disk)");
   }
