@@ -157,6 +157,23 @@ Result<std::string> read_marker(const std::string& path, const std::string& what
   return std::string(bytes->begin(), bytes->end());
 }
 
+/// The id of a one-line marker that is exactly `<prefix><16 hex digits>\n`, or nothing.
+std::optional<std::uint64_t> parse_id_line(const std::string& t, const std::string& prefix) {
+  if (t.size() != prefix.size() + 17 || t.compare(0, prefix.size(), prefix) != 0 || t.back() != '\n')
+    return std::nullopt;
+  return parse_hex16(t, prefix.size());
+}
+
+/// Replaces the marker `path` in `dir` by `text`: `<path>.tmp` (O_NOFOLLOW, fsynced when `sync`),
+/// renamed over it, the directory fsynced - whole or the old one after a crash.
+Status replace_marker(const std::string& dir, const std::string& path, const std::string& text, bool sync) {
+  const std::string tmp = path + ".tmp";
+  Status s = write_file(tmp, text.data(), text.size(), sync);
+  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = errno_status("rename " + tmp + " to " + path);
+  if (s.ok()) s = fsync_dir(dir, sync);
+  return s;
+}
+
 }  // namespace
 
 Result<std::uint64_t> root_id(const std::string& dir, bool* created) {
@@ -166,10 +183,7 @@ Result<std::uint64_t> root_id(const std::string& dir, bool* created) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     auto text = read_marker(path, "the root's identity");
     if (text.ok()) {
-      const std::string& t = text.value();
-      auto id = t.compare(0, prefix.size(), prefix) == 0 && t.size() == prefix.size() + 17 && t.back() == '\n'
-                    ? parse_hex16(t, prefix.size())
-                    : std::nullopt;
+      auto id = parse_id_line(text.value(), prefix);
       if (!id)
         return Status(
             Code::failed_precondition,
@@ -218,13 +232,9 @@ Status bind_node_dir(const std::string& node_dir, std::uint64_t id, const std::s
                                                    " (not 'ckpt node of root <id> <path>')" + way_out);
     if (*owner == id) return Status::OK();
     const std::string other = t.substr(prefix.size() + 17, t.size() - prefix.size() - 18);
-    if (created && other == root) {  // this root at this path lost its `.root`: its nodes are still its own
-      const std::string tmp = path + ".tmp", line = prefix + hex16(id) + " " + root + "\n";
-      Status s = write_file(tmp, line.data(), line.size(), true);
-      if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = errno_status("rename " + tmp + " to " + path);
-      if (s.ok()) s = fsync_dir(node_dir, true);
-      return s.with_context("binding the node-local directory to its root");
-    }
+    if (created && other == root)  // this root at this path lost its `.root`: its nodes are still its own
+      return replace_marker(node_dir, path, prefix + hex16(id) + " " + root + "\n", true)
+          .with_context("binding the node-local directory to its root");
     return Status(Code::failed_precondition, "the node-local directory " + node_dir + " belongs to the root " + other +
                                                  " (root id " + hex16(*owner) + "), not to this job's root " + root +
                                                  " (root id " + hex16(id) + ")" + way_out);
@@ -333,25 +343,23 @@ Status Timeline::before_commit(std::int64_t step) {
 }
 
 std::optional<std::int64_t> abandoned_from(const std::string& timeline, std::optional<std::uint64_t> label) {
-  std::vector<std::string> lines;
+  std::vector<std::optional<TimelineLine>> lines;  // nothing: a damaged line
   for (std::size_t at = 0; at < timeline.size();) {
     const std::size_t nl = timeline.find('\n', at);
     if (nl == std::string::npos) break;  // a torn last line announced nothing (Timeline::append)
-    lines.push_back(timeline.substr(at, nl - at));
+    lines.push_back(parse_timeline_line(timeline.substr(at, nl - at)));
     at = nl + 1;
   }
   std::size_t first = 0;  // lines after the label's `bound` line
   if (label)
-    for (std::size_t i = lines.size(); i-- > 0;) {
-      auto l = parse_timeline_line(lines[i]);
-      if (l && l->run == *label && !l->from) {
+    for (std::size_t i = lines.size(); i-- > 0;)
+      if (lines[i] && lines[i]->run == *label && !lines[i]->from) {
         first = i + 1;
         break;
       }
-    }
   std::optional<std::int64_t> from;
   for (std::size_t i = first; i < lines.size(); ++i) {
-    auto l = parse_timeline_line(lines[i]);
+    const auto& l = lines[i];
     if (l && (!l->from || (label && l->run == *label))) continue;  // not a timeline another run began
     const std::int64_t step = l ? *l->from : 0;                      // damaged: could have begun one anywhere
     if (!from || step < *from) from = step;
@@ -364,19 +372,12 @@ Result<std::optional<std::uint64_t>> node_label(const std::string& node_dir) {
   if (!text.ok())
     return text.status().code() == Code::not_found ? Result<std::optional<std::uint64_t>>(std::nullopt)
                                                    : Result<std::optional<std::uint64_t>>(text.status());
-  const std::string prefix = "ckpt run ";
-  const std::string& t = text.value();
-  if (t.size() != prefix.size() + 17 || t.compare(0, prefix.size(), prefix) != 0 || t.back() != '\n')
-    return std::optional<std::uint64_t>();
-  return parse_hex16(t, prefix.size());
+  return parse_id_line(text.value(), "ckpt run ");
 }
 
 Status label_node_dir(const std::string& node_dir, std::uint64_t run, bool sync) {
-  const std::string path = node_dir + "/" + kNodeRunName, tmp = path + ".tmp", line = "ckpt run " + hex16(run) + "\n";
-  Status s = write_file(tmp, line.data(), line.size(), sync);
-  if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) s = errno_status("rename " + tmp + " to " + path);
-  if (s.ok()) s = fsync_dir(node_dir, sync);
-  return s.with_context("labelling the node-local directory with this run");
+  return replace_marker(node_dir, node_dir + "/" + kNodeRunName, "ckpt run " + hex16(run) + "\n", sync)
+      .with_context("labelling the node-local directory with this run");
 }
 
 }  // namespace ckpt::detail
