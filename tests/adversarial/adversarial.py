@@ -292,11 +292,19 @@ def commit_ops(d, extra, env):
     return [l.split(" ", 2) for l in open(log).read().splitlines()]
 
 
-def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=()):
-    """Kills rank 0 at each of its operations `ops` from the first_step-th on; after every kill the
-    newest checkpoint whose commit returned ok (or a newer one) must restore bit for bit (restarted
-    with `check_extra`)."""
-    d = fresh(name)
+def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=(), prepare=None, new_timeline=False):
+    """Kills rank 0 at each of its operations `ops` from the first_step-th on, in a fresh root that
+    `prepare(d)` fills first (when given); after every kill the newest checkpoint whose commit returned
+    ok (or a newer one) must restore bit for bit (restarted with `check_extra`). `new_timeline`: the run
+    writes timeline 1 over timeline 0 (a roll-back): once one of its steps was acknowledged, restart()
+    must find timeline 1 at that step or later - never the abandoned one; before that, either."""
+    def root():
+        d = fresh(name)
+        if prepare:
+            prepare(d)
+        return d
+
+    d = root()
     env = {"KILLAT_OPS": ops, "KILLAT_RANK": "0"}
     steps = commit_ops(d, extra, env)
     check(len(steps) >= first_step, "only %d operations" % len(steps))
@@ -304,7 +312,7 @@ def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=()):
     trials = 0
     for _ in range(ARGS.kill_trials):
         for k in range(first_step, len(steps) + 1, stride):
-            d = fresh(name)
+            d = root()
             ack = d + ".ack"
             if os.path.exists(ack):
                 os.unlink(ack)
@@ -314,13 +322,18 @@ def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=()):
             rc, out = app_check(d, extra=check_extra)
             trials += 1
             what = "kill at %s #%d (%s)" % (steps[k - 1][1], k, os.path.basename(steps[k - 1][2]))
-            if acked and not (rc == 0 and int(out.split("check: ok step ")[1].split()[0]) >= acked[-1]
-                              if "check: ok step " in out else False):
-                failures.append("%s: step %d was committed but %s" % (what, acked[-1], out.strip()[-300:]))
-            elif not acked and rc not in (0, 3):
+            m = re.search(r"check: ok step (\d+) timeline (\d)", out)
+            if new_timeline and not m:
                 failures.append("%s: %s" % (what, out.strip()[-300:]))
-    print("  %s: %d kills over %d operations, %d lost or torn" % (name, trials, len(steps) - first_step + 1,
-                                                                    len(failures)))
+            elif new_timeline and acked and (int(m.group(2)) != 1 or int(m.group(1)) < acked[-1]):
+                failures.append("%s: step %d of the new timeline was committed, restart found step %s of "
+                                "timeline %s" % (what, acked[-1], m.group(1), m.group(2)))
+            elif not new_timeline and acked and not (rc == 0 and m and int(m.group(1)) >= acked[-1]):
+                failures.append("%s: step %d was committed but %s" % (what, acked[-1], out.strip()[-300:]))
+            elif not new_timeline and not acked and rc not in (0, 3):
+                failures.append("%s: %s" % (what, out.strip()[-300:]))
+    print("  %s: %d kills over %d operations, %d %s" % (name, trials, len(steps) - first_step + 1, len(failures),
+                                                        "lost, torn or mixed" if new_timeline else "lost or torn"))
     check(not failures, "\n".join(failures[:10]))
 
 
@@ -336,12 +349,8 @@ def kill_at_every_step_of_a_recommit():
 
 
 def rollback_sweep(name, first, second, check_extra=()):
-    """Writes timeline 0 (`first`) once; then, for every operation of rank 0 in a run `second` (a
-    roll-back that writes timeline 1), a fresh copy of timeline 0 and that run killed there: once a
-    step of the new timeline was acknowledged, restart() (with `check_extra`) finds the new timeline
-    at that step or later - never the abandoned one; before that, either timeline."""
-    base = ["--keep", "2", "--transport", ARGS.kill_transport]
-    env = {"KILLAT_OPS": "rename,unlink,rmdir,symlink,fsync,fdatasync", "KILLAT_RANK": "0"}
+    """Writes timeline 0 (`first`) once, then sweeps kills over a run `second` (a roll-back that writes
+    timeline 1) in a fresh copy of it per trial (kill_sweep's `new_timeline`)."""
     pristine = fresh(name + "_first")  # the first timeline, written once and copied for every trial
     rc, out = run(mpi(2, "--dir", pristine, *first, "--transport", ARGS.kill_transport))
     check(rc == 0, "first timeline: " + out[-1500:])
@@ -353,32 +362,9 @@ def rollback_sweep(name, first, second, check_extra=()):
                 shutil.copytree(pristine + suffix, d + suffix, symlinks=True)
         os.makedirs(d, exist_ok=True)
 
-    d = fresh(name)
-    first_timeline(d)
-    ops = commit_ops(d, second + base, env)
-    check(len(ops) > 0, "no operations")
-    failures = []
-    kills = 0
-    for k in range(1, len(ops) + 1, ARGS.stride):
-        kills += 1
-        d = fresh(name)
-        first_timeline(d)
-        ack = d + ".ack"
-        if os.path.exists(ack):
-            os.unlink(ack)
-        e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N=str(k), KILLAT_UNDER=d)
-        run(mpi(2, "--dir", d, "--ack", ack, *second, *base), timeout=60, env=e)
-        acked = [int(x) for x in open(ack).read().split()] if os.path.exists(ack) else []
-        rc, out = app_check(d, extra=check_extra)
-        m = re.search(r"check: ok step (\d+) timeline (\d)", out)
-        what = "kill at %s #%d (%s)" % (ops[k - 1][1], k, os.path.basename(ops[k - 1][2]))
-        if not m:
-            failures.append("%s: %s" % (what, out.strip()[-300:]))
-        elif acked and (int(m.group(2)) != 1 or int(m.group(1)) < acked[-1]):
-            failures.append("%s: step %d of the new timeline was committed, restart found step %s of timeline %s"
-                            % (what, acked[-1], m.group(1), m.group(2)))
-    print("  %s: %d kills over %d operations, %d lost, torn or mixed" % (name, kills, len(ops), len(failures)))
-    check(not failures, "\n".join(failures[:10]))
+    kill_sweep(name, second + ["--keep", "2", "--transport", ARGS.kill_transport],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, check_extra=check_extra,
+               prepare=first_timeline, new_timeline=True)
 
 
 @store_case

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,12 +103,15 @@ void continue_from(const Options& o, std::int64_t from, int first, int last, int
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/// restart() into a fresh state; expects step `want`, read from `level`, bit for bit.
-void expect_restart(const Options& o, std::int64_t want, const std::string& level) {
+/// restart() into a fresh state; expects step `want` holding the state filled with `salt` (the step
+/// itself by default), read from `level`, bit for bit. `go_on`: the run then checkpoints step want + 1
+/// (salt + 1), going on along the restored timeline.
+void expect_restart(const Options& o, std::int64_t want, const std::string& level,
+                    std::optional<int> salt = std::nullopt, bool go_on = false) {
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
   State s(world_rank(), world_size()), expected(world_rank(), world_size());
-  expected.fill(static_cast<int>(want));
+  expected.fill(salt.value_or(static_cast<int>(want)));
   s.fill(-1);
   ASSERT_TRUE(s.protect(rt).ok());
   auto latest = rt.latest();
@@ -118,6 +122,12 @@ void expect_restart(const Options& o, std::int64_t want, const std::string& leve
   EXPECT_EQ(r.value(), want);
   EXPECT_EQ(rt.restart_level(), level);
   EXPECT_TRUE(all_true(s == expected)) << "restored data differ from step " << want;
+  if (!go_on) return;
+  s.fill(salt.value_or(static_cast<int>(want)) + 1);
+  Status st = rt.checkpoint(want + 1).wait();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(rt.close().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 std::vector<std::int64_t> committed(const std::string& root) {
@@ -519,28 +529,6 @@ void write_without_levels(const Options& levels, std::int64_t from, int first, i
   continue_from(o, from, first, last, salt);
 }
 
-/// restart() with levels; expects step `want` with the salt `salt`, from `level`.
-void expect_timeline(const Options& o, std::int64_t want, int salt, const std::string& level) {
-  Runtime rt(MPI_COMM_WORLD, o);
-  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-  State s(world_rank(), world_size()), expected(world_rank(), world_size());
-  expected.fill(salt);
-  s.fill(-1);
-  ASSERT_TRUE(s.protect(rt).ok());
-  EXPECT_EQ(rt.latest().value_or(-1), want);
-  auto r = rt.restart();
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r.value(), want);
-  EXPECT_EQ(rt.restart_level(), level);
-  EXPECT_TRUE(all_true(s == expected)) << "restored data are not step " << want << " of the newest timeline";
-  // And this run goes on along that timeline: its next checkpoint commits on both levels.
-  s.fill(salt + 1);
-  Status st = rt.checkpoint(want + 1).wait();
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_TRUE(rt.close().ok());
-  MPI_Barrier(MPI_COMM_WORLD);
-}
-
 // (issue 31, 3) Roll-back covers every level, also when the run that rolls back has no local_dir and
 // cannot see the node directories: it records in `dir`'s timeline where its timeline began, and the
 // next run with levels abandons the node steps of the older timeline before anything reads them.
@@ -554,7 +542,7 @@ TEST(Levels, RunWithoutLevelsRollsTheNodeLevelBackToo) {
   EXPECT_EQ(committed(o.dir), (std::vector<std::int64_t>{2, 4}));
   constexpr int kNew = 1000;
   write_without_levels(o, 2, 3, 3, kNew);
-  expect_timeline(o, 3, kNew + 3, "global");
+  expect_restart(o, 3, "global", kNew + 3, true);
   // The node level: the old timeline's 3 and 5 abandoned (3's copy removed by retention once the new
   // timeline passed it), 4 is the last run's own.
   if (world_rank() == 0)
@@ -574,11 +562,11 @@ TEST(Levels, RunWithoutLevelsAtTheSameStepIsNotShadowedByTheNodeLevel) {
   write_steps(o, 1, 5);
   constexpr int kNew = 2000;
   write_without_levels(o, 4, 5, 5, kNew);
-  expect_timeline(o, 5, kNew + 5, "global");
+  expect_restart(o, 5, "global", kNew + 5, true);
   // That run's step 6 is on the node level only; with node 1 lost, the newest whole step is `dir`'s 5
   // (node 0's abandoned 5 stays abandoned).
   lose_nodes(root, {1});
-  expect_timeline(o, 5, kNew + 5, "global");
+  expect_restart(o, 5, "global", kNew + 5, true);
 }
 
 // A run that lacked a node rolls that node back too: steps 1..5 on 2 nodes (drained 2 and 4); a run
