@@ -1,7 +1,7 @@
 // The commit thread: agreement, index, the store's commit, retention. See docs/design.md.
 #include "runtime/src/commit.hpp"
 #include "runtime/src/overlap.hpp"
-#include "runtime/src/partner.hpp"
+#include "runtime/src/levels/partner.hpp"
 
 #include <algorithm>
 #include <cstdio>

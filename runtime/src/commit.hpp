@@ -17,7 +17,7 @@
 #include "runtime/src/dir_lock.hpp"
 #include "runtime/src/job.hpp"
 #include "runtime/src/threads.hpp"
-#include "runtime/src/xor.hpp"
+#include "runtime/src/levels/xor.hpp"
 
 namespace ckpt::detail {
 
@@ -48,7 +48,7 @@ struct CommitConfig {
   /// next node) and it keeps those of `partner_from` in <staging dir>/partner/ before the commit.
   bool partner = false;
   int partner_to = -1, partner_from = -1;
-  /// With node_level: XOR redundancy over this rank's parity group (runtime/src/xor.hpp); the parity
+  /// With node_level: XOR redundancy over this rank's parity group (runtime/src/levels/xor.hpp); the parity
   /// file is written into the staging dir before the commit.
   bool xor_parity = false;
   XorGroup xor_group;

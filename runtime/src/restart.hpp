@@ -12,9 +12,9 @@
 
 #include "base/store.hpp"
 #include "runtime/src/capture.hpp"
-#include "runtime/src/partner.hpp"
+#include "runtime/src/levels/partner.hpp"
 #include "runtime/src/registry.hpp"
-#include "runtime/src/xor.hpp"
+#include "runtime/src/levels/xor.hpp"
 
 namespace ckpt::detail {
 

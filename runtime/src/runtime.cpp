@@ -12,7 +12,6 @@
 #include "ckpt/ckpt.hpp"
 #include "runtime/src/resolve.hpp"
 #include "runtime/src/runtime_impl.hpp"
-#include "runtime/src/spill.hpp"
 
 namespace ckpt {
 
@@ -204,19 +203,20 @@ void RuntimeImpl::close_at_finalize() {
 }
 
 RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options) {
+  // Each step is collective and ends in a Status every rank agrees on: all stop at the same step.
+  m_status = join(comm);
+  if (m_status.ok()) m_status = open_root(make_io());
+  if (m_status.ok()) m_status = start_device();
+  if (m_status.ok()) make_pipeline();
+}
+
+Status RuntimeImpl::join(CommRef comm) {
   auto checked = comm_from_ref(comm, "ckpt::Runtime");
-  if (!checked.ok()) {
-    m_status = checked.status();
-    return;
-  }
+  if (!checked.ok()) return checked.status();
   MPI_Comm user = checked.value();
   int inter = 0;
   MPI_Comm_test_inter(user, &inter);
-  if (inter) {
-    m_status =
-        Status(Code::invalid_argument, "the communicator is an intercommunicator; ckpt needs an intracommunicator");
-    return;
-  }
+  if (inter) return Status(Code::invalid_argument, "the communicator is an intercommunicator; ckpt needs an intracommunicator");
   // Collective from here on: every rank takes the same path, errors are agreed.
   MPI_Comm_dup(user, &m_app_comm);
   MPI_Comm_rank(m_app_comm, &m_rank);
@@ -226,120 +226,133 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   int provided = MPI_THREAD_SINGLE;
   MPI_Query_thread(&provided);
   // Every rule between options, then the ranks' agreement on the job-wide ones (resolve.hpp): before
-  // anything whose count of collective calls depends on an option (the communicators below).
+  // anything whose count of collective calls depends on an option.
   auto resolved = resolve(m_opts, ResolveEnv{provided, physical_memory()});
-  m_status = agree(m_app_comm, resolved.status());
-  if (m_status.ok()) m_status = agree_options(m_app_comm, resolved->options);
-  if (!m_status.ok()) return;  // the same Status on every rank (agreeing again would prefix it twice)
+  Status s = agree(m_app_comm, resolved.status());
+  if (s.ok()) s = agree_options(m_app_comm, resolved->options);
+  if (!s.ok()) return s;  // the same Status on every rank (agreeing again would prefix it twice)
   m_cfg = std::move(resolved).value();
   m_opts = m_cfg.options;
   m_funneled = m_cfg.funneled;
-  m_levels = m_cfg.levels;
   if (m_rank == 0 && m_opts.verbose >= 2) std::fprintf(stderr, "ckpt: options:\n%s", m_cfg.describe().c_str());
-  MPI_Comm_dup(user, &m_commit_comm);
-  MPI_Comm_dup(user, &m_flush_comm);
-  if (m_levels) {
-    MPI_Comm_dup(user, &m_drain_comm);
-    MPI_Comm_dup(user, &m_global_commit_comm);
+  MPI_Comm_dup(m_app_comm, &m_commit_comm);
+  MPI_Comm_dup(m_app_comm, &m_flush_comm);
+  return s;
+}
+
+Status RuntimeImpl::make_io() {
+  m_store = m_cfg.series ? make_series_store(m_opts.dir) : make_directory_store(m_opts.dir);
+  Status s = make_transports();
+  if (s.ok()) s = check_transports(m_cfg, m_transports);
+  if (s.ok() && m_cfg.levels) {
+    auto node = NodeLevel::make(m_app_comm, m_cfg, m_transports.size(), *m_store);
+    s = node.status();
+    if (node.ok()) m_node = std::move(node).value();
   }
-  ThreadPolicy threads = m_cfg.threads;
-  const bool series = m_cfg.series;
-  m_store = series ? make_series_store(m_opts.dir) : make_directory_store(m_opts.dir);
-  m_status = make_transports();
-  if (m_status.ok()) m_status = check_transports(m_cfg, m_transports);
-  if (m_status.ok() && m_levels) m_status = make_node_level();
+  return s;
+}
+
+Status RuntimeImpl::prepare_root(std::uint64_t root[2], std::vector<std::uint8_t>* timeline, long long* next_segment) {
+  Status s = make_dirs(m_opts.dir).with_context("checkpoint directory");
+  // One job per directory: without the lock a second job's start-up recovery deletes the first
+  // one's checkpoint in flight, and its retention deletes the first one's checkpoints.
+  if (s.ok() && m_persistent) s = m_lock.acquire(m_opts.dir, m_run_id);
+  if (s.ok() && m_persistent) s = check_root_layout(next_segment);
+  // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
+  if (s.ok() && m_persistent) s = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
+  // A series whose kept steps fill the disk could never commit again: refused now, saying why.
+  if (s.ok() && m_persistent && m_cfg.series) s = check_series_space(*m_store, m_opts.keep);
+  if (s.ok() && m_node) {
+    bool created = false;
+    auto id = root_id(m_opts.dir, &created);
+    s = id.status();
+    if (id.ok()) root[0] = id.value(), root[1] = created ? 1 : 0;
+  }
+  if (s.ok()) m_timeline = std::make_unique<Timeline>(m_opts.dir, m_run_id, m_opts.fsync);
+  if (s.ok() && m_node) {
+    auto text = m_timeline->bind();  // before any node directory is labelled with this run
+    s = text.status();
+    if (text.ok()) timeline->assign(text->begin(), text->end());
+  }
+  return s;
+}
+
+Status RuntimeImpl::open_root(Status made) {
   if (m_rank == 0)
     m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
                static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
-  long long next_segment = 0;  // layout series: rank 0 finds it, everybody gets it
-  // The root's identity, whether made now (levels only) and this run's id: from rank 0.
-  std::uint64_t root[3] = {0, 0, m_run_id};
-  std::vector<std::uint8_t> timeline;  // levels: the root's timeline record, from rank 0
-  if (m_status.ok() && m_rank == 0 && (m_persistent || m_levels)) {
-    m_status = make_dirs(m_opts.dir).with_context("checkpoint directory");
-    // One job per directory: without the lock a second job's start-up recovery deletes the first
-    // one's checkpoint in flight, and its retention deletes the first one's checkpoints.
-    if (m_status.ok() && m_persistent) m_status = m_lock.acquire(m_opts.dir, m_run_id);
-    if (m_status.ok() && m_persistent) m_status = check_root_layout(&next_segment);
-    // Before any checkpoint of this run: what a run that died left behind (docs/format.md).
-    if (m_status.ok() && m_persistent)
-      m_status = m_store->recover().with_context("recovering checkpoint directory " + m_opts.dir);
-    // A series whose kept steps fill the disk could never commit again: refused now, saying why.
-    if (m_status.ok() && m_persistent && series) m_status = check_series_space(*m_store, m_opts.keep);
-    if (m_status.ok() && m_levels) {
-      bool created = false;
-      auto id = root_id(m_opts.dir, &created);
-      m_status = id.status();
-      if (id.ok()) root[0] = id.value(), root[1] = created ? 1 : 0;
-    }
-    if (m_status.ok()) m_timeline = std::make_unique<Timeline>(m_opts.dir, m_run_id, m_opts.fsync);
-    if (m_status.ok() && m_levels) {
-      auto text = m_timeline->bind();  // before any node directory is labelled with this run
-      m_status = text.status();
-      if (text.ok()) timeline.assign(text->begin(), text->end());
-    }
-  }
-  m_status = agree(m_app_comm, m_status);
+  long long next_segment = 0;      // layout series: rank 0 finds it, everybody gets it
+  std::uint64_t root[2] = {0, 0};  // with levels: the root's identity and whether this run made it
+  std::vector<std::uint8_t> timeline;  // with levels: the root's timeline record
+  Status s = made;
+  if (s.ok() && m_rank == 0 && (m_persistent || m_node)) s = prepare_root(root, &timeline, &next_segment);
+  s = agree(m_app_comm, s);
   // Every rank sees the directory rank 0 locked: proven by reading the lock's text back, not assumed
   // from equal paths (another node's /tmp, a per-node mount) or device numbers (NFS, Lustre clients).
-  if (m_status.ok() && m_persistent) {
+  if (s.ok() && m_persistent) {
     std::vector<std::uint8_t> text(m_lock.text().begin(), m_lock.text().end());
     bcast_bytes(m_app_comm, text, 0);
-    m_status = agree(m_app_comm, m_rank == 0 ? Status::OK() : same_directory(m_opts.dir, std::string(text.begin(), text.end())));
+    s = agree(m_app_comm, m_rank == 0 ? Status::OK() : same_directory(m_opts.dir, std::string(text.begin(), text.end())));
   }
+  MPI_Bcast(&m_run_id, 1, MPI_UINT64_T, 0, m_app_comm);
   // The node directories: this root's, or refused on every rank (design.md, "Levels").
-  if (m_status.ok() && m_levels) {
-    MPI_Bcast(root, 3, MPI_UINT64_T, 0, m_app_comm);
+  if (s.ok() && m_node) {
+    MPI_Bcast(root, 2, MPI_UINT64_T, 0, m_app_comm);
     bcast_bytes(m_app_comm, timeline, 0);
-    m_status = agree(m_app_comm, m_node_leader ? open_node_dir(root[0], root[1] != 0, root[2],
-                                                               std::string(timeline.begin(), timeline.end()))
-                                               : Status::OK());
+    s = agree(m_app_comm, m_node->leader() ? m_node->open(root[0], root[1] != 0, m_run_id,
+                                                          std::string(timeline.begin(), timeline.end()))
+                                           : Status::OK());
   }
-  if (!m_status.ok()) {
+  if (!s.ok()) {
     m_lock.release();
-    m_local_lock.release();
-    return;
+    if (m_node) m_node->release_lock();
+    return s;
   }
   register_live(this);
-  if (series) {
+  if (m_cfg.series) {
     MPI_Bcast(&next_segment, 1, MPI_LONG_LONG, 0, m_app_comm);
     m_series = std::make_unique<SeriesCursor>(m_opts.dir, static_cast<std::int64_t>(next_segment), m_opts.segment_bytes,
                                               m_opts.segment_steps, m_opts.alignment);
   }
-
-  MPI_Bcast(&m_run_id, 1, MPI_UINT64_T, 0, m_app_comm);
   MPI_Barrier(m_app_comm);  // a common time origin for every rank's trace
   m_tracer = std::make_shared<Tracer>(!m_opts.trace.empty());
+  return s;
+}
+
+Status RuntimeImpl::start_device() {
   CudaDeviceConfig device_cfg = m_cfg.device;
   device_cfg.say_fallbacks = m_rank == 0 || m_opts.verbose >= 1;
   auto device = make_runtime_device(device_cfg);
   // A GPU that is there but whose device failed to start is an error: the host device would memcpy
   // device pointers. Agreed, so that every rank stops here together.
-  m_status = agree(m_app_comm, device.ok() ? Status::OK() : device.status());
-  if (!m_status.ok()) return;
+  Status s = agree(m_app_comm, device.ok() ? Status::OK() : device.status());
+  if (!s.ok()) return s;
   m_device = std::move(device).value();
   m_pool = std::make_unique<StagingPool>(*m_device, static_cast<std::size_t>(initial_chunk_bytes(m_opts)));
+  ThreadPolicy& threads = m_cfg.threads;
   threads.warn = m_rank == 0 || m_opts.verbose >= 1;
-  {
-    // The auto pool's cap is a share of the node's memory: ranks on one node split it.
-    MPI_Comm node = MPI_COMM_NULL;
-    int on_node = 1;
-    MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
-    if (node != MPI_COMM_NULL) {
-      MPI_Comm_size(node, &on_node);
-      // Collective on the node whatever this rank's thread_cpus: a per-rank option, so the ranks of a
-      // node may differ in it, and only those with auto use the answer.
-      std::vector<int> spare = spare_cpus(node);
-      if (threads.where == ThreadPolicy::Cpus::spare) {  // thread_cpus: auto
-        threads.cpus = std::move(spare);
-        threads.where = threads.cpus.empty() ? ThreadPolicy::Cpus::inherit : ThreadPolicy::Cpus::list;
-      }
-      MPI_Comm_free(&node);
+  // The auto pool's cap is a share of the node's memory: ranks on one node split it.
+  MPI_Comm node = MPI_COMM_NULL;
+  int on_node = 1;
+  MPI_Comm_split_type(m_app_comm, MPI_COMM_TYPE_SHARED, m_rank, MPI_INFO_NULL, &node);
+  if (node != MPI_COMM_NULL) {
+    MPI_Comm_size(node, &on_node);
+    // Collective on the node whatever this rank's thread_cpus: a per-rank option, so the ranks of a
+    // node may differ in it, and only those with auto use the answer.
+    std::vector<int> spare = spare_cpus(node);
+    if (threads.where == ThreadPolicy::Cpus::spare) {  // thread_cpus: auto
+      threads.cpus = std::move(spare);
+      threads.where = threads.cpus.empty() ? ThreadPolicy::Cpus::inherit : ThreadPolicy::Cpus::list;
     }
-    m_pool->set_ranks_on_node(on_node);
+    MPI_Comm_free(&node);
   }
+  m_pool->set_ranks_on_node(on_node);
   // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
   if (m_opts.pool_bytes) (void)reserve_for_stream(*m_pool, m_opts, 0);
+  return s;
+}
+
+void RuntimeImpl::make_pipeline() {
   m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment, [this](const Region& r) {
     return m_transports[r.group]->check_region(r);  // e.g. hdf5: the block must be contiguous in its dataset
   });
@@ -347,126 +360,50 @@ RuntimeImpl::RuntimeImpl(CommRef comm, const Options& options) : m_opts(options)
   const bool sync_each = m_opts.fsync && m_opts.durable_every_ms == 0;
   CommitConfig commit_cfg;
   commit_cfg.fsync = m_opts.fsync;
-  commit_cfg.threads = threads;
+  commit_cfg.threads = m_cfg.threads;
   commit_cfg.durable_every_ms = m_opts.durable_every_ms;
   commit_cfg.keep = m_opts.keep;
   commit_cfg.verbose = m_opts.verbose;
   commit_cfg.funneled = m_funneled;
   commit_cfg.timeline = m_timeline.get();
-  if (m_levels) {
-    // `dir` is the drained level: a second Committer, fed by the drain thread.
-    CommitConfig global_cfg = commit_cfg;
-    global_cfg.level = " (drained)";
-    global_cfg.keep = m_opts.keep_global.value_or(m_opts.keep);  // retention in `dir`
-    m_global_committer =
-        std::make_unique<Committer>(m_global_commit_comm, global_cfg, m_transports, *m_store, m_run_id, m_tracer.get());
-    m_global_commit_comm = MPI_COMM_NULL;  // the global Committer's now
-    const OpenEnv drain_open{m_drain_comm, m_rank,   m_size,    &m_transports,
-                             m_persistent, m_run_id, sync_each, m_opts.fsync};
-    m_drainer = std::make_unique<Drainer>(
-        DrainConfig{m_opts.drain_every, m_opts.keep, m_node_leader, io_piece_bytes(m_opts), threads}, drain_open,
-        *m_local_store, *m_store, *m_global_committer);
-    m_drain_comm = MPI_COMM_NULL;  // the Drainer's now
-    // The pipeline commits into the node directories; the drain thread retains them.
-    commit_cfg.keep = 0;
-    commit_cfg.node_level = true;
-    commit_cfg.node_leader = m_node_leader;
-    commit_cfg.level = " locally";
-    if (m_persistent) commit_cfg.drained = m_store.get();
-    if (m_opts.redundancy == Redundancy::partner) {
-      const int n = m_layout.nodes();
-      commit_cfg.partner = true;
-      commit_cfg.partner_to = m_layout.peer((m_layout.node + 1) % n);
-      commit_cfg.partner_from = m_layout.peer((m_layout.node + n - 1) % n);
-    } else if (m_opts.redundancy == Redundancy::xor_parity) {
-      commit_cfg.xor_parity = true;
-      commit_cfg.xor_group = make_xor_group(m_layout, m_opts.xor_group);
-    }
-  }
-  auto& pipeline_transports = m_levels ? m_local_transports : m_transports;
-  Store& pipeline_store = m_levels ? *m_local_store : *m_store;
-  m_committer = std::make_unique<Committer>(m_commit_comm, commit_cfg, pipeline_transports, pipeline_store, m_run_id,
-                                            m_tracer.get());
+  if (m_node)
+    commit_cfg = m_node->attach(
+        m_app_comm, commit_cfg,
+        GlobalLevel{&m_transports, m_store.get(), m_persistent, sync_each, m_run_id, m_tracer.get()});
+  auto& transports = m_node ? m_node->transports() : m_transports;
+  Store& store = m_node ? m_node->store() : *m_store;
+  m_committer = std::make_unique<Committer>(m_commit_comm, commit_cfg, transports, store, m_run_id, m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
-  if (m_drainer) {
-    m_committer->on_committed([d = m_drainer.get()](std::shared_ptr<Job> j) { d->submit(std::move(j)); });
-    m_committer->on_spilled(*m_store,
-                            [d = m_drainer.get()](std::shared_ptr<Job> j) { return d->commit_spilled(std::move(j)); });
-  }
-  OpenEnv open{MPI_COMM_NULL, m_rank,    m_size,      &pipeline_transports, m_persistent || m_levels,
+  if (m_node) m_node->connect(*m_committer, *m_store);
+  OpenEnv open{MPI_COMM_NULL, m_rank,    m_size,      &transports, m_persistent || m_node != nullptr,
                m_run_id,      sync_each, m_opts.fsync};
   if (m_persistent) open.series = m_series.get();
   OpenEnv flush_open = open;
   flush_open.comm = m_flush_comm;
   flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
-  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_cfg.flush_delay_ms, threads}, flush_open,
+  m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_cfg.flush_delay_ms, m_cfg.threads}, flush_open,
                                             *m_device, *m_pool, *m_committer, m_tracer.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
   if (m_opts.on_busy == Options::OnBusy::coalesce) {
     MPI_Comm launch_comm = MPI_COMM_NULL;
     MPI_Comm_dup(m_app_comm, &launch_comm);
-    m_launcher = std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, threads, *m_device, *m_flush, *m_pool);
+    m_launcher =
+        std::make_unique<Launcher>(launch_comm, m_opts.max_in_flight, m_cfg.threads, *m_device, *m_flush, *m_pool);
     m_committer->set_on_finished([l = m_launcher.get()] { l->finished(); });
   }
   OpenEnv app_open = open;
   app_open.comm = m_app_comm;
   app_open.agreed_before = m_funneled;
-  m_capture = std::make_unique<Capture>(CaptureEnv{&m_opts, m_device.get(), m_pool.get(), &pipeline_transports,
-                                                   app_open, &pipeline_store, m_tracer, m_flush.get(), m_launcher.get(),
-                                                   m_committer->funnel(), m_funneled});
-  m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_local_store.get(), m_layout,
-                                          *m_device, *m_pool, m_tracer.get());
-}
-
-Status RuntimeImpl::make_node_level() {
-  m_layout = make_node_layout(m_app_comm, m_opts.ranks_per_node.value_or(0));
-  m_node_leader = m_layout.leader();
-  m_node_dir =
-      m_opts.ranks_per_node ? m_opts.local_dir + "/node" + std::to_string(m_layout.node) : m_opts.local_dir;
-  if (m_opts.redundancy != Redundancy::none && (m_layout.nodes() < 2 || !m_layout.uniform()))
-    return Status(Code::invalid_argument, std::string("option 'redundancy': ") +
-                                              (m_opts.redundancy == Redundancy::partner ? "partner" : "xor") +
-                                              " needs at least two nodes with the same number of ranks (found " +
-                                              std::to_string(m_layout.nodes()) + " nodes)");
-  m_local_store = make_directory_store(m_node_dir);
-  // The node level writes one posix file per rank and group (node-local disks hold no shared files).
-  const TransportEnv env{m_app_comm, m_rank, m_size};
-  // A full node disk sends that rank's file to `dir` instead (spill.hpp): a posix transport for that.
-  for (std::size_t i = 0; i < m_transports.size(); ++i) {
-    auto t = make_transport("posix", m_cfg.transport, env);
-    if (!t.ok()) return t.status();
-    auto spill = make_transport("posix", m_cfg.transport, env);
-    if (!spill.ok()) return spill.status();
-    m_local_transports.push_back(make_spill_transport(std::move(t).value(), std::move(spill).value(), *m_store));
-  }
-  return Status::OK();
-}
-
-Status RuntimeImpl::open_node_dir(std::uint64_t root, bool root_created, std::uint64_t run,
-                                  const std::string& timeline) {
-  // The node directory is not followed through a link planted at its name: checked before anything is
-  // created in it, and again by bind_node_dir() with the lock held.
-  struct stat st {};
-  if (::lstat(m_node_dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
-    return bind_node_dir(m_node_dir, root, m_opts.dir, root_created);  // says so
-  Status s = make_dirs(m_node_dir).with_context("node-local checkpoint directory");
-  // Before the lock and recovery touch anything: another root's directory is left exactly as it is.
-  // (The binding needs no lock: `.owner` is created O_EXCL, and a live job of this root holds `dir`'s.)
-  if (s.ok()) s = bind_node_dir(m_node_dir, root, m_opts.dir, root_created);
-  if (s.ok()) s = m_local_lock.acquire(m_node_dir);
-  if (s.ok()) s = m_local_store->recover().with_context("recovering node-local directory " + m_node_dir);
-  // Steps that later runs rolled back while this directory was not used (a run without local_dir, or
-  // one that lacked this node) are abandoned before anything reads them; then it is this run's.
-  auto label = s.ok() ? node_label(m_node_dir) : Result<std::optional<std::uint64_t>>(s);
-  if (!label.ok()) return label.status();
-  if (auto from = abandoned_from(timeline, label.value()))
-    s = m_local_store->abandon_newer_than(*from - 1, m_opts.fsync);
-  if (s.ok()) s = label_node_dir(m_node_dir, run, m_opts.fsync);
-  return s;
+  m_capture = std::make_unique<Capture>(CaptureEnv{&m_opts, m_device.get(), m_pool.get(), &transports, app_open, &store,
+                                                   m_tracer, m_flush.get(), m_launcher.get(), m_committer->funnel(),
+                                                   m_funneled});
+  static const NodeLayout kOneLevel;  // without local_dir: no node directories to read
+  m_restorer = std::make_unique<Restorer>(m_app_comm, m_opts, m_persistent, *m_store, m_node ? &m_node->store() : nullptr,
+                                          m_node ? m_node->layout() : kOneLevel, *m_device, *m_pool, m_tracer.get());
 }
 
 void RuntimeImpl::wait_drains() {
-  if (m_drainer) (void)m_drainer->wait_idle(false);
+  if (m_node) (void)m_node->wait_idle(false);
 }
 
 const char* RuntimeImpl::device_name() const { return m_device ? m_device->name() : "none"; }
@@ -523,8 +460,7 @@ Status RuntimeImpl::close() {
   if (m_launcher) m_launcher->close();  // before the flush threads: it pushes into them
   if (m_flush) m_flush->close();
   if (m_committer) m_committer->close();
-  if (m_drainer) m_drainer->close();  // after the Committer, which feeds it
-  if (m_global_committer) m_global_committer->close();
+  if (m_node) m_node->close();  // after the Committer, which feeds its drain
   if (m_capture) m_capture->clear();
   if (m_status.ok() && !finalized && m_tracer && m_tracer->enabled()) write_trace_and_summary();
   if (m_pool) m_pool->shutdown();
@@ -532,10 +468,7 @@ Status RuntimeImpl::close() {
   free_comm(m_app_comm);
   free_comm(m_commit_comm);
   free_comm(m_flush_comm);
-  free_comm(m_drain_comm);
-  free_comm(m_global_commit_comm);
   m_lock.release();
-  m_local_lock.release();
   return first;
 }
 
@@ -637,8 +570,8 @@ Ticket RuntimeImpl::checkpoint(std::int64_t step, void* stream) {
 Status RuntimeImpl::wait_all() {
   if (m_closed) return Status(Code::failed_precondition, "the Runtime is closed");
   Status s = m_capture ? m_capture->wait_all() : Status::OK();
-  if (m_drainer) {
-    Status d = m_drainer->wait_idle(true);
+  if (m_node) {
+    Status d = m_node->wait_idle(true);
     if (s.ok()) s = d;
   }
   return s;
@@ -671,7 +604,7 @@ Status RuntimeImpl::agree_arguments(const char* call, std::vector<NamedValue> ar
 Status RuntimeImpl::restart(std::int64_t step, void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(agree_arguments("restart(step)", {{"the step", std::to_string(step)}}));
-  if (m_drainer) {
+  if (m_node) {
     (void)m_capture->wait_all();  // then the drains those commits started
     wait_drains();
   }
@@ -680,7 +613,7 @@ Status RuntimeImpl::restart(std::int64_t step, void* stream) {
 Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   CKPT_RETURN_IF_ERROR(usable());
   CKPT_RETURN_IF_ERROR(agree_arguments("inspect(step)", {{"the step", std::to_string(step)}}));
-  if (m_drainer) {
+  if (m_node) {
     (void)m_capture->wait_all();
     wait_drains();
   }
@@ -696,7 +629,7 @@ Result<JoinedRows> RuntimeImpl::joined_rows(std::int64_t step, const std::string
 }
 Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
   CKPT_RETURN_IF_ERROR(usable());
-  if (m_drainer) {
+  if (m_node) {
     (void)m_capture->wait_all();
     wait_drains();
   }

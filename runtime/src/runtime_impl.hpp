@@ -16,10 +16,9 @@
 #include "runtime/src/capture.hpp"
 #include "runtime/src/commit.hpp"
 #include "runtime/src/dir_lock.hpp"
-#include "runtime/src/drain.hpp"
 #include "runtime/src/flush.hpp"
 #include "runtime/src/launcher.hpp"
-#include "runtime/src/partner.hpp"
+#include "runtime/src/levels/node_level.hpp"
 #include "runtime/src/pool.hpp"
 #include "runtime/src/registry.hpp"
 #include "runtime/src/resolve.hpp"
@@ -38,8 +37,8 @@ namespace ckpt::detail {
 ///   FlushPipeline digest thread + write thread (opens, writes)       (its two threads)
 ///   Committer     agreement, index, store commit, retention          (its thread)
 ///   Restorer      latest(), restart()                                (application thread)
-///   with options.local_dir (docs/design.md, "Levels"): the Committer commits into the node
-///   directories; Drainer (its thread) + a second Committer on `dir` drain to the global level.
+///   NodeLevel     with options.local_dir (docs/design.md, "Levels"): the Committer commits into the
+///                 node directories; its Drainer (a thread) + a second Committer drain them to `dir`
 class RuntimeImpl {
  public:
   RuntimeImpl(CommRef comm, const Options& options);
@@ -84,18 +83,26 @@ class RuntimeImpl {
   /// Collective: every rank passed the same arguments to `call`, or the same invalid_argument on every
   /// rank naming the first that differs and two ranks' values.
   Status agree_arguments(const char* call, std::vector<NamedValue> args);
+  // Construction, in this order; each step is collective and returns a Status agreed on every rank.
+  /// The communicator duplicated, the options resolved (resolve.hpp) and agreed.
+  Status join(CommRef comm);
+  /// The store of `dir`, the transports, and with local_dir the node level (not yet opened).
+  Status make_io();
+  /// `made` (make_io()'s Status) agreed with rank 0's preparation of the root (prepare_root()), the
+  /// proof that every rank sees the directory rank 0 locked, and the node directories opened.
+  Status open_root(Status made);
+  /// Rank 0: `dir` made, locked, checked, recovered; with levels, the root's identity (root[0], and
+  /// root[1] = 1 when this run made it) and its timeline record bound to this run.
+  Status prepare_root(std::uint64_t root[2], std::vector<std::uint8_t>* timeline, long long* next_segment);
+  /// The device, the staging pool and where ckpt's threads run (spare cpus found per node).
+  Status start_device();
+  /// The pipeline: registry, Committer (the node level attached), flush threads, launcher, capture, restorer.
+  void make_pipeline();
   /// Makes the default transport and one per group, in order, on every rank (collective).
   Status make_transports();
   /// Rank 0, before the recovery: the root holds only what `layout` writes (a series root is not
   /// continued as directories, nor the other way round); the first segment a series run may use.
   Status check_root_layout(long long* next_segment) const;
-  /// With options.local_dir: this rank's node, its directory's name and the posix transports of the
-  /// node level. Collective.
-  Status make_node_level();
-  /// A node leader's part of the node level: its directory (never through a link planted at its name),
-  /// its binding to the root `root` (bind_node_dir(); `root_created`: its `.root` was made by this run),
-  /// then its lock and its recovery. Local.
-  Status open_node_dir(std::uint64_t root, bool root_created, std::uint64_t run, const std::string& timeline);
   /// Waits for the drains in flight (restart and latest read what they write and retain).
   void wait_drains();
   /// Sizes the staging pool for what is registered now (see Registry::stream_bound and
@@ -124,20 +131,9 @@ class RuntimeImpl {
   long long m_checkpoints = 0;             ///< checkpoint() calls that reached the pipeline (match_checkpoint_counts)
   std::unique_ptr<Store> m_store;          ///< paths on every rank; rank 0 alone lists, commits and retires
   std::unique_ptr<SeriesCursor> m_series;  ///< layout series: the segment of each checkpoint
-  // The node-local level (options.local_dir), docs/design.md "Levels":
-  bool m_levels = false;                                       ///< local_dir is set
-  bool m_node_leader = false;                                  ///< the lowest rank of its node
-  NodeLayout m_layout;                                         ///< which ranks form which node
-  std::string m_node_dir;                                      ///< <local_dir>/node<k> or local_dir
-  std::unique_ptr<Store> m_local_store;                        ///< the node directory's store
-  DirLock m_local_lock;                                        ///< node leaders: the node directory's lock
-  std::vector<std::unique_ptr<Transport>> m_local_transports;  ///< posix, one per group
-  MPI_Comm m_drain_comm = MPI_COMM_NULL;                       ///< until the Drainer takes it
-  MPI_Comm m_global_commit_comm = MPI_COMM_NULL;               ///< until the global Committer takes it
-  std::unique_ptr<Committer> m_global_committer;               ///< commits drained checkpoints in `dir`
-  std::unique_ptr<Drainer> m_drainer;
   std::vector<std::unique_ptr<Transport>> m_transports;  ///< [0] default, [g] = options.groups[g - 1]
   bool m_persistent = false;                             ///< some transport writes files
+  std::unique_ptr<NodeLevel> m_node;  ///< with options.local_dir: the node-local level (docs/design.md, "Levels")
   bool m_funneled = false;  ///< every MPI call on the application thread (Options::mpi_threads)
   std::shared_ptr<Tracer> m_tracer;
   std::unique_ptr<Device> m_device;

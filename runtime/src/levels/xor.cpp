@@ -1,5 +1,5 @@
 // XOR parity over the nodes of a group, and the rebuild of a lost member from it. See xor.hpp.
-#include "runtime/src/xor.hpp"
+#include "runtime/src/levels/xor.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

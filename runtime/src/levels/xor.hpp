@@ -7,8 +7,8 @@
 // (each member's segments go to the G-1 others, one each), in `xor.<rank>` beside its files: a header
 // (every member's rank and file names and sizes, S), the parity and its XXH3. Lost member x's segment
 // s is P_j XOR the other members' segments that went into P_j, j = (x + s + 1) mod G.
-#ifndef CKPT_RUNTIME_XOR_HPP
-#define CKPT_RUNTIME_XOR_HPP
+#ifndef CKPT_RUNTIME_LEVELS_XOR_HPP
+#define CKPT_RUNTIME_LEVELS_XOR_HPP
 
 #include <mpi.h>
 
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "ckpt/status.hpp"
-#include "runtime/src/partner.hpp"
+#include "runtime/src/levels/partner.hpp"
 
 namespace ckpt::detail {
 
@@ -50,4 +50,4 @@ Status xor_rebuild(MPI_Comm comm, const XorGroup& g, int lost, const std::string
 
 }  // namespace ckpt::detail
 
-#endif  // CKPT_RUNTIME_XOR_HPP
+#endif  // CKPT_RUNTIME_LEVELS_XOR_HPP

@@ -1,8 +1,8 @@
 // The drain thread (internal): copies locally complete checkpoints from the node-local level to `dir`
 // through the configured transports and commits them there; applies retention to the node level.
 // See docs/design.md, "Levels".
-#ifndef CKPT_RUNTIME_DRAIN_HPP
-#define CKPT_RUNTIME_DRAIN_HPP
+#ifndef CKPT_RUNTIME_LEVELS_DRAIN_HPP
+#define CKPT_RUNTIME_LEVELS_DRAIN_HPP
 
 #include <condition_variable>
 #include <cstdint>
@@ -73,4 +73,4 @@ class Drainer {
 
 }  // namespace ckpt::detail
 
-#endif  // CKPT_RUNTIME_DRAIN_HPP
+#endif  // CKPT_RUNTIME_LEVELS_DRAIN_HPP

@@ -3,8 +3,8 @@
 // the staging directory of `dir` instead (what was written locally is copied over first). The commit
 // thread then commits the whole checkpoint in `dir` (Committer, Drainer::commit_spilled). See
 // docs/design.md, "Levels".
-#ifndef CKPT_RUNTIME_SPILL_HPP
-#define CKPT_RUNTIME_SPILL_HPP
+#ifndef CKPT_RUNTIME_LEVELS_SPILL_HPP
+#define CKPT_RUNTIME_LEVELS_SPILL_HPP
 
 #include <memory>
 #include <string>
@@ -25,4 +25,4 @@ std::unique_ptr<Transport> make_spill_transport(std::unique_ptr<Transport> local
 
 }  // namespace ckpt::detail
 
-#endif  // CKPT_RUNTIME_SPILL_HPP
+#endif  // CKPT_RUNTIME_LEVELS_SPILL_HPP

@@ -1,5 +1,5 @@
 // Node level -> `dir` when the node's disk is full. See spill.hpp.
-#include "runtime/src/spill.hpp"
+#include "runtime/src/levels/spill.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // The drain thread: node-local checkpoint -> configured transports -> `dir`. See docs/design.md, "Levels".
-#include "runtime/src/drain.hpp"
+#include "runtime/src/levels/drain.hpp"
 
 #include <algorithm>
 #include <cstdio>

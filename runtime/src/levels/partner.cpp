@@ -1,5 +1,5 @@
 // Whole-file transfer between two ranks for partner redundancy. See partner.hpp.
-#include "runtime/src/partner.hpp"
+#include "runtime/src/levels/partner.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

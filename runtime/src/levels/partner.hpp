@@ -1,8 +1,8 @@
 // Partner redundancy (internal): whole files of a checkpoint sent to another rank over MPI and written
 // there, for the partner copy at checkpoint time and for the rebuild of a lost node's files at
 // restart. See docs/design.md, "Levels".
-#ifndef CKPT_RUNTIME_PARTNER_HPP
-#define CKPT_RUNTIME_PARTNER_HPP
+#ifndef CKPT_RUNTIME_LEVELS_PARTNER_HPP
+#define CKPT_RUNTIME_LEVELS_PARTNER_HPP
 
 #include <mpi.h>
 
@@ -48,4 +48,4 @@ Status exchange_files(MPI_Comm comm, int to, const std::string& src_dir, const s
 
 }  // namespace ckpt::detail
 
-#endif  // CKPT_RUNTIME_PARTNER_HPP
+#endif  // CKPT_RUNTIME_LEVELS_PARTNER_HPP
