@@ -11,7 +11,8 @@
 
 #include "base/hash.hpp"
 #include "base/layout.hpp"
-#include "ckpt/ckpt.hpp"
+#include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 
 namespace ckpt::detail {
 

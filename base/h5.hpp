@@ -15,7 +15,8 @@
 #include <vector>
 
 #include "base/layout.hpp"
-#include "ckpt/ckpt.hpp"
+#include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 
 namespace ckpt::detail::h5 {
 

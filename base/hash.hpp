@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "ckpt/ckpt.hpp"
+#include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 
 namespace ckpt::detail {
 

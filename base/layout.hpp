@@ -8,7 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "ckpt/ckpt.hpp"
+#include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
+
+namespace ckpt {
+struct Source;  // ckpt.hpp: a region the Runtime locates anew at each checkpoint (held here, never called)
+}  // namespace ckpt
 
 namespace ckpt::detail {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/ckpt.hpp"
+#include "ckpt/types.hpp"
 #include "ckpt/status.hpp"
 
 namespace ckpt::detail {

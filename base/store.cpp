@@ -103,6 +103,14 @@ Status check_directory(const std::string& path) {
   return Status::OK();
 }
 
+Status check_listable(const std::string& path) {
+  CKPT_RETURN_IF_ERROR(check_directory(path));
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return errno_status(path);
+  ::closedir(d);
+  return Status::OK();
+}
+
 Result<Index> load_checkpoint_dir(const std::string& dir) {
   CKPT_RETURN_IF_ERROR(check_directory(dir));
   const auto name = parse_step_name(split_last(dir).second);
@@ -260,6 +268,7 @@ class DirectoryStore final : public Store {
     struct stat st {};
     if (::stat(m_root.c_str(), &st) != 0) return errno_status(m_root);
     if (!S_ISDIR(st.st_mode)) return Status(Code::invalid_argument, m_root + " is not a directory");
+    CKPT_RETURN_IF_ERROR(check_one_layout(m_root));
     std::vector<StepEntry> out = scan();
     std::set<std::int64_t> committed;
     for (auto& e : out)

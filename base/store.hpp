@@ -50,12 +50,12 @@ std::string step_name(std::int64_t step, EntryKind kind = EntryKind::committed);
 
 /// A root's own entries besides its checkpoints: the link to the newest checkpoint, the name that link
 /// is made under before the rename that publishes it, and the lock file a running job holds
-/// (runtime/src/dir_lock.cpp).
+/// (runtime/src/commit/dir_lock.cpp).
 constexpr const char* kLatestName = "latest";
 constexpr const char* kLatestTmpName = "latest.tmp";
 constexpr const char* kLockName = ".lock";
 /// The root's identity (`<dir>/.root`) and a node directory's binding to it (`<node dir>/.owner`):
-/// docs/format.md, "Node-local level" (runtime/src/dir_lock.cpp).
+/// docs/format.md, "Node-local level" (runtime/src/commit/dir_lock.cpp).
 constexpr const char* kRootIdName = ".root";
 constexpr const char* kOwnerName = ".owner";
 /// The root's timeline record (`<dir>/.timeline`) and the run that last labelled a node directory
@@ -89,6 +89,9 @@ Result<Index> load_checkpoint_index(const std::string& dir, std::optional<std::i
 bool is_checkpoint_dir(const std::string& path);
 /// Ok when `path` exists and is a directory (following links); not_found / invalid_argument otherwise.
 Status check_directory(const std::string& path);
+/// check_directory(), and the directory can be listed (opendir): what `latest()`, `steps()` and
+/// `restart()` check before an empty listing may read as "no checkpoint".
+Status check_listable(const std::string& path);
 /// Loads the checkpoint directory `dir` given by its path: a directory whose index validates, for the
 /// step of its name when it is named ckpt.<step>; a .tmp entry is failed_precondition (never committed).
 Result<Index> load_checkpoint_dir(const std::string& dir);
@@ -254,6 +257,9 @@ struct RootContents {
   std::int64_t next_segment = 0;
 };
 RootContents scan_root(const std::string& root);
+/// failed_precondition naming both kinds of entry when `root` holds checkpoint directories and series
+/// segments (docs/format.md, "One layout per root"); OK otherwise. Every Store's list() checks it.
+Status check_one_layout(const std::string& root);
 
 /// The series layout: checkpoint `s` is a record of `root`/series.<k>/steps pointing into the data
 /// files of that segment. checkpoint_dir(s) is the segment directory (the index's file names are

@@ -111,7 +111,7 @@ class CudaStreamProbe final : public StreamProbe {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int dev, const CudaDeviceConfig& config) : m_dev(dev), m_config(config), m_sizer(config.spare_bytes) {}
+  CudaDevice(int dev, const DeviceConfig& config) : m_dev(dev), m_config(config), m_sizer(config.spare_bytes) {}
 
   /// On the thread that makes the device, whose current device is m_dev.
   Status init() {
@@ -122,7 +122,7 @@ class CudaDevice final : public Device {
     int pitch = 0;  // cudaMemcpy2DAsync refuses larger pitches (RowBatcher splits by it)
     CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, m_dev)));
     m_max_pitch = static_cast<std::uint64_t>(pitch);
-    using DB = CudaDeviceConfig::DoubleBuffer;
+    using DB = DeviceConfig::DoubleBuffer;
     if (m_config.double_buffer == DB::on && m_config.spare_bytes == 0)
       return Status(Code::invalid_argument, "double buffering 'on' needs a spare buffer size (gpu_spare_bytes > 0)");
     if (m_config.double_buffer == DB::automatic) {
@@ -361,7 +361,7 @@ class CudaDevice final : public Device {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_captured, m_d2d)));
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_captured, 0)));
       if (m_plan.used_spare()) CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_spare_free, m_copy)));
-      if (m_config.double_buffer == CudaDeviceConfig::DoubleBuffer::automatic) CKPT_RETURN_IF_ERROR(resize_spare());
+      if (m_config.double_buffer == DeviceConfig::DoubleBuffer::automatic) CKPT_RETURN_IF_ERROR(resize_spare());
     } else {
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaEventRecord(m_captured, m_copy)));
       CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaStreamWaitEvent(app, m_captured, 0)));
@@ -500,7 +500,7 @@ class CudaDevice final : public Device {
   }
 
   const int m_dev;
-  CudaDeviceConfig m_config;
+  DeviceConfig m_config;
   std::uint64_t m_max_pitch = 0;  ///< cudaDevAttrMaxPitch
   cudaStream_t m_copy = nullptr;
   cudaStream_t m_d2d = nullptr;
@@ -536,7 +536,7 @@ class CudaDevice final : public Device {
 
 }  // namespace
 
-Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config) {
+Result<std::unique_ptr<Device>> make_gpu_device(const DeviceConfig& config) {
   int count = 0;
   Status s = CKPT_IMPL_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (!s.ok()) {
@@ -555,6 +555,6 @@ Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config)
   return std::unique_ptr<Device>(std::move(d));
 }
 
-Result<std::unique_ptr<Device>> make_cuda_device() { return make_cuda_device(CudaDeviceConfig{}); }
+Result<std::unique_ptr<Device>> make_gpu_device() { return make_gpu_device(DeviceConfig{}); }
 
 }  // namespace ckpt::detail

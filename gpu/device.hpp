@@ -12,7 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "ckpt/ckpt.hpp"
+#include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 #include "ckpt/export.h"
 #include "gpu/plan.hpp"
 
@@ -86,7 +87,7 @@ class Device {
 };
 
 /// Settings of the GPU device (CUDA or HIP); the Runtime fills them from Options.
-struct CudaDeviceConfig {
+struct DeviceConfig {
   /// Device-side double buffering: device regions are first copied device-to-device into a spare
   /// device buffer, the application's stream is released after that copy, and the D2H copies into the
   /// staging chunks run from the spare buffer. See docs/gpu.md.
@@ -112,23 +113,23 @@ void copy_to_staging(void* dst, const void* src, std::size_t n);
 
 /// The host device: copies on the calling thread, staging memory mmap'ed, touched and mlock'ed.
 std::unique_ptr<Device> make_host_device();
-/// The GPU device (CUDA or HIP, whichever this build has; the name is historical) on the calling
+/// The GPU device (CUDA, HIP or the simulated device, whichever this build has) on the calling
 /// thread's current device. `unavailable` only when there is no GPU to use (built without a GPU vendor,
 /// no driver, no device); any other failure to start it has another code.
-Result<std::unique_ptr<Device>> make_cuda_device();
-Result<std::unique_ptr<Device>> make_cuda_device(const CudaDeviceConfig& config);
-/// The CUDA device when CUDA is built in and a GPU is present, the host device when there is no GPU
-/// (make_cuda_device said `unavailable`), and the error when a GPU is there but its device failed to
+Result<std::unique_ptr<Device>> make_gpu_device();
+Result<std::unique_ptr<Device>> make_gpu_device(const DeviceConfig& config);
+/// The GPU device when a GPU runtime is built in and a GPU is present, the host device when there is
+/// no GPU (make_gpu_device said `unavailable`), and the error when a GPU is there but its device failed to
 /// start: device pointers must never reach the host device's memcpy.
-Result<std::unique_ptr<Device>> make_default_device(const CudaDeviceConfig& config = CudaDeviceConfig{});
+Result<std::unique_ptr<Device>> make_default_device(const DeviceConfig& config = DeviceConfig{});
 
 /// How the Runtime makes its device: make_default_device unless a test installed a factory.
-using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(const CudaDeviceConfig&)>;
+using DeviceFactory = std::function<Result<std::unique_ptr<Device>>(const DeviceConfig&)>;
 /// Test seam (not thread-safe; set before making a Runtime): an empty factory restores the default.
 /// It and make_runtime_device are the only internals libckpt exports (gpu/device_factory.cpp), so
 /// that a test holding objects of the device layer installs its device where the Runtime looks.
 CKPT_API void set_device_factory(DeviceFactory factory);
-CKPT_API Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config);
+CKPT_API Result<std::unique_ptr<Device>> make_runtime_device(const DeviceConfig& config);
 
 }  // namespace ckpt::detail
 

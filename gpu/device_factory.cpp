@@ -14,7 +14,7 @@ DeviceFactory& factory() {
 
 void set_device_factory(DeviceFactory f) { factory() = std::move(f); }
 
-Result<std::unique_ptr<Device>> make_runtime_device(const CudaDeviceConfig& config) {
+Result<std::unique_ptr<Device>> make_runtime_device(const DeviceConfig& config) {
   if (factory()) return factory()(config);
   return make_default_device(config);
 }

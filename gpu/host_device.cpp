@@ -102,8 +102,8 @@ void copy_rows(void* dst_base, const void* src_base, const Copy2D& c) {
   for (std::uint64_t r = 0; r < c.height; ++r) std::memcpy(d + r * c.dpitch, s + r * c.spitch, c.width);
 }
 
-Result<std::unique_ptr<Device>> make_default_device(const CudaDeviceConfig& config) {
-  auto cuda = make_cuda_device(config);
+Result<std::unique_ptr<Device>> make_default_device(const DeviceConfig& config) {
+  auto cuda = make_gpu_device(config);
   if (cuda.ok()) return cuda;
   if (cuda.status().code() == Code::unavailable) return make_host_device();  // no GPU here
   return cuda.status().with_context("the CUDA device failed to start");

@@ -177,9 +177,10 @@ void measure_restart(const Setting& s, std::vector<double>& data, const std::str
   progress(s, "re-protect", max_over_ranks(protect_all(rt, data, s)));
   MPI_Barrier(MPI_COMM_WORLD);
   auto t = Clock::now();
-  std::optional<std::int64_t> found = rt.latest();
+  ckpt::Result<std::optional<std::int64_t>> found = rt.latest();
   f.latest_s = max_over_ranks(since(t));
-  if (found != step) die("latest", ckpt::Status(ckpt::Code::internal, "latest() did not find the last checkpoint"));
+  if (!found.ok()) die("latest", found.status());
+  if (found.value() != step) die("latest", ckpt::Status(ckpt::Code::internal, "latest() did not find the last checkpoint"));
   MPI_Barrier(MPI_COMM_WORLD);
   t = Clock::now();
   ckpt::Status st = rt.restart(step);

@@ -15,7 +15,8 @@
 
 #include "base/format.hpp"
 #include "base/layout.hpp"
-#include "ckpt/ckpt.hpp"
+#include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 
 namespace ckpt::detail {
 
@@ -68,7 +69,7 @@ inline std::vector<std::uint8_t> encode_header_for(const WriteContext& ctx, int 
 }
 
 /// A transport's settings: the few options transports read, typed, made from Options by the runtime
-/// (transport_config() in runtime/src/resolve.cpp), so that a transport never sees the rest.
+/// (transport_config() in runtime/src/api/resolve.cpp), so that a transport never sees the rest.
 struct TransportConfig {
   std::uint64_t alignment = 4096;       ///< blocks of >= 64 KiB start at a multiple (power of two)
   std::uint64_t chunk_bytes = 4 << 20;  ///< staging chunk size (mpiio writes in pieces of it)
@@ -111,7 +112,7 @@ struct Placement {
   std::uint64_t appended_at = 0;             ///< layout series: where this checkpoint's bytes begin in the file
   Attributes attrs;                          ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
   std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear
-  /// The node level (runtime/src/spill.hpp): the node's disk was full, so this file went to the
+  /// The node level (runtime/src/levels/spill.hpp): the node's disk was full, so this file went to the
   /// staging directory of `dir` instead.
   bool spilled = false;
 };

@@ -86,9 +86,11 @@ int run(const Args& a, const ckpt::Options& options) {
   bool restored = false;
   if (a.restart) {
     // One restart of the newest complete checkpoint: load() learns the stored extents from inspect().
-    const std::optional<std::int64_t> newest = rt.latest();
-    ckpt::Result<std::int64_t> r = newest ? ckpt::Result<std::int64_t>(*newest)
-                                          : ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + a.dir);
+    const ckpt::Result<std::optional<std::int64_t>> newest = rt.latest();
+    ckpt::Result<std::int64_t> r =
+        !newest.ok()     ? ckpt::Result<std::int64_t>(newest.status())
+        : newest.value() ? ckpt::Result<std::int64_t>(*newest.value())
+                         : ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + a.dir);
     if (r.ok()) {
       ckpt::Status st = sim.load(rt, r.value());
       if (!all_ok(st.ok())) {

@@ -168,9 +168,10 @@ int history_for(const Args& a) {
 /// scalars too) is restored at once. Returns the step loaded.
 ckpt::Result<std::int64_t> restore(ckpt::Runtime& rt, State& s, std::unique_ptr<qmc::Population>& pop,
                                    const qmc::Physics& physics, std::int64_t warmup, MPI_Comm comm) {
-  const std::optional<std::int64_t> newest = rt.latest();
-  if (!newest) return ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + rt.options().dir);
-  const std::int64_t step = *newest;
+  const ckpt::Result<std::optional<std::int64_t>> newest = rt.latest();
+  if (!newest.ok()) return newest.status();
+  if (!newest.value()) return ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + rt.options().dir);
+  const std::int64_t step = *newest.value();
   ckpt::Result<ckpt::CheckpointReader> stored = rt.inspect(step);
   if (!stored.ok()) return stored.status();
   ckpt::Result<ckpt::VariableInfo> ids = stored->variable("walkers/id");

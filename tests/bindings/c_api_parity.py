@@ -65,15 +65,18 @@ TWINS = {
     "restart(std::int64_t)": ["ckpt_restart_step"],
     "restart(std::int64_t, void*)": ["ckpt_restart_step_stream"],
     "restart()": ["ckpt_restart"],
-    "restart_newest(void*)": ["ckpt_restart_stream"],
+    "restart(Newest, void*)": ["ckpt_restart_stream"],
+    "restart_newest(void*)": ["ckpt_restart_stream"],  # deprecated alias of restart(ckpt::newest, stream)
     "inspect(std::int64_t)": ["ckpt_inspect"],
     "close()": ["ckpt_close"],
 }
 
 
 def strip_comments(text):
+    """Comments and C++ attributes ([[deprecated("...")]], [[nodiscard]]): neither declares anything."""
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    return re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r"\[\[.*?\]\]", " ", text, flags=re.S)
 
 
 def split_top(text, sep):

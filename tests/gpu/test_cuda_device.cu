@@ -36,7 +36,7 @@
 
 using namespace ckpt;
 using ckpt::test::no_gpu_reason;
-using detail::CudaDeviceConfig;
+using detail::DeviceConfig;
 using detail::Device;
 
 namespace {
@@ -125,7 +125,7 @@ TEST(CudaCheck, StickyErrorsAreClassified) {
 }
 
 TEST(CudaDevice, WithoutGpuTheRuntimeFallsBackToTheHostDevice) {
-  auto d = detail::make_cuda_device();
+  auto d = detail::make_gpu_device();
   auto fallback = detail::make_default_device();
   ASSERT_TRUE(fallback.ok()) << fallback.status().to_string();
   if (no_gpu_reason().empty()) {
@@ -143,9 +143,9 @@ TEST(CudaDevice, WithoutGpuTheRuntimeFallsBackToTheHostDevice) {
 
 TEST(CudaDevice, DoubleBufferOnWithoutASpareIsAnErrorNotOff) {
   SKIP_WITHOUT_GPU();
-  CudaDeviceConfig cfg;
-  cfg.double_buffer = CudaDeviceConfig::DoubleBuffer::on;
-  auto d = detail::make_cuda_device(cfg);
+  DeviceConfig cfg;
+  cfg.double_buffer = DeviceConfig::DoubleBuffer::on;
+  auto d = detail::make_gpu_device(cfg);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), Code::invalid_argument) << d.status().to_string();
 }
@@ -154,7 +154,7 @@ TEST(CudaDevice, DoubleBufferOnWithoutASpareIsAnErrorNotOff) {
 
 TEST(CudaDevice, ClassifiesMemoryKinds) {
   SKIP_WITHOUT_GPU();
-  auto dev = detail::make_cuda_device();
+  auto dev = detail::make_gpu_device();
   ASSERT_TRUE(dev.ok()) << dev.status().to_string();
   Device& d = *dev.value();
   void *dptr = nullptr, *pinned = nullptr, *managed = nullptr;
@@ -349,17 +349,17 @@ INSTANTIATE_TEST_SUITE_P(DoubleBuffer, UnboundFlushThread, ::testing::Values("of
 /// capture_begin / copy_to_host / fence / capture_end on a stream with a slow kernel before the capture
 /// and an overwriting kernel after it; the fences are waited on from another thread (the flush thread's
 /// role). Run with and without device-side double buffering.
-class CudaCapture : public ::testing::TestWithParam<CudaDeviceConfig::DoubleBuffer> {};
+class CudaCapture : public ::testing::TestWithParam<DeviceConfig::DoubleBuffer> {};
 
 TEST_P(CudaCapture, CopiesAreOrderedBetweenTheKernelsOfTheStream) {
   SKIP_WITHOUT_GPU();
   constexpr std::size_t n = 3 << 20;  // 24 MiB of doubles
   constexpr std::size_t chunk = 4 << 20;
   constexpr std::size_t bytes = n * sizeof(double);
-  CudaDeviceConfig cfg;
+  DeviceConfig cfg;
   cfg.double_buffer = GetParam();
   cfg.spare_bytes = bytes;
-  auto dev = detail::make_cuda_device(cfg);
+  auto dev = detail::make_gpu_device(cfg);
   ASSERT_TRUE(dev.ok()) << dev.status().to_string();
   Device& d = *dev.value();
   auto st = d.alloc_staging(bytes);
@@ -412,8 +412,8 @@ TEST_P(CudaCapture, CopiesAreOrderedBetweenTheKernelsOfTheStream) {
 }
 
 INSTANTIATE_TEST_SUITE_P(DoubleBuffer, CudaCapture,
-                         ::testing::Values(CudaDeviceConfig::DoubleBuffer::off, CudaDeviceConfig::DoubleBuffer::on,
-                                           CudaDeviceConfig::DoubleBuffer::automatic));
+                         ::testing::Values(DeviceConfig::DoubleBuffer::off, DeviceConfig::DoubleBuffer::on,
+                                           DeviceConfig::DoubleBuffer::automatic));
 
 TEST(CudaDevice, RuntimeRoundTripOfDeviceManagedAndHostRegions) {
   SKIP_WITHOUT_GPU();
@@ -726,10 +726,10 @@ TEST(CudaRuntime, ManagedPinnedAndStreamOrderedAllocations) {
 
 TEST(CudaRuntime, PageableStagingIsCorrectAndReported) {
   SKIP_WITHOUT_GPU();
-  detail::set_device_factory([](const CudaDeviceConfig& cfg) {
-    CudaDeviceConfig c = cfg;
+  detail::set_device_factory([](const DeviceConfig& cfg) {
+    DeviceConfig c = cfg;
     c.pin_staging = false;  // as when pinning fails: pageable chunks, synchronous copies
-    return detail::make_cuda_device(c);
+    return detail::make_gpu_device(c);
   });
   constexpr std::size_t n = 4 << 20;
   cudaStream_t s;
@@ -872,7 +872,7 @@ TEST(CudaDevice, WithoutADeviceMemoryPoolsOrRoomForTheSpare) {
   {
     ckpt::test::SimReset reset;
     ckpt::simgpu::set_device_count(0);
-    auto d = detail::make_cuda_device();
+    auto d = detail::make_gpu_device();
     ASSERT_FALSE(d.ok());
     EXPECT_EQ(d.status().code(), Code::unavailable) << d.status().to_string();
     auto fallback = detail::make_default_device();
@@ -1044,7 +1044,7 @@ INSTANTIATE_TEST_SUITE_P(DoubleBuffer, FailedFence,
 // into the caller's buffer (freed right after: the simulated device aborts when memory is freed under a
 // queued copy) nor, with automatic double buffering, the D2D into the spare, which the destructor frees
 // in the copy stream's order.
-class AbandonedCapture : public ::testing::TestWithParam<CudaDeviceConfig::DoubleBuffer> {};
+class AbandonedCapture : public ::testing::TestWithParam<DeviceConfig::DoubleBuffer> {};
 
 TEST_P(AbandonedCapture, IsDrainedWhenTheDeviceIsDestroyed) {
   ckpt::test::SimReset reset;
@@ -1057,9 +1057,9 @@ TEST_P(AbandonedCapture, IsDrainedWhenTheDeviceIsDestroyed) {
   CUDA_OK(cudaHostAlloc(&staged, bytes, cudaHostAllocPortable));
   fill(s, a, n, 1.0);
   {
-    CudaDeviceConfig cfg;
+    DeviceConfig cfg;
     cfg.double_buffer = GetParam();
-    auto dev = detail::make_cuda_device(cfg);
+    auto dev = detail::make_gpu_device(cfg);
     ASSERT_TRUE(dev.ok()) << dev.status().to_string();
     Device& d = *dev.value();
     // A whole capture first: in automatic mode it sizes the spare, which the second one copies into.
@@ -1079,8 +1079,8 @@ TEST_P(AbandonedCapture, IsDrainedWhenTheDeviceIsDestroyed) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 INSTANTIATE_TEST_SUITE_P(DoubleBuffer, AbandonedCapture,
-                         ::testing::Values(CudaDeviceConfig::DoubleBuffer::off,
-                                           CudaDeviceConfig::DoubleBuffer::automatic));
+                         ::testing::Values(DeviceConfig::DoubleBuffer::off,
+                                           DeviceConfig::DoubleBuffer::automatic));
 #endif
 
 TEST(CudaRuntime, AGraphCapturedStreamIsRejectedThenAFailedWriteThenExactRestarts) {

@@ -29,7 +29,7 @@ __global__ void fill(double* a, std::size_t n, double v, long long cycles) {
 }  // namespace
 
 TEST(StreamDeviceFallback, ExplicitStreamsWorkAndTheStreamsDeviceIsNeverAsked) {
-  detail::set_device_factory([](const detail::CudaDeviceConfig& c) { return detail::make_cuda_device(c); });
+  detail::set_device_factory([](const detail::DeviceConfig& c) { return detail::make_gpu_device(c); });
   ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
   cudaStream_t other = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);  // on device 1

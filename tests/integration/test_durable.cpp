@@ -36,8 +36,7 @@ std::vector<bool> run(const Options& o, int n, int pause_ms) {
     EXPECT_TRUE(t.wait().ok()) << t.wait().to_string();
     synced.push_back(t.stats().synced);
     // Visible at once, whatever the durability policy: the next Runtime (or a restart) finds it.
-    auto latest = rt.latest();
-    EXPECT_TRUE(latest.has_value() && *latest == k);
+    EXPECT_EQ(ckpt::test::newest_step(rt), k);
   }
   v[0] = -1;
   auto r = rt.restart();

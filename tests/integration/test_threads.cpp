@@ -1,4 +1,4 @@
-// Options thread_slice_us and thread_cpus (runtime/src/threads.hpp).
+// Options thread_slice_us and thread_cpus (runtime/src/pipeline/threads.hpp).
 // Slice: every thread ckpt starts (digest, write, commit, launch) asks the scheduler for that slice,
 // keeps the application's nice value, and the application thread keeps its own slice; 0 leaves the
 // kernel's default. Read back from /proc/self/task/<tid>/sched ("se.slice"): skipped where the kernel

@@ -1,6 +1,6 @@
 // The kernel refusing ckpt's thread settings (options thread_cpus and thread_slice_us; a seccomp
 // filter here, as a container's can be): checkpoints still work, and the refusal is said once per
-// process on stderr - on rank 0, and on every rank with verbose >= 1 (runtime/src/threads.hpp).
+// process on stderr - on rank 0, and on every rank with verbose >= 1 (runtime/src/pipeline/threads.hpp).
 // A process of its own: a seccomp filter cannot be taken back.
 #include <gtest/gtest.h>
 #include <linux/filter.h>

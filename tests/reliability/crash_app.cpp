@@ -136,8 +136,12 @@ int main(int argc, char** argv) {
       if (!s.ok()) rc = 1;
       if (ack_fd >= 0) ::close(ack_fd);
     } else {
-      auto l = rt.latest();
-      if (!l) {
+      auto newest = rt.latest();
+      const std::optional<std::int64_t> l = newest.ok() ? newest.value() : std::nullopt;
+      if (!newest.ok()) {
+        if (rank == 0) std::printf("check: latest(): %s\n", newest.status().to_string().c_str());
+        rc = 3;
+      } else if (!l) {
         if (rank == 0) std::printf("check: no complete checkpoint\n");
         rc = 3;
       } else {

@@ -14,8 +14,19 @@
 #include <vector>
 
 #include "base/posix_io.hpp"
+#include "ckpt/ckpt.hpp"
 
 namespace ckpt::test {
+
+/// rt.latest() for a test: the newest step, -1 when there is none; an error fails the test (and gives -2).
+inline std::int64_t newest_step(Runtime& rt) {
+  auto newest = rt.latest();
+  if (!newest.ok()) {
+    ADD_FAILURE() << "latest(): " << newest.status().to_string();
+    return -2;
+  }
+  return newest->value_or(-1);
+}
 
 /// The test knob CKPT_TEST_FLUSH_DELAY_MS (the flush thread sleeps this many ms before each chunk
 /// write) for the Runtimes made while this lives: set in the environment, unset at the end.

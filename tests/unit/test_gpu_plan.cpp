@@ -252,14 +252,14 @@ TEST(DefaultDevice, WithoutAGpuTheHostDeviceOtherwiseTheError) {
   if (d.ok() && std::string(d.value()->name()) != "host") GTEST_SKIP() << "a GPU is present";
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_STREQ(d.value()->name(), "host");
-  set_device_factory([](const CudaDeviceConfig&) -> Result<std::unique_ptr<Device>> {
+  set_device_factory([](const DeviceConfig&) -> Result<std::unique_ptr<Device>> {
     return Status(Code::io_error, "cudaStreamCreateWithFlags failed");
   });
-  auto r = make_runtime_device(CudaDeviceConfig{});
+  auto r = make_runtime_device(DeviceConfig{});
   set_device_factory(nullptr);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::io_error);
-  auto back = make_runtime_device(CudaDeviceConfig{});
+  auto back = make_runtime_device(DeviceConfig{});
   ASSERT_TRUE(back.ok());
   EXPECT_STREQ(back.value()->name(), "host");
 }

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/src/pool.hpp"
+#include "runtime/src/pipeline/pool.hpp"
 
 using namespace ckpt::detail;
 using ckpt::Options;

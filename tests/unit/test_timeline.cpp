@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/posix_io.hpp"
-#include "runtime/src/dir_lock.hpp"
+#include "runtime/src/commit/dir_lock.hpp"
 #include "test_util.hpp"
 
 using namespace ckpt::detail;

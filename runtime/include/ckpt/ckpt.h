@@ -211,7 +211,8 @@ CKPT_API int ckpt_wait_all(ckpt_runtime* rt);
  *  written, on this thread (ckpt::Runtime::poll); otherwise nothing. */
 CKPT_API int ckpt_poll(ckpt_runtime* rt);
 
-/** Collective. *step = newest checkpoint whose index validates, or -1 if there is none. */
+/** Collective. *step = newest checkpoint whose index validates, or -1 if there is none; an error
+ *  code (not -1) when the checkpoint directory cannot be listed (ckpt::Runtime::latest). */
 CKPT_API int ckpt_latest(ckpt_runtime* rt, int64_t* step);
 /** Collective. Fills every region from checkpoint `step`, verifying checksums. */
 CKPT_API int ckpt_restart_step(ckpt_runtime* rt, int64_t step);
@@ -238,7 +239,7 @@ CKPT_API int ckpt_create_handle_options(const void* comm, size_t comm_size, cons
                                         ckpt_runtime** out);
 /** Collective. As ckpt_restart, with the copies into device memory ordered after the work enqueued so
  *  far on `stream` (a cudaStream_t, or hipStream_t; NULL = the default stream) and the work enqueued on
- *  `stream` afterwards ordered after them (ckpt::Runtime::restart_newest). The host device ignores it. */
+ *  `stream` afterwards ordered after them (ckpt::Runtime::restart(ckpt::newest, stream)). The host device ignores it. */
 CKPT_API int ckpt_restart_stream(ckpt_runtime* rt, void* stream, int64_t* step);
 /** Collective. As ckpt_restart_step, ordered on `stream` as in ckpt_restart_stream. */
 CKPT_API int ckpt_restart_step_stream(ckpt_runtime* rt, int64_t step, void* stream);

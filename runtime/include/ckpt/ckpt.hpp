@@ -32,66 +32,9 @@
 #include "ckpt/export.h"
 #include "ckpt/options.hpp"
 #include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 
 namespace ckpt {
-
-/// Element type of a region. `bytes` is opaque data (no min/max).
-enum class DType : std::uint8_t { u8 = 1, i8, u16, i16, u32, i32, u64, i64, f32, f64, bytes };
-
-/// Size in bytes of one element of `t`.
-CKPT_API std::size_t dtype_size(DType t) noexcept;
-/// "f64", "i32", ...
-CKPT_API const char* dtype_name(DType t) noexcept;
-/// The DType of a C++ arithmetic type.
-template <class T>
-constexpr DType dtype_of() {
-  static_assert(std::is_arithmetic<T>::value, "dtype_of<T>: T must be arithmetic");
-  if constexpr (std::is_floating_point<T>::value) {
-    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "only float and double");
-    return sizeof(T) == 4 ? DType::f32 : DType::f64;
-  } else if constexpr (std::is_signed<T>::value) {
-    return sizeof(T) == 1 ? DType::i8 : sizeof(T) == 2 ? DType::i16 : sizeof(T) == 4 ? DType::i32 : DType::i64;
-  } else {
-    return sizeof(T) == 1 ? DType::u8 : sizeof(T) == 2 ? DType::u16 : sizeof(T) == 4 ? DType::u32 : DType::u64;
-  }
-}
-
-/// Extents of an array, slowest dimension first (row-major / C order). {} is a single value.
-using Shape = std::vector<std::uint64_t>;
-
-/// Extents as an application passes them: a Shape built from values of any integral type, so that
-/// `{n, 3}` with an `int n` neither narrows nor warns. A negative value is remembered, and protect()
-/// and update() reject it with invalid_argument naming the region.
-class Dims : public Shape {
- public:
-  Dims() = default;
-  Dims(const Shape& s) : Shape(s) {}        // NOLINT: implicit by design
-  Dims(Shape&& s) : Shape(std::move(s)) {}  // NOLINT: implicit by design
-  template <class I, class = std::enable_if_t<std::is_integral<I>::value>>
-  Dims(std::initializer_list<I> values) {  // NOLINT: implicit by design
-    for (I v : values) add(v);
-  }
-  template <class I, class = std::enable_if_t<std::is_integral<I>::value && !std::is_same<I, std::uint64_t>::value>>
-  Dims(const std::vector<I>& values) {  // NOLINT: implicit by design
-    for (I v : values) add(v);
-  }
-  /// Mixed integral types, e.g. {rows, std::size_t(3)}.
-  template <class... I, class = std::enable_if_t<(sizeof...(I) >= 2) && (std::is_integral<I>::value && ...)>>
-  Dims(I... values) {  // NOLINT: implicit by design
-    (add(values), ...);
-  }
-  /// True when one of the values given was negative (it is stored wrapped; never use such a Dims).
-  bool has_negative() const { return m_negative; }
-
- private:
-  template <class I>
-  void add(I v) {
-    if constexpr (std::is_signed<I>::value)
-      if (v < 0) m_negative = true;
-    push_back(static_cast<std::uint64_t>(v));
-  }
-  bool m_negative = false;
-};
 
 /// This rank's part of a global row-major array: the box [start, start + count) of `global`.
 /// Regions declared this way can be restarted on a different number of ranks.
@@ -151,10 +94,6 @@ enum class SourceKind : std::uint8_t {
   joined,  ///< this rank's rows of a joined array (see Joined); restarts on any rank count, balanced
 };
 
-/// Where a registered pointer lives, as detected by the device layer.
-enum class MemoryKind : std::uint8_t { host, host_pinned, device, managed };
-CKPT_API const char* memory_kind_name(MemoryKind k) noexcept;
-
 /// Figures of one checkpoint on this rank (seconds are wall-clock, steady clock).
 struct CheckpointStats {
   std::int64_t step = -1;
@@ -184,6 +123,12 @@ struct TicketState;
 class RuntimeImpl;
 }  // namespace detail
 class CheckpointReader;
+
+/// Says "the newest checkpoint that restores" where a step could stand: rt.restart(ckpt::newest, stream).
+struct Newest {
+  explicit constexpr Newest() = default;
+};
+inline constexpr Newest newest{};
 
 /// Handle on one checkpoint in flight. Cheap to copy; copies share the state.
 /// wait()/done() may be called from any thread; with funneled MPI calls (Options::mpi_threads) wait()
@@ -217,29 +162,13 @@ class CKPT_API Ticket {
   std::shared_ptr<detail::TicketState> m_state;
 };
 
-/// An opaque copy of an MPI communicator handle (MPI_Comm is a pointer in Open MPI and an int in
-/// MPICH); lets this header stay free of mpi.h. Built implicitly from any MPI_Comm.
-class CommRef {
- public:
-  template <class Comm, class = std::enable_if_t<std::is_trivially_copyable<Comm>::value &&
-                                                 !std::is_same<Comm, CommRef>::value && sizeof(Comm) <= 16>>
-  CommRef(Comm comm) : m_size(sizeof(Comm)) {  // NOLINT: implicit by design
-    std::memcpy(m_bytes, &comm, sizeof(Comm));
-  }
-  const unsigned char* bytes() const { return m_bytes; }
-  std::size_t size() const { return m_size; }
-
- private:
-  unsigned char m_bytes[16] = {};
-  std::size_t m_size = 0;
-};
-
 /// The checkpoint runtime of one communicator. Not copyable, not movable.
 /// Thread-safety: one application thread at a time; collective calls in the same order on all ranks.
 class CKPT_API Runtime {
  public:
-  /// Collective over `comm`. Never throws: a failure (bad options, MPI not initialised with
-  /// MPI_THREAD_MULTIPLE, directory not creatable) is kept in status() and returned by later calls.
+  /// Collective over `comm`. Never throws: a failure (bad options, ranks that disagree on a job-wide
+  /// option, a directory that cannot be created or is another job's) is kept in status() and returned
+  /// by later calls.
   Runtime(CommRef comm, const Options& options);
   /// Collective: calls close().
   ~Runtime();
@@ -328,10 +257,13 @@ class CKPT_API Runtime {
   /// "auto" resolved with MPI_Query_thread).
   bool funneled() const;
 
-  /// Collective. Newest checkpoint in options().dir whose index validates; nullopt if none. With
-  /// options().local_dir: the newer of the newest step every node holds locally and the newest
-  /// drained one (docs/design.md, "Levels").
-  std::optional<std::int64_t> latest();
+  /// Collective. Newest checkpoint in options().dir whose index validates; an empty optional if
+  /// there is none. With options().local_dir: the newer of the newest step every node holds locally
+  /// and the newest drained one (docs/design.md, "Levels"). An error - options().dir is not a
+  /// directory that can be listed (io_error, not_found, invalid_argument), the Runtime failed or is
+  /// closed - is an error, never "no checkpoint": an application must not start afresh over a
+  /// directory it cannot read.
+  Result<std::optional<std::int64_t>> latest();
   /// Collective. The complete steps, oldest first: those of options().dir whose index validates
   /// (committed; what inspect() opens and restart() tries) and, with options().local_dir, the steps
   /// the node level can restore. Rank 0 lists, every rank gets the same list. Commits what poll()
@@ -350,21 +282,28 @@ class CKPT_API Runtime {
   /// Collective. Fills every protected region from checkpoint `step`, verifying checksums. On a
   /// failure the regions' contents are unspecified and the Status names the variable and block.
   /// Copies into device memory are ordered after the work enqueued so far on the default stream; the
-  /// data is in place when it returns.
+  /// data is in place when it returns. (One name, two forms: restart(step) returns a Status, since
+  /// the caller knows the step; restart() and restart(ckpt::newest, stream) a Result with the step
+  /// they chose.)
   Status restart(std::int64_t step);
   /// Collective. As restart(step), with the copies into device memory ordered after the work enqueued
-  /// so far on `stream` (a cudaStream_t; nullptr = default stream), and work enqueued on `stream`
-  /// afterwards ordered after them. The stream must belong to the Runtime's device and not be under
-  /// graph capture (failed_precondition). The data is in place when it returns.
+  /// so far on `stream` (a cudaStream_t or hipStream_t; nullptr = default stream), and work enqueued
+  /// on `stream` afterwards ordered after them. The stream must belong to the Runtime's device and
+  /// not be under graph capture (failed_precondition). The data is in place when it returns.
   Status restart(std::int64_t step, void* stream);
   /// Collective. Newest checkpoint that loads and verifies, falling back to older ones; returns the
   /// step, or a Status listing why each candidate failed (not_found only when there is no
   /// candidate at all; otherwise the code of the newest candidate's failure, e.g. corrupt or
-  /// mismatch). When newer candidates were skipped, the Result's warning() says which and why.
+  /// mismatch; an error of its own when options().dir cannot be listed, as for latest()). When newer
+  /// candidates were skipped, the Result's warning() says which and why.
   Result<std::int64_t> restart();
-  /// Collective. As restart(), ordered on `stream` like restart(step, stream). (Not an overload of
-  /// restart(): restart(0) would be ambiguous between a step and a null stream.)
-  Result<std::int64_t> restart_newest(void* stream);
+  /// Collective. As restart(), ordered on `stream` like restart(step, stream):
+  /// `rt.restart(ckpt::newest, stream)`.
+  Result<std::int64_t> restart(Newest, void* stream);
+  /// The name restart(ckpt::newest, stream) had until 0.x; kept for one release.
+  [[deprecated("use restart(ckpt::newest, stream)")]] Result<std::int64_t> restart_newest(void* stream) {
+    return restart(newest, stream);
+  }
 
   /// Collective. Describes checkpoint `step` of options().dir without restoring anything: its
   /// variables in registration order with dtype, kind, global shape, attributes, min/max, blocks and

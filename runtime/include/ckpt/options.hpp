@@ -1,7 +1,7 @@
 /// \file options.hpp
 /// Every tunable of ckpt, in one table (CKPT_OPTIONS below). Each row declares one field of
 /// ckpt::Options and carries everything else about it: its group, whether the ranks must agree on it,
-/// its default, its allowed values (the parser and range check, in runtime/src/options.cpp) and a one-line
+/// its default, its allowed values (the parser and range check, in runtime/src/api/options.cpp) and a one-line
 /// description. From the table come the struct, the YAML and CKPT_* readers, the range checks, the
 /// printing of resolved options (Options::to_yaml, the trace), describe_options() and the tables of
 /// docs/options.md (`ckpt options --markdown`; a test fails when they differ). Adding an option is one row.
@@ -46,7 +46,7 @@ using AutoDoubleBuffer = std::optional<DoubleBuffer>;
 ///                job_set: whether it is set is agreed, its value may differ per node (a node's own path);
 ///                rank: may differ from rank to rank (a node's CPUs, memory, verbosity)
 ///   type name default   the field of ckpt::Options (YAML key `name`, variable CKPT_<NAME>)
-///   spec         its parser and allowed values (runtime/src/options.cpp; never compiled here)
+///   spec         its parser and allowed values (runtime/src/api/options.cpp; never compiled here)
 ///   description  one line for docs/options.md, `ckpt options` and messages
 #define CKPT_OPTIONS(X) \
   X(storage, job, std::string, dir, "ckpt", path(), \

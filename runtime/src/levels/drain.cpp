@@ -7,7 +7,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 

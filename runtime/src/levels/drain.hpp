@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "base/store.hpp"
-#include "runtime/src/commit.hpp"
-#include "runtime/src/flush.hpp"
-#include "runtime/src/job.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/commit/commit.hpp"
+#include "runtime/src/pipeline/flush.hpp"
+#include "runtime/src/pipeline/job.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 

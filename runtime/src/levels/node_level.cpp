@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include "base/format.hpp"
+#include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "runtime/src/levels/spill.hpp"
 #include "runtime/src/levels/xor.hpp"
@@ -77,29 +79,91 @@ CommitConfig NodeLevel::attach(MPI_Comm app, const CommitConfig& cfg, const Glob
   m_drainer = std::make_unique<Drainer>(
       DrainConfig{o.drain_every, o.keep, leader(), io_piece_bytes(o), cfg.threads}, open, *m_store, *global.store,
       *m_committer);
+  m_global = global.store;
+  m_drained = global.persistent ? global.store : nullptr;
+  m_timeline = cfg.timeline;
+  m_sync = cfg.fsync && cfg.durable_every_ms == 0;
+  const int n = m_layout.nodes();
+  if (o.redundancy == Redundancy::partner) {
+    m_partner_to = m_layout.peer((m_layout.node + 1) % n);
+    m_partner_from = m_layout.peer((m_layout.node + n - 1) % n);
+  } else if (o.redundancy == Redundancy::xor_parity) {
+    m_xor = make_xor_group(m_layout, o.xor_group);
+  }
   // The pipeline commits into the node directories; the drain thread retains them.
   CommitConfig node = cfg;
   node.keep = 0;
-  node.node_level = true;
-  node.node_leader = leader();
+  node.node = this;
   node.level = " locally";
-  if (global.persistent) node.drained = global.store;
-  if (o.redundancy == Redundancy::partner) {
-    const int n = m_layout.nodes();
-    node.partner = true;
-    node.partner_to = m_layout.peer((m_layout.node + 1) % n);
-    node.partner_from = m_layout.peer((m_layout.node + n - 1) % n);
-  } else if (o.redundancy == Redundancy::xor_parity) {
-    node.xor_parity = true;
-    node.xor_group = make_xor_group(m_layout, o.xor_group);
-  }
   return node;
 }
 
-void NodeLevel::connect(Committer& pipeline, const Store& global) {
-  pipeline.on_committed([d = m_drainer.get()](std::shared_ptr<Job> j) { d->submit(std::move(j)); });
-  pipeline.on_spilled(global,
-                      [d = m_drainer.get()](std::shared_ptr<Job> j) { return d->commit_spilled(std::move(j)); });
+std::optional<Status> NodeLevel::divert(const std::shared_ptr<Job>& jp, MPI_Comm comm) {
+  int spilled = 0;
+  for (auto& p : jp->write.placements) spilled |= p.spilled ? 1 : 0;
+  allreduce(MPI_IN_PLACE, &spilled, 1, MPI_INT, MPI_MAX, comm);
+  if (!spilled) return std::nullopt;
+  Job& job = *jp;
+  job.spilled = true;
+  const std::string global = m_global->staging_dir(job.step);
+  Status mine = job.write.error;
+  if (mine.ok()) mine = make_dirs_nofollow(global);
+  for (auto& p : job.write.placements)
+    if (mine.ok() && !p.spilled && !p.file.empty() && p.file != "none")
+      mine = copy_file(job.tmp_dir + "/" + p.file, global + "/" + p.file, true, m_cfg.options.fsync);
+  // The checkpoint lives in `dir` only, and restart reads the node level first: the node's steps at or
+  // after this one are the old timeline's (a roll-back that spilled). A no-op along one timeline.
+  if (mine.ok() && leader()) mine = m_store->abandon_newer_than(job.step - 1, m_sync);
+  // Every rank's copy is done before the node's staging directory goes (the commit in `dir` agrees
+  // again, and fails on every rank when one failed).
+  (void)agree(comm, mine);
+  if (leader()) remove_tree(job.tmp_dir);
+  if (!mine.ok() && job.write.error.ok()) job.write.error = mine.with_context("node disk full, copying to " + global);
+  job.tmp_dir = global;
+  return m_drainer->commit_spilled(jp);
+}
+
+void NodeLevel::protect(Job& job, MPI_Comm comm) {
+  if (m_cfg.options.redundancy == Redundancy::none) return;
+  // Every rank takes part, also after a failure (then it sends no files), so that nobody waits.
+  std::vector<std::string> names;
+  if (job.write.error.ok())
+    for (auto& p : job.write.placements)
+      if (!p.file.empty() && p.file != "none") names.push_back(p.file);
+  const auto t0 = Clock::now();
+  std::uint64_t sent = 0;
+  const bool fsync = m_cfg.options.fsync;
+  Status s = m_xor ? xor_encode(comm, *m_xor, job.tmp_dir, names, fsync, &sent)
+                   : exchange_files(comm, m_partner_to, job.tmp_dir, names, m_partner_from, job.tmp_dir + "/partner",
+                                    fsync, &sent);
+  {
+    std::lock_guard<std::mutex> lk(job.ticket->mu);
+    job.ticket->stats.redundancy_s = seconds_since(t0);
+    job.ticket->stats.redundancy_bytes = sent;
+  }
+  if (!s.ok() && job.write.error.ok())
+    job.write.error = s.with_context(m_xor ? "redundancy" : "partner copy");  // fails the commit
+}
+
+Status NodeLevel::commit(const Job& job, const Result<Index>& idx, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  Status first = rank == 0 ? idx.status() : Status::OK();
+  if (first.ok() && rank == 0 && m_timeline != nullptr) first = m_timeline->before_commit(job.step);
+  Status outcome = bcast_status(comm, first, 0);
+  if (outcome.ok()) {
+    std::vector<std::uint8_t> bytes;
+    if (rank == 0) bytes = encode_index(idx.value());
+    bcast_bytes(comm, bytes, 0);
+    Status mine;
+    // The drained level's copy of this very step is the old timeline's too (a drain of this one follows).
+    if (rank == 0 && m_drained != nullptr) mine = m_drained->abandon_newer_than(job.step - 1, m_sync);
+    // Every node directory gets the whole index (and holds the data files of its own ranks).
+    if (mine.ok() && leader()) mine = m_store->commit(job.step, job.tmp_dir, bytes, m_sync);
+    outcome = agree(comm, mine);
+  }
+  if (!outcome.ok() && leader()) remove_tree(job.tmp_dir);
+  return outcome;
 }
 
 void NodeLevel::close() {

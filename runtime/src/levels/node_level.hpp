@@ -8,16 +8,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/store.hpp"
-#include "runtime/src/commit.hpp"
-#include "runtime/src/dir_lock.hpp"
-#include "runtime/src/flush.hpp"
+#include "runtime/src/commit/commit.hpp"
+#include "runtime/src/commit/dir_lock.hpp"
+#include "runtime/src/pipeline/flush.hpp"
 #include "runtime/src/levels/drain.hpp"
 #include "runtime/src/levels/partner.hpp"
-#include "runtime/src/resolve.hpp"
+#include "runtime/src/levels/xor.hpp"
+#include "runtime/src/api/resolve.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -34,14 +36,14 @@ struct GlobalLevel {
 
 /// The node level of one Runtime. Made and opened at construction (collective), attached to the
 /// pipeline's Committer, closed after it. Application thread only; the drain has its own thread.
-class NodeLevel {
+class NodeLevel final : public CommitLevel {
  public:
   /// Collective on `app`. This rank's node and node directory, and the node level's transports (posix,
   /// one per transport group, each spilling into `global`'s store when the node's disk is full);
   /// invalid_argument when the redundancy cannot work with the nodes found.
   static Result<std::unique_ptr<NodeLevel>> make(MPI_Comm app, const Resolved& cfg, std::size_t groups,
                                                  Store& global);
-  ~NodeLevel() { close(); }
+  ~NodeLevel() override { close(); }
   NodeLevel(const NodeLevel&) = delete;
   NodeLevel& operator=(const NodeLevel&) = delete;
 
@@ -52,12 +54,22 @@ class NodeLevel {
   Status open(std::uint64_t root, bool root_created, std::uint64_t run, const std::string& timeline);
 
   /// Collective on `app`. The drain into `global` (its thread, a Committer of its own on `dir`), and
-  /// the pipeline's commit configuration for the node level made from `cfg`: the pipeline commits
-  /// into the node directories and retains nothing (the drain thread retains them).
+  /// the pipeline's commit configuration made from `cfg`: the pipeline's Committer calls this level's
+  /// hooks, commits into the node directories and retains nothing (the drain thread retains them).
   CommitConfig attach(MPI_Comm app, const CommitConfig& cfg, const GlobalLevel& global);
-  /// The pipeline's Committer hands committed checkpoints to the drain, and spilled ones to `global`
-  /// (`dir`'s store).
-  void connect(Committer& pipeline, const Store& global);
+
+  // The pipeline Committer's hooks (CommitLevel):
+  /// Some rank's node disk was full (its file went to `dir`, spill.hpp): every rank's files copied to
+  /// `dir`'s staging directory, the node's staging directory removed, the checkpoint committed in `dir`.
+  std::optional<Status> divert(const std::shared_ptr<Job>& job, MPI_Comm comm) override;
+  /// partner (this rank's files to the same position on the next node, its predecessor's into
+  /// partner/) or xor (the group's parity into the staging directory).
+  void protect(Job& job, MPI_Comm comm) override;
+  /// Rank 0's index to every rank, each node leader's commit into its node directory, the agreement;
+  /// the drained level's steps at or after this one abandoned first (a roll-back).
+  Status commit(const Job& job, const Result<Index>& idx, MPI_Comm comm) override;
+  /// To the drain.
+  void committed(std::shared_ptr<Job> job) override { m_drainer->submit(std::move(job)); }
 
   bool leader() const { return m_layout.leader(); }
   const NodeLayout& layout() const { return m_layout; }
@@ -83,6 +95,14 @@ class NodeLevel {
   std::vector<std::unique_ptr<Transport>> m_transports;  ///< posix, one per group
   std::unique_ptr<Committer> m_committer;                ///< commits drained checkpoints in `dir`
   std::unique_ptr<Drainer> m_drainer;
+  // Set by attach():
+  Store* m_global = nullptr;   ///< `dir`'s store (spilled checkpoints)
+  Store* m_drained = nullptr;  ///< `dir`'s store when some transport writes files
+  Timeline* m_timeline = nullptr;
+  bool m_sync = true;                ///< commits sync (fsync without durable_every_ms)
+  int m_partner_to = MPI_PROC_NULL;  ///< redundancy partner: this rank's files go there
+  int m_partner_from = MPI_PROC_NULL;
+  std::optional<XorGroup> m_xor;  ///< redundancy xor: this rank's parity group
 };
 
 }  // namespace ckpt::detail

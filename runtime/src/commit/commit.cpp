@@ -1,7 +1,6 @@
 // The commit thread: agreement, index, the store's commit, retention. See docs/design.md.
-#include "runtime/src/commit.hpp"
-#include "runtime/src/overlap.hpp"
-#include "runtime/src/levels/partner.hpp"
+#include "runtime/src/commit/commit.hpp"
+#include "runtime/src/pipeline/overlap.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -12,7 +11,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 
@@ -121,7 +120,7 @@ void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
                    job->spilled ? " in dir (a node disk was full)" : m_cfg.level, s.to_string().c_str());
   }
   // Before the ticket is done: whoever waited for the ticket finds the drain already queued.
-  if (s.ok() && m_on_committed && !job->spilled) m_on_committed(job);
+  if (s.ok() && m_cfg.node != nullptr && !job->spilled) m_cfg.node->committed(job);
   job->ticket->finish(s);
   if (m_on_finished) m_on_finished();
   {
@@ -192,20 +191,16 @@ Index Committer::report_of(const Job& job) const {
 
 Status Committer::commit(const std::shared_ptr<Job>& jp) {
   Job& job = *jp;
-  if (m_cfg.node_level && m_spill) {
-    // Did some rank's node disk fill up (its file went to `dir`)? Then the checkpoint goes to `dir`.
-    int spilled = 0;
-    for (auto& p : job.write.placements) spilled |= p.spilled ? 1 : 0;
-    allreduce(MPI_IN_PLACE, &spilled, 1, MPI_INT, MPI_MAX, m_commit_comm);
-    if (spilled) return commit_spilled(jp);
+  if (m_cfg.node != nullptr) {
+    if (auto diverted = m_cfg.node->divert(jp, m_commit_comm)) return *diverted;
+    m_cfg.node->protect(job, m_commit_comm);
   }
-  if (m_cfg.partner || m_cfg.xor_parity) protect(job);
   // Gather every rank's report (encoded with the index codec) on rank 0: this is also the agreement
   // that all ranks succeeded.
   const auto reports = gatherv_bytes(m_commit_comm, encode_index(report_of(job)), 0);
   Result<Index> idx = Status(Code::internal, "not rank 0");
   if (m_rank == 0) idx = index_on_root(job, reports);
-  if (m_cfg.node_level) return commit_nodes(job, std::move(idx));
+  if (m_cfg.node != nullptr) return m_cfg.node->commit(job, idx, m_commit_comm);
   Status outcome;
   if (m_rank == 0) {
     // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
@@ -221,68 +216,6 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
   if (outcome.ok() && m_rank == 0) m_newest_committed = job.step;
   if (outcome.ok() && m_rank == 0 && m_persistent && m_cfg.keep > 0)
     m_retain_after = job.step;  // after the periodic sync, off the other ranks' path
-  return outcome;
-}
-
-Status Committer::commit_spilled(const std::shared_ptr<Job>& jp) {
-  Job& job = *jp;
-  job.spilled = true;
-  const std::string global = m_spill_store->staging_dir(job.step);
-  Status mine = job.write.error;
-  if (mine.ok()) mine = make_dirs_nofollow(global);
-  for (auto& p : job.write.placements)
-    if (mine.ok() && !p.spilled && !p.file.empty() && p.file != "none")
-      mine = copy_file(job.tmp_dir + "/" + p.file, global + "/" + p.file, true, m_cfg.fsync);
-  // The checkpoint lives in `dir` only, and restart reads the node level first: the node's steps at or
-  // after this one are the old timeline's (a roll-back that spilled). A no-op along one timeline.
-  if (mine.ok() && m_cfg.node_leader)
-    mine = m_store.abandon_newer_than(job.step - 1, m_cfg.fsync && m_cfg.durable_every_ms == 0);
-  // Every rank's copy is done before the node's staging directory goes (the commit in `dir` agrees
-  // again, and fails on every rank when one failed).
-  (void)agree(m_commit_comm, mine);
-  if (m_cfg.node_leader) remove_tree(job.tmp_dir);
-  if (!mine.ok() && job.write.error.ok()) job.write.error = mine.with_context("node disk full, copying to " + global);
-  job.tmp_dir = global;
-  return m_spill(jp);
-}
-
-void Committer::protect(Job& job) {
-  // Every rank takes part, also after a failure (then it sends no files), so that nobody waits.
-  std::vector<std::string> names;
-  if (job.write.error.ok())
-    for (auto& p : job.write.placements)
-      if (!p.file.empty() && p.file != "none") names.push_back(p.file);
-  const auto t0 = Clock::now();
-  std::uint64_t sent = 0;
-  Status s = m_cfg.xor_parity ? xor_encode(m_commit_comm, m_cfg.xor_group, job.tmp_dir, names, m_cfg.fsync, &sent)
-                              : exchange_files(m_commit_comm, m_cfg.partner_to, job.tmp_dir, names, m_cfg.partner_from,
-                                               job.tmp_dir + "/partner", m_cfg.fsync, &sent);
-  {
-    std::lock_guard<std::mutex> lk(job.ticket->mu);
-    job.ticket->stats.redundancy_s = seconds_since(t0);
-    job.ticket->stats.redundancy_bytes = sent;
-  }
-  if (!s.ok() && job.write.error.ok())
-    job.write.error = s.with_context(m_cfg.xor_parity ? "redundancy" : "partner copy");  // fails the commit
-}
-
-Status Committer::commit_nodes(const Job& job, Result<Index> idx) {
-  Status first = m_rank == 0 ? idx.status() : Status::OK();
-  if (first.ok() && m_rank == 0 && m_cfg.timeline != nullptr) first = m_cfg.timeline->before_commit(job.step);
-  Status outcome = bcast_status(m_commit_comm, first, 0);
-  if (outcome.ok()) {
-    std::vector<std::uint8_t> bytes;
-    if (m_rank == 0) bytes = encode_index(idx.value());
-    bcast_bytes(m_commit_comm, bytes, 0);
-    const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
-    Status mine;
-    // The drained level's copy of this very step is the old timeline's too (a drain of this one follows).
-    if (m_rank == 0 && m_cfg.drained != nullptr) mine = m_cfg.drained->abandon_newer_than(job.step - 1, sync);
-    // Every node directory gets the whole index (and holds the data files of its own ranks).
-    if (mine.ok() && m_cfg.node_leader) mine = m_store.commit(job.step, job.tmp_dir, bytes, sync);
-    outcome = agree(m_commit_comm, mine);
-  }
-  if (!outcome.ok() && m_cfg.node_leader) remove_tree(job.tmp_dir);
   return outcome;
 }
 

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/src/flush.hpp"
-#include "runtime/src/job.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/flush.hpp"
+#include "runtime/src/pipeline/job.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 

@@ -1,5 +1,5 @@
 // See threads.hpp.
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 #include <pthread.h>
 #include <sched.h>

@@ -1,6 +1,6 @@
 // latest() and restart: read the index, intersect boxes, stream stored blocks through a staging chunk,
 // verify checksums, fill the regions (host or device).
-#include "runtime/src/restart.hpp"
+#include "runtime/src/restart/restart.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -212,26 +212,37 @@ Status Restorer::rebuild(const LocalCandidate& c) {
   return s.with_context("rebuilding step " + std::to_string(c.step) + " from " + redundancy_source());
 }
 
-std::optional<std::int64_t> Restorer::latest() {
+Status Restorer::listable() const {
+  if (!m_persistent) return Status::OK();
+  return check_listable(m_store.root()).with_context("listing the checkpoints of " + m_opts.dir);
+}
+
+Result<std::optional<std::int64_t>> Restorer::latest() {
   const auto local = local_candidates();
   long long found = local.empty() ? -1 : static_cast<long long>(local.front().step);
-  if (m_rank == 0 && m_persistent) {
+  Status s;
+  if (m_rank == 0) s = listable();
+  if (m_rank == 0 && s.ok() && m_persistent) {
     std::vector<std::string> skipped;
-    if (auto s = m_store.newest_complete(&skipped)) found = std::max<long long>(found, *s);
+    if (auto n = m_store.newest_complete(&skipped)) found = std::max<long long>(found, *n);
     if (m_opts.verbose >= 1)
       for (auto& why : skipped) std::fprintf(stderr, "ckpt: latest(): skipping %s\n", why.c_str());
   }
+  s = bcast_status(m_app_comm, s, 0);
   MPI_Bcast(&found, 1, MPI_LONG_LONG, 0, m_app_comm);
-  if (found < 0) return std::nullopt;
-  return static_cast<std::int64_t>(found);
+  if (!s.ok()) return s;
+  if (found < 0) return std::optional<std::int64_t>();
+  return std::optional<std::int64_t>(static_cast<std::int64_t>(found));
 }
 
-std::vector<std::int64_t> Restorer::steps() {
+Result<std::vector<std::int64_t>> Restorer::steps() {
   const auto local = local_candidates();  // collective
   std::vector<long long> steps;
+  Status s;
   if (m_rank == 0) {
     if (m_persistent) {
       auto entries = m_store.list();  // loads and validates each committed step's index
+      s = entries.status().with_context("listing the checkpoints of " + m_opts.dir);
       if (entries.ok())
         for (const StepEntry& e : entries.value())
           if (e.complete) steps.push_back(e.step);
@@ -240,7 +251,9 @@ std::vector<std::int64_t> Restorer::steps() {
     std::sort(steps.begin(), steps.end());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   }
+  s = bcast_status(m_app_comm, s, 0);
   bcast_steps(m_app_comm, steps);
+  if (!s.ok()) return s;
   return std::vector<std::int64_t>(steps.begin(), steps.end());
 }
 
@@ -565,14 +578,17 @@ Result<std::int64_t> Restorer::restart_newest(void* stream, Registry& registry, 
   // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
   std::vector<long long> steps;
   const auto local = local_candidates();  // collective
-  if (m_rank == 0) {
+  Status listed = m_rank == 0 ? listable() : Status::OK();  // an unreadable root is not an empty one
+  if (m_rank == 0 && listed.ok()) {
     if (m_persistent)
       for (auto s : m_store.committed_steps()) steps.push_back(s);
     for (auto& c : local) steps.push_back(c.step);
     std::sort(steps.rbegin(), steps.rend());
     steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   }
+  listed = bcast_status(m_app_comm, listed, 0);
   bcast_steps(m_app_comm, steps);
+  if (!listed.ok()) return listed;
   std::string why;
   Code code = Code::ok;  // of the newest candidate's failure that is not a plain not_found
   for (auto s : steps) {

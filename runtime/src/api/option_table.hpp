@@ -1,5 +1,5 @@
 // The options table made executable (internal): one OptionRow per row of CKPT_OPTIONS
-// (ckpt/options.hpp), built in runtime/src/options.cpp. The readers (YAML, CKPT_*), validate(), the
+// (ckpt/options.hpp), built in runtime/src/api/options.cpp. The readers (YAML, CKPT_*), validate(), the
 // printing of options and the agreement of the ranks on the job-wide ones (resolve.cpp) go through it.
 #ifndef CKPT_RUNTIME_SRC_OPTION_TABLE_HPP
 #define CKPT_RUNTIME_SRC_OPTION_TABLE_HPP

@@ -16,8 +16,8 @@
 #include "base/format.hpp"
 #include "base/layout.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/pool.hpp"
-#include "runtime/src/trace.hpp"
+#include "runtime/src/pipeline/pool.hpp"
+#include "runtime/src/pipeline/trace.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {

@@ -1,11 +1,11 @@
 // on_busy = coalesce: the capture that waits, and the launcher thread's agreement. See launcher.hpp.
-#include "runtime/src/launcher.hpp"
+#include "runtime/src/pipeline/launcher.hpp"
 
 #include <string>
 #include <utility>
 
 #include "base/mpi.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 

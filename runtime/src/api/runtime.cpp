@@ -10,8 +10,8 @@
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
-#include "runtime/src/resolve.hpp"
-#include "runtime/src/runtime_impl.hpp"
+#include "runtime/src/api/resolve.hpp"
+#include "runtime/src/api/runtime_impl.hpp"
 
 namespace ckpt {
 
@@ -140,14 +140,14 @@ Status Runtime::wait_all() { return m_impl->wait_all(); }
 Status Runtime::poll() { return m_impl->poll(); }
 bool Runtime::funneled() const { return m_impl->funneled(); }
 const char* Runtime::device_name() const { return m_impl->device_name(); }
-std::optional<std::int64_t> Runtime::latest() { return m_impl->latest(); }
+Result<std::optional<std::int64_t>> Runtime::latest() { return m_impl->latest(); }
 Result<std::vector<std::int64_t>> Runtime::steps() { return m_impl->steps(); }
 Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullptr); }
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
 Result<CheckpointReader> Runtime::inspect(std::int64_t step) { return m_impl->inspect(step); }
 const std::string& Runtime::restart_level() const { return m_impl->restart_level(); }
 Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(nullptr); }
-Result<std::int64_t> Runtime::restart_newest(void* stream) { return m_impl->restart_newest(stream); }
+Result<std::int64_t> Runtime::restart(Newest, void* stream) { return m_impl->restart_newest(stream); }
 Status Runtime::close() { return m_impl->close(); }
 
 // ---- RuntimeImpl: construction -------------------------------------------------------------------
@@ -320,7 +320,7 @@ Status RuntimeImpl::open_root(Status made) {
 }
 
 Status RuntimeImpl::start_device() {
-  CudaDeviceConfig device_cfg = m_cfg.device;
+  DeviceConfig device_cfg = m_cfg.device;
   device_cfg.say_fallbacks = m_rank == 0 || m_opts.verbose >= 1;
   auto device = make_runtime_device(device_cfg);
   // A GPU that is there but whose device failed to start is an error: the host device would memcpy
@@ -374,7 +374,6 @@ void RuntimeImpl::make_pipeline() {
   Store& store = m_node ? m_node->store() : *m_store;
   m_committer = std::make_unique<Committer>(m_commit_comm, commit_cfg, transports, store, m_run_id, m_tracer.get());
   m_commit_comm = MPI_COMM_NULL;  // the Committer's now
-  if (m_node) m_node->connect(*m_committer, *m_store);
   OpenEnv open{MPI_COMM_NULL, m_rank,    m_size,      &transports, m_persistent || m_node != nullptr,
                m_run_id,      sync_each, m_opts.fsync};
   if (m_persistent) open.series = m_series.get();
@@ -581,8 +580,8 @@ Status RuntimeImpl::poll() {
   if (auto funnel = m_committer->funnel()) funnel->commit_ready(m_app_comm);
   return Status::OK();
 }
-std::optional<std::int64_t> RuntimeImpl::latest() {
-  if (!usable().ok()) return std::nullopt;
+Result<std::optional<std::int64_t>> RuntimeImpl::latest() {
+  CKPT_RETURN_IF_ERROR(usable());
   (void)poll();
   wait_drains();
   return m_restorer->latest();

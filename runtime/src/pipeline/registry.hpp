@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ckpt/ckpt.hpp"
 #include "base/layout.hpp"
 #include "ckpt/options.hpp"
 #include "gpu/device.hpp"

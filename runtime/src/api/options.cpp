@@ -1,10 +1,10 @@
 // The one place where options are read: the rows of CKPT_OPTIONS (ckpt/options.hpp) become a table of
 // parsers, printers and range checks here, which the YAML and CKPT_* readers, validate(), to_yaml(),
-// describe_options() and the agreement across ranks (runtime/src/resolve.cpp) all use.
+// describe_options() and the agreement across ranks (runtime/src/api/resolve.cpp) all use.
 #include "ckpt/options.hpp"
 
-#include "runtime/src/resolve.hpp"
-#include "runtime/src/option_table.hpp"
+#include "runtime/src/api/resolve.hpp"
+#include "runtime/src/api/option_table.hpp"
 
 #include <fcntl.h>
 #include <sched.h>

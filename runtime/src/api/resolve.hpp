@@ -15,7 +15,7 @@
 #include "base/mpi.hpp"
 #include "ckpt/options.hpp"
 #include "gpu/device.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -46,7 +46,7 @@ struct Resolved {
   bool funneled = false;  ///< every MPI call of ckpt on the application thread (mpi_threads)
   ThreadPolicy threads;   ///< thread_cpus auto still `spare`: resolved collectively per node
   TransportConfig transport;
-  CudaDeviceConfig device;
+  DeviceConfig device;
   int flush_delay_ms = 0;  ///< test knob CKPT_TEST_FLUSH_DELAY_MS
   int mpi_thread_level = MPI_THREAD_SINGLE;  ///< as MPI_Query_thread said
 

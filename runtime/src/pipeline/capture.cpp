@@ -1,5 +1,5 @@
 // checkpoint() on the application thread: in-flight window, plan, opens, copy, hand-over.
-#include "runtime/src/capture.hpp"
+#include "runtime/src/pipeline/capture.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // The flush threads: digest (hash, min/max) and write (transports' writers). See docs/design.md.
-#include "runtime/src/flush.hpp"
+#include "runtime/src/pipeline/flush.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 

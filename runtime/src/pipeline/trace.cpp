@@ -7,7 +7,7 @@
 
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
-#include "runtime/src/runtime_impl.hpp"
+#include "runtime/src/api/runtime_impl.hpp"
 
 namespace ckpt::detail {
 

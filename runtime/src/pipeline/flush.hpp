@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "gpu/device.hpp"
-#include "runtime/src/commit.hpp"
-#include "runtime/src/job.hpp"
-#include "runtime/src/pool.hpp"
-#include "runtime/src/series.hpp"
-#include "runtime/src/threads.hpp"
+#include "runtime/src/commit/commit.hpp"
+#include "runtime/src/pipeline/job.hpp"
+#include "runtime/src/pipeline/pool.hpp"
+#include "runtime/src/commit/series.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 

@@ -1,5 +1,5 @@
 // The region registry: protect, update, unprotect, annotate.
-#include "runtime/src/registry.hpp"
+#include "runtime/src/pipeline/registry.hpp"
 
 #include <fnmatch.h>
 

@@ -1,5 +1,5 @@
 // The resolve step: Options -> Resolved, the rules between options, the agreement across ranks.
-#include "runtime/src/resolve.hpp"
+#include "runtime/src/api/resolve.hpp"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <climits>
 #include <cstring>
 
-#include "runtime/src/flush.hpp"
-#include "runtime/src/option_table.hpp"
+#include "runtime/src/pipeline/flush.hpp"
+#include "runtime/src/api/option_table.hpp"
 
 namespace ckpt::detail {
 
@@ -56,13 +56,13 @@ ThreadPolicy thread_policy(const Options& o) {
   return t;
 }
 
-CudaDeviceConfig device_config(const Options& o) {
-  CudaDeviceConfig dev;
+DeviceConfig device_config(const Options& o) {
+  DeviceConfig dev;
   if (!o.gpu_double_buffer)
-    dev.double_buffer = CudaDeviceConfig::DoubleBuffer::automatic;
+    dev.double_buffer = DeviceConfig::DoubleBuffer::automatic;
   else
     dev.double_buffer =
-        *o.gpu_double_buffer == DoubleBuffer::on ? CudaDeviceConfig::DoubleBuffer::on : CudaDeviceConfig::DoubleBuffer::off;
+        *o.gpu_double_buffer == DoubleBuffer::on ? DeviceConfig::DoubleBuffer::on : DeviceConfig::DoubleBuffer::off;
   dev.spare_bytes = static_cast<std::size_t>(o.gpu_spare_bytes.value_or(0));
   return dev;
 }

@@ -1,5 +1,5 @@
 // layout: series: the segment of each checkpoint. See series.hpp.
-#include "runtime/src/series.hpp"
+#include "runtime/src/commit/series.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "base/store.hpp"
-#include "runtime/src/commit.hpp"
-#include "runtime/src/flush.hpp"
-#include "runtime/src/job.hpp"
-#include "runtime/src/launcher.hpp"
+#include "runtime/src/commit/commit.hpp"
+#include "runtime/src/pipeline/flush.hpp"
+#include "runtime/src/pipeline/job.hpp"
+#include "runtime/src/pipeline/launcher.hpp"
 
 namespace ckpt::detail {
 

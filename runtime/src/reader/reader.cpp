@@ -153,7 +153,7 @@ struct CheckpointReaderState {
   template <class Fill>
   Status into(void* out, std::size_t bytes, const Fill& fill) {
     if (!device) {
-      auto d = make_runtime_device(CudaDeviceConfig{});
+      auto d = make_runtime_device(DeviceConfig{});
       if (!d.ok()) return d.status().with_context("reading into " + what());
       device = std::move(d).value();
     }

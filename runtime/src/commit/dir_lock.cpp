@@ -1,5 +1,5 @@
 // DirLock: flock() on <dir>/.lock; the holder's pid and host are written into the file for the message.
-#include "runtime/src/dir_lock.hpp"
+#include "runtime/src/commit/dir_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

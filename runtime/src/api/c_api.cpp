@@ -533,7 +533,9 @@ int ckpt_latest(ckpt_runtime* rt, int64_t* step) {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
     if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_latest: step is NULL");
     CKPT_RETURN_IF_ERROR(rt->rt->status());
-    *step = rt->rt->latest().value_or(-1);
+    auto newest = rt->rt->latest();
+    CKPT_RETURN_IF_ERROR(newest.status());
+    *step = newest->value_or(-1);
     return ckpt::Status::OK();
   });
 }
@@ -569,7 +571,7 @@ int ckpt_restart_stream(ckpt_runtime* rt, void* stream, int64_t* step) {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
     if (step == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "ckpt_restart: step is NULL");
     rt->restart_warning = ckpt::Status::OK();
-    ckpt::Result<std::int64_t> r = rt->rt->restart_newest(stream);
+    ckpt::Result<std::int64_t> r = rt->rt->restart(ckpt::newest, stream);
     if (!r.ok()) return r.status();
     *step = *r;
     rt->restart_warning = r.warning();

@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/ckpt.hpp"
 #include "base/store.hpp"
-#include "runtime/src/capture.hpp"
+#include "runtime/src/pipeline/capture.hpp"
 #include "runtime/src/levels/partner.hpp"
-#include "runtime/src/registry.hpp"
+#include "runtime/src/pipeline/registry.hpp"
 #include "runtime/src/levels/xor.hpp"
 
 namespace ckpt::detail {
@@ -52,8 +53,9 @@ class Restorer {
     MPI_Comm_size(comm, &m_size);
   }
 
-  /// The newest complete step (rank 0 decides, every rank gets it): of `dir`, or held by every node.
-  std::optional<std::int64_t> latest();
+  /// The newest complete step (rank 0 decides, every rank gets it): of `dir`, or held by every node;
+  /// none when there is none, an error when `dir` cannot be listed (listable()).
+  Result<std::optional<std::int64_t>> latest();
   /// "local", "partner" or "xor" (a lost node rebuilt from its partner's copy or its group's parity,
   /// then local) or "global": where the
   /// last successful restart read from; "" before any.
@@ -67,7 +69,7 @@ class Restorer {
   Result<StepIndex> inspect(std::int64_t step, Capture& capture);
   /// The complete steps, oldest first: those of `dir` whose index validates, and with a node level
   /// the steps it can restore (local_candidates()). Collective: rank 0 lists, every rank gets it.
-  std::vector<std::int64_t> steps();
+  Result<std::vector<std::int64_t>> steps();
   /// restart() of the newest step that restores, falling back to older ones.
   Result<std::int64_t> restart_newest(void* stream, Registry& registry, Capture& capture);
   /// The optional regions the last restart(step) left untouched (not in its checkpoint).
@@ -76,6 +78,9 @@ class Restorer {
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name, Capture& capture);
 
  private:
+  /// Rank 0: `dir` is a directory that can be listed (or nothing is persistent): an empty listing of
+  /// an unreadable root must not read as "no checkpoint" (the application would start afresh).
+  Status listable() const;
   /// A step the node level can restore: every node holds it complete, or the nodes in `lost` do not
   /// but the next node of each does (partner) or every other node of each one's group does (xor).
   struct LocalCandidate {

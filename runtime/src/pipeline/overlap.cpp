@@ -1,5 +1,5 @@
 // check_disjoint_blocks: a sweep along dimension 0 over the blocks of each global variable.
-#include "runtime/src/overlap.hpp"
+#include "runtime/src/pipeline/overlap.hpp"
 
 #include <algorithm>
 #include <string>

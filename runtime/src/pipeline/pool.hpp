@@ -11,7 +11,7 @@
 
 #include "ckpt/options.hpp"
 #include "gpu/device.hpp"
-#include "runtime/src/resolve.hpp"
+#include "runtime/src/api/resolve.hpp"
 
 namespace ckpt::detail {
 

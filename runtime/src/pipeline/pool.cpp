@@ -1,4 +1,4 @@
-#include "runtime/src/pool.hpp"
+#include "runtime/src/pipeline/pool.hpp"
 
 #include <unistd.h>
 

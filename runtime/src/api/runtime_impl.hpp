@@ -13,18 +13,18 @@
 #include "base/store.hpp"
 #include "ckpt/ckpt.hpp"
 #include "gpu/device.hpp"
-#include "runtime/src/capture.hpp"
-#include "runtime/src/commit.hpp"
-#include "runtime/src/dir_lock.hpp"
-#include "runtime/src/flush.hpp"
-#include "runtime/src/launcher.hpp"
+#include "runtime/src/pipeline/capture.hpp"
+#include "runtime/src/commit/commit.hpp"
+#include "runtime/src/commit/dir_lock.hpp"
+#include "runtime/src/pipeline/flush.hpp"
+#include "runtime/src/pipeline/launcher.hpp"
 #include "runtime/src/levels/node_level.hpp"
-#include "runtime/src/pool.hpp"
-#include "runtime/src/registry.hpp"
-#include "runtime/src/resolve.hpp"
-#include "runtime/src/restart.hpp"
-#include "runtime/src/series.hpp"
-#include "runtime/src/trace.hpp"
+#include "runtime/src/pipeline/pool.hpp"
+#include "runtime/src/pipeline/registry.hpp"
+#include "runtime/src/api/resolve.hpp"
+#include "runtime/src/restart/restart.hpp"
+#include "runtime/src/commit/series.hpp"
+#include "runtime/src/pipeline/trace.hpp"
 #include "transports/transport.hpp"
 
 namespace ckpt::detail {
@@ -64,7 +64,7 @@ class RuntimeImpl {
   Status wait_all();
   Status poll();
   bool funneled() const { return m_funneled; }
-  std::optional<std::int64_t> latest();
+  Result<std::optional<std::int64_t>> latest();
   Result<std::vector<std::int64_t>> steps();
   Status restart(std::int64_t step, void* stream);
   Result<std::int64_t> restart_newest(void* stream);

@@ -9,17 +9,39 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "ckpt/ckpt.hpp"
 #include "base/store.hpp"
-#include "runtime/src/dir_lock.hpp"
-#include "runtime/src/job.hpp"
-#include "runtime/src/threads.hpp"
-#include "runtime/src/levels/xor.hpp"
+#include "runtime/src/commit/dir_lock.hpp"
+#include "runtime/src/pipeline/job.hpp"
+#include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
+
+class Committer;
+
+/// A level the Committer commits into through its hooks, called on the commit thread (funneled: the
+/// application thread) at fixed points of every commit, with the commit's communicator: the node
+/// level (levels/node_level.hpp; docs/design.md, "Levels").
+class CommitLevel {
+ public:
+  virtual ~CommitLevel() = default;
+  /// Collective, first: whether the checkpoint must go elsewhere (some rank's node disk was full);
+  /// then the hook commits it there and returns the outcome, and no other hook runs for it.
+  virtual std::optional<Status> divert(const std::shared_ptr<Job>& job, MPI_Comm comm) = 0;
+  /// Collective, before the agreement: the redundancy data; a failure goes into job.write.error (the
+  /// checkpoint is complete on this level only with it).
+  virtual void protect(Job& job, MPI_Comm comm) = 0;
+  /// Collective, instead of the store's commit: `idx` (rank 0's merged index; unused elsewhere)
+  /// committed on this level; the outcome, agreed.
+  virtual Status commit(const Job& job, const Result<Index>& idx, MPI_Comm comm) = 0;
+  /// A checkpoint commit() committed, before its ticket is done.
+  virtual void committed(std::shared_ptr<Job> job) = 0;
+};
 
 /// What the commit needs of the options.
 struct CommitConfig {
@@ -28,14 +50,6 @@ struct CommitConfig {
   int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
   int keep = 2;              ///< retention after each commit; 0 = none here (the drain thread retains the node level)
   int verbose = 0;
-  /// The node level (docs/design.md, "Levels"): rank 0 merges the index, every node leader commits it
-  /// into its own node store, and the checkpoint counts when every node's commit succeeded.
-  bool node_level = false;
-  bool node_leader = false;  ///< with node_level: this rank commits into `store`
-  /// With node_level: the drained level (`dir`). Rank 0 abandons its steps at or after a step committed
-  /// locally before the node commits (a roll-back: the drained level's steps of the old timeline would
-  /// otherwise be taken for the newest state, or restored for this step, until the next drain).
-  Store* drained = nullptr;
   /// Rank 0 with a root: told before each commit is published (Timeline::before_commit); a failure
   /// there fails the commit. Shared by both Committers of a run with levels (a spilled checkpoint is
   /// first published by the drained level's).
@@ -44,23 +58,10 @@ struct CommitConfig {
   /// Options::mpi_threads resolved to funneled: no commit thread; the application thread commits
   /// through the Funnel.
   bool funneled = false;
-  /// With node_level: partner redundancy; this rank's files go to rank `partner_to` (same position,
-  /// next node) and it keeps those of `partner_from` in <staging dir>/partner/ before the commit.
-  bool partner = false;
-  int partner_to = -1, partner_from = -1;
-  /// With node_level: XOR redundancy over this rank's parity group (runtime/src/levels/xor.hpp); the parity
-  /// file is written into the staging dir before the commit.
-  bool xor_parity = false;
-  XorGroup xor_group;
+  /// The level this Committer commits into through hooks instead of its store's plain commit: the
+  /// node level (levels/node_level.hpp), or null.
+  CommitLevel* node = nullptr;
 };
-
-/// Called on the commit thread after a job's ticket got its outcome (only for committed jobs).
-using CommittedFn = std::function<void(std::shared_ptr<Job>)>;
-/// The node level: commits a spilled job (its files all in `dir`'s staging directory) in `dir` and
-/// returns the outcome (Drainer::commit_spilled).
-using SpillFn = std::function<Status(std::shared_ptr<Job>)>;
-
-class Committer;
 
 /// Funneled mode: the commits, run on the application thread at the collective points of the API.
 /// Every rank commits the same checkpoints at the same points (the counts come from collectives or
@@ -95,14 +96,6 @@ class Committer {
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
-  /// Calls `fn` with every committed job, in order, on the commit thread. Before the first submit().
-  void on_committed(CommittedFn fn) { m_on_committed = std::move(fn); }
-  /// The node level: where a checkpoint goes when some rank's node disk was full (spill.hpp): `fn`
-  /// commits it in `global` (whose staging directory the files are copied into). Before the first submit().
-  void on_spilled(const Store& global, SpillFn fn) {
-    m_spill_store = &global;
-    m_spill = std::move(fn);
-  }
   /// Hands a job whose writers are finished (or failed) to the commit thread; commits run in order.
   void submit(std::shared_ptr<Job> job) { m_queue.push(std::move(job)); }
   /// Called on the commit thread after each checkpoint's ticket is done (the Launcher's count); set
@@ -126,9 +119,6 @@ class Committer {
   void commit_and_finish(const std::shared_ptr<Job>& job);
   /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
   Status commit(const std::shared_ptr<Job>& job);
-  /// The node level, after some rank's disk was full: every rank's files to `dir`'s staging directory,
-  /// the node's staging directory removed, and the commit in `dir` through m_spill.
-  Status commit_spilled(const std::shared_ptr<Job>& job);
   /// This rank's report: its variables and block records (persistent groups only), or its error.
   Index report_of(const Job& job) const;
   /// Rank 0: the index from every rank's report, or the ranks' failures.
@@ -139,12 +129,6 @@ class Committer {
   void mark_uniform(Index& idx) const;
   /// Rank 0: merge_reports() and the checks of the index to commit.
   Result<Index> index_on_root(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports);
-  /// Redundancy of the node level: partner (this rank's files to its partner, its predecessor's into
-  /// partner/) or xor (the group's parity into xor.<rank>). The checkpoint fails when that fails: it is
-  /// locally complete only with its redundancy data.
-  void protect(Job& job);
-  /// The node level: rank 0's index to every rank, each node leader's commit, the agreement.
-  Status commit_nodes(const Job& job, Result<Index> idx);
   void apply_retention(std::int64_t just_committed);
   /// Every rank, after a commit's outcome: with durable_every_ms, syncs the store when the period is
   /// over (rank 0 decides, everybody learns it); true when this checkpoint is now durable.
@@ -164,9 +148,6 @@ class Committer {
   Store& m_store;
   std::uint64_t m_run_id;
   Tracer* m_tracer;
-  CommittedFn m_on_committed;
-  const Store* m_spill_store = nullptr;
-  SpillFn m_spill;
   BlockingQueue<std::shared_ptr<Job>> m_queue;
   mutable std::mutex m_history_mu;
   std::vector<CheckpointRecord> m_history;  // appended by the commit thread
