@@ -252,6 +252,9 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
         if (mul_overflows(total, g, total)) return fail("global shape of '" + v.name + "' overflows");
     }
     if (!r.attrs(v.attrs, kMaxAttrs)) return fail("bad attributes of '" + v.name + "'");
+    std::unordered_set<std::string> keys;  // annotate() replaces a key's value: a key twice is forged
+    for (const auto& kv : v.attrs)
+      if (!keys.insert(kv.first).second) return fail("variable '" + v.name + "' has attribute '" + kv.first + "' twice");
   }
   std::uint64_t nblocks = 0;
   if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max()))

@@ -62,6 +62,16 @@ RootContents scan_root(const std::string& root) {
   return c;
 }
 
+Status check_one_layout(const std::string& root) {
+  const RootContents c = scan_root(root);
+  if (c.series && c.directories)
+    return Status(Code::failed_precondition,
+                  root + " holds both checkpoint directories (ckpt.<step>/) and series segments (series.<k>/): a "
+                         "root has one layout (docs/format.md, \"One layout per root\"); move one kind to a root of "
+                         "its own");
+  return Status::OK();
+}
+
 namespace {
 
 // ---- the step log (encoded and parsed by base/step_log.cpp) ------------------------------------
@@ -213,6 +223,7 @@ class SeriesStore final : public Store {
 
   Result<std::vector<StepEntry>> list() const override {
     CKPT_RETURN_IF_ERROR(check_directory(m_root));
+    CKPT_RETURN_IF_ERROR(check_one_layout(m_root));
     std::lock_guard<std::mutex> lk(m_mu);
     m_loaded = false;  // a listing is always fresh
     load();
@@ -562,6 +573,7 @@ bool names_checkpoint(const std::string& path) {
 
 Result<CheckpointRef> load_checkpoint(const std::string& path) {
   if (auto s = series_step_path(path)) {
+    CKPT_RETURN_IF_ERROR(check_one_layout(s->first));  // a name in a root of both layouts means nothing sure
     auto store = make_series_store(s->first);
     std::optional<std::int64_t> step = s->second;
     if (!step) step = store->newest_complete();

@@ -593,6 +593,22 @@ def case_series():
     one_line_error(err, "no checkpoint of step 20")
     j = ckpt_json("diff", os.path.join(rb, "latest"), root, rc=0)
     assert j["a"]["step"] == 15 and j["b"]["step"] == 20, j
+    # One layout per root (format.md): a root holding both kinds is refused by ls and verify, listing
+    # it or naming a step of it, whichever kind came second (exit 2, failed_precondition).
+    w = workdir("mixed")
+    series_plus_dir, dir_plus_series = os.path.join(w, "s"), os.path.join(w, "d")
+    shutil.copytree(root, series_plus_dir)
+    shutil.copytree(os.path.join(data("from4"), "ckpt.10"), os.path.join(series_plus_dir, "ckpt.10"))
+    shutil.copytree(data("from4"), dir_plus_series, symlinks=True)
+    os.makedirs(os.path.join(dir_plus_series, "series.3"))
+    for mixed in (series_plus_dir, dir_plus_series):
+        for cmd in ("ls", "verify"):
+            _, err = ckpt(cmd, mixed, rc=2)
+            one_line_error(err, "holds both checkpoint directories", "series segments")
+    _, err = ckpt("ls", os.path.join(series_plus_dir, "latest"), rc=2)  # a name of the series' steps
+    one_line_error(err, "holds both checkpoint directories")
+    # A checkpoint directory given by its own path is self-contained: still read.
+    ckpt("verify", os.path.join(series_plus_dir, "ckpt.10"))
 
 
 def case_series_damage():

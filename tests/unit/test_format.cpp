@@ -210,7 +210,7 @@ TEST(Format, UnknownBlockFlagBitsAreRejected) {
   for (std::size_t hi = 1; hi < 4; ++hi) expect_rejected(with_byte(a, at + hi, 1), "unknown flag bits");
 }
 
-TEST(Format, DuplicateNamesSecondBlocksOfARankAndBadFileWritersAreRejected) {
+TEST(Format, DuplicateNamesSecondBlocksOfARankBadFileWritersAndVariableKeysTwiceAreRejected) {
   auto rejected = [](const Index& idx, const std::string& why) { expect_rejected(encode_index(idx), why); };
   Index twice = sample();
   twice.vars[1].name = "grid/rho";
@@ -227,7 +227,12 @@ TEST(Format, DuplicateNamesSecondBlocksOfARankAndBadFileWritersAreRejected) {
   Index writer = sample();
   writer.files[1].writer = 2;  // 2 ranks
   rejected(writer, "names writer rank 2");
+  Index key_twice = sample();
+  key_twice.vars[0].attrs = {{"units", "g/cc"}, {"units", "kg/m3"}};  // annotate() would have replaced it
+  rejected(key_twice, "has attribute 'units' twice");
   Index ok = sample();
+  ok.attrs = {{"mpiio.hint.cb_nodes", "2"}, {"mpiio.hint.cb_nodes", "4"}};  // checkpoint attributes: a list
+  ok.vars[0].attrs = {{"units", "g/cc"}, {"origin", "sedov"}};
   ok.blocks.push_back(ok.blocks[2]);
   ok.blocks.back().rank = 1;  // rank 1's `time`: one block per rank is fine
   auto bytes = encode_index(ok);
