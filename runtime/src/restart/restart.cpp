@@ -235,17 +235,20 @@ Result<std::optional<std::int64_t>> Restorer::latest() {
   return std::optional<std::int64_t>(static_cast<std::int64_t>(found));
 }
 
-Result<std::vector<std::int64_t>> Restorer::steps() {
+Result<std::vector<std::int64_t>> Restorer::candidate_steps(bool validated) {
   const auto local = local_candidates();  // collective
   std::vector<long long> steps;
   Status s;
   if (m_rank == 0) {
-    if (m_persistent) {
+    s = listable();  // an unreadable root is not an empty one
+    if (s.ok() && m_persistent && validated) {
       auto entries = m_store.list();  // loads and validates each committed step's index
       s = entries.status().with_context("listing the checkpoints of " + m_opts.dir);
       if (entries.ok())
         for (const StepEntry& e : entries.value())
           if (e.complete) steps.push_back(e.step);
+    } else if (s.ok() && m_persistent) {
+      for (auto st : m_store.committed_steps()) steps.push_back(st);
     }
     for (auto& c : local) steps.push_back(c.step);
     std::sort(steps.begin(), steps.end());
@@ -575,20 +578,10 @@ Result<StepIndex> Restorer::inspect(std::int64_t step, Capture& capture) {
 }
 
 Result<std::int64_t> Restorer::restart_newest(void* stream, Registry& registry, Capture& capture) {
-  // Every rank sees the same candidate list: rank 0 lists, everybody gets it.
-  std::vector<long long> steps;
-  const auto local = local_candidates();  // collective
-  Status listed = m_rank == 0 ? listable() : Status::OK();  // an unreadable root is not an empty one
-  if (m_rank == 0 && listed.ok()) {
-    if (m_persistent)
-      for (auto s : m_store.committed_steps()) steps.push_back(s);
-    for (auto& c : local) steps.push_back(c.step);
-    std::sort(steps.rbegin(), steps.rend());
-    steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
-  }
-  listed = bcast_status(m_app_comm, listed, 0);
-  bcast_steps(m_app_comm, steps);
-  if (!listed.ok()) return listed;
+  // Every rank sees the same candidate list: rank 0 lists, everybody gets it; newest first.
+  auto candidates = candidate_steps(false);
+  if (!candidates.ok()) return candidates.status();
+  std::vector<std::int64_t> steps(candidates->rbegin(), candidates->rend());
   std::string why;
   Code code = Code::ok;  // of the newest candidate's failure that is not a plain not_found
   for (auto s : steps) {
@@ -610,7 +603,7 @@ Result<std::int64_t> Restorer::restart_newest(void* stream, Registry& registry, 
     if (why.size() < 4000) why += (why.empty() ? "" : "; ") + st.message();
     if (code == Code::ok && st.code() != Code::not_found) code = st.code();
     if (m_opts.verbose >= 1 && m_rank == 0)
-      std::fprintf(stderr, "ckpt: falling back from step %lld: %s\n", s, st.message().c_str());
+      std::fprintf(stderr, "ckpt: falling back from step %lld: %s\n", static_cast<long long>(s), st.message().c_str());
   }
   if (steps.empty()) return Status(Code::not_found, "no checkpoint in " + m_opts.dir);
   // Candidates exist but none restores: that is damage (corrupt) or a program that does not match

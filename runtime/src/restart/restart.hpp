@@ -69,7 +69,7 @@ class Restorer {
   Result<StepIndex> inspect(std::int64_t step, Capture& capture);
   /// The complete steps, oldest first: those of `dir` whose index validates, and with a node level
   /// the steps it can restore (local_candidates()). Collective: rank 0 lists, every rank gets it.
-  Result<std::vector<std::int64_t>> steps();
+  Result<std::vector<std::int64_t>> steps() { return candidate_steps(true); }
   /// restart() of the newest step that restores, falling back to older ones.
   Result<std::int64_t> restart_newest(void* stream, Registry& registry, Capture& capture);
   /// The optional regions the last restart(step) left untouched (not in its checkpoint).
@@ -81,6 +81,10 @@ class Restorer {
   /// Rank 0: `dir` is a directory that can be listed (or nothing is persistent): an empty listing of
   /// an unreadable root must not read as "no checkpoint" (the application would start afresh).
   Status listable() const;
+  /// Collective: the steps of both levels, ascending, the same on every rank (rank 0 lists): `dir`'s
+  /// complete ones (`validated`: those whose index validates; else every committed name, which restart
+  /// judges one by one) and the node level's candidates; an error when `dir` cannot be listed.
+  Result<std::vector<std::int64_t>> candidate_steps(bool validated);
   /// A step the node level can restore: every node holds it complete, or the nodes in `lost` do not
   /// but the next node of each does (partner) or every other node of each one's group does (xor).
   struct LocalCandidate {

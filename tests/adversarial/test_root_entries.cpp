@@ -1,6 +1,6 @@
-// The adversarial suite, store part (issue 14 cases fixed in the store module of issue 16): a FIFO
-// in a checkpoint, 19-digit steps, retention that counts only complete checkpoints. Run at 4 ranks;
-// see test_api.cpp for the conventions and docs/reliability.md for the table.
+// The adversarial suite, a root's entries through the Runtime: a FIFO in a checkpoint, 19-digit steps,
+// retention that counts only complete checkpoints, the recovery of a dead re-commit, roll-back. Run at
+// 4 ranks; see test_api.cpp for the conventions and docs/reliability.md for the table.
 #include <sys/stat.h>
 #include <unistd.h>
 
