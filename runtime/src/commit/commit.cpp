@@ -199,14 +199,16 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
   // that all ranks succeeded.
   const auto reports = gatherv_bytes(m_commit_comm, encode_index(report_of(job)), 0);
   Result<Index> idx = Status(Code::internal, "not rank 0");
-  if (m_rank == 0) idx = index_on_root(job, reports);
-  if (m_cfg.node != nullptr) return m_cfg.node->commit(job, idx, m_commit_comm);
-  Status outcome;
+  Status outcome;  // rank 0: whether the index may be published (at any level)
+  if (m_rank == 0) {
+    idx = index_on_root(job, reports);
+    outcome = idx.status();
+    if (outcome.ok() && m_cfg.timeline != nullptr) outcome = m_cfg.timeline->before_commit(job.step);
+  }
+  if (m_cfg.node != nullptr) return m_cfg.node->commit(job, idx, outcome, m_commit_comm);
   if (m_rank == 0) {
     // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
     // the outcome is sent).
-    outcome = idx.status();
-    if (outcome.ok() && m_cfg.timeline != nullptr) outcome = m_cfg.timeline->before_commit(job.step);
     if (outcome.ok() && m_persistent)
       outcome =
           m_store.commit(job.step, job.tmp_dir, encode_index(idx.value()), m_cfg.fsync && m_cfg.durable_every_ms == 0);

@@ -37,8 +37,9 @@ class CommitLevel {
   /// checkpoint is complete on this level only with it).
   virtual void protect(Job& job, MPI_Comm comm) = 0;
   /// Collective, instead of the store's commit: `idx` (rank 0's merged index; unused elsewhere)
-  /// committed on this level; the outcome, agreed.
-  virtual Status commit(const Job& job, const Result<Index>& idx, MPI_Comm comm) = 0;
+  /// committed on this level; the outcome, agreed. `ready`: rank 0's verdict on publishing it (the
+  /// index's Status, then the timeline's record of the step); OK elsewhere.
+  virtual Status commit(const Job& job, const Result<Index>& idx, const Status& ready, MPI_Comm comm) = 0;
   /// A checkpoint commit() committed, before its ticket is done.
   virtual void committed(std::shared_ptr<Job> job) = 0;
 };

@@ -81,7 +81,6 @@ CommitConfig NodeLevel::attach(MPI_Comm app, const CommitConfig& cfg, const Glob
       *m_committer);
   m_global = global.store;
   m_drained = global.persistent ? global.store : nullptr;
-  m_timeline = cfg.timeline;
   m_sync = cfg.fsync && cfg.durable_every_ms == 0;
   const int n = m_layout.nodes();
   if (o.redundancy == Redundancy::partner) {
@@ -145,12 +144,10 @@ void NodeLevel::protect(Job& job, MPI_Comm comm) {
     job.write.error = s.with_context(m_xor ? "redundancy" : "partner copy");  // fails the commit
 }
 
-Status NodeLevel::commit(const Job& job, const Result<Index>& idx, MPI_Comm comm) {
+Status NodeLevel::commit(const Job& job, const Result<Index>& idx, const Status& ready, MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  Status first = rank == 0 ? idx.status() : Status::OK();
-  if (first.ok() && rank == 0 && m_timeline != nullptr) first = m_timeline->before_commit(job.step);
-  Status outcome = bcast_status(comm, first, 0);
+  Status outcome = bcast_status(comm, ready, 0);
   if (outcome.ok()) {
     std::vector<std::uint8_t> bytes;
     if (rank == 0) bytes = encode_index(idx.value());

@@ -67,7 +67,7 @@ class NodeLevel final : public CommitLevel {
   void protect(Job& job, MPI_Comm comm) override;
   /// Rank 0's index to every rank, each node leader's commit into its node directory, the agreement;
   /// the drained level's steps at or after this one abandoned first (a roll-back).
-  Status commit(const Job& job, const Result<Index>& idx, MPI_Comm comm) override;
+  Status commit(const Job& job, const Result<Index>& idx, const Status& ready, MPI_Comm comm) override;
   /// To the drain.
   void committed(std::shared_ptr<Job> job) override { m_drainer->submit(std::move(job)); }
 
@@ -98,7 +98,6 @@ class NodeLevel final : public CommitLevel {
   // Set by attach():
   Store* m_global = nullptr;   ///< `dir`'s store (spilled checkpoints)
   Store* m_drained = nullptr;  ///< `dir`'s store when some transport writes files
-  Timeline* m_timeline = nullptr;
   bool m_sync = true;                ///< commits sync (fsync without durable_every_ms)
   int m_partner_to = MPI_PROC_NULL;  ///< redundancy partner: this rank's files go there
   int m_partner_from = MPI_PROC_NULL;
