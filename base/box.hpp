@@ -9,8 +9,9 @@
 #include <cstdint>
 #include <string>
 
-#include "ckpt/types.hpp"
+#include "base/format.hpp"  // kMaxDims
 #include "ckpt/status.hpp"
+#include "ckpt/types.hpp"
 
 namespace ckpt::detail {
 
@@ -107,6 +108,92 @@ class RowWalker {
   std::uint64_t m_row_bytes = 0;
   bool m_done = true;
 };
+
+/// The rows of a memory selection (Region::mem_start, mem_alloc): the box [start, start + count) of a
+/// row-major allocation of extents `alloc`, walked in the order of its packed bytes. block_offset() is
+/// a row's offset in the packed box, region_offset() its offset in the allocation; scatter_piece()
+/// maps a piece of the packed box to the allocation (capture: allocation -> staging; restart of a
+/// shadow copy: the reverse).
+inline RowWalker selection_rows(const Shape& start, const Shape& count, const Shape& alloc, std::size_t esize) {
+  Shape hi(start.size());
+  for (std::size_t d = 0; d < start.size(); ++d) hi[d] = start[d] + count[d];
+  return RowWalker(start, hi, start, count, Shape(start.size(), 0), alloc, esize);
+}
+
+/// Calls f(memory_offset, packed_offset, bytes) for the parts of the rows of a memory selection - the
+/// box [start, start + count) of a row-major allocation of extents `alloc`, elements of `esize` bytes -
+/// that lie in bytes [p0, p0 + n) of the packed box, in order: the capture's loop (every row of a
+/// ghosted block in a few instructions; RowWalker is the general walker of restart). Trailing
+/// dimensions whole in the allocation are merged into one row.
+template <class F>
+Status for_each_selection_row(const Shape& start, const Shape& count, const Shape& alloc, std::size_t esize,
+                              std::uint64_t p0, std::uint64_t n, F&& f) {
+  const std::size_t dims = count.size();
+  if (n == 0 || dims == 0) return Status::OK();
+  // The row: dimensions [j, dims), all but j whole in the allocation.
+  std::size_t j = dims - 1;
+  std::uint64_t row = count[j] * esize;
+  while (j > 0 && count[j] == alloc[j]) {
+    --j;
+    row *= count[j];
+  }
+  if (row == 0) return Status::OK();
+  std::uint64_t stride[kMaxDims];  // bytes between consecutive indices of each dimension in the allocation
+  stride[dims - 1] = esize;
+  for (std::size_t d = dims - 1; d-- > 0;) stride[d] = stride[d + 1] * alloc[d + 1];
+  // The outer index (dimensions [0, j)) of the row holding p0, and that row's offset in the allocation.
+  std::uint64_t r = p0 / row, idx[kMaxDims];
+  for (std::size_t d = j; d-- > 0;) {
+    idx[d] = r % count[d];
+    r /= count[d];
+  }
+  std::uint64_t mem = start[j] * stride[j];
+  for (std::size_t d = 0; d < j; ++d) mem += (start[d] + idx[d]) * stride[d];
+  std::uint64_t packed = p0 - p0 % row, at = p0 % row;  // the row's packed offset; where the range starts in it
+  const std::uint64_t end = p0 + n;
+  while (packed < end) {
+    const std::uint64_t len = std::min(row, end - packed) - at;
+    CKPT_RETURN_IF_ERROR(f(mem + at, packed + at, len));
+    packed += row;
+    at = 0;
+    // Next row: the innermost outer dimension advances, carrying outwards.
+    std::size_t d = j;
+    while (d-- > 0) {
+      mem += stride[d];
+      if (++idx[d] < count[d]) break;
+      mem -= count[d] * stride[d];
+      idx[d] = 0;
+    }
+    if (d == static_cast<std::size_t>(-1) && packed < end) break;  // past the last row (n beyond the box)
+  }
+  return Status::OK();
+}
+
+/// Checks a memory selection against a region's extents: as many dimensions, the box inside the
+/// allocation in each, and the allocation's size in bytes (elements of `esize`) below 2^64, so that no
+/// offset into it wraps. Empty start and alloc (no selection) always pass; `name` is for the message.
+inline Status check_selection(const std::string& name, const Shape& count, const Shape& start, const Shape& alloc,
+                              std::size_t esize) {
+  if (start.empty() && alloc.empty()) return Status::OK();
+  auto bad = [&](const std::string& why) {
+    return Status(Code::invalid_argument, "region '" + name + "': memory selection " + why);
+  };
+  if (start.size() != alloc.size())
+    return bad("start " + shape_text(start) + " and allocation " + shape_text(alloc) + " differ in dimensions");
+  if (alloc.size() != count.size())
+    return bad("has " + std::to_string(alloc.size()) + " dimensions, the region " + std::to_string(count.size()) + " " +
+               shape_text(count));
+  std::uint64_t total = 1;
+  for (std::size_t d = 0; d < alloc.size(); ++d) {
+    if (start[d] > alloc[d] || count[d] > alloc[d] - start[d])
+      return bad("start " + shape_text(start) + " + extents " + shape_text(count) + " exceed the allocation " +
+                 shape_text(alloc) + " in dimension " + std::to_string(d));
+    if (__builtin_mul_overflow(total, alloc[d], &total)) return bad("allocation " + shape_text(alloc) + " overflows");
+  }
+  if (__builtin_mul_overflow(total, static_cast<std::uint64_t>(esize), &total))
+    return bad("allocation " + shape_text(alloc) + " exceeds 2^64 bytes");
+  return Status::OK();
+}
 
 }  // namespace ckpt::detail
 

@@ -44,6 +44,10 @@ struct Region {
   Shape global;  ///< global kind only
   Shape start;   ///< global kind only
   Shape count;   ///< the local extents (all kinds; {} for a scalar)
+  /// Memory selection (Runtime::set_memory_selection): the elements are the box [mem_start, mem_start +
+  /// count) of a row-major allocation of extents mem_alloc at `ptr` (ghost cells stay out of the
+  /// checkpoint). Both empty: the elements are packed at `ptr`.
+  Shape mem_start, mem_alloc;
   /// Joined kind, restart only: the first stored row read into this rank's rows, or kBalancedRows.
   std::uint64_t first_row = kBalancedRows;
   bool optional = false;                 ///< a restart from a checkpoint without it leaves it untouched
@@ -52,6 +56,7 @@ struct Region {
   std::uint32_t group = 0;  ///< transport group (0 = the default transport)
   std::uint64_t elements() const;
   std::uint64_t bytes() const { return elements() * dtype_size(dtype); }
+  bool packed() const { return mem_alloc.empty(); }
 };
 
 /// One region's bytes in this rank's stream for one checkpoint.

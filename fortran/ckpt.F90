@@ -35,7 +35,7 @@ module ckpt
   public :: ckpt_runtime
   public :: ckpt_init, ckpt_protect, ckpt_unprotect, ckpt_annotate, ckpt_checkpoint, ckpt_wait_all, ckpt_poll
   public :: ckpt_latest, ckpt_restart, ckpt_restart_step, ckpt_error_message, ckpt_finalize
-  public :: ckpt_protect_joined, ckpt_update_joined, ckpt_joined_rows, ckpt_set_optional
+  public :: ckpt_protect_joined, ckpt_update_joined, ckpt_joined_rows, ckpt_set_optional, ckpt_protect_selection
   public :: ckpt_step, ckpt_steps, ckpt_inspect, ckpt_step_free, ckpt_step_nvars, ckpt_step_var_name
   public :: ckpt_step_variable, ckpt_step_attribute, ckpt_dir, ckpt_protect_source
   public :: ckpt_options_yaml, ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional
@@ -162,6 +162,15 @@ module ckpt
     module procedure protect_box_r32, protect_box_r64, protect_box_i32, protect_box_i64
   end interface ckpt_protect
 
+  !> ckpt_protect_selection(rt, name, a, first, count, ierr): registers only the box of extents count(:)
+  !> at 0-based offsets first(:) of the contiguous array a (Fortran order, one entry per dimension of a),
+  !> e.g. the interior u(1:nx, 1:ny) of u(0:nx+1, 0:ny+1) is first = [1, 1], count = [nx, ny]: the ghost
+  !> cells stay out of the checkpoint and restart fills only the box (ckpt_set_memory_selection in C).
+  !> Pass the whole array a, never a section (a section is copied into a temporary).
+  interface ckpt_protect_selection
+    module procedure protect_selection_r32, protect_selection_r64, protect_selection_i32, protect_selection_i64
+  end interface ckpt_protect_selection
+
   !> ckpt_protect_joined(rt, name, a, ierr [, first_row]): a holds this rank's rows of a joined array
   !> (every rank's rows, concatenated in rank order by ckpt at each commit): the rows are the LAST
   !> Fortran dimension, e.g. x(3, nlocal) is nlocal rows of 3; nlocal may be 0. No offsets to compute.
@@ -266,6 +275,14 @@ module ckpt
       integer(c_int), value :: optional
       integer(c_int) :: rc
     end function c_set_optional
+    function c_set_memory_selection(rt, name, ndims, start, alloc) bind(C, name="ckpt_set_memory_selection") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: ndims
+      integer(c_int64_t), dimension(*), intent(in) :: start, alloc
+      integer(c_int) :: rc
+    end function c_set_memory_selection
     function c_unprotect(rt, name) bind(C, name="ckpt_unprotect") result(rc)
       import :: c_ptr, c_int, c_char
       type(c_ptr), value :: rt
@@ -579,6 +596,36 @@ contains
     if (ierr == CKPT_OK .and. n > 0) ierr = c_annotate(rt%handle, cstr(name), cstr("array_order"), cstr("fortran"))
   end subroutine protect_any
 
+  !> Registers the box count(:) at offsets first(:) of an array of Fortran extents `shp` at `ptr`: the box
+  !> as a local array, then the allocation around it as its memory selection (all reversed into C order).
+  !> The arguments are checked first, so that a refused selection leaves nothing registered.
+  subroutine selection_any(rt, name, ptr, dtype, shp, first, count, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    type(c_ptr), intent(in) :: ptr
+    integer(c_int), intent(in) :: dtype
+    integer(int64), intent(in) :: shp(:), first(:), count(:)
+    integer, intent(out) :: ierr
+    integer(c_int64_t) :: cstart(max(1, size(shp))), calloc(max(1, size(shp)))
+    integer :: n
+    n = size(shp)
+    if (size(first) /= n .or. size(count) /= n .or. n == 0) then
+      ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect_selection: region '"//trim(name)// &
+                            "': first and count need one entry per dimension of the array"))
+      return
+    end if
+    if (any(first < 0) .or. any(count < 0) .or. any(first + count > shp)) then
+      ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect_selection: region '"//trim(name)// &
+                            "': the box first + count must lie inside the array's extents"))
+      return
+    end if
+    call protect_any(rt, name, ptr, dtype, count, ierr)
+    if (ierr /= 0) return
+    cstart(1:n) = first(n:1:-1)
+    calloc(1:n) = shp(n:1:-1)
+    ierr = c_set_memory_selection(rt%handle, cstr(name), int(n, c_int), cstart, calloc)
+  end subroutine selection_any
+
   !> Registers (update = .false.) or re-points (update = .true.) this rank's rows of a joined array of
   !> Fortran extents `shp` (rows last); extents reversed into C order (rows first).
   subroutine joined_any(rt, name, ptr, dtype, shp, update, ierr, first_row)
@@ -628,6 +675,7 @@ contains
 #define CKPT_DT DT_F32
 #define PROTECT protect_r32
 #define PROTECT_BOX protect_box_r32
+#define PROTECT_SELECTION protect_selection_r32
 #define PROTECT_JOINED protect_joined_r32
 #define UPDATE_JOINED update_joined_r32
 #include "ckpt_typed.inc"
@@ -636,6 +684,7 @@ contains
 #define CKPT_DT DT_F64
 #define PROTECT protect_r64
 #define PROTECT_BOX protect_box_r64
+#define PROTECT_SELECTION protect_selection_r64
 #define PROTECT_JOINED protect_joined_r64
 #define UPDATE_JOINED update_joined_r64
 #include "ckpt_typed.inc"
@@ -644,6 +693,7 @@ contains
 #define CKPT_DT DT_I32
 #define PROTECT protect_i32
 #define PROTECT_BOX protect_box_i32
+#define PROTECT_SELECTION protect_selection_i32
 #define PROTECT_JOINED protect_joined_i32
 #define UPDATE_JOINED update_joined_i32
 #include "ckpt_typed.inc"
@@ -652,6 +702,7 @@ contains
 #define CKPT_DT DT_I64
 #define PROTECT protect_i64
 #define PROTECT_BOX protect_box_i64
+#define PROTECT_SELECTION protect_selection_i64
 #define PROTECT_JOINED protect_joined_i64
 #define UPDATE_JOINED update_joined_i64
 #include "ckpt_typed.inc"

@@ -261,22 +261,31 @@ class CudaDevice final : public Device {
     return Status::OK();
   }
 
-  Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind src_kind) override {
-    if (n == 0) return Status::OK();
+  Status copy_to_host(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind src_kind) override {
+    if (c.width == 0 || c.height == 0) return Status::OK();
     if (is_host_kind(src_kind)) {
       // checkpoint() promises that the host may overwrite host memory once it returns, so host
       // memory (pinned included) is copied now, on this thread. Pinned memory written by kernels
       // (zero-copy) must be synchronised by the application first, like any host memory.
-      copy_to_staging(dst, src, n);  // streaming stores, as the host device
+      copy_rows_to_staging(dst_base, src_base, c);  // streaming stores, as the host device
       return Status::OK();
     }
     if (!m_capturing)
       return Status(Code::internal, std::string(kGpuVendor) + " device: copy_to_host outside a capture");
     CKPT_RETURN_IF_ERROR(start_device_copies());
+    auto* dst = static_cast<std::uint8_t*>(dst_base) + c.dst;
+    const auto* src = static_cast<const std::uint8_t*>(src_base) + c.src;
+    const std::size_t n = c.width * c.height;
+    // One copy of `c` from src to `to` (pitch `to_pitch`) on `stream`: plain for one row, 2D for rows
+    // of a memory selection.
+    auto copy = [&](void* to, std::size_t to_pitch, cudaMemcpyKind kind, cudaStream_t stream) {
+      if (c.height == 1) return CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(to, src, c.width, kind, stream));
+      return CKPT_IMPL_CUDA_CHECK(cudaMemcpy2DAsync(to, to_pitch, src, c.spitch, c.width, c.height, kind, stream));
+    };
     const SparePlace at = m_plan.place(n);
     if (m_d2d == nullptr) {
       NvtxRange r("ckpt:d2h");  // host side: enqueueing; the copy itself shows on the named copy stream
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, m_copy)));
+      CKPT_RETURN_IF_ERROR(copy(dst, c.dpitch, cudaMemcpyDeviceToHost, m_copy));
       m_unfenced = true;
       return Status::OK();
     }
@@ -288,12 +297,17 @@ class CudaDevice final : public Device {
       }
       auto* spare = static_cast<std::uint8_t*>(m_spare) + at.offset;
       NvtxRange r("ckpt:d2d");  // host side: enqueueing; the copy itself shows on the named D2D stream
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(spare, src, n, cudaMemcpyDeviceToDevice, m_d2d)));
-      m_d2h.push_back({dst, spare, n});
+      CKPT_RETURN_IF_ERROR(copy(spare, c.width, cudaMemcpyDeviceToDevice, m_d2d));  // packed in the spare
+      if (c.height == 1 || c.dpitch == c.width) {
+        m_d2h.push_back({dst, spare, n});
+      } else {
+        for (std::uint64_t row = 0; row < c.height; ++row)
+          m_d2h.push_back({dst + row * c.dpitch, spare + row * c.width, c.width});
+      }
     } else {
       // Did not fit: straight D2H, on the D2D stream, so the application waits for these bytes only.
       NvtxRange r("ckpt:d2h");
-      CKPT_RETURN_IF_ERROR(CKPT_IMPL_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, m_d2d)));
+      CKPT_RETURN_IF_ERROR(copy(dst, c.dpitch, cudaMemcpyDeviceToHost, m_d2d));
     }
     m_d2d_unfenced = true;
     return Status::OK();

@@ -55,8 +55,13 @@ class Device {
   /// Fails with failed_precondition when the calling thread's current device or the stream's device is
   /// not this device, or the stream is being captured into a graph (see check_app_stream).
   virtual Status capture_begin(void* stream) = 0;
-  /// Enqueues a copy of `n` bytes of application memory into host staging memory.
-  virtual Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind src_kind) = 0;
+  /// Enqueues `c` (offsets relative to dst_base / src_base) from application memory of kind `src_kind`
+  /// into host staging memory: the rows of a memory selection, packed (c.dpitch == c.width).
+  virtual Status copy_to_host(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind src_kind) = 0;
+  /// A plain copy of `n` bytes of application memory into staging (copy_to_host of one row).
+  Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind src_kind) {
+    return copy_to_host(dst, src, Copy2D{0, 0, n, 1, n, n}, src_kind);
+  }
   /// A fence after the copies enqueued so far (capture and restart).
   virtual Result<Fence> fence() = 0;
   /// Blocks until `f` is reached.
@@ -74,8 +79,9 @@ class Device {
   /// Enqueues `c` (offsets relative to dst_base / src_base) from host memory into application memory of
   /// kind `dst_kind`. Host memory is written at once; device memory when a later fence() is reached.
   virtual Status copy_to_device(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind dst_kind) = 0;
-  /// The largest pitch (distance between rows) of one strided copy into device memory (copy_to_device
-  /// with height > 1); rows further apart must be copied one by one (RowBatcher's cap).
+  /// The largest pitch (distance between rows) of one strided copy from or into device memory
+  /// (copy_to_host or copy_to_device with height > 1); rows further apart must be copied one by one
+  /// (RowBatcher's cap).
   virtual std::uint64_t max_copy_pitch() const = 0;
   /// A plain copy of `n` bytes (copy_to_device of one row).
   Status copy_to_device(void* dst, const void* src, std::size_t n, MemoryKind dst_kind) {
@@ -107,9 +113,15 @@ struct DeviceConfig {
 
 /// Performs `c` with memcpy (host memory on both sides).
 void copy_rows(void* dst_base, const void* src_base, const Copy2D& c);
+/// Performs `c` with copy_to_staging, row by row (host memory into a staging chunk).
+void copy_rows_to_staging(void* dst_base, const void* src_base, const Copy2D& c);
 /// The host device's copy into a staging chunk: memcpy, with streaming (non-temporal) stores for
 /// copies of 64 KiB and more on x86-64.
 void copy_to_staging(void* dst, const void* src, std::size_t n);
+/// Copies with streaming stores (x86-64; memcpy elsewhere and below 64 + 15 bytes) and no fence: for
+/// many rows into one chunk, followed by one staging_fence() before the chunk changes hands.
+void stream_to_staging(void* dst, const void* src, std::size_t n);
+void staging_fence();
 
 /// The host device: copies on the calling thread, staging memory mmap'ed, touched and mlock'ed.
 std::unique_ptr<Device> make_host_device();

@@ -40,8 +40,8 @@ class HostDevice final : public Device {
 
   Status bind_thread() override { return Status::OK(); }
   Status capture_begin(void*) override { return Status::OK(); }
-  Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind) override {
-    copy_to_staging(dst, src, n);
+  Status copy_to_host(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind) override {
+    copy_rows_to_staging(dst_base, src_base, c);
     return Status::OK();
   }
   Result<Fence> fence() override { return Fence{++m_fence}; }
@@ -62,15 +62,15 @@ class HostDevice final : public Device {
 
 }  // namespace
 
-void copy_to_staging(void* dst, const void* src, std::size_t n) {
+void stream_to_staging(void* dst, const void* src, std::size_t n) {
 #if defined(__x86_64__)
   auto* d = static_cast<std::uint8_t*>(dst);
   const auto* s = static_cast<const std::uint8_t*>(src);
-  if (n >= (64u << 10)) {
+  const std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;
+  if (n >= head + 64) {
     // Streaming stores: the staging copy is not read again by this core soon (the digest and write
     // threads read it later), so it need not displace the application's data from the caches, and the
     // stores skip the read-for-ownership of the destination lines.
-    const std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;
     std::memcpy(d, s, head);
     d += head;
     s += head;
@@ -86,11 +86,25 @@ void copy_to_staging(void* dst, const void* src, std::size_t n) {
       _mm_stream_si128(reinterpret_cast<__m128i*>(d + 32), c);
       _mm_stream_si128(reinterpret_cast<__m128i*>(d + 48), e);
     }
-    _mm_sfence();  // the stores are visible before the chunk is handed to another thread
     std::memcpy(d, s, n % 64);
     return;
   }
 #endif
+  std::memcpy(dst, src, n);
+}
+
+void staging_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();  // the streaming stores are visible before the chunk is handed to another thread
+#endif
+}
+
+void copy_to_staging(void* dst, const void* src, std::size_t n) {
+  if (n >= (64u << 10)) {
+    stream_to_staging(dst, src, n);
+    staging_fence();
+    return;
+  }
   std::memcpy(dst, src, n);
 }
 
@@ -100,6 +114,16 @@ void copy_rows(void* dst_base, const void* src_base, const Copy2D& c) {
   auto* d = static_cast<std::uint8_t*>(dst_base) + c.dst;
   const auto* s = static_cast<const std::uint8_t*>(src_base) + c.src;
   for (std::uint64_t r = 0; r < c.height; ++r) std::memcpy(d + r * c.dpitch, s + r * c.spitch, c.width);
+}
+
+void copy_rows_to_staging(void* dst_base, const void* src_base, const Copy2D& c) {
+  auto* d = static_cast<std::uint8_t*>(dst_base) + c.dst;
+  const auto* s = static_cast<const std::uint8_t*>(src_base) + c.src;
+  if (c.height == 1 || (c.dpitch == c.width && c.spitch == c.width)) {  // one contiguous run
+    copy_to_staging(d, s, c.width * c.height);
+    return;
+  }
+  for (std::uint64_t r = 0; r < c.height; ++r) copy_to_staging(d + r * c.dpitch, s + r * c.spitch, c.width);
 }
 
 Result<std::unique_ptr<Device>> make_default_device(const DeviceConfig& config) {

@@ -27,6 +27,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "base/box.hpp"
 #include "base/bytes.hpp"
 #include "base/format.hpp"
 #include "base/h5.hpp"
@@ -482,15 +483,28 @@ Status write_datasets(const H5Checkpoint& f, const WriteContext& ctx, int rank) 
     const Region* r = mb ? &ctx.plan->vars[mb->var] : nullptr;
     h5::Id fspace(H5Dget_space(f.dataset(i)), H5Sclose), mspace;
     Status ds = fspace.valid() ? Status::OK() : h5::error("H5Dget_space " + d.path);
-    if (!global) {
+    if (!global && r->packed()) {
       mspace = h5::Id(H5Scopy(fspace.get()), H5Sclose);
     } else if (r != nullptr && r->elements() > 0) {
-      const Shape start = layout.block_start(*r);
-      std::vector<hsize_t> st(start.begin(), start.end()), ct(r->count.begin(), r->count.end());
-      if (ds.ok())
-        ds = h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, st.data(), nullptr, ct.data(), nullptr),
-                       "select the block of " + d.path);
-      mspace = h5::Id(H5Screate_simple(static_cast<int>(ct.size()), ct.data(), nullptr), H5Sclose);
+      std::vector<hsize_t> ct(r->count.begin(), r->count.end());
+      if (global) {
+        const Shape start = layout.block_start(*r);
+        std::vector<hsize_t> st(start.begin(), start.end());
+        if (ds.ok())
+          ds = h5::check(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, st.data(), nullptr, ct.data(), nullptr),
+                         "select the block of " + d.path);
+      }
+      if (r->packed()) {
+        mspace = h5::Id(H5Screate_simple(static_cast<int>(ct.size()), ct.data(), nullptr), H5Sclose);
+      } else {
+        // A memory selection: HDF5 gathers the box out of the allocation itself.
+        std::vector<hsize_t> alloc(r->mem_alloc.begin(), r->mem_alloc.end()),
+            at(r->mem_start.begin(), r->mem_start.end());
+        mspace = h5::Id(H5Screate_simple(static_cast<int>(alloc.size()), alloc.data(), nullptr), H5Sclose);
+        if (mspace.valid() && ds.ok())
+          ds = h5::check(H5Sselect_hyperslab(mspace.get(), H5S_SELECT_SET, at.data(), nullptr, ct.data(), nullptr),
+                         "select the box of " + d.path + " in its memory");
+      }
     } else {
       if (ds.ok()) ds = h5::check(H5Sselect_none(fspace.get()), "H5Sselect_none");
       const hsize_t one = 1;
@@ -532,13 +546,26 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
       s = Status(Code::invalid_argument, "hdf5-sync writes from host memory only ('" + r.name + "')");
     if (!s.ok()) continue;
     // An empty block (a joined array's rank with 0 rows) has the checksum of no bytes, as in the index.
-    digests[b->var].checksum = hash64(b->src, b->length);
-    if (b->length == 0) continue;
-    if (dtype_has_stats(r.dtype)) {
-      MinMax mm(r.dtype);
-      mm.update(b->src, b->length);
-      digests[b->var] = {digests[b->var].checksum, mm.valid(), mm.min_bits(), mm.max_bits()};
+    // A memory selection: the box's rows, in order (what the dataset holds).
+    Hasher h;
+    MinMax mm(r.dtype);
+    const bool stats = dtype_has_stats(r.dtype) && b->length > 0;
+    auto take = [&](const void* p, std::size_t n) {
+      h.update(p, n);
+      if (stats) mm.update(p, n);
+    };
+    if (r.packed()) {
+      take(b->src, b->length);
+    } else {
+      const auto* base = static_cast<const std::uint8_t*>(b->src);
+      (void)for_each_selection_row(r.mem_start, r.count, r.mem_alloc, dtype_size(r.dtype), 0, b->length,
+                                   [&](std::uint64_t in_memory, std::uint64_t, std::uint64_t len) {
+                                     take(base + in_memory, len);
+                                     return Status::OK();
+                                   });
     }
+    digests[b->var].checksum = h.digest();
+    if (stats) digests[b->var] = {digests[b->var].checksum, mm.valid(), mm.min_bits(), mm.max_bits()};
   }
   CKPT_RETURN_IF_ERROR(agree(comm, s));
   std::lock_guard<std::mutex> lk(h5_lock());

@@ -51,6 +51,7 @@ TWINS = {
     "protect_or_update(const std::string&, void*, DType, const Block&)": "none: as protect_or_update(Dims)",
     "protect_or_update(const std::string&, void*, DType, const Joined&)": "none: as protect_or_update(Dims)",
     "set_optional(const std::string&, bool)": ["ckpt_set_optional"],
+    "set_memory_selection(const std::string&, const MemorySelection&)": ["ckpt_set_memory_selection"],
     "skipped_optional()": ["ckpt_skipped_optional"],
     "unprotect(const std::string&)": ["ckpt_unprotect"],
     "annotate(const std::string&, const std::string&, const std::string&)": ["ckpt_annotate"],

@@ -253,6 +253,32 @@ int main(int argc, char** argv) {
     CHECK_RC(ckpt_unprotect(rt, "added"), CKPT_OK, rt);
   }
 
+  /* ---- a memory selection: the 3 x 4 interior of a 5 x 6 allocation, ghosts left as they are ---- */
+  {
+    double u[5][6];
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 6; ++j) u[i][j] = (i >= 1 && i < 4 && j >= 1 && j < 5) ? 100.0 * g_rank + 10 * i + j : -1.0;
+    const uint64_t box[2] = {3, 4}, start[2] = {1, 1}, alloc[2] = {5, 6}, too_far[2] = {2, 3};
+    const uint64_t negative[2] = {(uint64_t)-1, 1};
+    CHECK_RC(ckpt_protect(rt, "interior", u, CKPT_F64, 2, box), CKPT_OK, rt);
+    CHECK_RC(ckpt_set_memory_selection(rt, "interior", 2, too_far, alloc), CKPT_INVALID_ARGUMENT, rt);
+    CHECK(strstr(ckpt_error_message(rt), "interior") != NULL);
+    CHECK_RC(ckpt_set_memory_selection(rt, "interior", 1, start, alloc), CKPT_INVALID_ARGUMENT, rt);
+    CHECK_RC(ckpt_set_memory_selection(rt, "interior", 2, NULL, alloc), CKPT_INVALID_ARGUMENT, rt);
+    CHECK_RC(ckpt_set_memory_selection(rt, "interior", 2, negative, alloc), CKPT_INVALID_ARGUMENT, rt);
+    CHECK_RC(ckpt_set_memory_selection(rt, "nope", 2, start, alloc), CKPT_NOT_FOUND, rt);
+    CHECK_RC(ckpt_set_memory_selection(rt, "interior", 2, start, alloc), CKPT_OK, rt);
+    CHECK_RC(ckpt_checkpoint(rt, 9, NULL, NULL), CKPT_OK, rt);
+    CHECK_RC(ckpt_wait_all(rt), CKPT_OK, rt);
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 6; ++j) u[i][j] = 7.0;
+    CHECK_RC(ckpt_restart_step(rt, 9), CKPT_OK, rt);
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 6; ++j)
+        CHECK(u[i][j] == ((i >= 1 && i < 4 && j >= 1 && j < 5) ? 100.0 * g_rank + 10 * i + j : 7.0));
+    CHECK_RC(ckpt_unprotect(rt, "interior"), CKPT_OK, rt);
+  }
+
   /* ---- close: later calls fail, close is idempotent, free is NULL-safe ---- */
   CHECK_RC(ckpt_close(rt), CKPT_OK, rt);
   CHECK_RC(ckpt_close(rt), CKPT_OK, rt);

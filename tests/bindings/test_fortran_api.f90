@@ -11,7 +11,7 @@ program test_fortran_api
   implicit none
 
   type(ckpt_runtime) :: rt, unused
-  integer :: ierr, rank, nranks, provided, failures = 0, total, i, unit
+  integer :: ierr, rank, nranks, provided, failures = 0, total, i, j, unit
   character(len=1024) :: msg
   character(len=512) :: tmp, dir, yaml, bad_yaml
   integer(int64) :: step
@@ -22,6 +22,7 @@ program test_fortran_api
   integer(int64), target :: s_i64, a_i64(2, 3, 4)
   real(real64), target :: box(4, 3, 2)  ! this rank's box of the global array [4, 3, 2 * nranks]
   real(real64), target :: big(6, 6)
+  real(real64), target :: ghosted(0:5, 0:4), want(4, 3)  ! a 4 x 3 interior with one ghost layer
   real(real64), allocatable, target :: rows(:, :)  ! this rank's rows of a joined array
   integer(int64) :: nrows, first, count
 
@@ -185,6 +186,30 @@ program test_fortran_api
   call ckpt_set_optional(rt, "added", ierr); call ok(ierr, "set_optional")
   call ckpt_restart_step(rt, 5_int64, ierr); call ok(ierr, "restart with the optional variable missing")
   call expect(all(big == 3.0_real64), "the optional variable is untouched")
+
+  call ckpt_unprotect(rt, "added", ierr); call ok(ierr, "unprotect added")
+
+  ! ---- a memory selection: the interior ghosted(1:4, 1:3) only, ghosts left as they are ----
+  ghosted = -1.0_real64
+  do i = 1, 3
+    want(:, i) = [(100.0_real64 * rank + 10 * i + j, j = 1, 4)]
+  end do
+  ghosted(1:4, 1:3) = want
+  call ckpt_protect_selection(rt, "interior", ghosted, [1_int64, 1_int64], [4_int64, 3_int64, 1_int64], ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a selection with a count of the wrong rank is refused")
+  call ckpt_protect_selection(rt, "interior", ghosted, [2_int64, 1_int64], [5_int64, 3_int64], ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a selection past the array's extents is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "interior") > 0, "its message names the region: "//trim(msg))
+  call ckpt_protect_selection(rt, "interior", ghosted, [1_int64, 1_int64], [4_int64, 3_int64], ierr)
+  call ok(ierr, "protect_selection (nothing was registered by the refused calls)")
+  call ckpt_checkpoint(rt, 11_int64, ierr); call ok(ierr, "checkpoint 11")
+  call ckpt_wait_all(rt, ierr); call ok(ierr, "wait_all 11")
+  ghosted = 7.0_real64
+  call ckpt_restart_step(rt, 11_int64, ierr); call ok(ierr, "restart 11")
+  call expect(all(ghosted(1:4, 1:3) == want), "the interior is restored")
+  call expect(all(ghosted(0, :) == 7.0_real64) .and. all(ghosted(5, :) == 7.0_real64) .and. &
+              all(ghosted(:, 0) == 7.0_real64) .and. all(ghosted(:, 4) == 7.0_real64), "the ghosts are untouched")
 
   ! ---- finalize, then use after finalize ----
   call ckpt_finalize(rt, ierr); call ok(ierr, "finalize")

@@ -462,6 +462,99 @@ TEST(CudaDevice, RuntimeRoundTripOfDeviceManagedAndHostRegions) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 
+// Issue 35: a memory selection in device memory - the interior of a ghosted 3D block - is captured
+// with 2D copies (one per plane and chunk piece, not one per row) ordered after the slow kernel that
+// wrote it, stored as the packed box, and restarted into the box only: the ghosts keep what the
+// application put there. Double buffering off, on (the whole box in the spare), on with a spare of a
+// third of it (the rest straight D2H) and auto.
+struct SelectionCase {
+  const char* double_buffer;
+  double spare_fraction;  ///< of the box's bytes; 0: the mode's own
+};
+
+class DeviceSelection : public ::testing::TestWithParam<SelectionCase> {};
+
+TEST_P(DeviceSelection, GhostedBlockRoundTripsThroughPlanes) {
+  SKIP_WITHOUT_GPU();
+  const std::string dir = ckpt::test::scratch_dir();
+  const std::uint64_t a0 = 64, a1 = 64, a2 = 72;  // allocation
+  const std::uint64_t s0 = 2, s1 = 2, s2 = 4;     // box start
+  const std::uint64_t c0 = 60, c1 = 60, c2 = 64;  // box: 1.8 MB, two 1 MiB chunks
+  const std::size_t n = a0 * a1 * a2, box = c0 * c1 * c2;
+  auto at = [&](std::uint64_t i, std::uint64_t j, std::uint64_t k) { return ((s0 + i) * a1 + s1 + j) * a2 + s2 + k; };
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  Options o = options_for(dir);
+  o.gpu_double_buffer = *ckpt::parse_double_buffer(GetParam().double_buffer);
+  if (GetParam().spare_fraction > 0)
+    o.gpu_spare_bytes = ckpt::AutoBytes(static_cast<std::uint64_t>(GetParam().spare_fraction * box * sizeof(double)));
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("u", dev, DType::f64, {c0, c1, c2}).ok());
+    ASSERT_TRUE(rt.set_memory_selection("u", MemorySelection{{s0, s1, s2}, {a0, a1, a2}}).ok());
+    fill(s, dev, n, 7.0, kSlow);  // u[i] = 7 + i over the whole allocation, slowly
+#if CKPT_HAVE_SIMGPU
+    const long planes_before = ckpt::simgpu::calls("cudaMemcpy2DAsync");
+#endif
+    Ticket tk = rt.checkpoint(1, s);
+    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady) << "the slow kernel ended before checkpoint() returned";
+#if CKPT_HAVE_SIMGPU
+    const long planes = ckpt::simgpu::calls("cudaMemcpy2DAsync") - planes_before;
+    EXPECT_GE(planes, static_cast<long>(c0));       // a plane is one copy (two where a chunk ends in it)
+    EXPECT_LE(planes, static_cast<long>(c0) + 2);   // never one per row
+#endif
+    fill(s, dev, n, -5.0);  // the application goes on writing: the checkpoint keeps what was there
+    Status st = tk.wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    // Stored as the packed box.
+    auto reader = Reader::open(dir);
+    ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+    auto step = reader->open_step(1);
+    ASSERT_TRUE(step.ok()) << step.status().to_string();
+    std::vector<double> stored(box);
+    st = step.value().read_rank("u", 0, stored.data(), box * sizeof(double));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    std::size_t bad = 0;
+    for (std::uint64_t i = 0; i < c0; ++i)
+      for (std::uint64_t j = 0; j < c1; ++j)
+        for (std::uint64_t k = 0; k < c2; ++k) bad += stored[(i * c1 + j) * c2 + k] != 7.0 + at(i, j, k);
+    EXPECT_EQ(bad, 0u) << "stored elements that are not the box's";
+    // Restart into an allocation holding -1000 + i: the box becomes 7 + i, the ghosts stay.
+    fill(s, dev, n, -1000.0);
+    st = rt.restart(1, s);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    CUDA_OK(cudaStreamSynchronize(s));
+  }
+  std::vector<double> got(n);
+  CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+  std::vector<char> in_box(n, 0);
+  for (std::uint64_t i = 0; i < c0; ++i)
+    for (std::uint64_t j = 0; j < c1; ++j)
+      for (std::uint64_t k = 0; k < c2; ++k) in_box[at(i, j, k)] = 1;
+  std::size_t bad_box = 0, bad_ghost = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (in_box[i])
+      bad_box += got[i] != 7.0 + static_cast<double>(i);
+    else
+      bad_ghost += got[i] != -1000.0 + static_cast<double>(i);
+  }
+  EXPECT_EQ(bad_box, 0u);
+  EXPECT_EQ(bad_ghost, 0u) << "restart wrote ghost cells";
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+INSTANTIATE_TEST_SUITE_P(DoubleBuffer, DeviceSelection,
+                         ::testing::Values(SelectionCase{"off", 0}, SelectionCase{"on", 1.0}, SelectionCase{"on", 0.34},
+                                           SelectionCase{"auto", 0}),
+                         [](const ::testing::TestParamInfo<SelectionCase>& p) {
+                           const bool small = p.param.spare_fraction > 0 && p.param.spare_fraction < 1;
+                           return std::string(p.param.double_buffer) + (small ? "_small" : "");
+                         });
+
 TEST(CudaDevice, DefaultStreamCheckpoint) {
   SKIP_WITHOUT_GPU();
   const std::string dir = ckpt::test::scratch_dir();

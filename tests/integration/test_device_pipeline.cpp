@@ -97,9 +97,9 @@ class FakeGpu final : public Device {
     m_capturing = true;
     return Status::OK();
   }
-  Status copy_to_host(void* dst, const void* src, std::size_t n, MemoryKind kind) override {
+  Status copy_to_host(void* dst_base, const void* src_base, const Copy2D& c, MemoryKind kind) override {
     if (kind == MemoryKind::host || kind == MemoryKind::host_pinned) {
-      std::memcpy(dst, src, n);
+      copy_rows(dst_base, src_base, c);
       return Status::OK();
     }
     const int k = m_copies++;
@@ -108,7 +108,10 @@ class FakeGpu final : public Device {
       ++m_rec.device_copies_to_host;
     }
     if (k == m_rec.fail_copy_at) return Status(Code::io_error, "fake: cudaMemcpyAsync failed");
-    enqueue(dst, src, n);
+    auto* dst = static_cast<std::uint8_t*>(dst_base) + c.dst;
+    const auto* src = static_cast<const std::uint8_t*>(src_base) + c.src;
+    for (std::uint64_t row = 0; row < c.height; ++row)  // a 2D copy lands when its fence is reached, as one
+      enqueue(dst + row * c.dpitch, src + row * c.spitch, c.width);
     return Status::OK();
   }
   Result<Fence> fence() override {
@@ -388,6 +391,49 @@ TEST_F(DevicePipeline, RestartBatchesRowsAndOverlapsReadsWithCopies) {
   std::lock_guard<std::mutex> lk(rec.mu);
   EXPECT_EQ(rec.bytes_to_device, 300u * 400u * sizeof(double));
   EXPECT_LT(rec.copies_to_device, 300u / 4) << "rows were not batched into 2-D copies";
+}
+
+TEST_F(DevicePipeline, AMemorySelectionIsCapturedInTwoDCopiesAndRestoredIntoItsBox) {
+  // The 480 x 400 interior at (60, 50) of a 600 x 500 allocation in device memory: each chunk piece of
+  // it is one 2-D copy (the fake lands them only when their fence is reached, so a chunk handed over
+  // before its copies landed would be written with stale data), and restart writes the box only.
+  constexpr std::uint64_t rows = 600, cols = 500, r0 = 60, c0 = 50, br = 480, bc = 400;
+  ASSERT_LE(rows * cols, kN);
+  Options o = options();
+  o.chunk_bytes = 64 << 10;
+  const MemorySelection sel{{r0, c0}, {rows, cols}};
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("a", dev.data(), DType::f64, {br, bc}).ok());
+    ASSERT_TRUE(rt.set_memory_selection("a", sel).ok());
+    Status s = rt.checkpoint(1).wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    std::lock_guard<std::mutex> lk(rec.mu);
+    EXPECT_LT(rec.device_copies_to_host, br / 4) << "rows were not batched into 2-D copies";
+  }
+  std::fill(dev.begin(), dev.end(), -1.0);
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("a", dev.data(), DType::f64, {br, bc}).ok());
+    ASSERT_TRUE(rt.set_memory_selection("a", sel).ok());
+    Status s = rt.restart(1);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  std::size_t bad_box = 0, bad_ghost = 0;
+  for (std::uint64_t r = 0; r < rows; ++r)
+    for (std::uint64_t c = 0; c < cols; ++c) {
+      const double got = dev[r * cols + c];
+      if (r >= r0 && r < r0 + br && c >= c0 && c < c0 + bc)
+        bad_box += got != 0.25 * static_cast<double>(r * cols + c);
+      else
+        bad_ghost += got != -1.0;
+    }
+  EXPECT_EQ(bad_box, 0u);
+  EXPECT_EQ(bad_ghost, 0u) << "restart wrote outside the box";
+  expect_clean();
+  std::lock_guard<std::mutex> lk(rec.mu);
+  EXPECT_EQ(rec.bytes_to_device, br * bc * sizeof(double));
+  EXPECT_LT(rec.copies_to_device, br / 4) << "restart rows were not batched into 2-D copies";
 }
 
 TEST(DeviceStart, AGpuThatFailsToStartIsAnErrorNotTheHostDevice) {

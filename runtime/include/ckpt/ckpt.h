@@ -175,6 +175,12 @@ CKPT_API int ckpt_joined_rows(ckpt_runtime* rt, int64_t step, const char* name, 
 /** Marks a region optional (optional != 0) or not: a restart from a checkpoint that lacks it leaves it
  *  untouched instead of failing with CKPT_NOT_FOUND (ckpt::Runtime::set_optional). */
 CKPT_API int ckpt_set_optional(ckpt_runtime* rt, const char* name, int optional);
+/** Stores only a box of a region's memory (ckpt::Runtime::set_memory_selection): the region's pointer
+ *  is that of a row-major allocation of extents alloc[0..ndims), and its extents those of the box that
+ *  starts at start[0..ndims) in it (ghost cells stay out of the checkpoint; restart writes only the box).
+ *  ndims is the region's; ndims 0 packs the region again. Kept through updates. */
+CKPT_API int ckpt_set_memory_selection(ckpt_runtime* rt, const char* name, int ndims, const uint64_t* start,
+                                       const uint64_t* alloc);
 /** Forgets a region. */
 CKPT_API int ckpt_unprotect(ckpt_runtime* rt, const char* name);
 /** Attaches a string attribute to a region, stored in the index of every later checkpoint. */

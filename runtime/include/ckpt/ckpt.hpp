@@ -68,10 +68,21 @@ struct JoinedRows {
 /// (rounded down), so shares differ by at most one row and rank order follows row order.
 CKPT_API JoinedRows balanced_rows(std::uint64_t total, int rank, int size) noexcept;
 
+/// Where a region's elements lie inside a larger row-major allocation (ghost cells, halos, padding):
+/// the box of the region's extents starts at `start` in an allocation of extents `alloc`, and the
+/// region's pointer points to the allocation (ADIOS2's SetMemorySelection). Only the box is copied and
+/// stored, row by row (on the GPU path as 2D copies): no packing by the application. restart() writes
+/// only the box; the rest of the allocation is left as it is. Both empty: the elements are packed.
+struct MemorySelection {
+  Dims start;  ///< first index of the box in the allocation (one per dimension of the region)
+  Dims alloc;  ///< extents of the allocation: start + the region's extents <= alloc in every dimension
+};
+
 /// Where a region's data is now: what a Source's locate() returns.
 struct Place {
   void* ptr = nullptr;  ///< host or device memory; may be null only when the extents hold no element
   Dims count;           ///< extents of a local array ({} for a scalar), or this rank's rows of a joined array
+  MemorySelection memory{};  ///< optional: the extents are a box of a larger allocation at ptr
 };
 
 /// A region found anew at every checkpoint() and restart(): registration that cannot go stale when the
@@ -218,6 +229,11 @@ class CKPT_API Runtime {
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, Dims dims);
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, const Block& block);
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, const Joined& rows);
+  /// Stores only a box of region `name`'s memory (see MemorySelection): `ptr` of protect()/update() is
+  /// then the allocation's, the extents those of the box. Kept through update(), which fails when its
+  /// new extents no longer fit the selection; an empty selection packs the region again. Not for
+  /// scalars, nor for Source-registered regions (their Place carries the selection).
+  Status set_memory_selection(const std::string& name, const MemorySelection& selection);
   /// Marks region `name` optional (or not again): a restart from a checkpoint that does not have it
   /// leaves the region untouched and goes on, instead of failing with not_found. For variables added to
   /// a code after checkpoints were written. The regions skipped so are named by skipped_optional() and

@@ -382,6 +382,19 @@ int ckpt_set_optional(ckpt_runtime* rt, const char* name, int optional) {
   });
 }
 
+int ckpt_set_memory_selection(ckpt_runtime* rt, const char* name, int ndims, const uint64_t* start,
+                              const uint64_t* alloc) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto s = shape_of(ndims, start, "start");
+    if (!s.ok()) return s.status();
+    auto a = shape_of(ndims, alloc, "alloc");
+    if (!a.ok()) return a.status();
+    return rt->rt->set_memory_selection(name, ckpt::MemorySelection{*s, *a});
+  });
+}
+
 int ckpt_unprotect(ckpt_runtime* rt, const char* name) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));

@@ -117,6 +117,9 @@ Status Runtime::protect_or_update(const std::string& name, void* ptr, DType dtyp
   return m_impl->protect_or_update(name, ptr, dtype, detail::RegionKind::joined, {}, joined_start(j), j.count);
 }
 Status Runtime::set_optional(const std::string& name, bool optional) { return m_impl->set_optional(name, optional); }
+Status Runtime::set_memory_selection(const std::string& name, const MemorySelection& selection) {
+  return m_impl->set_memory_selection(name, selection);
+}
 const std::vector<std::string>& Runtime::skipped_optional() const { return m_impl->skipped_optional(); }
 Result<JoinedRows> Runtime::joined_rows(std::int64_t step, const std::string& name) {
   return m_impl->joined_rows(step, name);
@@ -539,6 +542,12 @@ Status RuntimeImpl::protect_or_update(const std::string& name, void* ptr, DType 
 Status RuntimeImpl::set_optional(const std::string& name, bool optional) {
   CKPT_RETURN_IF_ERROR(usable());
   return m_registry->set_optional(name, optional);
+}
+Status RuntimeImpl::set_memory_selection(const std::string& name, const MemorySelection& selection) {
+  CKPT_RETURN_IF_ERROR(usable());
+  if (selection.start.has_negative() || selection.alloc.has_negative())
+    return Status(Code::invalid_argument, "set_memory_selection: region '" + name + "': a negative extent");
+  return m_registry->set_memory_selection(name, selection.start, selection.alloc);
 }
 const std::vector<std::string>& RuntimeImpl::skipped_optional() const {
   static const std::vector<std::string> none;

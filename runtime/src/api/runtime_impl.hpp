@@ -56,6 +56,7 @@ class RuntimeImpl {
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                            Shape count);
   Status set_optional(const std::string& name, bool optional);
+  Status set_memory_selection(const std::string& name, const MemorySelection& selection);
   const std::vector<std::string>& skipped_optional() const;
   Status unprotect(const std::string& name);
   Status annotate(const std::string& name, const std::string& key, const std::string& value);

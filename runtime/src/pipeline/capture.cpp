@@ -68,6 +68,38 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   return job;
 }
 
+Status Capture::copy_selected(const Region& var, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0,
+                              std::uint64_t n) {
+  const std::size_t esize = dtype_size(var.dtype);
+  if (bp.mem == MemoryKind::host || bp.mem == MemoryKind::host_pinned) {
+    // Host memory is copied on this thread by every device (checkpoint() returns with it copied), so the
+    // rows are copied here: a ghosted block's rows are short (16 doubles), a call per row is too much.
+    // Streaming stores for a block of 64 KiB and more, as a packed one gets (copy_to_staging).
+    const auto* src = static_cast<const std::uint8_t*>(bp.src);
+    const bool stream = bp.length >= (64u << 10);
+    Status s = for_each_selection_row(var.mem_start, var.count, var.mem_alloc, esize, p0, n,
+                                      [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
+                                        if (stream)
+                                          stream_to_staging(dst + (packed - p0), src + in_memory, len);
+                                        else
+                                          std::memcpy(dst + (packed - p0), src + in_memory, len);
+                                        return Status::OK();
+                                      });
+    if (stream) staging_fence();
+    return s;
+  }
+  // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync per plane of a
+  // 3D box, not one copy per row).
+  Device& device = *m_env.device;
+  RowBatcher batch([&](const Copy2D& c) { return device.copy_to_host(dst, bp.src, c, bp.mem); },
+                   device.max_copy_pitch());
+  CKPT_RETURN_IF_ERROR(for_each_selection_row(var.mem_start, var.count, var.mem_alloc, esize, p0, n,
+                                              [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
+                                                return batch.add(packed - p0, in_memory, len);
+                                              }));
+  return batch.flush();
+}
+
 Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s,
                             std::vector<WorkItem>* collect) {
   Device& device = *m_env.device;
@@ -107,8 +139,13 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
       const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
       if (hi <= lo) continue;
       if (lo > filled) std::memset(c->data + (filled - a), 0, lo - filled);  // alignment padding
-      s = device.copy_to_host(c->data + (lo - a), static_cast<const std::uint8_t*>(bp.src) + (lo - bp.offset), hi - lo,
-                              bp.mem);
+      const Region& var = job->plan.vars[bp.var];
+      if (var.packed()) {
+        s = device.copy_to_host(c->data + (lo - a), static_cast<const std::uint8_t*>(bp.src) + (lo - bp.offset),
+                                hi - lo, bp.mem);
+      } else {
+        s = copy_selected(var, bp, c->data + (lo - a), lo - bp.offset, hi - lo);
+      }
       filled = hi;
     }
     if (filled < b) std::memset(c->data + (filled - a), 0, b - filled);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/box.hpp"
 #include "base/store.hpp"
 #include "runtime/src/commit/commit.hpp"
 #include "runtime/src/pipeline/flush.hpp"
@@ -62,6 +63,9 @@ class Capture {
   /// stream order (the last one last); a failure travels with the job's last item.
   Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s,
                      std::vector<WorkItem>* collect = nullptr);
+  /// Copies bytes [p0, p0 + n) of the packed box of memory-selected region `var` (block `bp`) to `dst`,
+  /// from the rows of its allocation.
+  Status copy_selected(const Region& var, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
   /// Captures `job` with on_busy = coalesce (see Launcher).
   void coalesce(const std::shared_ptr<Job>& job, Status setup, void* stream, double& wait_s);
 

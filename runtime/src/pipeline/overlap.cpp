@@ -47,7 +47,8 @@ Status check_disjoint_blocks(const Index& idx) {
                         "global array '" + idx.vars[v].name + "': the boxes of rank " + std::to_string(a->rank) + " " +
                             box_text(*a) + " and rank " + std::to_string(b->rank) + " " + box_text(*b) +
                             " overlap, so it could not be restored; a Block must not include ghost cells "
-                            "(register the owned interior, or the whole local array as a local array)");
+                            "(register the owned interior - set_memory_selection says where it lies in a ghosted "
+                            "allocation - or the whole local array as a local array)");
       active.push_back(b);
     }
   }

@@ -3,6 +3,7 @@
 
 #include <fnmatch.h>
 
+#include "base/box.hpp"
 #include "base/format.hpp"
 
 namespace ckpt::detail {
@@ -140,6 +141,8 @@ Status Registry::update(const std::string& name, void* ptr, RegionKind kind, Sha
   Region n = *r;
   n.ptr = ptr;
   set_extents(n, std::move(global), std::move(start), std::move(count));
+  CKPT_RETURN_IF_ERROR(
+      check_selection(name, n.count, n.mem_start, n.mem_alloc, dtype_size(n.dtype)).with_context("update"));
   CKPT_RETURN_IF_ERROR(locate(n, "update: region"));
   if (m_check) CKPT_RETURN_IF_ERROR(m_check(n).with_context("update"));
   m_stream_bound = m_stream_bound - bound(*r) + bound(n);
@@ -167,13 +170,17 @@ Status Registry::relocate(Region& r, bool registered) {
     place = r.source->locate();
     return Status::OK();
   }));
-  if (place.count.has_negative())
+  if (place.count.has_negative() || place.memory.start.has_negative() || place.memory.alloc.has_negative())
     return Status(Code::invalid_argument, "region '" + r.name + "': its Source's locate() gave a negative extent");
   Region n = r;
   if (n.kind != RegionKind::joined) n.kind = place.count.empty() ? RegionKind::scalar : RegionKind::local;
   CKPT_RETURN_IF_ERROR(check_extents(n.name, n.dtype, n.kind, {}, {}, place.count, r.source->resize != nullptr));
+  CKPT_RETURN_IF_ERROR(check_selection(n.name, place.count, place.memory.start, place.memory.alloc, dtype_size(n.dtype))
+                           .with_context("its Source's locate()"));
   n.ptr = place.ptr;
   n.count = std::move(place.count);
+  n.mem_start = std::move(place.memory.start);
+  n.mem_alloc = std::move(place.memory.alloc);
   CKPT_RETURN_IF_ERROR(locate(n, "region"));
   if (m_check) CKPT_RETURN_IF_ERROR(m_check(n));
   if (registered) m_stream_bound = m_stream_bound - bound(r) + bound(n);
@@ -211,6 +218,22 @@ Status Registry::set_optional(const std::string& name, bool optional) {
   Region* r = find(name);
   if (r == nullptr) return Status(Code::not_found, "set_optional: region '" + name + "' is not protected");
   r->optional = optional;
+  return Status::OK();
+}
+
+Status Registry::set_memory_selection(const std::string& name, Shape start, Shape alloc) {
+  Region* r = find(name);
+  if (r == nullptr) return Status(Code::not_found, "set_memory_selection: region '" + name + "' is not protected");
+  if (r->source)
+    return Status(Code::invalid_argument, "set_memory_selection: region '" + name +
+                                              "' is registered with a Source: its locate() gives the selection "
+                                              "in the Place it returns");
+  if (r->kind == RegionKind::scalar && !(start.empty() && alloc.empty()))
+    return Status(Code::invalid_argument, "set_memory_selection: region '" + name + "' is a scalar");
+  CKPT_RETURN_IF_ERROR(
+      check_selection(name, r->count, start, alloc, dtype_size(r->dtype)).with_context("set_memory_selection"));
+  r->mem_start = std::move(start);
+  r->mem_alloc = std::move(alloc);
   return Status::OK();
 }
 

@@ -38,6 +38,8 @@ class Registry {
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                            Shape count);
   Status set_optional(const std::string& name, bool optional);
+  /// Runtime::set_memory_selection: `start` and `alloc` both empty pack the region again.
+  Status set_memory_selection(const std::string& name, Shape start, Shape alloc);
   /// Asks every Source-registered region where it is now (checkpoint() and restart() do, before they
   /// read or fill the regions). The first failure, naming the region.
   Status locate_sources();

@@ -377,7 +377,13 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
       lo = Shape(r.count.size(), 0);
       hi = r.count;
     }
-    RowWalker rows(lo, hi, b.start, b.count, mstart, r.count, esize);
+    // The destination: the region's box, or with a memory selection the allocation around it (its
+    // origin is mstart - mem_start; unsigned arithmetic wraps, and RowWalker's offsets, sums of
+    // (index - origin) * stride, come out right modulo 2^64).
+    Shape origin = mstart;
+    if (!r.packed())
+      for (std::size_t d = 0; d < origin.size(); ++d) origin[d] -= r.mem_start[d];
+    RowWalker rows(lo, hi, b.start, b.count, origin, r.packed() ? r.count : r.mem_alloc, esize);
     std::uint64_t elems = 1;
     for (std::size_t d = 0; d < lo.size(); ++d) elems *= hi[d] - lo[d];
     copied_elems += elems;
@@ -422,6 +428,16 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
                     " elements of this rank's box");
   }
   return Status::OK();
+}
+
+Status Restorer::copy_packed(const Region& r, const std::uint8_t* from, std::size_t n) {
+  if (r.packed()) return m_device.copy_to_device(r.ptr, from, n, r.mem);
+  RowWalker rows = selection_rows(r.mem_start, r.count, r.mem_alloc, dtype_size(r.dtype));
+  RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, from, c, r.mem); },
+                   m_device.max_copy_pitch());
+  CKPT_RETURN_IF_ERROR(rows.scatter_piece(
+      0, n, [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) { return batch.add(dst, src, len); }));
+  return batch.flush();
 }
 
 std::optional<Shape> Restorer::stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const {
@@ -532,6 +548,8 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         Region into = r;
         into.ptr = shadows.back().data();
         into.mem = MemoryKind::host;
+        into.mem_start.clear();  // the shadow holds the box packed
+        into.mem_alloc.clear();
         local = restore_region(idx.value(), look, into, reader, bounces);
       }
       if (!local.ok()) break;
@@ -544,7 +562,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
       if (!verified.ok()) break;
       if (!r.optional || look.var(r.name) < 0) continue;
       const auto& from = shadows[k++];
-      local = m_device.copy_to_device(r.ptr, from.data(), from.size(), r.mem);
+      local = copy_packed(r, from.data(), from.size());
       if (!local.ok()) break;
     }
   }

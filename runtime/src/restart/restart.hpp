@@ -121,6 +121,9 @@ class Restorer {
   std::optional<Shape> stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const;
   Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
                         Bounces& bounces);
+  /// Copies the packed elements `from` (n bytes, a shadow of an optional region) into region `r`'s
+  /// memory: its box, when it has a memory selection.
+  Status copy_packed(const Region& r, const std::uint8_t* from, std::size_t n);
 
   MPI_Comm m_app_comm;
   int m_rank = 0, m_size = 1;
