@@ -9,8 +9,19 @@ where needed, one trailing dimension, with the attribute "python.dtype" naming t
     complex64 / complex128   -> f32 / f64, trailing dimension 2 (real, imaginary)
     anything else of fixed size (float16, bfloat16, datetime64, big-endian, structured records)
                              -> bytes, trailing dimension of the item size
-Objects (Python references) are refused. Only C-contiguous memory is taken: ckpt copies a box of
-contiguous rows, and the C API has no memory selection (strides) to describe anything else."""
+Objects (Python references) are refused.
+
+Memory: a C-contiguous array, or a strided view that is a row-major box of a larger array (u[2:-2, 2:-2] of
+a C-contiguous u: ghost cells; a[:, :3] of an (n, 4) array: rows with padding). Such a view is registered
+with its own extents and its first element as the pointer, plus a memory selection (the C API's
+ckpt_set_memory_selection): start all zeros, and allocation extents alloc[d] = stride[d-1] / stride[d]
+(d >= 1; extents of 1 are passed over, their alloc is 1), alloc[0] = shape[0]. ckpt stores the box
+exactly as the packed array, and restart() writes only the box: the memory between its rows (the ghosts,
+the padding) is neither read nor written. A view qualifies when its innermost stride is the item size and
+each outer stride a positive multiple of the next inner one, at least that many elements times its extent
+(extents of 1 may have any stride). Anything else (negative strides, Fortran order or a transpose,
+broadcast or overlapping views, steps in the innermost dimension such as a[::2]) is refused: ckpt copies
+rows of contiguous elements."""
 
 import ctypes
 import os
@@ -41,8 +52,11 @@ _DL_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY of DLManagedTensorVersioned.f
 # stored as; trailing: () or (n,), the extra dimension of that storage; attr: the "python.dtype" value
 # (None for a type ckpt has); dtype: the numpy dtype, or "bfloat16"; device: "cpu", "cuda_host", "cuda",
 # "cuda_managed", "rocm", ...; device_id: the DLPack device id (-1 when not known: the CUDA Array
-# Interface has none); keep: what must stay alive while ckpt reads the memory (a DLPack capsule), or None.
-Memory = namedtuple("Memory", "ptr shape code trailing attr dtype device device_id keep interface")
+# Interface has none); keep: what must stay alive while ckpt reads the memory (a DLPack capsule), or None;
+# alloc: None for C-contiguous memory, else the extents (one per dimension of shape, in elements of dtype)
+# of the row-major allocation whose box [0, shape) the strided view is (see the module's docstring).
+Memory = namedtuple("Memory", "ptr shape code trailing attr dtype device device_id keep interface alloc",
+                    defaults=(None,))
 
 
 def storage(dt, what):
@@ -87,19 +101,66 @@ def _contiguous(shape, strides, itemsize):
     return True
 
 
+def _box_of(shape, strides, itemsize):
+    """(alloc, why) of a view of `shape` with `strides` (bytes): alloc is None for C-contiguous memory (and
+    zero-size views), else the extents of the row-major allocation whose box [0, shape) the view is (see
+    the module's docstring); why is None, or says why the view is neither. Dimensions of extent 1 (any
+    stride: their index is always 0) get allocation extent 1; each other dimension's stride is checked
+    against that of the next inner dimension of more than one element."""
+    shape, strides = tuple(int(n) for n in shape), tuple(int(s) for s in strides)
+    if _contiguous(shape, strides, itemsize):
+        return None, None
+    alloc = [1] * len(shape)
+    # The stride and index of the last dimension of extent > 1 seen; at first the innermost dimension, whose
+    # elements (of extent 1 or not) are items.
+    inner, prev = itemsize, len(shape) - 1
+    for d in range(len(shape) - 1, -1, -1):
+        n, s = shape[d], strides[d]
+        if n == 1:
+            continue
+        if s < 0:
+            return None, f"dimension {d} has a negative stride ({s} bytes: a reversed view)"
+        if s == 0:
+            return None, f"dimension {d} has stride 0 (a broadcast view: its {n} elements are the same memory)"
+        if d == len(shape) - 1:
+            if s != itemsize:
+                return None, (f"the innermost dimension steps {s} bytes, not the item size {itemsize} (a step such "
+                              "as a[::2], a transpose or a Fortran-order array)")
+        elif s % inner:
+            return None, (f"the stride of dimension {d} ({s} bytes) is not a multiple of that of dimension {prev} "
+                          f"({inner} bytes; a transpose, a Fortran-order array or a view of a record field?)")
+        elif s // inner < shape[prev]:
+            return None, (f"the stride of dimension {d} ({s} bytes) is less than the {shape[prev]} elements of "
+                          f"dimension {prev} ({inner} bytes each): its rows overlap or are transposed")
+        else:
+            alloc[prev] = s // inner
+        inner, prev = s, d
+    alloc[prev] = shape[prev]  # the outermost dimension of extent > 1: as many as the view has
+    return tuple(alloc), None
+
+
+def _refuse_strides(what, shape, strides, unit, why):
+    return error("invalid_argument",
+                 f"{what}: not C-contiguous (shape {tuple(shape)}, strides {tuple(strides)}{unit}) and not a "
+                 f"row-major box of a larger array: {why}. ckpt takes C-contiguous arrays and strided views of a "
+                 "box of one (u[2:-2, 2:-2] of a C-contiguous u, a[:, :3]): protect the array your code updates "
+                 "(a copy made with np.ascontiguousarray is a different array)")
+
+
 def _numpy(a, what):
     ma = sys.modules.get("numpy.ma")  # not imported: no masked array exists (importing it costs 0.1 s)
     if ma is not None and isinstance(a, ma.MaskedArray):
         raise error("invalid_argument", f"{what}: a masked array; protect its .data and .mask as two arrays")
+    alloc = None
     if not a.flags.c_contiguous:
-        raise error("invalid_argument",
-                    f"{what}: the array is not C-contiguous (shape {a.shape}, strides {a.strides}); ckpt reads "
-                    "contiguous memory only: protect the contiguous array your code updates (a copy made with "
-                    "np.ascontiguousarray is a different array)")
+        alloc, why = _box_of(a.shape, a.strides, a.dtype.itemsize)
+        if why is not None:
+            raise _refuse_strides(what, a.shape, a.strides, "", why)
     if not a.flags.writeable:
         raise error("invalid_argument", f"{what}: the array is read-only; restart() writes into it")
     code, trailing, attr = storage(a.dtype, what)
-    return Memory(a.__array_interface__["data"][0], a.shape, code, trailing, attr, a.dtype, "cpu", 0, None, "numpy")
+    return Memory(a.__array_interface__["data"][0], a.shape, code, trailing, attr, a.dtype, "cpu", 0, None, "numpy",
+                  alloc)
 
 
 class _DLDevice(ctypes.Structure):
@@ -177,15 +238,18 @@ def _dlpack(obj, what):
     dt = _dl_dtype(t.dtype, what)
     shape = tuple(t.shape[i] for i in range(t.ndim))
     itemsize = 2 if isinstance(dt, str) else dt.itemsize
-    if t.strides and not _contiguous(shape, [t.strides[i] * itemsize for i in range(t.ndim)], itemsize):
-        raise error("invalid_argument",
-                    f"{what}: not C-contiguous (shape {shape}, strides {[t.strides[i] for i in range(t.ndim)]} "
-                    "elements); ckpt reads contiguous memory only: protect a contiguous array")
+    alloc = None
+    if t.strides:  # in elements (NULL: C-contiguous)
+        strides = tuple(t.strides[i] for i in range(t.ndim))
+        alloc, why = _box_of(shape, [s * itemsize for s in strides], itemsize)
+        if why is not None:
+            raise _refuse_strides(what, shape, strides, " elements",
+                                  f"{why} (strides in bytes: {tuple(s * itemsize for s in strides)})")
     code, trailing, attr = (BYTES, (2,), "bfloat16") if isinstance(dt, str) else storage(dt, what)
     ptr = (t.data or 0) + t.byte_offset
     # The capsule is kept, unconsumed, while ckpt may read the memory: the producer's guarantee that it
     # stays valid; dropping it runs the producer's deleter (the capsule's destructor does).
-    return Memory(ptr, shape, code, trailing, attr, dt, device, dev_id, capsule, "dlpack")
+    return Memory(ptr, shape, code, trailing, attr, dt, device, dev_id, capsule, "dlpack", alloc)
 
 
 def _cuda_array_interface(obj, what):
@@ -197,12 +261,14 @@ def _cuda_array_interface(obj, what):
         raise error("invalid_argument", f"{what}: a masked CUDA array; protect its data and mask as two arrays")
     if read_only:
         raise error("invalid_argument", f"{what}: exported read-only; restart() writes into it")
-    strides = cai.get("strides")
-    if strides is not None and not _contiguous(shape, strides, dt.itemsize):
-        raise error("invalid_argument", f"{what}: not C-contiguous (shape {shape}, strides {tuple(strides)}); ckpt "
-                                        "reads contiguous memory only: protect a contiguous array")
+    strides = cai.get("strides")  # in bytes (None: C-contiguous)
+    alloc = None
+    if strides is not None:
+        alloc, why = _box_of(shape, strides, dt.itemsize)
+        if why is not None:
+            raise _refuse_strides(what, shape, strides, "", why)
     code, trailing, attr = storage(dt, what)
-    return Memory(ptr or 0, shape, code, trailing, attr, dt, "cuda", -1, None, "cuda_array_interface")
+    return Memory(ptr or 0, shape, code, trailing, attr, dt, "cuda", -1, None, "cuda_array_interface", alloc)
 
 
 def describe(obj, what):
@@ -219,7 +285,7 @@ def describe(obj, what):
                     f"{what}: a Python or numpy scalar ({type(obj).__name__}) cannot be written by restart(); protect "
                     "a 0-d array (np.zeros((), np.float64)) and update it in place (t[()] = 1.5, t += dt)")
     raise error("invalid_argument", f"{what}: a {type(obj).__name__}; ckpt takes numpy arrays and device arrays "
-                                    "(DLPack or __cuda_array_interface__), C-contiguous")
+                                    "(DLPack or __cuda_array_interface__), C-contiguous or a row-major box of one")
 
 
 def host_readable(ptr, nbytes):

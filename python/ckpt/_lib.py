@@ -169,6 +169,7 @@ _SIGNATURES = {
     "ckpt_update_joined": [P, ctypes.c_char_p, P, _int, u64p, _i64],
     "ckpt_joined_rows": [P, _i64, ctypes.c_char_p, u64p, u64p, u64p],
     "ckpt_set_optional": [P, ctypes.c_char_p, _int],
+    "ckpt_set_memory_selection": [P, ctypes.c_char_p, _int, u64p, u64p],
     "ckpt_unprotect": [P, ctypes.c_char_p],
     "ckpt_annotate": [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p],
     "ckpt_checkpoint": [P, _i64, P, ctypes.POINTER(P)],

@@ -243,7 +243,10 @@ class Runtime:
         """Registers `array` under `name` and returns it. Each process its own; names [A-Za-z0-9_./-].
 
         array: a C-contiguous, writable numpy array or device array (DLPack or __cuda_array_interface__:
-        CuPy, PyTorch, numba, JAX...). The Runtime keeps a reference to it; update it in place.
+        CuPy, PyTorch, numba, JAX...), or a strided view that is a row-major box of one (u[2:-2, 2:-2]: the
+        interior without its ghost cells; a[:, :3]: rows with padding), stored as the packed box without a
+        copy being made (restart() writes the box only). The Runtime keeps a reference to it; update it in
+        place.
         - global_shape + start: this process's box [start, start + array.shape) of a global C-order array of
           extents global_shape (restartable on any process count);
         - joined=True: this process's rows (array.shape[0], may be 0) of a joined array (every process's rows
@@ -255,7 +258,8 @@ class Runtime:
 
         Protecting a name again replaces the array (same kind and dtype, any extents): the new one is what
         later checkpoints read and restarts fill, and the old one is released. Raises InvalidArgumentError
-        (non-contiguous, read-only, a Python scalar, bad geometry, a changed kind or dtype) or
+        (strides that are no box of a row-major array: reversed, transposed, broadcast, a step in the innermost
+        dimension; read-only, a Python scalar, bad geometry, a changed kind or dtype) or
         UnavailableError (memory ckpt cannot read: another kind of device, or device memory when the
         Runtime has no GPU device)."""
         what = f"protect({name!r})"
@@ -277,14 +281,16 @@ class Runtime:
                 raise error("invalid_argument",
                             f"{what}: registered as a {old.kind} array of {_dtype_name(old.mem)}; it cannot become "
                             f"a {kind} array of {_dtype_name(mem)} (unprotect it first)")
-            check(self._update(h, bname, ptr, kind, dims))
+            self._replace(h, bname, old, ptr, mem, kind, dims)
         else:
             check(self._protect(h, bname, ptr, mem.code, kind, dims))
             try:
                 if mem.attr is not None:
                     check(lib.ckpt_annotate(h, bname, _arrays.DTYPE_ATTR.encode(), mem.attr.encode()))
+                if mem.alloc is not None:
+                    check(_select(h, bname, mem))
             except BaseException:
-                lib.ckpt_unprotect(h, bname)
+                lib.ckpt_unprotect(h, bname)  # the first error is raised; nothing stays registered
                 raise
         if optional is not None:
             check(lib.ckpt_set_optional(h, bname, 1 if optional else 0))
@@ -302,6 +308,28 @@ class Runtime:
         self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
         return array
 
+    def _replace(self, h, bname, old, ptr, mem, kind, dims):
+        """ckpt_update* of a registered region to `mem`, with its memory selection: the old one is cleared
+        first (the library keeps a selection through updates and refuses new extents that do not fit it),
+        the new one set afterwards for a strided view. A failure puts the old registration back and raises."""
+        if old.mem.alloc is not None:
+            check(_select(h, bname, None))
+        try:
+            check(self._update(h, bname, ptr, kind, dims))
+        except BaseException:
+            if old.mem.alloc is not None:
+                _select(h, bname, old.mem)
+            raise
+        if mem.alloc is None:
+            return
+        try:
+            check(_select(h, bname, mem))
+        except BaseException:  # back to the old array, as it was registered
+            back = self._update(h, bname, _P(old.mem.ptr or None), old.kind, old.dims)
+            if back == 0 and old.mem.alloc is not None:
+                _select(h, bname, old.mem)
+            raise
+
     def _check_device(self, name, mem, what):
         if mem.device in ("cpu", "cuda_host", "rocm_host"):
             return
@@ -309,8 +337,7 @@ class Runtime:
         if self.device == "host":
             # No GPU device: ckpt reads every pointer as host memory. Device memory would crash the copy;
             # memory the host can read (managed, a device array over host memory) is taken.
-            nbytes = _nbytes(mem)
-            if not _arrays.host_readable(mem.ptr, nbytes):
+            if not _arrays.host_readable(mem.ptr, _span(mem)):
                 raise error("unavailable",
                             f"{what}: {mem.device}:{mem.device_id} memory that the host cannot read, and this "
                             "Runtime has no GPU device (libckpt built without CUDA/HIP, or no GPU visible to it)")
@@ -501,6 +528,28 @@ def _nbytes(mem):
     for d in tuple(mem.shape) + tuple(mem.trailing):
         n *= d
     return n
+
+
+def _span(mem):
+    """Bytes from the first element of `mem` to the end of its last one: _nbytes(mem), or more for a strided
+    view (its rows are apart)."""
+    if mem.alloc is None or _nbytes(mem) == 0:
+        return _nbytes(mem)
+    item = _nbytes(mem._replace(shape=()))  # one element, trailing dimension included
+    last, step = 0, item
+    for n, a in zip(reversed(tuple(mem.shape)), reversed(tuple(mem.alloc))):
+        last += (n - 1) * step
+        step *= a
+    return last + item
+
+
+def _select(h, bname, mem):
+    """ckpt_set_memory_selection of the strided view `mem` (start zeros, mem.alloc plus the trailing
+    dimension of the stored type), or of no selection (mem None: the region is packed again)."""
+    if mem is None:
+        return lib.ckpt_set_memory_selection(h, bname, 0, u64_array(()), u64_array(()))
+    alloc = tuple(mem.alloc) + tuple(mem.trailing)
+    return lib.ckpt_set_memory_selection(h, bname, len(alloc), u64_array((0,) * len(alloc)), u64_array(alloc))
 
 
 def _dtype_name(mem):

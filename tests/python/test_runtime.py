@@ -9,10 +9,12 @@ restart() and by the reader (ckpt.open); tickets (wait, done, stats with every f
 superseded); the RestartWarning of a restart that falls back past a damaged step; options from a dict, a
 YAML file and CKPT_* variables, and their errors; errors as ckpt.Error subclasses with the library's
 message; lifetimes (the references the Runtime holds and lets go, arrays rebound without protect, numpy's
-resize refused, DLPack capsules released); the arrays refused (non-contiguous, read-only, scalars, objects,
-bad geometry, changed kind or dtype); device arrays through fake DLPack and CUDA-Array-Interface producers
-(device id, device types, stream handles passed to the C API, memory the host cannot read); processes that
-disagree (steps, one process's bad protect); the context manager.
+resize refused, DLPack capsules released); strided views that are a box of a larger array (ghost cells,
+padded rows: restored into the box only, stored as the packed box); the arrays refused (strides that are no
+such box, read-only, scalars, objects, bad geometry, changed kind or dtype); device arrays through fake
+DLPack and CUDA-Array-Interface producers (device id, device types, strided views, stream handles passed to
+the C API, memory the host cannot read); processes that disagree (steps, one process's bad protect); the
+context manager.
 
 Environment: CKPTTEST_TMP (scratch root; default /tmp), PYTHONPATH / CKPT_LIBRARY (set by ctest, or the
 pip-installed package: tests/install)."""
@@ -478,6 +480,163 @@ def test_refusals(scratch):
     writer = [r for r in range(0, size, 2) for _ in range(2)]  # the rank that wrote each stored row
     agree((rows == np.array(writer[jr.begin:jr.end], float)[:, None] + 1).all(), f"rows {rows.tolist()}")
     rt.close()
+
+
+SENTINEL = -7.25  # in the ghost cells and padding: what restart() must leave alone
+
+
+def ghosted(shape, ghost, salt):
+    """(allocation, interior view): an array with `ghost` cells on every side holding SENTINEL, and the view
+    of its interior of `shape` filled with values(salt)."""
+    full = np.full(tuple(n + 2 * ghost for n in shape), SENTINEL)
+    inner = full[(slice(ghost, -ghost),) * len(shape)]
+    inner[...] = values("f8", shape, salt)
+    return full, inner
+
+
+def test_strided_views_stored_without_packing(scratch):
+    """A strided view that is a row-major box of a larger array (the interior of a ghosted grid, rows with
+    a padding column) is protected as it is: stored exactly as the packed box (the reader and the bytes
+    counted say so), restored into the box only (ghosts and padding untouched)."""
+    ny, nx = 3, 5
+    u, ui = ghosted((ny, nx), 2, 10 + rank)  # 2D, ghost width 2: a box of a global array
+    w, wi = ghosted((4, 5, 6), 1, 20 + rank)  # 3D, ghost width 1: a local array
+    rows = rank + 2  # joined rows of 3 values in an (n, 4) array: the 4th column is padding
+    j_first = sum(r + 2 for r in range(rank))
+    j_all = values("i4", (sum(r + 2 for r in range(size)), 3), 30)
+    a = np.full((rows, 4), -1, np.int32)
+    a[:, :3] = j_all[j_first:j_first + rows]
+    ci_full = np.zeros((5, 6), np.complex128)  # a mapped type (f8 plus a trailing dimension of 2)
+    ci = ci_full[1:-1, 1:-1]
+    ci[...] = values("c16", ci.shape, 40 + rank)
+    want = {n: np.ascontiguousarray(v) for n, v in (("u", ui), ("w", wi), ("j", a[:, :3]), ("c", ci))}
+    with runtime(scratch) as rt:
+        got = rt.protect("u", ui, global_shape=(ny * size, nx), start=(ny * rank, 0))
+        agree(got is ui and not ui.flags.c_contiguous, "the view itself is protected, no copy")
+        rt.protect("w", wi)
+        rt.protect("j", a[:, :3], joined=True, first_row=j_first)
+        rt.protect("c", ci)
+        t = rt.checkpoint(1)
+        agree(t.wait(), "checkpoint of strided views committed")
+        packed = sum(v.nbytes for v in want.values())
+        agree(t.stats().bytes == packed, f"the boxes' bytes only: {t.stats().bytes} != {packed}")
+        for arr in (u, w, a, ci_full):  # everything, interiors and ghosts
+            arr[...] = 3
+        agree(rt.restart() == 1, "restarted")
+        agree(same_bytes(ui, want["u"]) and same_bytes(wi, want["w"]) and same_bytes(a[:, :3], want["j"]) and
+              same_bytes(ci, want["c"]), "the interiors are restored")
+        for name, arr, inner in (("u", u, (slice(2, -2),) * 2), ("w", w, (slice(1, -1),) * 3),
+                                 ("c", ci_full, (slice(1, -1),) * 2)):
+            ghosts = np.ones(arr.shape, bool)
+            ghosts[inner] = False
+            agree((arr[ghosts] == 3).all(), f"{name}: the ghost cells are untouched by restart()")
+        agree((a[:, 3] == 3).all(), "the padding column is untouched by restart()")
+    # Stored exactly as the packed interiors.
+    c = ckpt.open(os.path.join(scratch, "ckpt")).latest()
+    u_all = np.concatenate([values("f8", (ny, nx), 10 + r) for r in range(size)])
+    agree(same_bytes(c["u"].read(), u_all), "reader: the global array of the interiors")
+    agree(same_bytes(c["u"][ny * rank:ny * (rank + 1)], want["u"]), "reader: this rank's box")
+    agree(same_bytes(c["w"].read(rank=rank), want["w"]) and c["w"].shape == (4, 5, 6), "reader: 3D interior")
+    agree(same_bytes(c["j"].read(), j_all), "reader: the joined rows without their padding")
+    agree(same_bytes(c["c"].read(rank=rank), want["c"]), "reader: a mapped dtype's interior")
+    c.verify()
+
+
+def test_strided_views_updated_and_refused(scratch, monkeypatch):
+    """Protecting a name again moves between packed and strided memory (the selection cleared or set anew,
+    whatever the new extents); views that are no box of a row-major array are refused and say why; a
+    protect whose memory selection fails leaves nothing registered, an update the old array."""
+    from ckpt import runtime as rtmod
+
+    with runtime(scratch) as rt:
+        w, wi = ghosted((2, 3, 4), 1, 50)
+        rt.protect("w", wi)
+        big = values("f8", (6, 7, 8), 51)
+        rt.protect("w", big)  # contiguous, larger than the old allocation (4, 5, 6): its selection is cleared
+        agree(rt.checkpoint(1).wait(), "contiguous after strided")
+        v, vi = ghosted((5, 6, 7), 2, 52)
+        rt.protect("w", vi)  # strided again, in another allocation
+        agree(rt.checkpoint(2).wait(), "strided after contiguous")
+        v[...] = SENTINEL
+        agree(rt.restart(2) == 2 and same_bytes(vi, values("f8", (5, 6, 7), 52)), "the strided view restored")
+        agree((v[ghosted_mask(v.shape, 2)] == SENTINEL).all(), "its ghosts untouched")
+        with pytest.raises(ckpt.MismatchError):
+            rt.restart(1)  # step 1 has extents (6, 7, 8)
+        rt.protect("w", big)
+        big[...] = 0
+        agree(rt.restart(1) == 1 and same_bytes(big, values("f8", (6, 7, 8), 51)), "packed again: restored")
+
+        a = np.zeros((4, 6))
+        b = np.zeros(8)
+        refused = [
+            (b[::2], "innermost dimension steps 16 bytes, not the item size 8"),
+            (a.T, "innermost dimension steps 48 bytes"),
+            (np.asfortranarray(a), "innermost dimension steps 32 bytes"),
+            (np.broadcast_to(np.zeros(6), (4, 6)), "dimension 0 has stride 0 \\(a broadcast view"),
+            (b[::-1], "dimension 0 has a negative stride"),
+            (np.lib.stride_tricks.as_strided(b, (3, 4), (8, 8)),
+             "the stride of dimension 0 .8 bytes. is less than the 4 elements of dimension 1.*rows overlap"),
+            (np.zeros((3, 2), "f8,u2")["f0"], "innermost dimension steps 10 bytes, not the item size 8"),
+            (FakeDLPackArray(a[:, ::2]), "innermost dimension steps 16 bytes"),
+            (FakeCudaArray(a, strides=(8, 32)), "innermost dimension steps 32 bytes"),
+        ]
+        for arr, why in refused:
+            with pytest.raises(ckpt.InvalidArgumentError, match="not C-contiguous .* and not a row-major box of a "
+                                                                 "larger array: (the )?" + why):
+                rt.protect("x", arr)
+            with pytest.raises(ckpt.InvalidArgumentError, match="u\\[2:-2, 2:-2\\]"):
+                rt.protect("x", arr)
+        agree("x" not in rt, "no refused view registered")
+
+        # ckpt_set_memory_selection fails (here: told an allocation too small): the protect is undone.
+        real = rtmod.lib.ckpt_set_memory_selection
+
+        def too_small(h, name, ndims, start, alloc):
+            if ndims:
+                alloc = rtmod.u64_array([1] * ndims)
+            return real(h, name, ndims, start, alloc)
+
+        monkeypatch.setattr(rtmod.lib, "ckpt_set_memory_selection", too_small)
+        g, gi = ghosted((3, 4), 1, 60)
+        with pytest.raises(ckpt.InvalidArgumentError, match="memory selection .* exceed the allocation"):
+            rt.protect("g", gi)
+        agree("g" not in rt, "nothing registered in Python")
+        # ... nor in the library: the name is free (a region left behind would be "already protected").
+        keep = rt.protect("g", values("f8", (3, 4), 61))
+        with pytest.raises(ckpt.InvalidArgumentError, match="exceed the allocation"):
+            rt.protect("g", gi)  # an update: the old array stays registered
+        monkeypatch.setattr(rtmod.lib, "ckpt_set_memory_selection", real)
+        agree(rt.checkpoint(3).wait(), "checkpoint after the failed protects")
+        keep[...] = 0
+        rt.restart(3)
+        agree(same_bytes(keep, values("f8", (3, 4), 61)), "the old array was stored and restored")
+
+
+def ghosted_mask(shape, ghost):
+    m = np.ones(shape, bool)
+    m[(slice(ghost, -ghost),) * len(shape)] = False
+    return m
+
+
+def test_strided_device_views_through_fake_producers(scratch):
+    """The same strides through DLPack (strides in elements) and __cuda_array_interface__ (in bytes)."""
+    with runtime(scratch) as rt:
+        u, ui = ghosted((3, 4), 1, 70 + rank)
+        w, wi = ghosted((2, 3, 4), 2, 80 + rank)
+        dl = FakeDLPackArray(ui)
+        cai = FakeCudaArray(wi, strides=wi.strides)
+        rt.protect("dl", dl, global_shape=(3 * size, 4), start=(3 * rank, 0))
+        rt.protect("cai", cai)
+        want = {"dl": ui.copy(), "cai": wi.copy()}
+        agree(rt.checkpoint(1).wait(), "committed")
+        u[...], w[...] = 5, 5
+        rt.restart(1)
+        agree(same_bytes(ui, want["dl"]) and same_bytes(wi, want["cai"]), "device views restored")
+        agree((u[ghosted_mask(u.shape, 1)] == 5).all() and (w[ghosted_mask(w.shape, 2)] == 5).all(),
+              "their ghosts untouched")
+    c = ckpt.open(os.path.join(scratch, "ckpt")).latest()
+    agree(same_bytes(c["dl"][3 * rank:3 * rank + 3], want["dl"]), "reader: the DLPack view's box")
+    agree(same_bytes(c["cai"].read(rank=rank), want["cai"]), "reader: the CUDA Array Interface view")
 
 
 def test_device_arrays_through_fake_producers(scratch):
