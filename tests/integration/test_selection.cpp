@@ -15,15 +15,10 @@
 
 using namespace ckpt;
 using ckpt::test::world_rank;
+using ckpt::test::options_in;
 using ckpt::test::world_size;
 
 namespace {
-Options options(const std::string& dir) {
-  Options o;
-  o.dir = dir;
-  return o;
-}
-
 constexpr double kGhost = -7.0;
 
 /// A 3D allocation `alloc` with its box [start, start + count) holding value(i, j, k) of the box's
@@ -78,7 +73,7 @@ TEST(Selection, GhostedLocalArraysRestartIntoTheBoxOnly) {
   g.fill(rank * 1e6);
   const std::vector<double> want = g.packed();
   {
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     ASSERT_TRUE(rt.protect("u", g.v.data(), DType::f64, g.count()).ok());
     ASSERT_TRUE(rt.set_memory_selection("u", g.selection()).ok());
     Ticket t = rt.checkpoint(1);
@@ -101,7 +96,7 @@ TEST(Selection, GhostedLocalArraysRestartIntoTheBoxOnly) {
   }
   // Restart into an allocation whose ghosts hold 5.0: the box is written, the ghosts stay 5.0.
   std::fill(g.v.begin(), g.v.end(), 5.0);
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   ASSERT_TRUE(rt.protect("u", g.v.data(), DType::f64, g.count()).ok());
   ASSERT_TRUE(rt.set_memory_selection("u", g.selection()).ok());
   Status s = rt.restart(1);
@@ -131,7 +126,7 @@ TEST(Selection, GhostedBlocksOfAGlobalArrayRestartOnThreeRanks) {
     std::vector<float> mem((rows + 4) * (cols + 2), -1.0f);
     for (std::uint64_t i = 0; i < rows; ++i)
       for (std::uint64_t j = 0; j < cols; ++j) mem[(i + 2) * (cols + 2) + j + 1] = value(rank * rows + i, j);
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     Block b{{grows, cols}, {rank * rows, 0}, {rows, cols}};
     ASSERT_TRUE(rt.protect("field", mem.data(), DType::f32, b).ok());
     ASSERT_TRUE(rt.set_memory_selection("field", MemorySelection{{2, 1}, {rows + 4, cols + 2}}).ok());
@@ -154,7 +149,7 @@ TEST(Selection, GhostedBlocksOfAGlobalArrayRestartOnThreeRanks) {
     const JoinedRows share = balanced_rows(grows, rank, 3);  // rows [begin, end) of the global array
     const std::uint64_t mine = share.count();
     std::vector<float> mem((mine + 4) * (cols + 2), 3.5f);
-    Runtime rt(three, options(dir));
+    Runtime rt(three, options_in(dir));
     Block b{{grows, cols}, {share.begin, 0}, {mine, cols}};
     ASSERT_TRUE(rt.protect("field", mem.data(), DType::f32, b).ok());
     ASSERT_TRUE(rt.set_memory_selection("field", MemorySelection{{2, 1}, {mine + 4, cols + 2}}).ok());
@@ -189,7 +184,7 @@ TEST(Selection, JoinedRowsWithPaddingAndOptionalRegions) {
   g.fill(0.25);
   const std::vector<double> want = g.packed();
   {
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     ASSERT_TRUE(rt.protect("atoms", rows.data(), DType::i64, Joined{{n, 3}, std::nullopt}).ok());
     ASSERT_TRUE(rt.set_memory_selection("atoms", MemorySelection{{0, 0}, {n, 4}}).ok());
     ASSERT_TRUE(rt.protect("extra", g.v.data(), DType::f64, g.count()).ok());
@@ -200,7 +195,7 @@ TEST(Selection, JoinedRowsWithPaddingAndOptionalRegions) {
   const JoinedRows share = balanced_rows(total, rank, size);
   std::vector<std::int64_t> back(4 * share.count(), 99);
   std::fill(g.v.begin(), g.v.end(), 1.5);
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   ASSERT_TRUE(rt.protect("atoms", back.data(), DType::i64, Joined{{share.count(), 3}, std::nullopt}).ok());
   ASSERT_TRUE(rt.set_memory_selection("atoms", MemorySelection{{0, 0}, {share.count(), 4}}).ok());
   ASSERT_TRUE(rt.protect("extra", g.v.data(), DType::f64, g.count()).ok());
@@ -237,7 +232,7 @@ TEST(Selection, EveryTransportStoresTheBox) {
     std::vector<std::int32_t> joined(rows * 5, -1);
     for (std::uint64_t i = 0; i < rows; ++i)
       for (std::uint64_t j = 0; j < 3; ++j) joined[i * 5 + 1 + j] = static_cast<std::int32_t>(100 * rank + 10 * i + j);
-    Options o = options(dir);
+    Options o = options_in(dir);
     o.transport = transport;
     {
       Runtime rt(MPI_COMM_WORLD, o);
@@ -286,14 +281,14 @@ TEST(Selection, SourcesGiveTheSelectionInTheirPlace) {
     return src;
   };
   {
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     ASSERT_TRUE(rt.protect("u", DType::f64, source()).ok());
     EXPECT_EQ(rt.set_memory_selection("u", g.selection()).code(), Code::invalid_argument);  // the Place says it
     Status s = rt.checkpoint(4).wait();
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
   std::fill(g.v.begin(), g.v.end(), 8.0);
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   ASSERT_TRUE(rt.protect("u", DType::f64, source()).ok());
   Status s = rt.restart(4);
   ASSERT_TRUE(s.ok()) << s.to_string();
@@ -307,7 +302,7 @@ TEST(Selection, RefusalsNameTheRegionAndChangeNothing) {
   const std::string dir = ckpt::test::scratch_dir();
   std::vector<double> v(6 * 8, 0.0);
   double step = 0;
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, Dims{4, 6}).ok());
   ASSERT_TRUE(rt.protect_scalar("t", &step).ok());
   auto refused = [&](const std::string& name, const MemorySelection& sel, const std::string& says) {

@@ -12,15 +12,9 @@
 
 using namespace ckpt;
 using ckpt::test::world_rank;
+using ckpt::test::options_in;
 using ckpt::test::world_size;
 
-namespace {
-Options options(const std::string& dir) {
-  Options o;
-  o.dir = dir;
-  return o;
-}
-}  // namespace
 
 TEST(Sources, AVectorThatGrewIsReadWhereItIsNow) {
   // The case: a buffer registered by pointer, then reallocated by growth. With track() the
@@ -28,7 +22,7 @@ TEST(Sources, AVectorThatGrewIsReadWhereItIsNow) {
   const std::string dir = ckpt::test::scratch_dir();
   std::vector<double> v(4, 0.5);
   {
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     ASSERT_TRUE(track(rt, "v", v).ok());
     const double* before = v.data();
     v.assign(1000 + world_rank(), 1.0);  // reallocates: the old buffer is freed
@@ -38,7 +32,7 @@ TEST(Sources, AVectorThatGrewIsReadWhereItIsNow) {
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
   std::vector<double> back;  // empty: restart() sizes it
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   ASSERT_TRUE(track(rt, "v", back).ok());
   auto r = rt.restart();
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -56,7 +50,7 @@ TEST(Sources, TrackedRowsRestartInOneCall) {
   std::uint64_t before = 0;
   for (int q = 0; q < rank; ++q) before += 3 * q;
   {
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     std::vector<std::int64_t> rows;
     ASSERT_TRUE(track_rows(rt, "atoms", rows, 2).ok());
     for (std::uint64_t i = 0; i < 3u * rank; ++i) rows.insert(rows.end(), {std::int64_t(before + i), -1});
@@ -64,7 +58,7 @@ TEST(Sources, TrackedRowsRestartInOneCall) {
   }
   std::uint64_t total = 0;
   for (int q = 0; q < size; ++q) total += 3 * q;
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   std::vector<std::int64_t> odd(7, 99);  // not whole rows of 2
   EXPECT_EQ(track_rows(rt, "atoms", odd, 2).code(), Code::invalid_argument);
   std::vector<std::int64_t> rows(8, 99);
@@ -86,7 +80,7 @@ TEST(Sources, TrackedRowsRestartInOneCall) {
 
 TEST(Sources, ALocateThatFailsOnOneRankFailsEveryRanksCheckpoint) {
   const std::string dir = ckpt::test::scratch_dir();
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   std::vector<float> data(8, 1.f);
   bool broken = false;
   Source src;
@@ -108,7 +102,7 @@ TEST(Sources, ALocateThatFailsOnOneRankFailsEveryRanksCheckpoint) {
 }
 
 TEST(Sources, ProtectOrUpdate) {
-  Runtime rt(MPI_COMM_WORLD, options(ckpt::test::scratch_dir()));
+  Runtime rt(MPI_COMM_WORLD, options_in(ckpt::test::scratch_dir()));
   std::vector<double> a(3, 1.0), b(5, 2.0);
   ASSERT_TRUE(rt.protect_or_update("a", a.data(), DType::f64, Dims{a.size()}).ok());  // protects
   ASSERT_TRUE(rt.protect_or_update("a", b.data(), DType::f64, Dims{b.size()}).ok());  // updates
@@ -126,12 +120,12 @@ TEST(Sources, OptionalRegionsMissingFromACheckpointAreLeftAlone) {
   const std::string dir = ckpt::test::scratch_dir();
   double x = 1.5, added = -7.0;
   {
-    Runtime rt(MPI_COMM_WORLD, options(dir));
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
     ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
     ASSERT_TRUE(rt.checkpoint(400).wait().ok());
   }
   x = 0;
-  Runtime rt(MPI_COMM_WORLD, options(dir));
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
   ASSERT_TRUE(rt.protect_scalar("x", &x).ok());
   ASSERT_TRUE(rt.protect_scalar("added", &added).ok());
   // Not optional: the checkpoint cannot be restored, and the error names the variable.
@@ -161,7 +155,7 @@ TEST(Sources, AnEmptyTicketIsDoneAndItsOutcomeIsFailedPrecondition) {
   EXPECT_TRUE(t.done());
   EXPECT_EQ(t.wait().code(), Code::failed_precondition);
   EXPECT_EQ(t.step(), -1);
-  Runtime rt(MPI_COMM_WORLD, options(ckpt::test::scratch_dir()));
+  Runtime rt(MPI_COMM_WORLD, options_in(ckpt::test::scratch_dir()));
   Ticket real = rt.checkpoint(0);
   EXPECT_FALSE(real.empty());
   EXPECT_TRUE(real.wait().ok());
@@ -169,7 +163,7 @@ TEST(Sources, AnEmptyTicketIsDoneAndItsOutcomeIsFailedPrecondition) {
 }
 
 TEST(Sources, TransportConstraintsFailAtProtectNamingTheVariable) {
-  Options o = options(ckpt::test::scratch_dir());
+  Options o = options_in(ckpt::test::scratch_dir());
   // Funneled MPI calls (sources_funneled_4) refuse hdf5, whose writer calls MPI: the same check is
   // hdf5-sync's.
   int provided = 0;

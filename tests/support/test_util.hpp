@@ -61,6 +61,13 @@ inline std::size_t resident_pages(const std::string& path, std::size_t* pages = 
   return n;
 }
 
+/// Options() (the defaults and the CKPT_* variables) with `dir`.
+inline Options options_in(const std::string& dir) {
+  Options o;
+  o.dir = dir;
+  return o;
+}
+
 inline int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
