@@ -130,6 +130,8 @@ Status for_each_selection_row(const Shape& start, const Shape& count, const Shap
                               std::uint64_t p0, std::uint64_t n, F&& f) {
   const std::size_t dims = count.size();
   if (n == 0 || dims == 0) return Status::OK();
+  for (std::size_t d = 0; d < dims; ++d)
+    if (count[d] == 0) return Status::OK();  // an empty box has no row (and no byte in [p0, p0 + n))
   // The row: dimensions [j, dims), all but j whole in the allocation.
   std::size_t j = dims - 1;
   std::uint64_t row = count[j] * esize;

@@ -608,6 +608,7 @@ contains
     integer, intent(out) :: ierr
     integer(c_int64_t) :: cstart(max(1, size(shp))), calloc(max(1, size(shp)))
     integer :: n
+    integer(c_int) :: undone
     n = size(shp)
     if (size(first) /= n .or. size(count) /= n .or. n == 0) then
       ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr("ckpt_protect_selection: region '"//trim(name)// &
@@ -624,6 +625,9 @@ contains
     cstart(1:n) = first(n:1:-1)
     calloc(1:n) = shp(n:1:-1)
     ierr = c_set_memory_selection(rt%handle, cstr(name), int(n, c_int), cstart, calloc)
+    if (ierr /= 0) then  ! never leave the allocation registered as if it were the packed box
+      undone = c_unprotect(rt%handle, cstr(name))  ! the first error's code and message are kept
+    end if
   end subroutine selection_any
 
   !> Registers (update = .false.) or re-points (update = .true.) this rank's rows of a joined array of
