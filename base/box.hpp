@@ -109,22 +109,12 @@ class RowWalker {
   bool m_done = true;
 };
 
-/// The rows of a memory selection (Region::mem_start, mem_alloc): the box [start, start + count) of a
-/// row-major allocation of extents `alloc`, walked in the order of its packed bytes. block_offset() is
-/// a row's offset in the packed box, region_offset() its offset in the allocation; scatter_piece()
-/// maps a piece of the packed box to the allocation (capture: allocation -> staging; restart of a
-/// shadow copy: the reverse).
-inline RowWalker selection_rows(const Shape& start, const Shape& count, const Shape& alloc, std::size_t esize) {
-  Shape hi(start.size());
-  for (std::size_t d = 0; d < start.size(); ++d) hi[d] = start[d] + count[d];
-  return RowWalker(start, hi, start, count, Shape(start.size(), 0), alloc, esize);
-}
-
 /// Calls f(memory_offset, packed_offset, bytes) for the parts of the rows of a memory selection - the
 /// box [start, start + count) of a row-major allocation of extents `alloc`, elements of `esize` bytes -
-/// that lie in bytes [p0, p0 + n) of the packed box, in order: the capture's loop (every row of a
-/// ghosted block in a few instructions; RowWalker is the general walker of restart). Trailing
-/// dimensions whole in the allocation are merged into one row.
+/// that lie in bytes [p0, p0 + n) of the packed box, in order (every row of a ghosted block in a few
+/// instructions): the capture's copy out of the allocation, hdf5-sync's checksums, the copy of an
+/// optional region's packed shadow into place. Trailing dimensions whole in the allocation are merged
+/// into one row.
 template <class F>
 Status for_each_selection_row(const Shape& start, const Shape& count, const Shape& alloc, std::size_t esize,
                               std::uint64_t p0, std::uint64_t n, F&& f) {

@@ -123,7 +123,16 @@ void copy_rows_to_staging(void* dst_base, const void* src_base, const Copy2D& c)
     copy_to_staging(d, s, c.width * c.height);
     return;
   }
-  for (std::uint64_t r = 0; r < c.height; ++r) copy_to_staging(d + r * c.dpitch, s + r * c.spitch, c.width);
+  // As copy_to_staging decides for one copy, and the capture for a memory-selected block: streaming
+  // stores when the rows total 64 KiB or more, and one fence after the last row (not one per row).
+  const bool stream = c.width * c.height >= (64u << 10);
+  for (std::uint64_t r = 0; r < c.height; ++r) {
+    if (stream)
+      stream_to_staging(d + r * c.dpitch, s + r * c.spitch, c.width);
+    else
+      std::memcpy(d + r * c.dpitch, s + r * c.spitch, c.width);
+  }
+  if (stream) staging_fence();
 }
 
 Result<std::unique_ptr<Device>> make_default_device(const DeviceConfig& config) {

@@ -432,11 +432,12 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
 
 Status Restorer::copy_packed(const Region& r, const std::uint8_t* from, std::size_t n) {
   if (r.packed()) return m_device.copy_to_device(r.ptr, from, n, r.mem);
-  RowWalker rows = selection_rows(r.mem_start, r.count, r.mem_alloc, dtype_size(r.dtype));
   RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, from, c, r.mem); },
                    m_device.max_copy_pitch());
-  CKPT_RETURN_IF_ERROR(rows.scatter_piece(
-      0, n, [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) { return batch.add(dst, src, len); }));
+  CKPT_RETURN_IF_ERROR(for_each_selection_row(r.mem_start, r.count, r.mem_alloc, dtype_size(r.dtype), 0, n,
+                                              [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
+                                                return batch.add(in_memory, packed, len);
+                                              }));
   return batch.flush();
 }
 
