@@ -1,6 +1,77 @@
 #include "base/layout.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace ckpt::detail {
+
+bool is_integer_dtype(DType t) noexcept {
+  switch (t) {
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64:
+    case DType::u8:
+    case DType::u16:
+    case DType::u32:
+    case DType::u64: return true;
+    default: return false;
+  }
+}
+
+bool widen_integer(const std::uint8_t* p, DType t, std::int64_t& out) noexcept {
+  std::uint64_t u = 0;
+  switch (t) {  // the integer of its width and signedness, widened
+    case DType::i8: {
+      std::int8_t x;
+      std::memcpy(&x, p, 1);
+      out = x;
+      return true;
+    }
+    case DType::i16: {
+      std::int16_t x;
+      std::memcpy(&x, p, 2);
+      out = x;
+      return true;
+    }
+    case DType::i32: {
+      std::int32_t x;
+      std::memcpy(&x, p, 4);
+      out = x;
+      return true;
+    }
+    case DType::i64: {
+      std::memcpy(&out, p, 8);
+      return true;
+    }
+    case DType::u8: {
+      std::uint8_t x;
+      std::memcpy(&x, p, 1);
+      u = x;
+      break;
+    }
+    case DType::u16: {
+      std::uint16_t x;
+      std::memcpy(&x, p, 2);
+      u = x;
+      break;
+    }
+    case DType::u32: {
+      std::uint32_t x;
+      std::memcpy(&x, p, 4);
+      u = x;
+      break;
+    }
+    case DType::u64: {
+      std::memcpy(&u, p, 8);
+      break;
+    }
+    default: return false;
+  }
+  if (u > static_cast<std::uint64_t>(INT64_MAX)) return false;
+  out = static_cast<std::int64_t>(u);
+  return true;
+}
 
 const char* region_kind_name(RegionKind k) noexcept {
   switch (k) {

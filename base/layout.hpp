@@ -29,10 +29,24 @@ const char* region_kind_name(RegionKind k) noexcept;
 /// count, compared and converted as one array.
 inline bool has_global_shape(RegionKind k) { return k == RegionKind::global || k == RegionKind::joined; }
 
+/// Whether `t` is an integer dtype (i8..i64, u8..u64): what a key column (a block or particle id) holds.
+bool is_integer_dtype(DType t) noexcept;
+/// The integer of integer dtype `t` at `p` (unaligned), widened to i64 in `out`; false for an unsigned
+/// value above 2^63 - 1 (beyond the keys ckpt orders and looks up).
+bool widen_integer(const std::uint8_t* p, DType t, std::int64_t& out) noexcept;
+
 /// Region::first_row of a joined region that restarts from its share of the balanced split.
 constexpr std::uint64_t kBalancedRows = ~std::uint64_t{0};
 
 using Attributes = std::vector<std::pair<std::string, std::string>>;
+
+/// Which stored rows a joined region's rows are filled with at restart (Runtime::set_restart_rows,
+/// set_restart_keys): row i of this rank gets stored row values[i] (key empty), or the stored row whose
+/// value in the joined integer column `key` is values[i] (a key's bit pattern, sign-extended).
+struct RestartRows {
+  std::string key;
+  std::vector<std::uint64_t> values;
+};
 
 /// A registered region (owned by the registry; the memory belongs to the application).
 struct Region {
@@ -50,6 +64,8 @@ struct Region {
   Shape mem_start, mem_alloc;
   /// Joined kind, restart only: the first stored row read into this rank's rows, or kBalancedRows.
   std::uint64_t first_row = kBalancedRows;
+  /// Joined kind, restart only: the stored rows by index or key, in this rank's order (null: first_row).
+  std::shared_ptr<const RestartRows> restart_rows;
   bool optional = false;                 ///< a restart from a checkpoint without it leaves it untouched
   std::shared_ptr<const Source> source;  ///< located anew at each checkpoint and restart (Runtime::protect)
   Attributes attrs;

@@ -191,6 +191,40 @@ void bcast_bytes(MPI_Comm comm, std::vector<std::uint8_t>& bytes, int root) {
   });
 }
 
+Result<std::vector<std::vector<std::uint64_t>>> alltoallv_u64(MPI_Comm comm,
+                                                              const std::vector<std::vector<std::uint64_t>>& send) {
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const auto n = static_cast<std::size_t>(size);
+  std::vector<std::uint64_t> out_len(n), in_len(n);
+  for (std::size_t d = 0; d < n && d < send.size(); ++d) out_len[d] = send[d].size();
+  MPI_Alltoall(out_len.data(), 1, MPI_UINT64_T, in_len.data(), 1, MPI_UINT64_T, comm);
+  std::uint64_t out_sum = 0, in_sum = 0;
+  for (std::size_t d = 0; d < n; ++d) {
+    out_sum += out_len[d];
+    in_sum += in_len[d];
+  }
+  int big = out_sum > static_cast<std::uint64_t>(INT_MAX) || in_sum > static_cast<std::uint64_t>(INT_MAX) ? 1 : 0;
+  int any_big = 0;
+  allreduce(&big, &any_big, 1, MPI_INT, MPI_MAX, comm);
+  if (any_big != 0) return Status(Code::invalid_argument, "an all-to-all of 2^31 elements or more on one rank");
+  std::vector<int> sc(n), sd(n), rc(n), rd(n);
+  std::vector<std::uint64_t> flat;
+  flat.reserve(static_cast<std::size_t>(out_sum));
+  for (std::size_t d = 0; d < n; ++d) {
+    sc[d] = static_cast<int>(out_len[d]);
+    sd[d] = static_cast<int>(flat.size());
+    if (d < send.size()) flat.insert(flat.end(), send[d].begin(), send[d].end());
+    rc[d] = static_cast<int>(in_len[d]);
+    rd[d] = d == 0 ? 0 : rd[d - 1] + rc[d - 1];
+  }
+  std::vector<std::uint64_t> in(static_cast<std::size_t>(in_sum));
+  MPI_Alltoallv(flat.data(), sc.data(), sd.data(), MPI_UINT64_T, in.data(), rc.data(), rd.data(), MPI_UINT64_T, comm);
+  std::vector<std::vector<std::uint64_t>> got(n);
+  for (std::size_t d = 0; d < n; ++d) got[d].assign(in.begin() + rd[d], in.begin() + rd[d] + rc[d]);
+  return got;
+}
+
 std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);

@@ -90,6 +90,13 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
 /// gatherv_bytes() with the result on every rank. Collective over `comm`.
 std::vector<std::vector<std::uint8_t>> allgatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine);
 
+/// Sends send[d] (send.size() == the communicator's size) to rank d; returns what each rank sent to this
+/// one, in rank order. Collective over `comm`: an MPI_Alltoall of the counts, an allreduce, then one
+/// MPI_Alltoallv. invalid_argument on every rank when some rank would send or receive 2^31 elements or
+/// more (one MPI_Alltoallv cannot carry them).
+Result<std::vector<std::vector<std::uint64_t>>> alltoallv_u64(MPI_Comm comm,
+                                                              const std::vector<std::vector<std::uint64_t>>& send);
+
 /// Frees a communicator made by ckpt (no-op for MPI_COMM_NULL or after MPI_Finalize); sets it null.
 void free_comm(MPI_Comm& c);
 

@@ -42,6 +42,7 @@ module ckpt
   public :: ckpt_locate_proc, ckpt_resize_proc
   public :: ckpt_ticket, ckpt_ticket_wait, ckpt_ticket_done, ckpt_ticket_stats
   public :: ckpt_ticket_free, ckpt_restart_warning
+  public :: ckpt_set_restart_rows, ckpt_set_restart_keys, ckpt_clear_restart_rows
 
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
   integer, parameter, public :: CKPT_OK = 0, CKPT_INVALID_ARGUMENT = 1, CKPT_NOT_FOUND = 2, CKPT_MISMATCH = 3, &
@@ -283,6 +284,28 @@ module ckpt
       integer(c_int64_t), dimension(*), intent(in) :: start, alloc
       integer(c_int) :: rc
     end function c_set_memory_selection
+    function c_set_restart_rows(rt, name, rows, n) bind(C, name="ckpt_set_restart_rows") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t, c_size_t
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int64_t), dimension(*), intent(in) :: rows
+      integer(c_size_t), value :: n
+      integer(c_int) :: rc
+    end function c_set_restart_rows
+    function c_set_restart_keys(rt, name, key, keys, n) bind(C, name="ckpt_set_restart_keys") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t, c_size_t
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name, key
+      integer(c_int64_t), dimension(*), intent(in) :: keys
+      integer(c_size_t), value :: n
+      integer(c_int) :: rc
+    end function c_set_restart_keys
+    function c_clear_restart_rows(rt, name) bind(C, name="ckpt_clear_restart_rows") result(rc)
+      import :: c_ptr, c_int, c_char
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int) :: rc
+    end function c_clear_restart_rows
     function c_unprotect(rt, name) bind(C, name="ckpt_unprotect") result(rc)
       import :: c_ptr, c_int, c_char
       type(c_ptr), value :: rt
@@ -741,6 +764,40 @@ contains
     end if
     ierr = c_set_optional(rt%handle, cstr(name), flag)
   end subroutine ckpt_set_optional
+
+  !> Restart of joined array `name` fills this rank's rows with the stored rows rows(:) (0-based indices
+  !> into the stored array, any order, also asked for twice or by several ranks), one per registered
+  !> row: the N->M restart of blocks that moved. Until ckpt_clear_restart_rows.
+  subroutine ckpt_set_restart_rows(rt, name, rows, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer(int64), dimension(:), intent(in) :: rows
+    integer, intent(out) :: ierr
+    integer(c_int64_t) :: copy(max(1, size(rows)))
+    copy(1:size(rows)) = rows
+    ierr = c_set_restart_rows(rt%handle, cstr(name), copy, int(size(rows), c_size_t))
+  end subroutine ckpt_set_restart_rows
+
+  !> As ckpt_set_restart_rows, the rows named by their values keys(:) in `key`, a joined integer array
+  !> of one value per row (a block id). The restart fails with CKPT_NOT_FOUND for a key no stored row
+  !> holds, CKPT_INVALID_ARGUMENT for one held by two rows.
+  subroutine ckpt_set_restart_keys(rt, name, key, keys, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name, key
+    integer(int64), dimension(:), intent(in) :: keys
+    integer, intent(out) :: ierr
+    integer(c_int64_t) :: copy(max(1, size(keys)))
+    copy(1:size(keys)) = keys
+    ierr = c_set_restart_keys(rt%handle, cstr(name), cstr(key), copy, int(size(keys), c_size_t))
+  end subroutine ckpt_set_restart_keys
+
+  !> Back to first_row or the balanced split for joined array `name`.
+  subroutine ckpt_clear_restart_rows(rt, name, ierr)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer, intent(out) :: ierr
+    ierr = c_clear_restart_rows(rt%handle, cstr(name))
+  end subroutine ckpt_clear_restart_rows
 
   !> Forgets a region.
   subroutine ckpt_unprotect(rt, name, ierr)

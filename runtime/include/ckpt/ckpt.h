@@ -181,6 +181,17 @@ CKPT_API int ckpt_set_optional(ckpt_runtime* rt, const char* name, int optional)
  *  ndims is the region's; ndims 0 packs the region again. Kept through updates. */
 CKPT_API int ckpt_set_memory_selection(ckpt_runtime* rt, const char* name, int ndims, const uint64_t* start,
                                        const uint64_t* alloc);
+/** Restart of joined array `name` fills this rank's n rows with the stored rows rows[0..n) (0-based, any
+ *  order, a row may be asked for twice or by several ranks; rows may be NULL when n is 0): the N->M
+ *  restart of blocks that moved (ckpt::Runtime::set_restart_rows). Replaces first_row and the balanced
+ *  split until ckpt_clear_restart_rows. */
+CKPT_API int ckpt_set_restart_rows(ckpt_runtime* rt, const char* name, const uint64_t* rows, size_t n);
+/** As ckpt_set_restart_rows, the rows named by their values keys[0..n) in `key`, a joined integer array
+ *  of one value per row (a block id; ckpt::Runtime::set_restart_keys). Resolved by the restart
+ *  (collective): CKPT_NOT_FOUND for a key no stored row holds, CKPT_INVALID_ARGUMENT for one held twice. */
+CKPT_API int ckpt_set_restart_keys(ckpt_runtime* rt, const char* name, const char* key, const int64_t* keys, size_t n);
+/** Back to first_row or the balanced split for joined array `name` (ckpt::Runtime::clear_restart_rows). */
+CKPT_API int ckpt_clear_restart_rows(ckpt_runtime* rt, const char* name);
 /** Forgets a region. */
 CKPT_API int ckpt_unprotect(ckpt_runtime* rt, const char* name);
 /** Attaches a string attribute to a region, stored in the index of every later checkpoint. */

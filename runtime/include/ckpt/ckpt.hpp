@@ -234,6 +234,22 @@ class CKPT_API Runtime {
   /// new extents no longer fit the selection; an empty selection packs the region again. Not for
   /// scalars, nor for Source-registered regions (their Place carries the selection).
   Status set_memory_selection(const std::string& name, const MemorySelection& selection);
+  /// Restart of joined array `name` fills this rank's rows with the stored rows `rows` (0-based indices
+  /// into the stored array), in this order: rows.size() rows, one per registered row at restart (a
+  /// Source's resize is asked for that many). Any order, any subset; a row may be asked for by several
+  /// ranks, or twice. Only the blocks that hold them are read. Replaces Joined::first_row and the
+  /// balanced split until clear_restart_rows(); kept through update(). The N->M restart of blocks that
+  /// moved (AMR): each rank asks for the rows it owns now, no all-to-all in the application.
+  Status set_restart_rows(const std::string& name, std::vector<std::uint64_t> rows);
+  /// As set_restart_rows(), the rows named by their values in `key`, a joined integer array of one
+  /// dimension with one value per row of `name` (a block or particle id; `name` itself may be the key):
+  /// row i of this rank is the stored row whose key is keys[i]. Resolved by restart() (collective:
+  /// each rank reads its share of the key column and the ranks route the requests, O(rows / ranks)
+  /// each); a key asked for that no stored row holds fails the restart with not_found, one that two
+  /// stored rows hold with invalid_argument (on every rank).
+  Status set_restart_keys(const std::string& name, const std::string& key, std::vector<std::int64_t> keys);
+  /// Back to Joined::first_row or the balanced split for joined array `name`.
+  Status clear_restart_rows(const std::string& name);
   /// Marks region `name` optional (or not again): a restart from a checkpoint that does not have it
   /// leaves the region untouched and goes on, instead of failing with not_found. For variables added to
   /// a code after checkpoints were written. The regions skipped so are named by skipped_optional() and

@@ -395,6 +395,35 @@ int ckpt_set_memory_selection(ckpt_runtime* rt, const char* name, int ndims, con
   });
 }
 
+int ckpt_set_restart_rows(ckpt_runtime* rt, const char* name, const uint64_t* rows, size_t n) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    if (rows == nullptr && n > 0) return ckpt::Status(ckpt::Code::invalid_argument, "set_restart_rows: rows is NULL");
+    return rt->rt->set_restart_rows(name,
+                                    n == 0 ? std::vector<std::uint64_t>() : std::vector<std::uint64_t>(rows, rows + n));
+  });
+}
+
+int ckpt_set_restart_keys(ckpt_runtime* rt, const char* name, const char* key, const int64_t* keys, size_t n) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    if (key == nullptr) return ckpt::Status(ckpt::Code::invalid_argument, "set_restart_keys: key is NULL");
+    if (keys == nullptr && n > 0) return ckpt::Status(ckpt::Code::invalid_argument, "set_restart_keys: keys is NULL");
+    return rt->rt->set_restart_keys(name, key,
+                                    n == 0 ? std::vector<std::int64_t>() : std::vector<std::int64_t>(keys, keys + n));
+  });
+}
+
+int ckpt_clear_restart_rows(ckpt_runtime* rt, const char* name) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    return rt->rt->clear_restart_rows(name);
+  });
+}
+
 int ckpt_unprotect(ckpt_runtime* rt, const char* name) {
   return guard(rt, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));

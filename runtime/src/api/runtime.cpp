@@ -117,6 +117,16 @@ Status Runtime::protect_or_update(const std::string& name, void* ptr, DType dtyp
   return m_impl->protect_or_update(name, ptr, dtype, detail::RegionKind::joined, {}, joined_start(j), j.count);
 }
 Status Runtime::set_optional(const std::string& name, bool optional) { return m_impl->set_optional(name, optional); }
+Status Runtime::set_restart_rows(const std::string& name, std::vector<std::uint64_t> rows) {
+  return m_impl->set_restart_rows(
+      name, std::make_shared<const detail::RestartRows>(detail::RestartRows{std::string(), std::move(rows)}));
+}
+Status Runtime::set_restart_keys(const std::string& name, const std::string& key, std::vector<std::int64_t> keys) {
+  if (key.empty()) return Status(Code::invalid_argument, "set_restart_keys: region '" + name + "': no key variable");
+  return m_impl->set_restart_rows(name, std::make_shared<const detail::RestartRows>(detail::RestartRows{
+                                            key, std::vector<std::uint64_t>(keys.begin(), keys.end())}));
+}
+Status Runtime::clear_restart_rows(const std::string& name) { return m_impl->set_restart_rows(name, nullptr); }
 Status Runtime::set_memory_selection(const std::string& name, const MemorySelection& selection) {
   return m_impl->set_memory_selection(name, selection);
 }
@@ -548,6 +558,10 @@ Status RuntimeImpl::set_memory_selection(const std::string& name, const MemorySe
   if (selection.start.has_negative() || selection.alloc.has_negative())
     return Status(Code::invalid_argument, "set_memory_selection: region '" + name + "': a negative extent");
   return m_registry->set_memory_selection(name, selection.start, selection.alloc);
+}
+Status RuntimeImpl::set_restart_rows(const std::string& name, std::shared_ptr<const RestartRows> rows) {
+  CKPT_RETURN_IF_ERROR(usable());
+  return m_registry->set_restart_rows(name, std::move(rows));
 }
 const std::vector<std::string>& RuntimeImpl::skipped_optional() const {
   static const std::vector<std::string> none;

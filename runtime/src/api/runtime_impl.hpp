@@ -57,6 +57,7 @@ class RuntimeImpl {
                            Shape count);
   Status set_optional(const std::string& name, bool optional);
   Status set_memory_selection(const std::string& name, const MemorySelection& selection);
+  Status set_restart_rows(const std::string& name, std::shared_ptr<const RestartRows> rows);
   const std::vector<std::string>& skipped_optional() const;
   Status unprotect(const std::string& name);
   Status annotate(const std::string& name, const std::string& key, const std::string& value);

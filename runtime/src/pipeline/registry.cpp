@@ -237,6 +237,17 @@ Status Registry::set_memory_selection(const std::string& name, Shape start, Shap
   return Status::OK();
 }
 
+Status Registry::set_restart_rows(const std::string& name, std::shared_ptr<const RestartRows> rows) {
+  Region* r = find(name);
+  const char* what = rows && !rows->key.empty() ? "set_restart_keys" : "set_restart_rows";
+  if (r == nullptr) return Status(Code::not_found, std::string(what) + ": region '" + name + "' is not protected");
+  if (r->kind != RegionKind::joined)
+    return Status(Code::invalid_argument, std::string(what) + ": region '" + name + "' is a " +
+                                              region_kind_name(r->kind) + " region, not a joined array");
+  r->restart_rows = std::move(rows);
+  return Status::OK();
+}
+
 Status Registry::locate_sources() {
   for (Region& r : m_regions)
     if (r.source) CKPT_RETURN_IF_ERROR(relocate(r));

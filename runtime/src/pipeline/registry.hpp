@@ -40,6 +40,8 @@ class Registry {
   Status set_optional(const std::string& name, bool optional);
   /// Runtime::set_memory_selection: `start` and `alloc` both empty pack the region again.
   Status set_memory_selection(const std::string& name, Shape start, Shape alloc);
+  /// Runtime::set_restart_rows / set_restart_keys (null: clear_restart_rows).
+  Status set_restart_rows(const std::string& name, std::shared_ptr<const RestartRows> rows);
   /// Asks every Source-registered region where it is now (checkpoint() and restart() do, before they
   /// read or fill the regions). The first failure, naming the region.
   Status locate_sources();

@@ -337,9 +337,7 @@ Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::stri
     return Status(Code::invalid_argument,
                   what + " is a " + var_kind_name(v.kind) + " variable; a key is a joined array (one value per row)");
   const DType t = v.dtype;
-  const bool is_signed = t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
-  const bool is_unsigned = t == DType::u8 || t == DType::u16 || t == DType::u32 || t == DType::u64;
-  if (!is_signed && !is_unsigned)
+  if (!detail::is_integer_dtype(t))
     return Status(Code::invalid_argument, what + " holds " + dtype_name(t) +
                                               " values; a key must be an integer variable (a block or particle id)");
   if (v.shape.empty() || v.shape.size() > 2 || (v.shape.size() == 2 && v.shape[1] != 1))
@@ -353,43 +351,10 @@ Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::stri
   const std::size_t esize = dtype_size(t);
   const std::size_t rows = raw.size() / esize;
   std::vector<std::int64_t> value(rows);
-  for (std::size_t i = 0; i < rows; ++i) {
-    const std::uint8_t* p = raw.data() + i * esize;
-    std::uint64_t u = 0;
-    std::int64_t s = 0;
-    switch (esize) {  // the integer of its width and signedness, widened
-      case 1: {
-        std::uint8_t x;
-        std::memcpy(&x, p, 1);
-        u = x;
-        s = x < 0x80 ? std::int64_t{x} : std::int64_t{x} - 0x100;  // two's complement i8, widened
-        break;
-      }
-      case 2: {
-        std::uint16_t x;
-        std::memcpy(&x, p, 2);
-        u = x;
-        s = static_cast<std::int16_t>(x);
-        break;
-      }
-      case 4: {
-        std::uint32_t x;
-        std::memcpy(&x, p, 4);
-        u = x;
-        s = static_cast<std::int32_t>(x);
-        break;
-      }
-      default: {
-        std::memcpy(&u, p, 8);
-        s = static_cast<std::int64_t>(u);
-        break;
-      }
-    }
-    if (is_unsigned && u > static_cast<std::uint64_t>(INT64_MAX))
-      return Status(Code::invalid_argument, what + ": row " + std::to_string(i) + " holds " + std::to_string(u) +
-                                                ", beyond the keys ckpt orders (up to 2^63 - 1)");
-    value[i] = is_unsigned ? static_cast<std::int64_t>(u) : s;
-  }
+  for (std::size_t i = 0; i < rows; ++i)
+    if (!detail::widen_integer(raw.data() + i * esize, t, value[i]))
+      return Status(Code::invalid_argument, what + ": row " + std::to_string(i) +
+                                                " holds a value beyond the keys ckpt " + "orders (up to 2^63 - 1)");
   std::vector<std::uint64_t> order(rows);
   for (std::size_t i = 0; i < rows; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) { return value[a] < value[b]; });

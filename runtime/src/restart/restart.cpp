@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <map>
+#include <memory>
+#include <unordered_map>
 
 #include "base/box.hpp"
 #include "base/bytes.hpp"
@@ -314,6 +317,178 @@ Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Regio
   return r.first_row;
 }
 
+Result<std::vector<RowRun>> Restorer::joined_runs(const VarRecord& v, const Region& r) const {
+  std::vector<RowRun> runs;
+  if (!r.restart_rows) {
+    auto first = joined_first_row(v, r);
+    if (!first.ok()) return first.status();
+    if (r.count[0] > 0) runs.push_back(RowRun{0, first.value(), r.count[0]});
+    return runs;
+  }
+  for (std::size_t d = 1; d < r.count.size(); ++d)
+    if (v.global[d] != r.count[d])
+      return Status(Code::mismatch, "stored rows of extents " +
+                                        shape_text(Shape(v.global.begin() + 1, v.global.end())) + ", registered " +
+                                        shape_text(Shape(r.count.begin() + 1, r.count.end())));
+  const std::vector<std::uint64_t>& rows = r.restart_rows->values;
+  if (rows.size() != r.count[0])
+    return Status(Code::mismatch, std::to_string(r.count[0]) + " rows registered on rank " + std::to_string(m_rank) +
+                                      ", but " + std::to_string(rows.size()) + " restart rows asked for");
+  const std::uint64_t total = v.global[0];
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] >= total)
+      return Status(Code::mismatch, "restart row " + std::to_string(rows[i]) + " asked for on rank " +
+                                        std::to_string(m_rank) + ", but the checkpoint holds " + std::to_string(total) +
+                                        " rows");
+    if (!runs.empty() && runs.back().src + runs.back().len == rows[i])
+      ++runs.back().len;
+    else
+      runs.push_back(RowRun{i, rows[i], 1});
+  }
+  return runs;
+}
+
+namespace {
+/// The rank that resolves key `k` (splitmix64's finaliser spreads consecutive ids over the ranks).
+int key_owner(std::uint64_t k, int size) {
+  k ^= k >> 30;
+  k *= 0xbf58476d1ce4e5b9ull;
+  k ^= k >> 27;
+  k *= 0x94d049bb133111ebull;
+  k ^= k >> 31;
+  return static_cast<int>(k % static_cast<std::uint64_t>(size));
+}
+constexpr std::uint64_t kNoRow = ~std::uint64_t{0};
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> Restorer::resolve_keys(
+    const Index& idx, const IndexLookup& look, const std::vector<Region>& regions, BlockReader& reader,
+    Bounces& bounces, const Status& local) {
+  std::vector<std::pair<std::string, std::vector<std::uint64_t>>> out;
+  // The regions restarted by key, grouped by key column. Every rank must resolve the same ones (the
+  // routing is collective): checked first, one allreduce (also when there are none).
+  std::map<std::string, std::vector<const Region*>> by_key;
+  std::string plan;
+  for (const Region& r : regions) {
+    if (!r.restart_rows || r.restart_rows->key.empty() || (r.optional && look.var(r.name) < 0)) continue;
+    by_key[r.restart_rows->key].push_back(&r);
+    plan += r.name + " by " + r.restart_rows->key + "; ";
+  }
+  CKPT_RETURN_IF_ERROR(agree_equal(m_app_comm, {{"the regions restarted by key (set_restart_keys)", plan}}, "restart"));
+  for (const auto& [key, users] : by_key) {
+    // What the index says is the same on every rank: these refusals are too.
+    const std::string what = "key '" + key + "'";
+    const long ki = look.var(key);
+    if (ki < 0) return Status(Code::not_found, what + " is not in checkpoint " + std::to_string(idx.step));
+    const VarRecord& kv = idx.vars[static_cast<std::size_t>(ki)];
+    if (kv.kind != RegionKind::joined || !is_integer_dtype(kv.dtype) || kv.global.size() > 2 ||
+        (kv.global.size() == 2 && kv.global[1] != 1))
+      return Status(Code::invalid_argument, what + " of checkpoint " + std::to_string(idx.step) + " is a " +
+                                                region_kind_name(kv.kind) + " " + dtype_name(kv.dtype) + " array " +
+                                                shape_text(kv.global) +
+                                                "; a key is a joined integer array of one value per row");
+    const std::uint64_t total = kv.global[0];
+    for (const Region* r : users) {
+      const long vi = look.var(r->name);
+      if (vi < 0)
+        return Status(Code::not_found, "variable '" + r->name + "' is not in checkpoint " + std::to_string(idx.step));
+      const VarRecord& v = idx.vars[static_cast<std::size_t>(vi)];
+      if (v.kind != RegionKind::joined || v.global[0] != total)
+        return Status(Code::mismatch, "variable '" + r->name + "' of checkpoint " + std::to_string(idx.step) + " has " +
+                                          (v.kind == RegionKind::joined ? std::to_string(v.global[0]) + " rows"
+                                                                        : std::string("no rows")) +
+                                          ", its " + what + " " + std::to_string(total) + ": not a key of it");
+    }
+    // This rank's share of the key column, read (and verified) like any joined region.
+    const JoinedRows share = balanced_rows(total, m_rank, m_size);
+    const std::size_t esize = dtype_size(kv.dtype);
+    std::vector<std::uint8_t> column(static_cast<std::size_t>(share.count()) * esize);
+    Status st = local;
+    if (st.ok()) {
+      Region col;
+      col.name = key;
+      col.ptr = column.data();
+      col.dtype = kv.dtype;
+      col.kind = RegionKind::joined;
+      col.count = kv.global;
+      col.count[0] = share.count();
+      col.first_row = share.begin;
+      st = restore_region(idx, look, col, reader, bounces);
+      for (const Fence f : bounces.fence)  // the column is read here, on the host, at once
+        if (st.ok()) st = m_device.wait(f);
+    }
+    // Its (key, row) pairs go to the keys' owners; the requests (key, position) too.
+    std::vector<std::vector<std::uint64_t>> pairs(static_cast<std::size_t>(m_size)), asks = pairs;
+    for (std::uint64_t i = 0; st.ok() && i < share.count(); ++i) {
+      std::int64_t k = 0;
+      if (!widen_integer(column.data() + i * esize, kv.dtype, k))
+        st = Status(Code::invalid_argument, what + ": stored row " + std::to_string(share.begin + i) +
+                                                " holds a value beyond the keys ckpt looks up (up to 2^63 - 1)");
+      auto& to = pairs[static_cast<std::size_t>(key_owner(static_cast<std::uint64_t>(k), m_size))];
+      to.push_back(static_cast<std::uint64_t>(k));
+      to.push_back(share.begin + i);
+    }
+    std::uint64_t position = 0;
+    for (const Region* r : users)
+      for (const std::uint64_t k : r->restart_rows->values) {
+        auto& to = asks[static_cast<std::size_t>(key_owner(k, m_size))];
+        to.push_back(k);
+        to.push_back(position++);
+      }
+    CKPT_RETURN_IF_ERROR(agree(m_app_comm, st));
+    auto held = alltoallv_u64(m_app_comm, pairs);
+    if (!held.ok()) return held.status().with_context(what);
+    auto asked = alltoallv_u64(m_app_comm, asks);
+    if (!asked.ok()) return asked.status().with_context(what);
+    // The owner's answers: the row of each key asked for. A key held by two rows fails when it is
+    // asked for (which row would it be?); one held by no row fails on the rank that asked.
+    std::unordered_map<std::uint64_t, std::uint64_t> row_of, second_row_of;
+    for (const auto& from : held.value())
+      for (std::size_t j = 0; j + 1 < from.size(); j += 2) {
+        auto [it, fresh] = row_of.emplace(from[j], from[j + 1]);
+        if (!fresh) second_row_of.emplace(from[j], std::max(it->second, from[j + 1]));
+        if (!fresh) it->second = std::min(it->second, from[j + 1]);
+      }
+    std::vector<std::vector<std::uint64_t>> answers(static_cast<std::size_t>(m_size));
+    for (std::size_t from = 0; from < asked->size(); ++from) {
+      const auto& a = asked.value()[from];
+      for (std::size_t j = 0; j + 1 < a.size(); j += 2) {
+        auto it = row_of.find(a[j]);
+        answers[from].push_back(a[j + 1]);
+        answers[from].push_back(it == row_of.end() ? kNoRow : it->second);
+        auto dup = second_row_of.find(a[j]);
+        if (dup != second_row_of.end() && st.ok())
+          st = Status(Code::invalid_argument,
+                      what + " is not unique: value " + std::to_string(static_cast<std::int64_t>(a[j])) +
+                          " (asked for by rank " + std::to_string(from) + ") is held by stored rows " +
+                          std::to_string(it->second) + " and " + std::to_string(dup->second));
+      }
+    }
+    CKPT_RETURN_IF_ERROR(agree(m_app_comm, st));
+    auto got = alltoallv_u64(m_app_comm, answers);
+    if (!got.ok()) return got.status().with_context(what);
+    std::vector<std::uint64_t> rows(static_cast<std::size_t>(position), kNoRow);
+    for (const auto& from : got.value())
+      for (std::size_t j = 0; j + 1 < from.size(); j += 2)
+        if (from[j] < rows.size()) rows[static_cast<std::size_t>(from[j])] = from[j + 1];
+    std::size_t at = 0;
+    for (const Region* r : users) {
+      std::vector<std::uint64_t> mine(rows.begin() + static_cast<std::ptrdiff_t>(at),
+                                      rows.begin() + static_cast<std::ptrdiff_t>(at + r->restart_rows->values.size()));
+      for (std::size_t i = 0; i < mine.size() && st.ok(); ++i)
+        if (mine[i] == kNoRow)
+          st = Status(Code::not_found, "region '" + r->name + "': no stored row of " + what + " holds " +
+                                           std::to_string(static_cast<std::int64_t>(r->restart_rows->values[i])) +
+                                           " (asked for as row " + std::to_string(i) + " on rank " +
+                                           std::to_string(m_rank) + ")");
+      at += mine.size();
+      out.emplace_back(r->name, std::move(mine));
+    }
+    CKPT_RETURN_IF_ERROR(agree(m_app_comm, st));
+  }
+  return out;
+}
+
 Result<JoinedRows> Restorer::joined_rows(std::int64_t step, const std::string& name, Capture& capture) {
   (void)capture.wait_all();  // the step asked for may be in flight
   // Wherever restart(step) looks: the node level first (every node holds the whole index; a step may
@@ -349,44 +524,78 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
   if (v.ndim != r.count.size())
     return mismatch("stored with " + std::to_string(v.ndim) + " dimensions, registered with " +
                     std::to_string(r.count.size()) + " " + shape_text(r.count));
-  Shape mstart = want_global ? r.start : Shape(r.count.size(), 0);
+  // Where each stored block's elements land: boxes (lo, hi) of it in the stored array's coordinates,
+  // each with the origin of the destination (the stored coordinates of the region's first element; with
+  // a memory selection, of the allocation's: origin - mem_start. Unsigned arithmetic wraps, and
+  // RowWalker's offsets, sums of (index - origin) * stride, come out right modulo 2^64).
+  struct Target {
+    Shape lo, hi, origin;
+  };
+  const auto selection_origin = [&](Shape origin) {
+    if (!r.packed())
+      for (std::size_t d = 0; d < origin.size(); ++d) origin[d] -= r.mem_start[d];
+    return origin;
+  };
+  const std::vector<std::uint32_t>& blocks = look.blocks(vi);
+  std::vector<std::vector<Target>> targets(blocks.size());  // per block of the variable
   if (r.kind == RegionKind::joined) {
-    auto first = joined_first_row(v, r);
-    if (!first.ok()) return mismatch(first.status().message());
-    mstart.assign(r.count.size(), 0);
-    mstart[0] = first.value();
-  } else if (want_global && v.global != r.global) {
-    return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
+    // Runs of consecutive stored rows that land in consecutive rows here, cut at the blocks' bounds.
+    auto runs = joined_runs(v, r);
+    if (!runs.ok()) return mismatch(runs.status().message());
+    std::vector<std::pair<std::uint64_t, std::size_t>> starts;  // (first stored row, position in blocks)
+    for (std::size_t k = 0; k < blocks.size(); ++k) starts.emplace_back(idx.blocks[blocks[k]].start[0], k);
+    std::sort(starts.begin(), starts.end());
+    Shape origin(r.count.size(), 0);
+    for (const RowRun& run : runs.value()) {
+      auto k = std::upper_bound(starts.begin(), starts.end(), std::make_pair(run.src, ~std::size_t{0}));
+      if (k != starts.begin()) --k;
+      origin[0] = run.src - run.dst;  // the stored row that would land in this rank's row 0
+      for (; k != starts.end() && k->first < run.src + run.len; ++k) {
+        const BlockRecord& b = idx.blocks[blocks[k->second]];
+        const std::uint64_t lo0 = std::max(run.src, b.start[0]),
+                            hi0 = std::min(run.src + run.len, b.start[0] + b.count[0]);
+        if (lo0 >= hi0) continue;
+        Target t{Shape(r.count.size(), 0), r.count, selection_origin(origin)};
+        t.lo[0] = lo0;
+        t.hi[0] = hi0;
+        targets[k->second].push_back(std::move(t));
+      }
+    }
+  } else if (want_global) {
+    if (v.global != r.global)
+      return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const BlockRecord& b = idx.blocks[blocks[k]];
+      Target t{Shape(r.count.size()), Shape(r.count.size()), selection_origin(r.start)};
+      if (intersect_boxes(r.start, r.count, b.start, b.count, t.lo, t.hi)) targets[k].push_back(std::move(t));
+    }
+  } else {
+    // The block of the same rank; a uniform value may come from any rank.
+    const bool same_ranks = idx.nranks == static_cast<std::uint32_t>(m_size);
+    for (std::size_t k = 0; k < blocks.size(); ++k) {
+      const BlockRecord& b = idx.blocks[blocks[k]];
+      if (same_ranks ? b.rank != static_cast<std::uint32_t>(m_rank) : !(v.uniform && b.rank == 0)) continue;
+      if (b.count != r.count)
+        return mismatch("stored extents " + shape_text(b.count) + " (rank " + std::to_string(b.rank) +
+                        "), registered " + shape_text(r.count) + " on rank " + std::to_string(m_rank));
+      targets[k].push_back(Target{Shape(r.count.size(), 0), r.count, selection_origin(Shape(r.count.size(), 0))});
+      break;
+    }
   }
 
   const std::size_t esize = dtype_size(r.dtype);
   std::uint64_t copied_elems = 0;
 
-  for (const std::uint32_t bi : look.blocks(vi)) {
-    const BlockRecord& b = idx.blocks[bi];
-    Shape lo(r.count.size()), hi(r.count.size());
-    if (want_global) {
-      if (!intersect_boxes(mstart, r.count, b.start, b.count, lo, hi)) continue;
-    } else {
-      // The block of the same rank; a uniform value may come from any rank.
-      const bool same_ranks = idx.nranks == static_cast<std::uint32_t>(m_size);
-      if (same_ranks ? b.rank != static_cast<std::uint32_t>(m_rank) : !(v.uniform && b.rank == 0)) continue;
-      if (b.count != r.count)
-        return mismatch("stored extents " + shape_text(b.count) + " (rank " + std::to_string(b.rank) +
-                        "), registered " + shape_text(r.count) + " on rank " + std::to_string(m_rank));
-      lo = Shape(r.count.size(), 0);
-      hi = r.count;
+  for (std::size_t k = 0; k < blocks.size(); ++k) {
+    if (targets[k].empty()) continue;  // nothing of this block lands here: not read
+    const BlockRecord& b = idx.blocks[blocks[k]];
+    std::vector<RowWalker> walkers;
+    for (const Target& t : targets[k]) {
+      walkers.emplace_back(t.lo, t.hi, b.start, b.count, t.origin, r.packed() ? r.count : r.mem_alloc, esize);
+      std::uint64_t elems = 1;
+      for (std::size_t d = 0; d < t.lo.size(); ++d) elems *= t.hi[d] - t.lo[d];
+      copied_elems += elems;
     }
-    // The destination: the region's box, or with a memory selection the allocation around it (its
-    // origin is mstart - mem_start; unsigned arithmetic wraps, and RowWalker's offsets, sums of
-    // (index - origin) * stride, come out right modulo 2^64).
-    Shape origin = mstart;
-    if (!r.packed())
-      for (std::size_t d = 0; d < origin.size(); ++d) origin[d] -= r.mem_start[d];
-    RowWalker rows(lo, hi, b.start, b.count, origin, r.packed() ? r.count : r.mem_alloc, esize);
-    std::uint64_t elems = 1;
-    for (std::size_t d = 0; d < lo.size(); ++d) elems *= hi[d] - lo[d];
-    copied_elems += elems;
     // Stream the whole stored block (to verify it), copying the rows of the intersection as they pass.
     // Pieces alternate between the two bounce chunks: reading piece k overlaps the copies of piece k-1.
     int cur = 0;  // the bounce chunk of the piece being read
@@ -403,16 +612,16 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
           // copy per row).
           RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); },
                            m_device.max_copy_pitch());
-          CKPT_RETURN_IF_ERROR(rows.scatter_piece(p0, n, [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) {
-            return batch.add(dst, src, len);
-          }));
+          for (RowWalker& rows : walkers)
+            CKPT_RETURN_IF_ERROR(rows.scatter_piece(
+                p0, n,
+                [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) { return batch.add(dst, src, len); }));
           CKPT_RETURN_IF_ERROR(batch.flush());
           auto f = m_device.fence();  // the bounce chunk is read into again after this fence
           CKPT_RETURN_IF_ERROR(f.status());
           bounces.fence[cur] = f.value();
           return Status::OK();
         }));
-    if (!want_global) break;
   }
   const std::uint64_t want = r.elements();
   if (copied_elems != want) {
@@ -448,7 +657,7 @@ std::optional<Shape> Restorer::stored_extents(const Index& idx, const IndexLooku
   if (v.kind == RegionKind::joined) {
     if (r.kind != RegionKind::joined) return std::nullopt;  // restore_region() names the mismatch
     Shape count = v.global;
-    count[0] = balanced_rows(v.global[0], m_rank, m_size).count();
+    count[0] = r.restart_rows ? r.restart_rows->values.size() : balanced_rows(v.global[0], m_rank, m_size).count();
     return count;
   }
   if (has_global_shape(v.kind) || r.kind == RegionKind::joined) return std::nullopt;
@@ -532,12 +741,26 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   bool began = false;
   Bounces bounces;
   if (local.ok()) local = m_device.restore_begin(stream);
+  BlockReader reader(found->dir, idx.value());
   if (local.ok()) {
     began = true;
     bounces.chunk[0] = m_pool.acquire();
     bounces.chunk[1] = m_pool.acquire();
-    BlockReader reader(found->dir, idx.value());
-    for (auto& r : regions) {
+  }
+  // Collective, every rank: the rows of the regions restarted by key (an agreed failure).
+  auto keyed = resolve_keys(idx.value(), look, regions, reader, bounces, local);
+  if (!keyed.ok()) local = verified = keyed.status();  // agreed already: no rank agrees on it again
+  if (local.ok()) {
+    for (auto& registered : regions) {
+      const Region* use = &registered;
+      Region with_rows;  // a keyed region with its rows found: restored as if given by index
+      for (auto& [name, rows] : keyed.value())
+        if (name == registered.name) {
+          with_rows = registered;
+          with_rows.restart_rows = std::make_shared<const RestartRows>(RestartRows{std::string(), std::move(rows)});
+          use = &with_rows;
+        }
+      const Region& r = *use;
       if (r.optional && look.var(r.name) < 0) {  // a variable added after this checkpoint was written
         m_skipped.push_back(r.name);
         continue;

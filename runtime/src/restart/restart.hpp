@@ -27,6 +27,11 @@ struct Bounces {
   int next = 0;
 };
 
+/// Stored rows [src, src + len) of a joined array landing in rows [dst, dst + len) of this rank's.
+struct RowRun {
+  std::uint64_t dst = 0, src = 0, len = 0;
+};
+
 /// A checkpoint's index and the directory its file names are relative to.
 struct StepIndex {
   Index index;
@@ -116,6 +121,18 @@ class Restorer {
   /// The first stored row of joined region `r` on this rank (its balanced share or r.first_row), or
   /// why its rows do not fit the stored ones `v`.
   Result<std::uint64_t> joined_first_row(const VarRecord& v, const Region& r) const;
+  /// Where joined region `r`'s rows come from in the stored array `v`: one run from its first row, or
+  /// the runs of its restart rows (row indices: set_restart_keys' are resolved first); or why they do
+  /// not fit.
+  Result<std::vector<RowRun>> joined_runs(const VarRecord& v, const Region& r) const;
+  /// Collective: the stored row indices of the regions with restart keys (set_restart_keys), by region
+  /// name, looked up in their key columns in `idx`: each rank reads its balanced share of each key
+  /// column and the requests are routed to the rank that holds each key's hash (three all-to-alls per
+  /// key column). `local`: this rank's state so far - a rank that failed takes part without reading
+  /// (only when it is ok are `bounces` acquired). Agreed: the same failure on every rank.
+  Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> resolve_keys(
+      const Index& idx, const IndexLookup& look, const std::vector<Region>& regions, BlockReader& reader,
+      Bounces& bounces, const Status& local);
   /// The extents `r` gets from checkpoint `idx` on this rank (what Source::resize is asked for), or
   /// nullopt when the checkpoint does not say (missing, another kind: restore_region() reports it).
   std::optional<Shape> stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const;
