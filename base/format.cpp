@@ -100,6 +100,115 @@ long IndexLookup::var(const std::string& name) const {
   return it == m_by_name.end() ? -1 : it->second;
 }
 
+// ---- records (shared with the version-2 index) -------------------------------------------------
+
+void put_file_record(ByteWriter& w, const FileRecord& f) {
+  w.str(f.name);
+  w.put<std::uint32_t>(f.writer);
+  w.put<std::uint64_t>(f.bytes);
+}
+
+void put_var_record(ByteWriter& w, const VarRecord& v) {
+  w.str(v.name);
+  w.put<std::uint8_t>(static_cast<std::uint8_t>(v.dtype));
+  w.put<std::uint8_t>(static_cast<std::uint8_t>(v.kind));
+  w.put<std::uint8_t>(v.uniform ? 1 : 0);
+  w.put<std::uint8_t>(0);
+  w.put<std::uint32_t>(v.ndim);
+  for (auto g : v.global) w.put<std::uint64_t>(g);
+  w.attrs(v.attrs);
+}
+
+void put_block_record(ByteWriter& w, const BlockRecord& b) {
+  w.put<std::uint32_t>(b.var);
+  w.put<std::uint32_t>(b.rank);
+  w.put<std::uint32_t>(b.file);
+  w.put<std::uint32_t>(b.has_stats ? kBlockFlagStats : 0u);
+  w.put<std::uint64_t>(b.offset);
+  w.put<std::uint64_t>(b.length);
+  for (auto s : b.start) w.put<std::uint64_t>(s);
+  for (auto c : b.count) w.put<std::uint64_t>(c);
+  w.put<std::uint64_t>(b.min_bits);
+  w.put<std::uint64_t>(b.max_bits);
+  w.put<std::uint64_t>(b.checksum);
+}
+
+Status get_file_record(ByteReader& r, std::uint32_t nranks, FileRecord& fr) {
+  if (!r.str(fr.name, 4096) || !r.get(fr.writer) || !r.get(fr.bytes)) return corrupt("bad file record");
+  if (!valid_file_name(fr.name)) return corrupt("file name '" + fr.name + "' not allowed");
+  if (fr.writer >= nranks) return corrupt("file '" + fr.name + "' names writer rank " + std::to_string(fr.writer));
+  return Status::OK();
+}
+
+Status get_var_record(ByteReader& r, VarRecord& v) {
+  std::uint8_t dt = 0, kind = 0, uni = 0, pad = 0;
+  if (!r.str(v.name, 255) || !r.get(dt) || !r.get(kind) || !r.get(uni) || !r.get(pad) || !r.get(v.ndim))
+    return corrupt("bad variable record");
+  if (!check_name(v.name).ok()) return corrupt("variable name '" + v.name + "' not allowed");
+  if (!valid_dtype(dt)) return corrupt("variable '" + v.name + "' has unknown dtype " + std::to_string(dt));
+  if (kind > 3) return corrupt("variable '" + v.name + "' has unknown kind");
+  if (v.ndim > kMaxDims) return corrupt("variable '" + v.name + "' has too many dimensions");
+  if (uni > 1) return corrupt("variable '" + v.name + "' has uniform = " + std::to_string(uni) + " (0 or 1)");
+  if (pad != 0) return corrupt("variable '" + v.name + "' has a non-zero reserved byte");
+  v.dtype = static_cast<DType>(dt);
+  v.kind = static_cast<RegionKind>(kind);
+  v.uniform = uni != 0;
+  if (v.kind == RegionKind::scalar && v.ndim != 0) return corrupt("scalar '" + v.name + "' has dimensions");
+  if (v.kind == RegionKind::joined && v.ndim == 0) return corrupt("joined array '" + v.name + "' has no dimensions");
+  v.global.clear();
+  if (has_global_shape(v.kind)) {
+    v.global.resize(v.ndim);
+    for (auto& g : v.global)
+      if (!r.get(g)) return corrupt("bad global shape");
+    std::uint64_t total = dtype_size(v.dtype);
+    for (auto g : v.global)
+      if (mul_overflows(total, g, total)) return corrupt("global shape of '" + v.name + "' overflows");
+  }
+  if (!r.attrs(v.attrs, kMaxAttrs)) return corrupt("bad attributes of '" + v.name + "'");
+  std::unordered_set<std::string> keys;  // annotate() replaces a key's value: a key twice is forged
+  for (const auto& kv : v.attrs)
+    if (!keys.insert(kv.first).second)
+      return corrupt("variable '" + v.name + "' has attribute '" + kv.first + "' twice");
+  return Status::OK();
+}
+
+Status get_block_record(ByteReader& r, std::size_t nvars, const std::function<const VarRecord&(std::uint32_t)>& var,
+                        std::size_t nfiles, std::uint32_t nranks, std::uint64_t i, BlockRecord& b) {
+  std::uint32_t flags = 0;
+  if (!r.get(b.var) || !r.get(b.rank) || !r.get(b.file) || !r.get(flags) || !r.get(b.offset) || !r.get(b.length))
+    return corrupt("bad block record " + std::to_string(i));
+  if (b.var >= nvars || b.file >= nfiles || b.rank >= nranks)
+    return corrupt("block " + std::to_string(i) + " refers to a missing variable, file or rank");
+  if ((flags & ~kBlockFlagStats) != 0) return corrupt("block " + std::to_string(i) + " has unknown flag bits");
+  const VarRecord& v = var(b.var);
+  b.start.resize(v.ndim);
+  b.count.resize(v.ndim);
+  for (auto& s : b.start)
+    if (!r.get(s)) return corrupt("bad block start");
+  for (auto& c : b.count)
+    if (!r.get(c)) return corrupt("bad block count");
+  if (!r.get(b.min_bits) || !r.get(b.max_bits) || !r.get(b.checksum)) return corrupt("bad block tail");
+  b.has_stats = (flags & kBlockFlagStats) != 0;
+  std::uint64_t elems = 1, bytes = 0;
+  for (std::uint32_t d = 0; d < v.ndim; ++d) {
+    if (mul_overflows(elems, b.count[d], elems)) return corrupt("block extents overflow");
+    if (has_global_shape(v.kind)) {
+      std::uint64_t end = 0;
+      if (__builtin_add_overflow(b.start[d], b.count[d], &end) || end > v.global[d])
+        return corrupt("block " + std::to_string(i) + " of '" + v.name + "' lies outside the global shape");
+      if (v.kind == RegionKind::joined && d > 0 && (b.start[d] != 0 || b.count[d] != v.global[d]))
+        return corrupt("block " + std::to_string(i) + " of joined array '" + v.name + "' is not a set of whole rows");
+    } else if (b.start[d] != 0) {
+      return corrupt("local block with a non-zero start");
+    }
+  }
+  if (mul_overflows(elems, dtype_size(v.dtype), bytes) || bytes != b.length)
+    return corrupt("block " + std::to_string(i) + " of '" + v.name + "' length disagrees with its extents");
+  std::uint64_t end = 0;
+  if (__builtin_add_overflow(b.offset, b.length, &end)) return corrupt("block offset overflows");
+  return Status::OK();
+}
+
 std::vector<std::uint8_t> encode_index(const Index& idx) {
   ByteWriter w;
   w.raw(kIndexMagic, 8);
@@ -113,36 +222,11 @@ std::vector<std::uint8_t> encode_index(const Index& idx) {
   w.str(idx.transport);
   w.attrs(idx.attrs);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.files.size()));
-  for (auto& f : idx.files) {
-    w.str(f.name);
-    w.put<std::uint32_t>(f.writer);
-    w.put<std::uint64_t>(f.bytes);
-  }
+  for (auto& f : idx.files) put_file_record(w, f);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.vars.size()));
-  for (auto& v : idx.vars) {
-    w.str(v.name);
-    w.put<std::uint8_t>(static_cast<std::uint8_t>(v.dtype));
-    w.put<std::uint8_t>(static_cast<std::uint8_t>(v.kind));
-    w.put<std::uint8_t>(v.uniform ? 1 : 0);
-    w.put<std::uint8_t>(0);
-    w.put<std::uint32_t>(v.ndim);
-    for (auto g : v.global) w.put<std::uint64_t>(g);
-    w.attrs(v.attrs);
-  }
+  for (auto& v : idx.vars) put_var_record(w, v);
   w.put<std::uint64_t>(idx.blocks.size());
-  for (auto& b : idx.blocks) {
-    w.put<std::uint32_t>(b.var);
-    w.put<std::uint32_t>(b.rank);
-    w.put<std::uint32_t>(b.file);
-    w.put<std::uint32_t>(b.has_stats ? kBlockFlagStats : 0u);
-    w.put<std::uint64_t>(b.offset);
-    w.put<std::uint64_t>(b.length);
-    for (auto s : b.start) w.put<std::uint64_t>(s);
-    for (auto c : b.count) w.put<std::uint64_t>(c);
-    w.put<std::uint64_t>(b.min_bits);
-    w.put<std::uint64_t>(b.max_bits);
-    w.put<std::uint64_t>(b.checksum);
-  }
+  for (auto& b : idx.blocks) put_block_record(w, b);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.rank_file.size()));
   for (auto f : idx.rank_file) w.put<std::uint32_t>(f);
   const std::uint64_t body_len = w.bytes().size() - body_start;
@@ -156,9 +240,6 @@ std::vector<std::uint8_t> encode_index(const Index& idx) {
   return std::move(w.bytes());
 }
 
-namespace {
-/// The blocks of every joined array tile its rows [0, global[0]) without gap or overlap, in rank order
-/// (the commit assigns them so; anything else is damage).
 Status check_joined_rows(const Index& idx) {
   std::vector<std::uint64_t> next(idx.vars.size(), 0);
   std::vector<std::uint32_t> last_rank(idx.vars.size(), 0);
@@ -181,7 +262,6 @@ Status check_joined_rows(const Index& idx) {
                      " rows but its blocks hold " + std::to_string(next[v]));
   return Status::OK();
 }
-}  // namespace
 
 Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   if (n < kIndexHeaderBytes + kIndexFooterBytes) return corrupt("index truncated (" + std::to_string(n) + " bytes)");
@@ -218,9 +298,8 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   if (!r.count(nfiles, 16, 1u << 24)) return fail("bad file count");
   idx.files.resize(nfiles);
   for (auto& fr : idx.files) {
-    if (!r.str(fr.name, 4096) || !r.get(fr.writer) || !r.get(fr.bytes)) return fail("bad file record");
-    if (!valid_file_name(fr.name)) return fail("file name '" + fr.name + "' not allowed");
-    if (fr.writer >= idx.nranks) return fail("file '" + fr.name + "' names writer rank " + std::to_string(fr.writer));
+    const Status st = get_file_record(r, idx.nranks, fr);
+    if (!st.ok()) return fail(st.message());
   }
   std::uint32_t nvars = 0;
   if (!r.count(nvars, 16, 1u << 28)) return fail("bad variable count");
@@ -228,33 +307,9 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   std::unordered_set<std::string> names;
   names.reserve(nvars);
   for (auto& v : idx.vars) {
-    std::uint8_t dt = 0, kind = 0, uni = 0, pad = 0;
-    if (!r.str(v.name, 255) || !r.get(dt) || !r.get(kind) || !r.get(uni) || !r.get(pad) || !r.get(v.ndim))
-      return fail("bad variable record");
-    if (!check_name(v.name).ok()) return fail("variable name '" + v.name + "' not allowed");
+    const Status st = get_var_record(r, v);
+    if (!st.ok()) return fail(st.message());
     if (!names.insert(v.name).second) return fail("variable '" + v.name + "' appears twice");
-    if (!valid_dtype(dt)) return fail("variable '" + v.name + "' has unknown dtype " + std::to_string(dt));
-    if (kind > 3) return fail("variable '" + v.name + "' has unknown kind");
-    if (v.ndim > kMaxDims) return fail("variable '" + v.name + "' has too many dimensions");
-    if (uni > 1) return fail("variable '" + v.name + "' has uniform = " + std::to_string(uni) + " (0 or 1)");
-    if (pad != 0) return fail("variable '" + v.name + "' has a non-zero reserved byte");
-    v.dtype = static_cast<DType>(dt);
-    v.kind = static_cast<RegionKind>(kind);
-    v.uniform = uni != 0;
-    if (v.kind == RegionKind::scalar && v.ndim != 0) return fail("scalar '" + v.name + "' has dimensions");
-    if (v.kind == RegionKind::joined && v.ndim == 0) return fail("joined array '" + v.name + "' has no dimensions");
-    if (has_global_shape(v.kind)) {
-      v.global.resize(v.ndim);
-      for (auto& g : v.global)
-        if (!r.get(g)) return fail("bad global shape");
-      std::uint64_t total = dtype_size(v.dtype);
-      for (auto g : v.global)
-        if (mul_overflows(total, g, total)) return fail("global shape of '" + v.name + "' overflows");
-    }
-    if (!r.attrs(v.attrs, kMaxAttrs)) return fail("bad attributes of '" + v.name + "'");
-    std::unordered_set<std::string> keys;  // annotate() replaces a key's value: a key twice is forged
-    for (const auto& kv : v.attrs)
-      if (!keys.insert(kv.first).second) return fail("variable '" + v.name + "' has attribute '" + kv.first + "' twice");
   }
   std::uint64_t nblocks = 0;
   if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max()))
@@ -262,42 +317,13 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   idx.blocks.resize(nblocks);
   std::unordered_set<std::uint64_t> var_rank;  // a variable has at most one block per rank
   var_rank.reserve(static_cast<std::size_t>(nblocks));
+  auto var_of = [&idx](std::uint32_t v) -> const VarRecord& { return idx.vars[v]; };
   for (std::uint64_t i = 0; i < nblocks; ++i) {
     auto& b = idx.blocks[i];
-    std::uint32_t flags = 0;
-    if (!r.get(b.var) || !r.get(b.rank) || !r.get(b.file) || !r.get(flags) || !r.get(b.offset) || !r.get(b.length))
-      return fail("bad block record " + std::to_string(i));
-    if (b.var >= idx.vars.size() || b.file >= idx.files.size() || b.rank >= idx.nranks)
-      return fail("block " + std::to_string(i) + " refers to a missing variable, file or rank");
-    if ((flags & ~kBlockFlagStats) != 0) return fail("block " + std::to_string(i) + " has unknown flag bits");
+    const Status st = get_block_record(r, idx.vars.size(), var_of, idx.files.size(), idx.nranks, i, b);
+    if (!st.ok()) return fail(st.message());
     if (!var_rank.insert((static_cast<std::uint64_t>(b.var) << 32) | b.rank).second)
       return fail("rank " + std::to_string(b.rank) + " has two blocks of '" + idx.vars[b.var].name + "'");
-    const VarRecord& v = idx.vars[b.var];
-    b.start.resize(v.ndim);
-    b.count.resize(v.ndim);
-    for (auto& s : b.start)
-      if (!r.get(s)) return fail("bad block start");
-    for (auto& c : b.count)
-      if (!r.get(c)) return fail("bad block count");
-    if (!r.get(b.min_bits) || !r.get(b.max_bits) || !r.get(b.checksum)) return fail("bad block tail");
-    b.has_stats = (flags & kBlockFlagStats) != 0;
-    std::uint64_t elems = 1, bytes = 0;
-    for (std::uint32_t d = 0; d < v.ndim; ++d) {
-      if (mul_overflows(elems, b.count[d], elems)) return fail("block extents overflow");
-      if (has_global_shape(v.kind)) {
-        std::uint64_t end = 0;
-        if (__builtin_add_overflow(b.start[d], b.count[d], &end) || end > v.global[d])
-          return fail("block " + std::to_string(i) + " of '" + v.name + "' lies outside the global shape");
-        if (v.kind == RegionKind::joined && d > 0 && (b.start[d] != 0 || b.count[d] != v.global[d]))
-          return fail("block " + std::to_string(i) + " of joined array '" + v.name + "' is not a set of whole rows");
-      } else if (b.start[d] != 0) {
-        return fail("local block with a non-zero start");
-      }
-    }
-    if (mul_overflows(elems, dtype_size(v.dtype), bytes) || bytes != b.length)
-      return fail("block " + std::to_string(i) + " of '" + v.name + "' length disagrees with its extents");
-    std::uint64_t end = 0;
-    if (__builtin_add_overflow(b.offset, b.length, &end)) return fail("block offset overflows");
   }
   CKPT_RETURN_IF_ERROR(check_joined_rows(idx));
   std::uint32_t nmap = 0;

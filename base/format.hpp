@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -96,6 +97,27 @@ class IndexLookup {
   std::unordered_map<std::string, long> m_by_name;
   std::vector<std::vector<std::uint32_t>> m_blocks;
 };
+
+/// The blocks of every joined array of `idx` tile its rows [0, global[0]) without gap or overlap, in
+/// block order, which must be rank order (the commit assigns them so; anything else is corrupt).
+Status check_joined_rows(const Index& idx);
+
+class ByteReader;
+class ByteWriter;
+/// The FILE, VAR and BLOCK records of version 1, which the version-2 index (base/index_v2.hpp) holds
+/// "as version 1". A get_* reads one record and checks what can be checked of it alone (names, kinds,
+/// extents against the variable, indices below `nfiles` / `nranks`; not a name or (variable, rank) seen
+/// twice); its Status is corrupt, saying what without a prefix (the caller adds its own and the reader's
+/// position).
+void put_file_record(ByteWriter& w, const FileRecord& f);
+void put_var_record(ByteWriter& w, const VarRecord& v);
+void put_block_record(ByteWriter& w, const BlockRecord& b);
+Status get_file_record(ByteReader& r, std::uint32_t nranks, FileRecord& f);
+Status get_var_record(ByteReader& r, VarRecord& v);
+/// Block number `i` (for messages); `var(v)` is variable v (< nvars), whose kind and extents the block's are
+/// checked against.
+Status get_block_record(ByteReader& r, std::size_t nvars, const std::function<const VarRecord&(std::uint32_t)>& var,
+                        std::size_t nfiles, std::uint32_t nranks, std::uint64_t i, BlockRecord& b);
 
 /// The whole index file: header, body, footer.
 std::vector<std::uint8_t> encode_index(const Index& idx);

@@ -12,6 +12,11 @@ namespace ckpt::detail {
 
 std::uint64_t hash64(const void* p, std::size_t n) { return XXH3_64bits(p, n); }
 
+Hash128 hash128(const void* p, std::size_t n) {
+  const XXH128_hash_t h = XXH3_128bits(p, n);
+  return Hash128{h.low64, h.high64};
+}
+
 Hasher::Hasher() : m_state(XXH3_createState()) { reset(); }
 Hasher::~Hasher() { XXH3_freeState(static_cast<XXH3_state_t*>(m_state)); }
 void Hasher::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(m_state)); }

@@ -13,6 +13,13 @@ namespace ckpt::detail {
 
 /// XXH3-64 of a byte range, and a streaming variant.
 std::uint64_t hash64(const void* p, std::size_t n);
+/// XXH3-128 (`XXH3_128bits`, seed 0) of a byte range; stored low half first (docs/format.md).
+struct Hash128 {
+  std::uint64_t lo = 0, hi = 0;
+  bool operator==(const Hash128& o) const { return lo == o.lo && hi == o.hi; }
+  bool operator!=(const Hash128& o) const { return !(*this == o); }
+};
+Hash128 hash128(const void* p, std::size_t n);
 class Hasher {
  public:
   Hasher();

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Seed corpus for the fuzz targets from real checkpoints: every index and the 64-byte header of
 # every data file under <checkpoint root>, every series step log, plus fuzz/corpus/options/*.yaml.
+# fuzz_index_v2 gets the same indexes (version 1: it splits them into version-2 objects itself).
 #   fuzz/make_corpus.sh build/test-tmp build-fuzz/corpus
 set -euo pipefail
 src=${1:?checkpoint root} out=${2:?output dir}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out/index" "$out/data_header" "$out/options" "$out/step_log"
+mkdir -p "$out/index" "$out/index_v2" "$out/data_header" "$out/options" "$out/step_log"
 n=0
 while IFS= read -r -d '' f; do
-  n=$((n + 1)); cp "$f" "$out/index/index.$n"
+  n=$((n + 1)); cp "$f" "$out/index/index.$n"; cp "$f" "$out/index_v2/index.$n"
   for d in "$(dirname "$f")"/*; do
     # Regular files only: the adversarial tests leave FIFOs named data.N and index (opening one blocks).
     [[ -f $d && ! -L $d ]] || continue
