@@ -1,0 +1,399 @@
+// perf/scale: the metadata a checkpoint moves as the rank count grows (issue 33) - exact bytes and MPI
+// rounds, counted by interposing MPI (the executable exports PMPI wrappers of every collective and
+// point-to-point call libckpt makes), and times, loosely (run oversubscribed on 2 cores).
+//
+// Every rank registers --locals local arrays (16 f64 of this rank only, different on every rank),
+// --globals blocks of global 1-D arrays (16 f64 per rank) and one joined array (rank r holds r % 3 + 1
+// rows of 4 f64). Per rank count:
+//   commit      one checkpoint (after a warm-up), counted from checkpoint() to its ticket's wait() on
+//               every rank, median of --reps: the bytes rank 0 received in that time (gathered reports,
+//               reduced values, broadcasts), the largest any other rank received, the collective calls
+//               of rank 0 (all of ckpt's threads), and committed_s (Ticket stats)
+//   restart     a fresh Runtime registering everything, restart(step) N->N: bytes received by the rank
+//               that received most and by rank 0 (which also reads the index file: its size is the
+//               `index` column), collective calls, time (max over ranks)
+//   restart N->M  the global and joined arrays only, restarted by the first half of the ranks (a
+//               sub-communicator): the same figures
+// "received" counts what an MPI call delivers into this rank's buffers: a rooted gather's receive
+// counts at the root, a broadcast's count off the root, an allreduce's or allgather's result, a
+// receive's count. Counting is off outside the measured calls (the program's own barriers).
+//
+//   mpiexec -n 64 --oversubscribe build/perf/scale --locals 100 --reps 3 --csv /tmp/scale.csv
+//   python3 perf/model.py --scale /tmp/scale.csv   (the projection to 27,648 and 65,536 ranks)
+#include <mpi.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "ckpt/ckpt.hpp"
+
+using namespace ckpt::bench;
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<std::uint64_t> g_bytes{0}, g_collectives{0}, g_messages{0};
+
+std::uint64_t extent_of(MPI_Datatype t) {
+  MPI_Aint lb = 0, ext = 0;
+  PMPI_Type_get_extent(t, &lb, &ext);
+  return static_cast<std::uint64_t>(ext);
+}
+void got(std::uint64_t n, MPI_Datatype t) {
+  if (g_counting.load(std::memory_order_relaxed)) g_bytes += n * extent_of(t);
+}
+void collective() {
+  if (g_counting.load(std::memory_order_relaxed)) ++g_collectives;
+}
+void message() {
+  if (g_counting.load(std::memory_order_relaxed)) ++g_messages;
+}
+int rank_in(MPI_Comm c) {
+  int r = 0;
+  PMPI_Comm_rank(c, &r);
+  return r;
+}
+std::uint64_t sum_counts(const int* counts, MPI_Comm c) {
+  int n = 0;
+  PMPI_Comm_size(c, &n);
+  std::uint64_t s = 0;
+  for (int i = 0; i < n; ++i) s += static_cast<std::uint64_t>(counts[i]);
+  return s;
+}
+std::uint64_t all_of(int each, MPI_Comm c) {
+  int n = 0;
+  PMPI_Comm_size(c, &n);
+  return static_cast<std::uint64_t>(each) * static_cast<std::uint64_t>(n);
+}
+}  // namespace
+
+// The interposed calls: count, then forward to the MPI library.
+extern "C" {
+int MPI_Allreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+  collective(), got(n, t);
+  return PMPI_Allreduce(s, r, n, t, op, c);
+}
+int MPI_Iallreduce(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c, MPI_Request* q) {
+  collective(), got(n, t);
+  return PMPI_Iallreduce(s, r, n, t, op, c, q);
+}
+int MPI_Bcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c) {
+  collective();
+  if (rank_in(c) != root) got(n, t);
+  return PMPI_Bcast(b, n, t, root, c);
+}
+int MPI_Ibcast(void* b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request* q) {
+  collective();
+  if (rank_in(c) != root) got(n, t);
+  return PMPI_Ibcast(b, n, t, root, c, q);
+}
+int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+  collective();
+  if (rank_in(c) == root) got(all_of(rn, c), rt);
+  return PMPI_Gather(s, sn, st, r, rn, rt, root, c);
+}
+int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt, int root,
+                MPI_Comm c) {
+  collective();
+  if (rank_in(c) == root) got(sum_counts(rc, c), rt);
+  return PMPI_Gatherv(s, sn, st, r, rc, d, rt, root, c);
+}
+int MPI_Igatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt,
+                 int root, MPI_Comm c, MPI_Request* q) {
+  collective();
+  if (rank_in(c) == root) got(sum_counts(rc, c), rt);
+  return PMPI_Igatherv(s, sn, st, r, rc, d, rt, root, c, q);
+}
+int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  collective(), got(all_of(rn, c), rt);
+  return PMPI_Allgather(s, sn, st, r, rn, rt, c);
+}
+int MPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
+                   MPI_Request* q) {
+  collective(), got(all_of(rn, c), rt);
+  return PMPI_Iallgather(s, sn, st, r, rn, rt, c, q);
+}
+int MPI_Allgatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt,
+                   MPI_Comm c) {
+  collective(), got(sum_counts(rc, c), rt);
+  return PMPI_Allgatherv(s, sn, st, r, rc, d, rt, c);
+}
+int MPI_Alltoall(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  collective(), got(all_of(rn, c), rt);
+  return PMPI_Alltoall(s, sn, st, r, rn, rt, c);
+}
+int MPI_Alltoallv(const void* s, const int* sc, const int* sd, MPI_Datatype st, void* r, const int* rc, const int* rd,
+                  MPI_Datatype rt, MPI_Comm c) {
+  collective(), got(sum_counts(rc, c), rt);
+  return PMPI_Alltoallv(s, sc, sd, st, r, rc, rd, rt, c);
+}
+int MPI_Exscan(const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
+  collective(), got(n, t);
+  return PMPI_Exscan(s, r, n, t, op, c);
+}
+int MPI_Barrier(MPI_Comm c) {
+  collective();
+  return PMPI_Barrier(c);
+}
+int MPI_Ibarrier(MPI_Comm c, MPI_Request* q) {
+  collective();
+  return PMPI_Ibarrier(c, q);
+}
+int MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status* st) {
+  message();
+  MPI_Status mine;
+  const int rc = PMPI_Recv(b, n, t, src, tag, c, st == MPI_STATUS_IGNORE ? &mine : st);
+  int count = 0;
+  PMPI_Get_count(st == MPI_STATUS_IGNORE ? &mine : st, t, &count);
+  got(static_cast<std::uint64_t>(count), t);
+  return rc;
+}
+int MPI_Irecv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request* q) {
+  message(), got(n, t);  // the posted size: an upper bound of what arrives
+  return PMPI_Irecv(b, n, t, src, tag, c, q);
+}
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { abort_job("scale", what); }
+
+struct Args {
+  int locals = 100, globals = 0, reps = 3;
+  std::string dir = "/tmp/ckpt-scale", csv;
+};
+
+/// The state of one rank: what it registers.
+struct State {
+  std::vector<std::vector<double>> locals, globals;
+  std::vector<double> rows;
+  std::uint64_t nrows = 0;
+  std::uint64_t first_row = 0;  // of this rank's rows in the joined array
+  /// `salt` 0: the values checkpointed; other: values a restart must overwrite.
+  State(const Args& a, int rank, double salt) {
+    for (int i = 0; i < a.locals; ++i) locals.emplace_back(16, rank * 1000.0 + i + salt);
+    for (int i = 0; i < a.globals; ++i) globals.emplace_back(16, rank * 1000.0 - i + salt);
+    nrows = static_cast<std::uint64_t>(rank % 3 + 1);
+    for (int q = 0; q < rank; ++q) first_row += static_cast<std::uint64_t>(q % 3 + 1);
+    rows.assign(nrows * 4, rank + 0.5 + salt);
+  }
+};
+
+std::string var_name(const char* kind, int i) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%s/%06d", kind, i);
+  return b;
+}
+
+void protect_all(ckpt::Runtime& rt, State& st, bool locals, int rank, int size) {
+  if (locals)
+    for (std::size_t i = 0; i < st.locals.size(); ++i)
+      if (auto s = rt.protect(var_name("l", static_cast<int>(i)), st.locals[i].data(), ckpt::DType::f64, {16});
+          !s.ok())
+        fail(s.to_string());
+  const std::uint64_t r = static_cast<std::uint64_t>(rank), n = static_cast<std::uint64_t>(size);
+  for (std::size_t i = 0; i < st.globals.size(); ++i)
+    if (auto s = rt.protect(var_name("g", static_cast<int>(i)), st.globals[i].data(), ckpt::DType::f64,
+                            ckpt::Block{{16 * n}, {16 * r}, {16}});
+        !s.ok())
+      fail(s.to_string());
+  if (auto s = rt.protect("rows", st.rows.data(), ckpt::DType::f64, ckpt::Joined{{st.nrows, 4}, st.first_row}); !s.ok())
+    fail(s.to_string());
+}
+
+/// What one measured call moved on this rank.
+struct Count {
+  std::uint64_t bytes = 0, collectives = 0, messages = 0;
+  double s = 0;
+};
+template <class F>
+Count counted(F&& f) {
+  g_bytes = 0, g_collectives = 0, g_messages = 0;
+  g_counting = true;
+  const auto t0 = Clock::now();
+  f();
+  Count c;
+  c.s = since(t0);
+  g_counting = false;
+  c.bytes = g_bytes, c.collectives = g_collectives, c.messages = g_messages;
+  return c;
+}
+
+/// A figure of rank 0 and the largest over the other ranks (0 with one rank).
+struct Spread {
+  std::uint64_t root = 0, others = 0;
+};
+Spread spread(std::uint64_t v, MPI_Comm comm) {
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  std::uint64_t mine = rank == 0 ? 0 : v, others = 0, root = rank == 0 ? v : 0, r0 = 0;
+  PMPI_Allreduce(&mine, &others, 1, MPI_UINT64_T, MPI_MAX, comm);
+  PMPI_Allreduce(&root, &r0, 1, MPI_UINT64_T, MPI_MAX, comm);
+  return {r0, others};
+}
+double max_s(double v, MPI_Comm comm) {
+  double m = 0;
+  PMPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  const int rank = world_rank();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  Args a;
+  parse_options(
+      argc, argv, "--locals --globals --reps --dir --csv",
+      [&](const std::string& k, const std::string& v) {
+        if (k == "--locals") a.locals = std::atoi(v.c_str());
+        else if (k == "--globals") a.globals = std::atoi(v.c_str());
+        else if (k == "--reps") a.reps = positive_option(k, v, fail);
+        else if (k == "--dir") a.dir = v;
+        else if (k == "--csv") a.csv = v;
+        else return false;
+        return true;
+      },
+      fail);
+  if (a.locals < 0 || a.globals < 0) fail("--locals and --globals must be >= 0");
+  if (rank == 0) {
+    std::filesystem::remove_all(a.dir);
+    if (auto e = make_dir(a.dir); !e.empty()) fail(e);
+  }
+  PMPI_Barrier(MPI_COMM_WORLD);
+  ckpt::Options o = ckpt::Options::defaults();
+  o.dir = a.dir;
+  o.keep = 1000;
+
+  // ---- commit: rank 0's receive per checkpoint ----
+  State st(a, rank, 0);
+  std::vector<Count> commits;
+  std::vector<double> committed;
+  std::int64_t last = 0;
+  {
+    ckpt::Runtime rt(MPI_COMM_WORLD, o);
+    if (!rt.status().ok()) fail(rt.status().to_string());
+    protect_all(rt, st, true, rank, size);
+    for (int k = 0; k <= a.reps; ++k) {
+      PMPI_Barrier(MPI_COMM_WORLD);
+      ckpt::Ticket t;
+      const Count c = counted([&] {
+        t = rt.checkpoint(k + 1);
+        if (auto s = t.wait(); !s.ok()) fail("checkpoint: " + s.to_string());
+      });
+      last = k + 1;
+      if (k == 0) continue;  // warm-up
+      commits.push_back(c);
+      committed.push_back(t.stats().committed_s);
+    }
+  }
+  // The median checkpoint by rank 0's received bytes (they hardly vary).
+  std::sort(commits.begin(), commits.end(), [](const Count& x, const Count& y) { return x.bytes < y.bytes; });
+  const Count& mid = commits[commits.size() / 2];
+  const Spread commit_bytes = spread(mid.bytes, MPI_COMM_WORLD);
+  const Spread commit_coll = spread(mid.collectives, MPI_COMM_WORLD);
+  const double commit_s = max_s(median(committed), MPI_COMM_WORLD);
+  std::uint64_t index_bytes = 0;
+  if (rank == 0) {
+    struct stat sb {};
+    if (::stat((a.dir + "/ckpt." + std::to_string(last) + "/index").c_str(), &sb) == 0)
+      index_bytes = static_cast<std::uint64_t>(sb.st_size);
+  }
+  PMPI_Bcast(&index_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+
+  // ---- restart N->N ----
+  State back(a, rank, 0.25);  // other values: the restart must bring them back
+  Count nn;
+  {
+    ckpt::Runtime rt(MPI_COMM_WORLD, o);
+    protect_all(rt, back, true, rank, size);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    nn = counted([&] {
+      if (auto s = rt.restart(last); !s.ok()) fail("restart N->N: " + s.to_string());
+    });
+    if (back.locals != st.locals || back.globals != st.globals || back.rows != st.rows) fail("restart N->N: wrong data");
+  }
+  const Spread nn_bytes = spread(nn.bytes, MPI_COMM_WORLD), nn_coll = spread(nn.collectives, MPI_COMM_WORLD);
+  const double nn_s = max_s(nn.s, MPI_COMM_WORLD);
+
+  // ---- restart N->M: the global and joined arrays, on the first half of the ranks ----
+  const int half = std::max(1, size / 2);
+  MPI_Comm sub = MPI_COMM_NULL;
+  PMPI_Comm_split(MPI_COMM_WORLD, rank < half ? 0 : MPI_UNDEFINED, rank, &sub);
+  Spread nm_bytes{}, nm_coll{};
+  double nm_s = 0;
+  if (sub != MPI_COMM_NULL) {
+    const std::uint64_t n = static_cast<std::uint64_t>(half), r = static_cast<std::uint64_t>(rank);
+    const std::uint64_t per = 16 * static_cast<std::uint64_t>(size);
+    const std::uint64_t g0 = per * r / n, g1 = per * (r + 1) / n;
+    std::vector<std::vector<double>> g(static_cast<std::size_t>(a.globals), std::vector<double>(g1 - g0));
+    Count c;
+    {
+      ckpt::Runtime rt(sub, o);
+      for (int i = 0; i < a.globals; ++i)
+        if (auto s = rt.protect(var_name("g", i), g[static_cast<std::size_t>(i)].data(), ckpt::DType::f64,
+                                ckpt::Block{{per}, {g0}, {g1 - g0}});
+            !s.ok())
+          fail(s.to_string());
+      auto jr = rt.joined_rows(last, "rows");
+      if (!jr.ok()) fail(jr.status().to_string());
+      std::vector<double> rows(jr->count() * 4);
+      if (auto s = rt.protect("rows", rows.data(), ckpt::DType::f64, ckpt::Joined{{jr->count(), 4}, std::nullopt}); !s.ok())
+        fail(s.to_string());
+      PMPI_Barrier(sub);
+      c = counted([&] {
+        if (auto s = rt.restart(last); !s.ok()) fail("restart N->M: " + s.to_string());
+      });
+    }
+    nm_bytes = spread(c.bytes, sub), nm_coll = spread(c.collectives, sub);
+    nm_s = max_s(c.s, sub);
+    PMPI_Comm_free(&sub);
+  }
+  if (rank == 0) {
+    std::printf("scale: %d rank(s), %d local + %d global arrays per rank + 1 joined array; %d checkpoint(s)\n",
+                size, a.locals, a.globals, a.reps);
+    std::printf("%-24s %12s %12s %12s %10s\n", "", "rank 0 KiB", "others KiB", "collectives", "ms");
+    std::printf("%-24s %12.1f %12s %12s %10s\n", "index file", index_bytes / 1024.0, "-", "-", "-");
+    std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "commit (received)", commit_bytes.root / 1024.0,
+                commit_bytes.others / 1024.0, static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3);
+    std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "restart N->N (received)", nn_bytes.root / 1024.0,
+                nn_bytes.others / 1024.0, static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3);
+    std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", ("restart N->" + std::to_string(half)).c_str(),
+                nm_bytes.root / 1024.0, nm_bytes.others / 1024.0, static_cast<unsigned long long>(nm_coll.root),
+                nm_s * 1e3);
+    if (!a.csv.empty()) {
+      const bool fresh = !std::filesystem::exists(a.csv);
+      FILE* f = std::fopen(a.csv.c_str(), "a");
+      if (f == nullptr) fail("cannot write " + a.csv);
+      if (fresh)
+        std::fprintf(f,
+                     "ranks,locals,globals,index_bytes,commit_root_bytes,commit_other_bytes,commit_collectives,commit_ms,"
+                     "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
+                     "nm_collectives,nm_ms\n");
+      std::fprintf(f, "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f\n", size, a.locals,
+                   a.globals, static_cast<unsigned long long>(index_bytes),
+                   static_cast<unsigned long long>(commit_bytes.root), static_cast<unsigned long long>(commit_bytes.others),
+                   static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3,
+                   static_cast<unsigned long long>(nn_bytes.root), static_cast<unsigned long long>(nn_bytes.others),
+                   static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3, half,
+                   static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
+                   static_cast<unsigned long long>(nm_coll.root), nm_s * 1e3);
+      std::fclose(f);
+    }
+  }
+  if (rank == 0) {
+    std::error_code ec;  // never throws: a leftover directory is no reason to fail the run
+    std::filesystem::remove_all(a.dir, ec);
+  }
+  PMPI_Barrier(MPI_COMM_WORLD);
+  MPI_Finalize();
+  return 0;
+}
