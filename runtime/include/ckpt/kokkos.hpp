@@ -22,8 +22,11 @@
 ///     (n0, ..., nk) has exactly the bytes of a row-major array of extents (nk, ..., n0): it is
 ///     registered with the extents (and a Block's global/start/count) reversed, and the region gets
 ///     the attribute layout=left. A LayoutStride View is accepted when it is contiguous in right or left
-///     order. A non-contiguous View (a strided subview, a padded allocation) is an invalid_argument
-///     error: checkpoint the parent View or deep_copy into a contiguous one.
+///     order, and when it is a box of a larger row-major (or column-major) allocation - the interior of
+///     a View with ghost cells, `Kokkos::subview(u, pair(g, nx + g), pair(g, ny + g))`, or a padded
+///     allocation: it is registered with a memory selection (Runtime::set_memory_selection), so only
+///     the box is stored and restart writes only the box. Other strided Views (every other element,
+///     a column of a row-major matrix) are an invalid_argument error.
 ///   - Restart into a View of the same layout: a LayoutLeft View restarted from a LayoutRight
 ///     checkpoint of a shape that is equal under reversal (e.g. n x n) would load transposed; the
 ///     layout attribute is there so that tools (and you) can tell.
@@ -127,21 +130,64 @@ Status check_memory_space(const std::string& name) {
 
 enum class Order { right, left };
 
-/// The View's extents in row-major order (reversed for left order) plus the element's trailing
-/// dimension, and whether the View was reversed; an error for non-contiguous Views.
+/// The extents of the row-major allocation that strided View `v` is a box of (at its data(), start 0),
+/// in row-major order (`reversed`: of the View's reversed dimensions, for left order); empty when the
+/// strides do not describe one (each stride a multiple of the next inner one, by at least its extent).
 template <class ViewType>
-Status row_major_shape(const std::string& name, const ViewType& v, Shape& dims, Order& order) {
+Shape box_allocation(const ViewType& v, bool reversed) {
+  constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
+  Shape ext(rank), stride(rank), alloc;
+  for (std::size_t d = 0; d < rank; ++d) {
+    const std::size_t k = reversed ? rank - 1 - d : d;
+    ext[d] = static_cast<std::uint64_t>(v.extent(k));
+    stride[d] = static_cast<std::uint64_t>(v.stride(k));
+  }
+  if (rank == 0 || stride[rank - 1] != 1) return alloc;
+  alloc.assign(rank, 0);
+  alloc[0] = ext[0];
+  for (std::size_t d = rank - 1; d > 0; --d) {
+    if (stride[d] == 0 || stride[d - 1] % stride[d] != 0 || stride[d - 1] / stride[d] < ext[d]) return Shape();
+    alloc[d] = stride[d - 1] / stride[d];
+  }
+  return alloc;
+}
+
+/// The View's extents in row-major order (reversed for left order) plus the element's trailing
+/// dimension, and whether the View was reversed. A View that is not contiguous but a box of a larger
+/// allocation gets that allocation's extents in `alloc` (row-major, with the trailing dimension; empty
+/// for a contiguous View); any other View is an error.
+template <class ViewType>
+Status row_major_shape(const std::string& name, const ViewType& v, Shape& dims, Order& order, Shape& alloc) {
   constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
   static_assert(rank <= 8, "Kokkos Views have at most 8 dimensions");
   using Layout = typename ViewType::array_layout;
   dims.assign(rank, 0);
+  alloc.clear();
   for (std::size_t d = 0; d < rank; ++d) dims[d] = static_cast<std::uint64_t>(v.extent(d));
   const bool empty = v.size() == 0;
-  if (!empty && !v.span_is_contiguous())
-    return Status(Code::invalid_argument,
-                  "region '" + name + "': the Kokkos::View '" + v.label() +
-                      "' is not contiguous (a strided subview or a padded allocation); checkpoint the parent "
-                      "View or deep_copy it into a contiguous View");
+  if (!empty && !v.span_is_contiguous()) {
+    // A box of a larger allocation (ghost cells, padding): stored through a memory selection.
+    constexpr std::uint64_t trailing = element_type<typename ViewType::value_type>().second;
+    const bool left = std::is_same<Layout, Kokkos::LayoutLeft>::value;
+    alloc = box_allocation(v, left);
+    order = left ? Order::left : Order::right;
+    if (alloc.empty() && !std::is_same<Layout, Kokkos::LayoutRight>::value && !left) {
+      alloc = box_allocation(v, true);  // a LayoutStride box of a column-major allocation
+      order = Order::left;
+    }
+    if (alloc.empty())
+      return Status(Code::invalid_argument,
+                    "region '" + name + "': the Kokkos::View '" + v.label() +
+                        "' is not contiguous and not a box of a row- or column-major allocation (a strided "
+                        "subview such as every other element or one column of a row-major matrix); checkpoint "
+                        "the parent View or deep_copy it into a contiguous View");
+    if (order == Order::left) std::reverse(dims.begin(), dims.end());
+    if (trailing != 0) {
+      dims.push_back(trailing);
+      alloc.push_back(trailing);
+    }
+    return Status::OK();
+  }
   if constexpr (std::is_same<Layout, Kokkos::LayoutRight>::value) {
     order = Order::right;
   } else if constexpr (std::is_same<Layout, Kokkos::LayoutLeft>::value) {
@@ -229,17 +275,20 @@ Source view_source(const std::string& name, ViewType& view) {
   constexpr std::size_t rank = static_cast<std::size_t>(ViewType::rank);
   Source src;
   src.locate = [name, &view] {
-    Shape dims;
+    Shape dims, alloc;
     Order order = Order::right;
-    Status s = row_major_shape(name, view, dims, order);
+    Status s = row_major_shape(name, view, dims, order, alloc);
     if (!s.ok()) throw std::invalid_argument(s.message());
-    return Place{data_of(view), Dims(std::move(dims))};
+    MemorySelection box;
+    if (!alloc.empty()) box = MemorySelection{Dims(Shape(alloc.size(), 0)), Dims(std::move(alloc))};
+    return Place{data_of(view), Dims(std::move(dims)), std::move(box)};
   };
-  if constexpr (rank > 0) {
+  // Kokkos::resize takes no LayoutStride View (a subview): such a View is restored with the extents it has.
+  if constexpr (rank > 0 && !std::is_same<typename ViewType::array_layout, Kokkos::LayoutStride>::value) {
     src.resize = [name, &view](const Shape& count) {
-      Shape dims;
+      Shape dims, alloc;
       Order order = Order::right;
-      CKPT_RETURN_IF_ERROR(row_major_shape(name, view, dims, order));
+      CKPT_RETURN_IF_ERROR(row_major_shape(name, view, dims, order, alloc));
       if (count.size() != dims.size())
         return Status(Code::mismatch, "region '" + name + "': the checkpoint holds " + std::to_string(count.size()) +
                                           " dimensions, the View has " + std::to_string(dims.size()));
@@ -248,6 +297,27 @@ Source view_source(const std::string& name, ViewType& view) {
     };
   }
   return src;
+}
+
+/// After protect(): the memory selection of a View that is a box of a larger allocation; a refusal
+/// unregisters the region again (nothing stays registered by a failed protect).
+inline Status select_box(Runtime& rt, const std::string& name, const Shape& alloc) {
+  if (alloc.empty()) return Status::OK();
+  Status s = rt.set_memory_selection(name, MemorySelection{Dims(Shape(alloc.size(), 0)), Dims(alloc)});
+  if (!s.ok()) (void)rt.unprotect(name);
+  return s;
+}
+
+/// update() of a View: the region's selection becomes the View's - the View says how its memory is laid
+/// out, so a box registered before never outlives it (none for a contiguous View). The selection is
+/// cleared first, so that the new extents are checked against the new allocation, not the old one; a
+/// refusal of the update then leaves the region packed at its previous pointer and extents.
+template <class Apply>
+Status update_with_box(Runtime& rt, const std::string& name, const Shape& alloc, Apply&& apply) {
+  if (!rt.set_memory_selection(name, MemorySelection{}).ok()) return apply();  // not protected, a Source: it says
+  CKPT_RETURN_IF_ERROR(apply());
+  if (alloc.empty()) return Status::OK();
+  return rt.set_memory_selection(name, MemorySelection{Dims(Shape(alloc.size(), 0)), Dims(alloc)});
 }
 
 }  // namespace detail::kokkos
@@ -291,11 +361,12 @@ Status protect(Runtime& rt, const std::string& name, const ViewType& view) {
   namespace K = detail::kokkos;
   K::check_view_type<ViewType>();
   CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
-  Shape dims;
+  Shape dims, alloc;
   K::Order order = K::Order::right;
-  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order, alloc));
   constexpr DType dt = K::element_type<typename ViewType::value_type>().first;
   CKPT_RETURN_IF_ERROR(rt.protect(name, K::data_of(view), dt, std::move(dims)));
+  CKPT_RETURN_IF_ERROR(K::select_box(rt, name, alloc));
   if (order == K::Order::left) return rt.annotate(name, "layout", "left");
   return Status::OK();
 }
@@ -309,13 +380,14 @@ Status protect(Runtime& rt, const std::string& name, const ViewType& view, const
   K::check_view_type<ViewType>();
   static_assert(static_cast<std::size_t>(ViewType::rank) >= 1, "a Block needs a View of rank >= 1");
   CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
-  Shape dims;
+  Shape dims, alloc;
   K::Order order = K::Order::right;
-  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order, alloc));
   Block b;
   CKPT_RETURN_IF_ERROR(K::row_major_block(name, view, block, order, b));
   constexpr DType dt = K::element_type<typename ViewType::value_type>().first;
   CKPT_RETURN_IF_ERROR(rt.protect(name, K::data_of(view), dt, b));
+  CKPT_RETURN_IF_ERROR(K::select_box(rt, name, alloc));
   if (order == K::Order::left) return rt.annotate(name, "layout", "left");
   return Status::OK();
 }
@@ -327,10 +399,10 @@ Status update(Runtime& rt, const std::string& name, const ViewType& view) {
   namespace K = detail::kokkos;
   K::check_view_type<ViewType>();
   CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
-  Shape dims;
+  Shape dims, alloc;
   K::Order order = K::Order::right;
-  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
-  return rt.update(name, K::data_of(view), std::move(dims));
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order, alloc));
+  return K::update_with_box(rt, name, alloc, [&] { return rt.update(name, K::data_of(view), Dims(dims)); });
 }
 
 /// Block form of update(); `block` in the View's index order as for protect().
@@ -340,12 +412,12 @@ Status update(Runtime& rt, const std::string& name, const ViewType& view, const 
   K::check_view_type<ViewType>();
   static_assert(static_cast<std::size_t>(ViewType::rank) >= 1, "a Block needs a View of rank >= 1");
   CKPT_RETURN_IF_ERROR(K::check_memory_space<typename ViewType::memory_space>(name));
-  Shape dims;
+  Shape dims, alloc;
   K::Order order = K::Order::right;
-  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order));
+  CKPT_RETURN_IF_ERROR(K::row_major_shape(name, view, dims, order, alloc));
   Block b;
   CKPT_RETURN_IF_ERROR(K::row_major_block(name, view, block, order, b));
-  return rt.update(name, K::data_of(view), b);
+  return K::update_with_box(rt, name, alloc, [&] { return rt.update(name, K::data_of(view), b); });
 }
 
 }  // namespace ckpt
