@@ -110,6 +110,7 @@ lib = _load_library()
 
 P = ctypes.c_void_p
 u64p = ctypes.POINTER(ctypes.c_uint64)
+i64p = ctypes.POINTER(ctypes.c_int64)
 u32p = ctypes.POINTER(ctypes.c_uint32)
 strp = ctypes.POINTER(ctypes.c_char_p)
 _i64 = ctypes.c_int64
@@ -170,6 +171,9 @@ _SIGNATURES = {
     "ckpt_joined_rows": [P, _i64, ctypes.c_char_p, u64p, u64p, u64p],
     "ckpt_set_optional": [P, ctypes.c_char_p, _int],
     "ckpt_set_memory_selection": [P, ctypes.c_char_p, _int, u64p, u64p],
+    "ckpt_set_restart_rows": [P, ctypes.c_char_p, u64p, ctypes.c_size_t],
+    "ckpt_set_restart_keys": [P, ctypes.c_char_p, ctypes.c_char_p, i64p, ctypes.c_size_t],
+    "ckpt_clear_restart_rows": [P, ctypes.c_char_p],
     "ckpt_unprotect": [P, ctypes.c_char_p],
     "ckpt_annotate": [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p],
     "ckpt_checkpoint": [P, _i64, P, ctypes.POINTER(P)],

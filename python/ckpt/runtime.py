@@ -32,8 +32,8 @@ from collections import namedtuple
 import numpy as np
 
 from . import _arrays
-from ._lib import (CODES, CheckpointStatsC, PreconditionError, RestartWarning, check, error, exception, lib, to_bytes,
-                   u64_array)
+from ._lib import (CODES, CheckpointStatsC, PreconditionError, RestartWarning, check, error, exception, i64p, lib,
+                   to_bytes, u64_array, u64p)
 
 _P = ctypes.c_void_p
 _KIND_SCALAR, _KIND_LOCAL, _KIND_GLOBAL, _KIND_JOINED = "scalar", "local", "global", "joined"
@@ -140,6 +140,53 @@ def _ints(values, what, name):
     return out
 
 
+def _name_bytes(name, what, arg):
+    """A region or key name (str, or bytes as the reader gives them) as the bytes the C API takes."""
+    if not isinstance(name, (str, bytes)):
+        raise error("invalid_argument", f"{what}: {arg} must be a str, not {type(name).__name__}")
+    return to_bytes(name)
+
+
+def _integer_array(values, what, name, dtype):
+    """`values` - a sequence of integers (anything operator.index takes: int, numpy integers) or a 1-d
+    numpy array of an integer dtype - as a C-contiguous numpy array of `dtype` (np.uint64: stored rows,
+    >= 0; np.int64: key values) for the C API; InvalidArgumentError for anything else, for a value out of
+    the range of `dtype` (a negative row), and for bool, float, str or bytes (bytes would iterate as
+    integers). A numpy array of the right type is passed on without a copy."""
+    info = np.iinfo(dtype)
+    kind = "integers >= 0 (of uint64)" if info.min == 0 else "integers of int64"
+    if isinstance(values, (str, bytes, bytearray, memoryview)):
+        raise error("invalid_argument", f"{what}: {name} must be a sequence of {kind}, got {type(values).__name__}")
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        if values.ndim != 1:
+            raise error("invalid_argument", f"{what}: {name} must be one-dimensional, got an array of shape "
+                                            f"{values.shape}")
+        if values.dtype.kind not in "iu":
+            raise error("invalid_argument", f"{what}: {name} must be {kind}, got an array of {values.dtype}")
+        bad = np.flatnonzero(values < 0) if info.min == 0 else (
+            np.flatnonzero(values > info.max) if values.dtype.kind == "u" and values.dtype.itemsize == 8 else ())
+        if len(bad):
+            i = int(bad[0])
+            raise error("invalid_argument", f"{what}: {name}[{i}] is {values[i]}; {name} must be {kind}")
+        return np.ascontiguousarray(values, dtype=dtype)
+    try:
+        items = iter(values)
+    except TypeError:
+        raise error("invalid_argument", f"{what}: {name} must be a sequence of {kind}, not "
+                                        f"{type(values).__name__}") from None
+    out = []
+    for i, v in enumerate(items):
+        try:
+            n = operator.index(v)
+        except TypeError:
+            raise error("invalid_argument", f"{what}: {name}[{i}] is {v!r} ({type(v).__name__}); {name} must be "
+                                            f"{kind}") from None
+        if not info.min <= n <= info.max:
+            raise error("invalid_argument", f"{what}: {name}[{i}] is {n}; {name} must be {kind}")
+        out.append(n)
+    return np.array(out, dtype=dtype)
+
+
 _open_runtimes = []  # Runtimes not closed yet, in creation order: closed at exit (see _close_at_exit)
 _atexit_registered = False
 
@@ -156,8 +203,8 @@ def _json_value(v):
 class Runtime:
     """The checkpoint runtime of one mpi4py communicator (ckpt_runtime). Collective calls (the constructor,
     checkpoint, restart, latest, joined_rows, wait_all, poll, close) are made by every process of the
-    communicator in the same order; protect/unprotect/annotate are each process's own. One thread at a
-    time. See docs/api-python.md."""
+    communicator in the same order; protect/unprotect/annotate and set_restart_rows/set_restart_keys/
+    clear_restart_rows are each process's own. One thread at a time. See docs/api-python.md."""
 
     def __init__(self, comm=None, options=None, config=None):
         """Collective. comm: an mpi4py communicator (None: MPI.COMM_WORLD); mpi4py must use the MPI library
@@ -406,6 +453,58 @@ class Runtime:
     def set_optional(self, name, optional=True):
         """Marks region `name` optional (or not): a restart from a checkpoint without it leaves it as it is."""
         check(lib.ckpt_set_optional(self._handle(f"set_optional({name!r})"), to_bytes(name), 1 if optional else 0))
+
+    def set_restart_rows(self, name, rows):
+        """Restart of joined array `name` fills this process's rows with the stored rows `rows`, in this
+        order: row i of the protected array gets stored row rows[i] (0-based, an index into the whole stored
+        array, whoever wrote it). rows: a sequence of integers >= 0 or a 1-d numpy integer array, one entry
+        per row protected under `name` when restart() runs (protect len(rows) rows; 0 allowed). Any order,
+        any subset; a row may be asked for by several processes, or twice by one. Only the stored blocks
+        that hold them are read. The N -> M restart of blocks that moved (AMR), by index; by id, see
+        set_restart_keys(). Each process its own (not collective).
+
+        Replaces first_row and the balanced split (and an earlier set_restart_rows/keys) until
+        clear_restart_rows(); kept when `name` is protected again (not after unprotect). restart() raises
+        MismatchError on every process for a row beyond the stored rows, or for len(rows) other than the
+        rows protected. Raises InvalidArgumentError for rows that are not integers >= 0 (before libckpt is
+        called: the earlier setting stays) or for a region that is not a joined array, NotFoundError when
+        `name` is not protected (ckpt_set_restart_rows)."""
+        what = f"set_restart_rows({name!r})"
+        h = self._handle(what)
+        bname = _name_bytes(name, what, "name")
+        a = _integer_array(rows, what, "rows", np.uint64)
+        check(lib.ckpt_set_restart_rows(h, bname, a.ctypes.data_as(u64p), a.size))
+
+    def set_restart_keys(self, name, key, keys):
+        """As set_restart_rows(), the rows named by their values in `key`: row i of this process's array
+        `name` gets the stored row whose value in `key` is keys[i]. key: the name of a joined integer array of
+        the checkpoint (any of ckpt's integer types) with one value per row of `name` - a block id; it need
+        not be protected at restart, and `name` itself may be the key (set_restart_keys("id", "id", keys)
+        restores the ids). keys: a sequence of integers or a 1-d numpy integer array (int64 values, negative
+        allowed), one per row protected under `name`; any order, overlapping across processes, twice on one.
+
+        Resolved by restart() (collective: each process reads its share of the key column and the
+        processes route the requests to one another, O(rows / processes) each; every process must restart
+        the same arrays by key). restart() raises, on every process: NotFoundError for a key value that no
+        stored row holds (naming it and the process that asked) or a key array the checkpoint lacks,
+        InvalidArgumentError for a value two stored rows hold or a key that is no joined integer array of
+        one value per row, MismatchError for len(keys) other than the rows protected or a key of another
+        row count. Raises InvalidArgumentError here for keys that are not integers of int64 (before
+        libckpt is called: the earlier setting stays), an empty key or a region that is not a joined
+        array, NotFoundError when `name` is not protected (ckpt_set_restart_keys)."""
+        what = f"set_restart_keys({name!r})"
+        h = self._handle(what)
+        bname, bkey = _name_bytes(name, what, "name"), _name_bytes(key, what, "key")
+        a = _integer_array(keys, what, "keys", np.int64)
+        check(lib.ckpt_set_restart_keys(h, bname, bkey, a.ctypes.data_as(i64p), a.size))
+
+    def clear_restart_rows(self, name):
+        """Back to first_row or the balanced split (joined_rows()) for joined array `name`, after
+        set_restart_rows() or set_restart_keys(). InvalidArgumentError for a region that is not a joined
+        array, NotFoundError when `name` is not protected (ckpt_clear_restart_rows)."""
+        what = f"clear_restart_rows({name!r})"
+        h = self._handle(what)
+        check(lib.ckpt_clear_restart_rows(h, _name_bytes(name, what, "name")))
 
     def annotate(self, name, key, value):
         """Attaches the string attribute key=value to region `name`, stored in every later checkpoint (the

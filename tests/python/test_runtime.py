@@ -14,7 +14,8 @@ padded rows: restored into the box only, stored as the packed box); the arrays r
 such box, read-only, scalars, objects, bad geometry, changed kind or dtype); device arrays through fake
 DLPack and CUDA-Array-Interface producers (device id, device types, strided views, stream handles passed to
 the C API, memory the host cannot read); processes that disagree (steps, one process's bad protect); the
-context manager.
+context manager; joined rows restarted by key and by index (set_restart_keys, set_restart_rows,
+clear_restart_rows) and their refusals.
 
 Environment: CKPTTEST_TMP (scratch root; default /tmp), PYTHONPATH / CKPT_LIBRARY (set by ctest, or the
 pip-installed package: tests/install)."""
@@ -480,6 +481,71 @@ def test_refusals(scratch):
     writer = [r for r in range(0, size, 2) for _ in range(2)]  # the rank that wrote each stored row
     agree((rows == np.array(writer[jr.begin:jr.end], float)[:, None] + 1).all(), f"rows {rows.tolist()}")
     rt.close()
+
+
+def test_restart_rows_and_keys(scratch, monkeypatch):
+    """set_restart_keys / set_restart_rows at this job's process count: every process asks for every stored
+    row (they overlap), in its own scrambled order, by id and by index; clear_restart_rows goes back to the
+    balanced split; bad rows are refused before libckpt is called (tests/python/rt_job.py `rows` has the
+    4 -> 4 and 4 -> 3 job with the collective refusals)."""
+    rt = runtime(scratch)
+    n = rank + 1  # rank r writes r + 1 rows [id, id * 10]
+    first = sum(range(1, rank + 1))
+    total = sum(range(1, size + 1))
+    ids_all = 5 * np.arange(total, dtype=np.int64)[::-1] - 3  # stored row k holds id ids_all[k]
+    ids = rt.protect("id", ids_all[first:first + n].copy(), joined=True)
+    rows = rt.protect("rows", np.stack([ids, ids * 10], axis=1).astype(np.float32), joined=True)
+    agree(rt.checkpoint(1).wait(), "checkpointed")
+    want = np.random.default_rng(rank).permutation(total)  # stored rows, scrambled per process
+    ids = rt.protect("id", np.zeros(total, np.int64), joined=True)
+    rows = rt.protect("rows", np.zeros((total, 2), np.float32), joined=True)
+    rt.set_restart_keys("rows", "id", ids_all[want].tolist())
+    rt.set_restart_keys("id", "id", ids_all[want])
+    agree(rt.restart(1) == 1 and ids.tolist() == ids_all[want].tolist(), f"ids by key {ids.tolist()}")
+    agree(np.array_equal(rows, np.stack([ids_all[want], ids_all[want] * 10], axis=1)), "rows by key")
+    rt.set_restart_rows("rows", want[::-1])
+    rt.set_restart_rows("id", [int(k) for k in want[::-1]])
+    rt.restart(1)
+    agree(ids.tolist() == ids_all[want[::-1]].tolist(), f"ids by row {ids.tolist()}")
+    agree(np.array_equal(rows[:, 1], ids_all[want[::-1]] * 10.0), "rows by row")
+    # Refused in Python, libckpt not called: the setting by row stays.
+    called = []
+    for f in ("ckpt_set_restart_rows", "ckpt_set_restart_keys"):
+        monkeypatch.setattr(ckpt.runtime.lib, f, lambda *a, f=f: called.append(f) or 0)
+    for call, words in [(lambda: rt.set_restart_rows("rows", [0, -1]), r"rows\[1\] is -1"),
+                        (lambda: rt.set_restart_rows("rows", np.array([-3])), r"rows\[0\] is -3"),
+                        (lambda: rt.set_restart_rows("rows", [0.0]), "float"),
+                        (lambda: rt.set_restart_rows("rows", np.zeros(2)), "float64"),
+                        (lambda: rt.set_restart_rows("rows", np.array([True])), "bool"),
+                        (lambda: rt.set_restart_rows("rows", b"\x01"), "bytes"),
+                        (lambda: rt.set_restart_rows("rows", 2), "sequence"),
+                        (lambda: rt.set_restart_keys("rows", "id", [2 ** 63]), "int64"),
+                        (lambda: rt.set_restart_keys("rows", 5, [1]), "key must be a str")]:
+        with pytest.raises(ckpt.InvalidArgumentError, match=words):
+            call()
+    monkeypatch.undo()
+    agree(called == [], f"libckpt called: {called}")
+    rows[...] = 0
+    rt.restart(1)
+    agree(np.array_equal(rows[:, 1], ids_all[want[::-1]] * 10.0), "rows by row after the refusals")
+    local = rt.protect("local", np.zeros(3))
+    with pytest.raises(ckpt.InvalidArgumentError, match="'local' is a local region, not a joined array"):
+        rt.set_restart_rows("local", [])
+    rt.unprotect("local")
+    del local
+    with pytest.raises(ckpt.NotFoundError, match="not protected"):
+        rt.clear_restart_rows("nosuch")
+    rt.clear_restart_rows("rows")
+    rt.clear_restart_rows("id")
+    jr = rt.joined_rows("rows", 1)
+    ids = rt.protect("id", np.zeros(jr.end - jr.begin, np.int64), joined=True)
+    rows = rt.protect("rows", np.zeros((jr.end - jr.begin, 2), np.float32), joined=True)
+    rt.restart(1)
+    agree(ids.tolist() == ids_all[jr.begin:jr.end].tolist() and np.array_equal(rows[:, 0], ids),
+          "the balanced split after clear_restart_rows")
+    rt.close()
+    with pytest.raises(ckpt.PreconditionError, match="closed"):
+        rt.set_restart_keys("rows", "id", [])
 
 
 SENTINEL = -7.25  # in the ghost cells and padding: what restart() must leave alone

@@ -6,6 +6,9 @@
 - N -> M: rt_job.py writes every region kind at 4 ranks and restarts at 2, 3 and 4, and at 2 -> 4;
 - the same checkpoints read by the reader API (ckpt.open, verify) and by the C++ tools (`ckpt verify`,
   `ckpt ls`);
+- blocks that move (AMR): rt_job.py writes a joined array of blocks and their ids at 4 ranks and restarts
+  them with Runtime.set_restart_keys / set_restart_rows on 4 ranks and on a sub-communicator of 3, each
+  rank asking for a scrambled, overlapping set; clear_restart_rows; the refusals on every rank;
 - one rank's exception inside `with ckpt.Runtime(...)` ends the job instead of hanging it;
 - a program that exits without close() has its checkpoint committed at exit; one that finalizes MPI
   itself first gets a warning, not a hang.
@@ -19,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -119,6 +123,33 @@ def test_n_to_m_restart(scratch, writers, readers):
     for pattern in (r"^g\s+f64\s+global\s+\[10, 3\]", r"^j\s+i64\s+joined\s+\[%d, 2\]" % c["j"].shape[0],
                     r"^step\s+i64\s+scalar\*", r"^table\s+i32\s+local\*", r"^mine\s+i16\s+local\s"):
         assert re.search(pattern, ls2, re.M), (pattern, ls2)
+    verify_all(d)
+
+
+def test_restart_rows_by_key_and_by_index(scratch):
+    d = f"{scratch}/rows"
+    out = run(mpi(4, RT_JOB, "rows", d)).stdout
+    assert "rows: ok 4 3" in out and "FAILED" not in out, out
+    # Each collective refusal was raised on every rank of its communicator, with the same message (the
+    # library's), printed by the communicator's rank 0.
+    for what, exc, needle, ranks in [
+            ("unknown key", "NotFoundError", "key 'id' holds 999999 (asked for as row 7 on rank 1)", 4),
+            ("duplicated key", "InvalidArgumentError", "key 'dup' is not unique", 4),
+            ("a missing key column", "NotFoundError", "key 'nosuch' is not in checkpoint 2", 4),
+            ("a float key column", "InvalidArgumentError", "a key is a joined integer array of one value per row", 4),
+            ("a row out of range", "MismatchError", "restart row 18 asked for on rank 3", 4),
+            ("a wrong row count", "MismatchError", "2 rows registered on rank 0, but 3 restart rows asked for", 4),
+            ("ranks that disagree", "InvalidArgumentError", "set_restart_keys", 4),
+            ("unknown key on 3 ranks", "NotFoundError", "no stored row of key 'id' holds -1", 3)]:
+        m = re.search(rf"^refused {what}: {exc} on ranks \[(.*)\]: (.*)$", out, re.M)
+        assert m and m.group(1) == ", ".join(map(str, range(ranks))) and needle in m.group(2), (what, out)
+    # What the job restarted from, through the reader: 18 blocks in rank order, found again by id.
+    c = ckpt.open(d).latest()
+    assert c.step == 2 and c["blocks"].shape == (18, 2, 3, 4) and c["id"].kind == "joined"
+    ids = c["id"].read()
+    assert sorted(ids.tolist()) == sorted(11 * k - 60 for k in range(18))
+    by_id = c["blocks"].read(order_by="id")
+    assert np.array_equal(by_id[:, 1, 2, 3], np.sort(ids) * 1000.0 + 1.0 + 23)
     verify_all(d)
 
 
