@@ -773,7 +773,8 @@ contains
     character(len=*), intent(in) :: name
     integer(int64), dimension(:), intent(in) :: rows
     integer, intent(out) :: ierr
-    integer(c_int64_t) :: copy(max(1, size(rows)))
+    integer(c_int64_t), allocatable :: copy(:)  ! on the heap: millions of rows fit any stack
+    allocate (copy(max(1, size(rows))))
     copy(1:size(rows)) = rows
     ierr = c_set_restart_rows(rt%handle, cstr(name), copy, int(size(rows), c_size_t))
   end subroutine ckpt_set_restart_rows
@@ -786,7 +787,8 @@ contains
     character(len=*), intent(in) :: name, key
     integer(int64), dimension(:), intent(in) :: keys
     integer, intent(out) :: ierr
-    integer(c_int64_t) :: copy(max(1, size(keys)))
+    integer(c_int64_t), allocatable :: copy(:)  ! on the heap: millions of keys fit any stack
+    allocate (copy(max(1, size(keys))))
     copy(1:size(keys)) = keys
     ierr = c_set_restart_keys(rt%handle, cstr(name), cstr(key), copy, int(size(keys), c_size_t))
   end subroutine ckpt_set_restart_keys

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,90 @@ TEST(CudaRanks, ReaderReadsBoxesIntoDeviceMemory) {
   ASSERT_EQ(cudaMemcpy(hids.data(), dids, hids.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost), cudaSuccess);
   EXPECT_EQ(hids, std::vector<std::int32_t>(5 + rank, 7 * rank));
   ASSERT_EQ(cudaFree(dids), cudaSuccess);
+  EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
+}
+
+// Restart keys into device memory: 4 ranks write joined rows from the host, ranks 0 and 1 take them by
+// key in a scrambled order (runs of one row, a row twice, runs that cross the writers' blocks) into
+// ghosted device allocations (a memory selection): each block is read once for every run landing in it,
+// the rows at the allocation's pitch become 2D copies. The ghost cells keep their bytes.
+TEST(CudaRanks, RestartKeysIntoGhostedDeviceMemory) {
+  const std::string why = ckpt::test::no_gpu_reason();
+  if (!ckpt::test::all_true(why.empty())) GTEST_SKIP() << (why.empty() ? "another rank has no GPU" : why);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  constexpr std::uint64_t kY = 3, kX = 5, kG = 1;  // a row: kY x kX cells, in (kY + 2) x (kX + 2)
+  const std::string dir = ckpt::test::scratch_dir();
+  const int rank = world_rank();
+  const auto id_of = [](std::uint64_t g) { return static_cast<std::int64_t>(1000 - 7 * g); };
+  const auto value = [&](std::int64_t id, std::uint64_t c) { return static_cast<double>(id) * 100 + c; };
+  const std::uint64_t n = 3 + static_cast<std::uint64_t>(rank), g0 = static_cast<std::uint64_t>(rank * (rank + 5) / 2),
+                      total = 18;
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.fsync = false;
+  o.chunk_bytes = 4096;  // several pieces per block
+  {
+    std::vector<double> rows(n * kY * kX);
+    std::vector<std::int64_t> ids(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      ids[i] = id_of(g0 + i);
+      for (std::uint64_t c = 0; c < kY * kX; ++c) rows[i * kY * kX + c] = value(ids[i], c);
+    }
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("rows", rows.data(), DType::f64, Joined{{n, kY, kX}}).ok());
+    ASSERT_TRUE(rt.protect("id", ids.data(), DType::i64, Joined{{n}}).ok());
+    ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Comm two;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &two);
+  auto restore = [&] {
+    std::vector<std::int64_t> want;  // rank 0: every odd stored row then 2..8; rank 1: the rest, backwards
+    if (rank == 0) {
+      for (std::uint64_t g = 1; g < total; g += 2) want.push_back(id_of(g));
+      for (std::uint64_t g = 2; g <= 8; ++g) want.push_back(id_of(g));
+    } else {
+      for (std::uint64_t g = total; g-- > 0;)
+        if (g % 2 == 0) want.push_back(id_of(g));
+    }
+    const std::uint64_t m = want.size(), alloc = (m + 2) * (kY + 2 * kG) * (kX + 2 * kG);
+    double* dev = nullptr;
+    ASSERT_EQ(cudaMalloc(&dev, alloc * sizeof(double)), cudaSuccess);
+    ASSERT_EQ(cudaMemset(dev, 0xff, alloc * sizeof(double)), cudaSuccess);
+    {
+      Runtime rt(two, o);
+      ASSERT_TRUE(rt.protect("rows", dev, DType::f64, Joined{{m, kY, kX}}).ok());
+      ASSERT_TRUE(
+          rt.set_memory_selection("rows", MemorySelection{{1, kG, kG}, {m + 2, kY + 2 * kG, kX + 2 * kG}}).ok());
+      ASSERT_TRUE(rt.set_restart_keys("rows", "id", want).ok());
+#if CKPT_HAVE_SIMGPU
+      const long copies2d = ckpt::simgpu::calls("cudaMemcpy2DAsync");
+#endif
+      Status st = rt.restart(1);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+#if CKPT_HAVE_SIMGPU
+      EXPECT_GT(ckpt::simgpu::calls("cudaMemcpy2DAsync"), copies2d);  // a row's cells at the allocation's pitch
+#endif
+    }
+    std::vector<double> got(alloc);
+    ASSERT_EQ(cudaMemcpy(got.data(), dev, alloc * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+    std::size_t bad = 0;
+    for (std::uint64_t b = 0; b < m + 2; ++b)
+      for (std::uint64_t y = 0; y < kY + 2 * kG; ++y)
+        for (std::uint64_t x = 0; x < kX + 2 * kG; ++x) {
+          const double v = got[(b * (kY + 2 * kG) + y) * (kX + 2 * kG) + x];
+          const bool inside = b >= 1 && b <= m && y >= kG && y < kY + kG && x >= kG && x < kX + kG;
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &v, sizeof bits);
+          bad += inside ? v != value(want[b - 1], (y - kG) * kX + (x - kG)) : bits != ~std::uint64_t{0};
+        }
+    EXPECT_EQ(bad, 0u);
+    ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  };
+  if (two != MPI_COMM_NULL) {
+    restore();
+    MPI_Comm_free(&two);
+  }
   EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
 }
 

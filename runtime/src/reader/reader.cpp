@@ -352,9 +352,12 @@ Result<std::vector<std::uint64_t>> CheckpointReader::rows_by_key(const std::stri
   const std::size_t rows = raw.size() / esize;
   std::vector<std::int64_t> value(rows);
   for (std::size_t i = 0; i < rows; ++i)
-    if (!detail::widen_integer(raw.data() + i * esize, t, value[i]))
-      return Status(Code::invalid_argument, what + ": row " + std::to_string(i) +
-                                                " holds a value beyond the keys ckpt " + "orders (up to 2^63 - 1)");
+    if (!detail::widen_integer(raw.data() + i * esize, t, value[i])) {
+      std::uint64_t u = 0;  // only a u64 can be beyond
+      std::memcpy(&u, raw.data() + i * esize, sizeof u);
+      return Status(Code::invalid_argument, what + ": row " + std::to_string(i) + " holds " + std::to_string(u) +
+                                                ", beyond the keys ckpt orders (up to 2^63 - 1)");
+    }
   std::vector<std::uint64_t> order(rows);
   for (std::size_t i = 0; i < rows; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::uint64_t a, std::uint64_t b) { return value[a] < value[b]; });

@@ -363,16 +363,24 @@ constexpr std::uint64_t kNoRow = ~std::uint64_t{0};
 
 Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> Restorer::resolve_keys(
     const Index& idx, const IndexLookup& look, const std::vector<Region>& regions, BlockReader& reader,
-    Bounces& bounces, const Status& local) {
+    Bounces& bounces, const Status& local, Status& mine) {
+  mine = local;
   std::vector<std::pair<std::string, std::vector<std::uint64_t>>> out;
   // The regions restarted by key, grouped by key column. Every rank must resolve the same ones (the
   // routing is collective): checked first, one allreduce (also when there are none).
   std::map<std::string, std::vector<const Region*>> by_key;
-  std::string plan;
   for (const Region& r : regions) {
     if (!r.restart_rows || r.restart_rows->key.empty() || (r.optional && look.var(r.name) < 0)) continue;
     by_key[r.restart_rows->key].push_back(&r);
-    plan += r.name + " by " + r.restart_rows->key + "; ";
+  }
+  // Named in an order of their own: ranks may register the regions in different orders (the routing
+  // below depends only on the key columns, in by_key's order).
+  std::string plan;
+  for (const auto& [key, users] : by_key) {
+    std::vector<std::string> names;
+    for (const Region* r : users) names.push_back(r->name);
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) plan += name + " by " + key + "; ";
   }
   CKPT_RETURN_IF_ERROR(agree_equal(m_app_comm, {{"the regions restarted by key (set_restart_keys)", plan}}, "restart"));
   for (const auto& [key, users] : by_key) {
@@ -435,6 +443,7 @@ Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> Restorer
         to.push_back(k);
         to.push_back(position++);
       }
+    if (mine.ok()) mine = st;  // a damaged block of the key column is this rank's own (damaged_nodes())
     CKPT_RETURN_IF_ERROR(agree(m_app_comm, st));
     auto held = alltoallv_u64(m_app_comm, pairs);
     if (!held.ok()) return held.status().with_context(what);
@@ -748,7 +757,8 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
     bounces.chunk[1] = m_pool.acquire();
   }
   // Collective, every rank: the rows of the regions restarted by key (an agreed failure).
-  auto keyed = resolve_keys(idx.value(), look, regions, reader, bounces, local);
+  Status mine_keys;  // this rank's own outcome of resolve_keys, before agreement (m_mine)
+  auto keyed = resolve_keys(idx.value(), look, regions, reader, bounces, local, mine_keys);
   if (!keyed.ok()) local = verified = keyed.status();  // agreed already: no rank agrees on it again
   if (local.ok()) {
     for (auto& registered : regions) {
@@ -803,7 +813,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         m_pool.retire(c);
     }
   }
-  m_mine = local;
+  m_mine = keyed.ok() ? local : mine_keys;  // not the agreed failure: damaged_nodes() asks whose read failed
   Status s = verified.ok() ? agree(m_app_comm, local) : verified;
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: restart from step %lld (%s level): %s\n", static_cast<long long>(step), level,

@@ -129,10 +129,11 @@ class Restorer {
   /// name, looked up in their key columns in `idx`: each rank reads its balanced share of each key
   /// column and the requests are routed to the rank that holds each key's hash (three all-to-alls per
   /// key column). `local`: this rank's state so far - a rank that failed takes part without reading
-  /// (only when it is ok are `bounces` acquired). Agreed: the same failure on every rank.
+  /// (only when it is ok are `bounces` acquired). Agreed: the same failure on every rank. `mine`: this
+  /// rank's own outcome before agreement (`local`, or its reading of its shares; for m_mine).
   Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> resolve_keys(
       const Index& idx, const IndexLookup& look, const std::vector<Region>& regions, BlockReader& reader,
-      Bounces& bounces, const Status& local);
+      Bounces& bounces, const Status& local, Status& mine);
   /// The extents `r` gets from checkpoint `idx` on this rank (what Source::resize is asked for), or
   /// nullopt when the checkpoint does not say (missing, another kind: restore_region() reports it).
   std::optional<Shape> stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const;
