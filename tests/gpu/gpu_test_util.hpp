@@ -28,6 +28,7 @@
 #define cudaStreamCreate hipStreamCreate
 #define cudaStreamQuery hipStreamQuery
 #define cudaMemcpy hipMemcpy
+#define cudaMemset hipMemset
 #define cudaMemsetAsync hipMemsetAsync
 #define cudaMallocManaged hipMallocManaged
 #define cudaMallocHost(ptr, bytes) hipHostMalloc((ptr), (bytes), hipHostMallocDefault)
