@@ -291,15 +291,20 @@ Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store
   return out;
 }
 
-Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Region& r) const {
-  const auto rows_text = [](std::uint64_t a, std::uint64_t b) {
-    return "rows [" + std::to_string(a) + ", " + std::to_string(b) + ")";
-  };
+Status Restorer::joined_row_extents_fit(const VarRecord& v, const Region& r) {
   for (std::size_t d = 1; d < r.count.size(); ++d)
     if (v.global[d] != r.count[d])
       return Status(Code::mismatch, "stored rows of extents " +
                                         shape_text(Shape(v.global.begin() + 1, v.global.end())) + ", registered " +
                                         shape_text(Shape(r.count.begin() + 1, r.count.end())));
+  return Status::OK();
+}
+
+Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Region& r) const {
+  const auto rows_text = [](std::uint64_t a, std::uint64_t b) {
+    return "rows [" + std::to_string(a) + ", " + std::to_string(b) + ")";
+  };
+  CKPT_RETURN_IF_ERROR(joined_row_extents_fit(v, r));
   const std::uint64_t total = v.global[0], n = r.count[0];
   if (r.first_row == kBalancedRows) {
     const JoinedRows share = balanced_rows(total, m_rank, m_size);
@@ -325,11 +330,7 @@ Result<std::vector<RowRun>> Restorer::joined_runs(const VarRecord& v, const Regi
     if (r.count[0] > 0) runs.push_back(RowRun{0, first.value(), r.count[0]});
     return runs;
   }
-  for (std::size_t d = 1; d < r.count.size(); ++d)
-    if (v.global[d] != r.count[d])
-      return Status(Code::mismatch, "stored rows of extents " +
-                                        shape_text(Shape(v.global.begin() + 1, v.global.end())) + ", registered " +
-                                        shape_text(Shape(r.count.begin() + 1, r.count.end())));
+  CKPT_RETURN_IF_ERROR(joined_row_extents_fit(v, r));
   const std::vector<std::uint64_t>& rows = r.restart_rows->values;
   if (rows.size() != r.count[0])
     return Status(Code::mismatch, std::to_string(r.count[0]) + " rows registered on rank " + std::to_string(m_rank) +
@@ -429,9 +430,11 @@ Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> Restorer
     std::vector<std::vector<std::uint64_t>> pairs(static_cast<std::size_t>(m_size)), asks = pairs;
     for (std::uint64_t i = 0; st.ok() && i < share.count(); ++i) {
       std::int64_t k = 0;
-      if (!widen_integer(column.data() + i * esize, kv.dtype, k))
+      if (!widen_integer(column.data() + i * esize, kv.dtype, k)) {
         st = Status(Code::invalid_argument, what + ": stored row " + std::to_string(share.begin + i) +
                                                 " holds a value beyond the keys ckpt looks up (up to 2^63 - 1)");
+        break;  // nothing of this rank is routed: the failure is agreed before any all-to-all
+      }
       auto& to = pairs[static_cast<std::size_t>(key_owner(static_cast<std::uint64_t>(k), m_size))];
       to.push_back(static_cast<std::uint64_t>(k));
       to.push_back(share.begin + i);

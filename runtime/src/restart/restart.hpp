@@ -118,6 +118,8 @@ class Restorer {
   /// Rank 0 reads the index of `step` and where its files are (a series step's segment); every rank
   /// gets both and validates the index.
   Result<StepIndex> read_index_collective(std::int64_t step, const Store& store);
+  /// mismatch when joined region `r`'s row extents (all but the first) are not the stored ones `v`.
+  static Status joined_row_extents_fit(const VarRecord& v, const Region& r);
   /// The first stored row of joined region `r` on this rank (its balanced share or r.first_row), or
   /// why its rows do not fit the stored ones `v`.
   Result<std::uint64_t> joined_first_row(const VarRecord& v, const Region& r) const;
