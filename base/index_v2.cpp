@@ -703,14 +703,13 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
   root.g = g;
   root.base_step = idx.step;
 
-  // Sub-indices: ranks, files (global indices, sorted: the index's order), blocks.
+  // Sub-indices: ranks, files (global indices, sorted: the index's order), blocks. A sub-index lists its
+  // blocks' files and the files its ranks are the writers of, nothing else: not the version-1 writer map,
+  // which version 2 does not keep (listing a file through it would make the assembled file order depend
+  // on what assembling drops, and assembling no longer a fixed point).
   std::vector<SubIndex> subs(writers);
   std::vector<std::vector<std::uint32_t>> sub_files(writers);
-  for (std::uint32_t r = 0; r < nranks; ++r) {
-    subs[owner[r]].ranks.push_back(r);
-    if (r < idx.rank_file.size() && idx.rank_file[r] < idx.files.size())
-      sub_files[owner[r]].push_back(idx.rank_file[r]);
-  }
+  for (std::uint32_t r = 0; r < nranks; ++r) subs[owner[r]].ranks.push_back(r);
   for (std::size_t f = 0; f < idx.files.size(); ++f)
     if (idx.files[f].writer < nranks) sub_files[owner[idx.files[f].writer]].push_back(static_cast<std::uint32_t>(f));
   for (const BlockRecord& b : idx.blocks) sub_files[owner[b.rank]].push_back(b.file);

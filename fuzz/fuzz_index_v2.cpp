@@ -12,6 +12,7 @@
 // fixed point; an assembled index is a valid version-1 index.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -47,9 +48,13 @@ std::vector<std::uint8_t> wrap(const char* magic, std::uint32_t version, std::ui
   return v;
 }
 
-void check(bool ok) {
-  if (!ok) std::abort();
+/// Aborts naming the broken property's line, so that a CI log says which one failed.
+void check_at(bool ok, int line) {
+  if (ok) return;
+  std::fprintf(stderr, "fuzz_index_v2: property at fuzz_index_v2.cpp:%d broken\n", line);
+  std::abort();
 }
+#define check(ok) check_at((ok), __LINE__)
 
 /// A small checkpoint of 3 ranks: a global array, a joined array, a local array, in two files.
 Index sample_index() {
