@@ -89,6 +89,28 @@ std::uint64_t Region::elements() const {
   return n;
 }
 
+std::vector<MemoryPart> memory_parts(const Region& r) {
+  const std::uint64_t esize = dtype_size(r.dtype);
+  if (!r.pieces) {
+    MemoryPart whole{r.ptr, r.count, r.mem_start, r.mem_alloc, 0, 0, r.bytes()};
+    return {std::move(whole)};
+  }
+  std::vector<MemoryPart> parts;
+  parts.reserve(r.pieces->size());
+  std::uint64_t row_bytes = esize;
+  for (std::size_t d = 1; d < r.count.size(); ++d) row_bytes *= r.count[d];
+  std::uint64_t first = 0;
+  for (const PieceRef& p : *r.pieces) {
+    if (p.rows == 0) continue;
+    MemoryPart part{p.ptr, r.count, r.mem_start, r.mem_alloc, first, first * row_bytes, p.rows * row_bytes};
+    part.count[0] = p.rows;
+    if (!part.mem_alloc.empty()) part.mem_alloc[0] = p.rows;
+    first += p.rows;
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 static std::uint64_t round_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
 
 std::size_t StreamPlan::segment_of(std::uint64_t off) const {
@@ -120,6 +142,7 @@ StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignme
       b.offset = off;
       b.src = r.ptr;
       b.mem = r.mem;
+      b.parts = memory_parts(r);
       off += b.length;
       p.payload += b.length;
       p.vars.push_back(r);

@@ -48,6 +48,13 @@ struct RestartRows {
   std::vector<std::uint64_t> values;
 };
 
+/// One separately allocated piece of a scattered joined region (Runtime::protect with Pieces): `rows`
+/// of the region's rows at `ptr`.
+struct PieceRef {
+  void* ptr = nullptr;
+  std::uint64_t rows = 0;
+};
+
 /// A registered region (owned by the registry; the memory belongs to the application).
 struct Region {
   std::string name;
@@ -66,6 +73,10 @@ struct Region {
   std::uint64_t first_row = kBalancedRows;
   /// Joined kind, restart only: the stored rows by index or key, in this rank's order (null: first_row).
   std::shared_ptr<const RestartRows> restart_rows;
+  /// Joined kind: the region's rows are these pieces' rows, in this order (a scattered region; `ptr` is
+  /// null). A memory selection then describes one row: dimension 0 of mem_start is 0 and of mem_alloc
+  /// the region's row count, the other dimensions the box of a row in its allocation. Null: at `ptr`.
+  std::shared_ptr<const std::vector<PieceRef>> pieces;
   bool optional = false;                 ///< a restart from a checkpoint without it leaves it untouched
   std::shared_ptr<const Source> source;  ///< located anew at each checkpoint and restart (Runtime::protect)
   Attributes attrs;
@@ -75,13 +86,29 @@ struct Region {
   bool packed() const { return mem_alloc.empty(); }
 };
 
+/// A run of a region's rows that lies in one allocation: the region's elements are its parts' elements,
+/// packed, one part after the other. A scattered region has one part per piece (pieces of no row have
+/// none); any other region is one part, itself.
+struct MemoryPart {
+  void* ptr = nullptr;
+  Shape count;                  ///< the part's extents (its rows first, for a joined region)
+  Shape mem_start, mem_alloc;   ///< its memory selection, as Region's (both empty: packed at ptr)
+  std::uint64_t first_row = 0;  ///< rows of the region before it (joined kind; 0 otherwise)
+  std::uint64_t offset = 0;     ///< bytes of the region's packed elements before it
+  std::uint64_t bytes = 0;      ///< its packed elements' bytes
+  bool packed() const { return mem_alloc.empty(); }
+};
+/// The parts of `r`, in order (see MemoryPart).
+std::vector<MemoryPart> memory_parts(const Region& r);
+
 /// One region's bytes in this rank's stream for one checkpoint.
 struct BlockPlan {
   std::uint32_t var = 0;      ///< index into StreamPlan::vars
   std::uint64_t offset = 0;   ///< stream offset
   std::uint64_t length = 0;   ///< payload bytes
-  const void* src = nullptr;  ///< application memory
+  const void* src = nullptr;  ///< application memory (null for a scattered region: see parts)
   MemoryKind mem = MemoryKind::host;
+  std::vector<MemoryPart> parts;  ///< where the payload's bytes are (memory_parts of the region)
 };
 
 /// The part of the stream that goes through one transport group: [begin, end), begin a multiple of

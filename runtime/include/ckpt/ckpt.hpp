@@ -78,6 +78,27 @@ struct MemorySelection {
   Dims alloc;  ///< extents of the allocation: start + the region's extents <= alloc in every dimension
 };
 
+/// One separately allocated piece of a scattered joined array (see Scattered).
+struct Piece {
+  void* ptr = nullptr;     ///< host or device memory; may be null only when rows is 0
+  std::uint64_t rows = 1;  ///< rows of the array at ptr
+};
+
+/// This rank's rows of a joined array (see Joined) that lie in separate allocations - AMR blocks,
+/// particle tiles: the rank's rows are its pieces' rows, in the order of `pieces`. checkpoint() copies
+/// each piece's rows straight into staging (no packing by the application); restart() writes the
+/// stored rows back into the pieces registered then, which say where the rows live now (blocks that
+/// moved between ranks: with Runtime::set_restart_keys, one key per row in this order). Stored as any
+/// joined array: readers, tools and restart on any rank count see one array.
+struct Scattered {
+  Dims row;                   ///< extents of one row (the array's extents after the first); {}: a row is one element
+  std::vector<Piece> pieces;  ///< in this rank's row order; a piece of 0 rows is skipped
+  /// Optional: each row is the box [memory.start, memory.start + row) of an allocation of extents
+  /// memory.alloc (ghost cells; one entry per dimension of `row`); a piece of k rows holds k such
+  /// allocations back to back. Only the boxes are stored and restored.
+  MemorySelection memory{};
+};
+
 /// Where a region's data is now: what a Source's locate() returns.
 struct Place {
   void* ptr = nullptr;  ///< host or device memory; may be null only when the extents hold no element
@@ -208,6 +229,9 @@ class CKPT_API Runtime {
   /// Registers this rank's rows of a joined array (see Joined); restartable on any rank count.
   /// `ptr` may be null while count[0] is 0.
   Status protect(const std::string& name, void* ptr, DType dtype, const Joined& rows);
+  /// Registers this rank's rows of a joined array that lie in separately allocated pieces (see
+  /// Scattered); restartable on any rank count, into the pieces registered at restart.
+  Status protect(const std::string& name, DType dtype, const Scattered& rows);
   /// Registers a single value (step, time, dt, RNG seed). Values equal on every rank restart on any
   /// rank count.
   template <class T>
@@ -219,6 +243,9 @@ class CKPT_API Runtime {
   Status update(const std::string& name, void* ptr, Dims dims);
   Status update(const std::string& name, void* ptr, const Block& block);
   Status update(const std::string& name, void* ptr, const Joined& rows);
+  /// The pieces of a region protected with Scattered, anew (blocks refined, coarsened or moved): the
+  /// pieces, their rows and the memory selection may all change; the row extents may not.
+  Status update(const std::string& name, const Scattered& rows);
   /// Registers a region found through `source` at every checkpoint() and restart() (see Source): what
   /// ckpt reads and fills is always where the application's data is now, never a freed buffer.
   /// locate() is called once here to check the region. With resize, one restart() call suffices for
@@ -229,10 +256,11 @@ class CKPT_API Runtime {
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, Dims dims);
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, const Block& block);
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, const Joined& rows);
+  Status protect_or_update(const std::string& name, DType dtype, const Scattered& rows);
   /// Stores only a box of region `name`'s memory (see MemorySelection): `ptr` of protect()/update() is
   /// then the allocation's, the extents those of the box. Kept through update(), which fails when its
   /// new extents no longer fit the selection; an empty selection packs the region again. Not for
-  /// scalars, nor for Source-registered regions (their Place carries the selection).
+  /// scalars, nor for Source-registered or Scattered regions (their Place or Scattered carries it).
   Status set_memory_selection(const std::string& name, const MemorySelection& selection);
   /// Restart of joined array `name` fills this rank's rows with the stored rows `rows` (0-based indices
   /// into the stored array), in this order: rows.size() rows, one per registered row at restart (a

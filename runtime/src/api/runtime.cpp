@@ -85,6 +85,18 @@ Status Runtime::protect(const std::string& name, void* ptr, DType dtype, const J
   CKPT_RETURN_IF_ERROR(check_signs("protect", name, j.count));
   return m_impl->protect(name, ptr, dtype, detail::RegionKind::joined, {}, joined_start(j), j.count);
 }
+Status Runtime::protect(const std::string& name, DType dtype, const Scattered& s) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect", name, s.row, s.memory.start, s.memory.alloc));
+  return m_impl->set_scattered(name, dtype, s, detail::Upsert::protect);
+}
+Status Runtime::update(const std::string& name, const Scattered& s) {
+  CKPT_RETURN_IF_ERROR(check_signs("update", name, s.row, s.memory.start, s.memory.alloc));
+  return m_impl->set_scattered(name, DType::u8, s, detail::Upsert::update);
+}
+Status Runtime::protect_or_update(const std::string& name, DType dtype, const Scattered& s) {
+  CKPT_RETURN_IF_ERROR(check_signs("protect_or_update", name, s.row, s.memory.start, s.memory.alloc));
+  return m_impl->set_scattered(name, dtype, s, detail::Upsert::either);
+}
 Status Runtime::update(const std::string& name, void* ptr, Dims dims) {
   CKPT_RETURN_IF_ERROR(check_signs("update", name, dims));
   const auto kind = dims.empty() ? detail::RegionKind::scalar : detail::RegionKind::local;
@@ -546,6 +558,17 @@ Status RuntimeImpl::protect_or_update(const std::string& name, void* ptr, DType 
   const std::size_t had = m_registry->regions().size();
   CKPT_RETURN_IF_ERROR(
       m_registry->protect_or_update(name, ptr, dtype, kind, std::move(global), std::move(start), std::move(count)));
+  reserve_for_regions(m_registry->regions().size() > had ? Resize::protect : Resize::update);
+  return Status::OK();
+}
+Status RuntimeImpl::set_scattered(const std::string& name, DType dtype, const Scattered& s, Upsert mode) {
+  CKPT_RETURN_IF_ERROR(usable());
+  std::vector<PieceRef> pieces;
+  pieces.reserve(s.pieces.size());
+  for (const Piece& p : s.pieces) pieces.push_back(PieceRef{p.ptr, p.rows});
+  const std::size_t had = m_registry->regions().size();
+  CKPT_RETURN_IF_ERROR(
+      m_registry->set_scattered(name, dtype, std::move(pieces), s.row, s.memory.start, s.memory.alloc, mode));
   reserve_for_regions(m_registry->regions().size() > had ? Resize::protect : Resize::update);
   return Status::OK();
 }

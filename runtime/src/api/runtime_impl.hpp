@@ -55,6 +55,8 @@ class RuntimeImpl {
   Status protect_source(const std::string& name, DType dtype, RegionKind kind, std::shared_ptr<const Source> source);
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                            Shape count);
+  /// Runtime::protect / update / protect_or_update with Scattered (`dtype` unused by update).
+  Status set_scattered(const std::string& name, DType dtype, const Scattered& rows, Upsert mode);
   Status set_optional(const std::string& name, bool optional);
   Status set_memory_selection(const std::string& name, const MemorySelection& selection);
   Status set_restart_rows(const std::string& name, std::shared_ptr<const RestartRows> rows);

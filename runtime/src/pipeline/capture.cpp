@@ -68,16 +68,35 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   return job;
 }
 
-Status Capture::copy_selected(const Region& var, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0,
-                              std::uint64_t n) {
-  const std::size_t esize = dtype_size(var.dtype);
-  if (bp.mem == MemoryKind::host || bp.mem == MemoryKind::host_pinned) {
+Status Capture::copy_block(const BlockPlan& bp, std::size_t esize, std::uint8_t* dst, std::uint64_t p0,
+                           std::uint64_t n) {
+  // The first part holding byte p0, then the parts after it (a scattered region: one per piece).
+  auto it = std::upper_bound(bp.parts.begin(), bp.parts.end(), p0,
+                             [](std::uint64_t x, const MemoryPart& part) { return x < part.offset; });
+  if (it != bp.parts.begin()) --it;
+  for (; it != bp.parts.end() && it->offset < p0 + n; ++it) {
+    const MemoryPart& part = *it;
+    const std::uint64_t lo = std::max(p0, part.offset), hi = std::min(p0 + n, part.offset + part.bytes);
+    if (hi <= lo) continue;
+    std::uint8_t* to = dst + (lo - p0);
+    const Status s = part.packed()
+                         ? m_env.device->copy_to_host(
+                               to, static_cast<const std::uint8_t*>(part.ptr) + (lo - part.offset), hi - lo, bp.mem)
+                         : copy_selected(part, esize, bp.mem, bp.length, to, lo - part.offset, hi - lo);
+    CKPT_RETURN_IF_ERROR(s);
+  }
+  return Status::OK();
+}
+
+Status Capture::copy_selected(const MemoryPart& part, std::size_t esize, MemoryKind mem, std::uint64_t length,
+                              std::uint8_t* dst, std::uint64_t p0, std::uint64_t n) {
+  if (mem == MemoryKind::host || mem == MemoryKind::host_pinned) {
     // Host memory is copied on this thread by every device (checkpoint() returns with it copied), so the
     // rows are copied here: a ghosted block's rows are short (16 doubles), a call per row is too much.
     // Streaming stores for a block of 64 KiB and more, as a packed one gets (copy_to_staging).
-    const auto* src = static_cast<const std::uint8_t*>(bp.src);
-    const bool stream = bp.length >= (64u << 10);
-    Status s = for_each_selection_row(var.mem_start, var.count, var.mem_alloc, esize, p0, n,
+    const auto* src = static_cast<const std::uint8_t*>(part.ptr);
+    const bool stream = length >= (64u << 10);
+    Status s = for_each_selection_row(part.mem_start, part.count, part.mem_alloc, esize, p0, n,
                                       [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
                                         if (stream)
                                           stream_to_staging(dst + (packed - p0), src + in_memory, len);
@@ -91,9 +110,9 @@ Status Capture::copy_selected(const Region& var, const BlockPlan& bp, std::uint8
   // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync per plane of a
   // 3D box, not one copy per row).
   Device& device = *m_env.device;
-  RowBatcher batch([&](const Copy2D& c) { return device.copy_to_host(dst, bp.src, c, bp.mem); },
+  RowBatcher batch([&](const Copy2D& c) { return device.copy_to_host(dst, part.ptr, c, mem); },
                    device.max_copy_pitch());
-  CKPT_RETURN_IF_ERROR(for_each_selection_row(var.mem_start, var.count, var.mem_alloc, esize, p0, n,
+  CKPT_RETURN_IF_ERROR(for_each_selection_row(part.mem_start, part.count, part.mem_alloc, esize, p0, n,
                                               [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
                                                 return batch.add(packed - p0, in_memory, len);
                                               }));
@@ -139,13 +158,7 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
       const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
       if (hi <= lo) continue;
       if (lo > filled) std::memset(c->data + (filled - a), 0, lo - filled);  // alignment padding
-      const Region& var = job->plan.vars[bp.var];
-      if (var.packed()) {
-        s = device.copy_to_host(c->data + (lo - a), static_cast<const std::uint8_t*>(bp.src) + (lo - bp.offset),
-                                hi - lo, bp.mem);
-      } else {
-        s = copy_selected(var, bp, c->data + (lo - a), lo - bp.offset, hi - lo);
-      }
+      s = copy_block(bp, dtype_size(job->plan.vars[bp.var].dtype), c->data + (lo - a), lo - bp.offset, hi - lo);
       filled = hi;
     }
     if (filled < b) std::memset(c->data + (filled - a), 0, b - filled);

@@ -63,9 +63,12 @@ class Capture {
   /// stream order (the last one last); a failure travels with the job's last item.
   Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s,
                      std::vector<WorkItem>* collect = nullptr);
-  /// Copies bytes [p0, p0 + n) of the packed box of memory-selected region `var` (block `bp`) to `dst`,
-  /// from the rows of its allocation.
-  Status copy_selected(const Region& var, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
+  /// Copies bytes [p0, p0 + n) of block `bp`'s payload (a region's packed elements) to `dst`, part by part.
+  Status copy_block(const BlockPlan& bp, std::size_t esize, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
+  /// Copies bytes [p0, p0 + n) of the packed box of memory-selected part `part` to `dst`, from the rows
+  /// of its allocation; `length` is the whole block's (streaming stores from 64 KiB).
+  Status copy_selected(const MemoryPart& part, std::size_t esize, MemoryKind mem, std::uint64_t length,
+                       std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
   /// Captures `job` with on_busy = coalesce (see Launcher).
   void coalesce(const std::shared_ptr<Job>& job, Status setup, void* stream, double& wait_s);
 

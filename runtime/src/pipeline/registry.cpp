@@ -80,12 +80,96 @@ std::uint64_t Registry::bound(const Region& r) const {
 /// Checks that a region with bytes has a pointer and sets its memory kind from the device (host for
 /// a null pointer of an empty region). `what` prefixes the classification error ("region 'x'").
 Status Registry::locate(Region& r, const char* what) const {
+  if (r.pieces) return locate_pieces(r, what);
   if (r.bytes() > 0 && r.ptr == nullptr) return Status(Code::invalid_argument, "region '" + r.name + "': null pointer");
   r.mem = MemoryKind::host;
   if (r.ptr == nullptr) return Status::OK();
   auto mem = m_device.classify(r.ptr);
   if (!mem.ok()) return mem.status().with_context(std::string(what) + " '" + r.name + "'");
   r.mem = mem.value();
+  return Status::OK();
+}
+
+/// As locate(), for every piece of a scattered region: all of them in one kind of memory.
+Status Registry::locate_pieces(Region& r, const char* what) const {
+  r.mem = MemoryKind::host;
+  bool first = true;
+  for (std::size_t i = 0; i < r.pieces->size(); ++i) {
+    const PieceRef& p = (*r.pieces)[i];
+    if (p.rows == 0) continue;
+    if (p.ptr == nullptr)
+      return Status(Code::invalid_argument, "region '" + r.name + "': piece " + std::to_string(i) + " has " +
+                                                std::to_string(p.rows) + " rows and a null pointer");
+    auto mem = m_device.classify(p.ptr);
+    if (!mem.ok())
+      return mem.status().with_context(std::string(what) + " '" + r.name + "', piece " + std::to_string(i));
+    if (!first && mem.value() != r.mem)
+      return Status(Code::invalid_argument, "region '" + r.name + "': piece " + std::to_string(i) + " is in " +
+                                                memory_kind_name(mem.value()) + " memory, the pieces before it in " +
+                                                memory_kind_name(r.mem) + " memory (one kind per region)");
+    r.mem = mem.value();
+    first = false;
+  }
+  return Status::OK();
+}
+
+Status Registry::set_scattered(const std::string& name, DType dtype, std::vector<PieceRef> pieces, const Shape& row,
+                               const Shape& start, const Shape& alloc, Upsert mode) {
+  const char* call = mode == Upsert::protect ? "protect" : mode == Upsert::update ? "update" : "protect_or_update";
+  auto bad = [&](Code code, const std::string& why) {
+    return Status(code, std::string(call) + ": region '" + name + "' " + why);
+  };
+  Region* have = find(name);
+  if (have != nullptr && mode == Upsert::protect) return bad(Code::invalid_argument, "is already protected");
+  if (have == nullptr && mode == Upsert::update) return bad(Code::not_found, "is not protected");
+  Region n;
+  if (have != nullptr) {
+    if (!have->pieces)
+      return bad(Code::invalid_argument, std::string("was protected as a ") + region_kind_name(have->kind) +
+                                             " region, not as Scattered pieces; its kind cannot change");
+    if (mode == Upsert::either && have->dtype != dtype)
+      return bad(Code::invalid_argument, std::string("was protected as ") + dtype_name(have->dtype) + ", not " +
+                                             dtype_name(dtype) + "; its dtype cannot change");
+    if (!std::equal(have->count.begin() + 1, have->count.end(), row.begin(), row.end()))
+      return bad(Code::invalid_argument, "has rows of extents " +
+                                             shape_text(Shape(have->count.begin() + 1, have->count.end())) + ", not " +
+                                             shape_text(row) + "; they cannot change");
+    n = *have;
+  } else {
+    CKPT_RETURN_IF_ERROR(check_name(name));
+    if (dtype_size(dtype) == 0) return bad(Code::invalid_argument, "has an unknown dtype");
+    n.name = name;
+    n.dtype = dtype;
+    n.kind = RegionKind::joined;
+    n.group = group_of(name);
+  }
+  std::uint64_t rows = 0;
+  for (const PieceRef& p : pieces)
+    if (__builtin_add_overflow(rows, p.rows, &rows)) return bad(Code::invalid_argument, "has more than 2^64 rows");
+  Shape count{rows};
+  count.insert(count.end(), row.begin(), row.end());
+  CKPT_RETURN_IF_ERROR(check_extents(name, n.dtype, RegionKind::joined, {}, {}, count));
+  // The selection describes one row; the Region's has the rows' dimension in front (see Region::pieces).
+  if (row.empty() && !(start.empty() && alloc.empty()))
+    return bad(Code::invalid_argument, "has rows of one element: a memory selection needs row extents");
+  CKPT_RETURN_IF_ERROR(check_selection(name, row, start, alloc, dtype_size(n.dtype)).with_context(call));
+  n.ptr = nullptr;
+  n.count = std::move(count);
+  n.first_row = kBalancedRows;
+  n.mem_start.clear();
+  n.mem_alloc.clear();
+  if (!alloc.empty()) {
+    n.mem_start = Shape{0};
+    n.mem_start.insert(n.mem_start.end(), start.begin(), start.end());
+    n.mem_alloc = Shape{rows};
+    n.mem_alloc.insert(n.mem_alloc.end(), alloc.begin(), alloc.end());
+  }
+  n.pieces = std::make_shared<const std::vector<PieceRef>>(std::move(pieces));
+  CKPT_RETURN_IF_ERROR(locate(n, call == std::string("update") ? "update: region" : "region"));
+  if (m_check) CKPT_RETURN_IF_ERROR(m_check(n).with_context(call));
+  if (have == nullptr) return add(std::move(n));
+  m_stream_bound = m_stream_bound - bound(*have) + bound(n);
+  *have = std::move(n);
   return Status::OK();
 }
 
@@ -128,6 +212,9 @@ Status Registry::update(const std::string& name, void* ptr, RegionKind kind, Sha
     return Status(Code::invalid_argument, "update: region '" + name +
                                               "' is registered with a Source, which says where it is at each "
                                               "checkpoint; it takes no update()");
+  if (r->pieces)
+    return Status(Code::invalid_argument,
+                  "update: region '" + name + "' was protected as Scattered pieces; update it with Scattered");
   // Dims update scalars and local arrays; a Block a global region; Joined a joined one.
   const bool plain = kind == RegionKind::local || kind == RegionKind::scalar;
   if (plain ? has_global_shape(r->kind) : kind != r->kind)
@@ -228,6 +315,10 @@ Status Registry::set_memory_selection(const std::string& name, Shape start, Shap
     return Status(Code::invalid_argument, "set_memory_selection: region '" + name +
                                               "' is registered with a Source: its locate() gives the selection "
                                               "in the Place it returns");
+  if (r->pieces)
+    return Status(Code::invalid_argument, "set_memory_selection: region '" + name +
+                                              "' was protected as Scattered pieces: its Scattered::memory gives "
+                                              "the selection");
   if (r->kind == RegionKind::scalar && !(start.empty() && alloc.empty()))
     return Status(Code::invalid_argument, "set_memory_selection: region '" + name + "' is a scalar");
   CKPT_RETURN_IF_ERROR(

@@ -18,6 +18,9 @@
 
 namespace ckpt::detail {
 
+/// Which of protect(), update() and protect_or_update() a registration is.
+enum class Upsert { protect, update, either };
+
 /// The protected regions. Application thread only (a checkpoint takes a snapshot of regions()).
 class Registry {
  public:
@@ -37,6 +40,10 @@ class Registry {
   /// protect() when `name` is new, else update() after checking that the dtype is the same.
   Status protect_or_update(const std::string& name, void* ptr, DType dtype, RegionKind kind, Shape global, Shape start,
                            Shape count);
+  /// A scattered joined region (Runtime's Scattered): rows of extents `row` in `pieces`; `start` and
+  /// `alloc` a row's memory selection (both empty: packed). `dtype` is checked, except by update.
+  Status set_scattered(const std::string& name, DType dtype, std::vector<PieceRef> pieces, const Shape& row,
+                       const Shape& start, const Shape& alloc, Upsert mode);
   Status set_optional(const std::string& name, bool optional);
   /// Runtime::set_memory_selection: `start` and `alloc` both empty pack the region again.
   Status set_memory_selection(const std::string& name, Shape start, Shape alloc);
@@ -58,6 +65,7 @@ class Registry {
 
  private:
   Status locate(Region& r, const char* what) const;
+  Status locate_pieces(Region& r, const char* what) const;
   /// Points `r` at what its source's locate() returns now and checks the extents; keeps the stream
   /// bound when `r` is registered.
   Status relocate(Region& r, bool registered = true);

@@ -540,12 +540,15 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
   // each with the origin of the destination (the stored coordinates of the region's first element; with
   // a memory selection, of the allocation's: origin - mem_start. Unsigned arithmetic wraps, and
   // RowWalker's offsets, sums of (index - origin) * stride, come out right modulo 2^64).
+  // A scattered region has one part per piece: a target lies in one part (`part`, into memory_parts).
   struct Target {
     Shape lo, hi, origin;
+    std::size_t part = 0;
   };
-  const auto selection_origin = [&](Shape origin) {
-    if (!r.packed())
-      for (std::size_t d = 0; d < origin.size(); ++d) origin[d] -= r.mem_start[d];
+  const std::vector<MemoryPart> parts = memory_parts(r);
+  const auto selection_origin = [&](Shape origin, std::size_t part) {
+    if (!parts[part].packed())
+      for (std::size_t d = 0; d < origin.size(); ++d) origin[d] -= parts[part].mem_start[d];
     return origin;
   };
   const std::vector<std::uint32_t>& blocks = look.blocks(vi);
@@ -557,17 +560,34 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
     std::vector<std::pair<std::uint64_t, std::size_t>> starts;  // (first stored row, position in blocks)
     for (std::size_t k = 0; k < blocks.size(); ++k) starts.emplace_back(idx.blocks[blocks[k]].start[0], k);
     std::sort(starts.begin(), starts.end());
-    Shape origin(r.count.size(), 0);
+    // A run is cut at the parts' bounds too (a scattered region's pieces).
+    struct PartRun {
+      std::uint64_t src, dst, len;
+      std::size_t part;
+    };
+    std::vector<PartRun> cut;
     for (const RowRun& run : runs.value()) {
+      auto p = std::upper_bound(parts.begin(), parts.end(), run.dst,
+                                [](std::uint64_t x, const MemoryPart& part) { return x < part.first_row; });
+      if (p != parts.begin()) --p;
+      for (; p != parts.end() && p->first_row < run.dst + run.len; ++p) {
+        const std::uint64_t lo = std::max(run.dst, p->first_row),
+                            hi = std::min(run.dst + run.len, p->first_row + p->count[0]);
+        if (lo < hi)
+          cut.push_back(PartRun{run.src + (lo - run.dst), lo, hi - lo, static_cast<std::size_t>(p - parts.begin())});
+      }
+    }
+    Shape origin(r.count.size(), 0);
+    for (const PartRun& run : cut) {
       auto k = std::upper_bound(starts.begin(), starts.end(), std::make_pair(run.src, ~std::size_t{0}));
       if (k != starts.begin()) --k;
-      origin[0] = run.src - run.dst;  // the stored row that would land in this rank's row 0
+      origin[0] = run.src - (run.dst - parts[run.part].first_row);  // the stored row landing in the part's row 0
       for (; k != starts.end() && k->first < run.src + run.len; ++k) {
         const BlockRecord& b = idx.blocks[blocks[k->second]];
         const std::uint64_t lo0 = std::max(run.src, b.start[0]),
                             hi0 = std::min(run.src + run.len, b.start[0] + b.count[0]);
         if (lo0 >= hi0) continue;
-        Target t{Shape(r.count.size(), 0), r.count, selection_origin(origin)};
+        Target t{Shape(r.count.size(), 0), parts[run.part].count, selection_origin(origin, run.part), run.part};
         t.lo[0] = lo0;
         t.hi[0] = hi0;
         targets[k->second].push_back(std::move(t));
@@ -578,7 +598,7 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
       return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
     for (std::size_t k = 0; k < blocks.size(); ++k) {
       const BlockRecord& b = idx.blocks[blocks[k]];
-      Target t{Shape(r.count.size()), Shape(r.count.size()), selection_origin(r.start)};
+      Target t{Shape(r.count.size()), Shape(r.count.size()), selection_origin(r.start, 0)};
       if (intersect_boxes(r.start, r.count, b.start, b.count, t.lo, t.hi)) targets[k].push_back(std::move(t));
     }
   } else {
@@ -590,7 +610,7 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
       if (b.count != r.count)
         return mismatch("stored extents " + shape_text(b.count) + " (rank " + std::to_string(b.rank) +
                         "), registered " + shape_text(r.count) + " on rank " + std::to_string(m_rank));
-      targets[k].push_back(Target{Shape(r.count.size(), 0), r.count, selection_origin(Shape(r.count.size(), 0))});
+      targets[k].push_back(Target{Shape(r.count.size(), 0), r.count, selection_origin(Shape(r.count.size(), 0), 0)});
       break;
     }
   }
@@ -603,7 +623,8 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
     const BlockRecord& b = idx.blocks[blocks[k]];
     std::vector<RowWalker> walkers;
     for (const Target& t : targets[k]) {
-      walkers.emplace_back(t.lo, t.hi, b.start, b.count, t.origin, r.packed() ? r.count : r.mem_alloc, esize);
+      const MemoryPart& part = parts[t.part];
+      walkers.emplace_back(t.lo, t.hi, b.start, b.count, t.origin, part.packed() ? part.count : part.mem_alloc, esize);
       std::uint64_t elems = 1;
       for (std::size_t d = 0; d < t.lo.size(); ++d) elems *= t.hi[d] - t.lo[d];
       copied_elems += elems;
@@ -622,13 +643,17 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
         [&](const std::uint8_t* piece, std::size_t n, std::uint64_t p0) -> Status {
           // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync, not one
           // copy per row).
-          RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, piece, c, r.mem); },
-                           m_device.max_copy_pitch());
-          for (RowWalker& rows : walkers)
-            CKPT_RETURN_IF_ERROR(rows.scatter_piece(
-                p0, n,
-                [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) { return batch.add(dst, src, len); }));
-          CKPT_RETURN_IF_ERROR(batch.flush());
+          // The targets of one part share a batch (a scattered region's pieces are allocations of their own).
+          for (std::size_t i = 0; i < walkers.size();) {
+            void* base = parts[targets[k][i].part].ptr;
+            RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(base, piece, c, r.mem); },
+                             m_device.max_copy_pitch());
+            for (; i < walkers.size() && parts[targets[k][i].part].ptr == base; ++i)
+              CKPT_RETURN_IF_ERROR(walkers[i].scatter_piece(
+                  p0, n,
+                  [&](std::uint64_t dst, std::uint64_t src, std::uint64_t len) { return batch.add(dst, src, len); }));
+            CKPT_RETURN_IF_ERROR(batch.flush());
+          }
           auto f = m_device.fence();  // the bounce chunk is read into again after this fence
           CKPT_RETURN_IF_ERROR(f.status());
           bounces.fence[cur] = f.value();
@@ -652,14 +677,23 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
 }
 
 Status Restorer::copy_packed(const Region& r, const std::uint8_t* from, std::size_t n) {
-  if (r.packed()) return m_device.copy_to_device(r.ptr, from, n, r.mem);
-  RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(r.ptr, from, c, r.mem); },
-                   m_device.max_copy_pitch());
-  CKPT_RETURN_IF_ERROR(for_each_selection_row(r.mem_start, r.count, r.mem_alloc, dtype_size(r.dtype), 0, n,
-                                              [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
-                                                return batch.add(in_memory, packed, len);
-                                              }));
-  return batch.flush();
+  const std::size_t esize = dtype_size(r.dtype);
+  for (const MemoryPart& part : memory_parts(r)) {
+    if (part.offset >= n) break;
+    const std::uint64_t len = std::min<std::uint64_t>(part.bytes, n - part.offset);
+    if (part.packed()) {
+      CKPT_RETURN_IF_ERROR(m_device.copy_to_device(part.ptr, from + part.offset, len, r.mem));
+      continue;
+    }
+    RowBatcher batch([&](const Copy2D& c) { return m_device.copy_to_device(part.ptr, from + part.offset, c, r.mem); },
+                     m_device.max_copy_pitch());
+    CKPT_RETURN_IF_ERROR(for_each_selection_row(part.mem_start, part.count, part.mem_alloc, esize, 0, len,
+                                                [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t l) {
+                                                  return batch.add(in_memory, packed, l);
+                                                }));
+    CKPT_RETURN_IF_ERROR(batch.flush());
+  }
+  return Status::OK();
 }
 
 std::optional<Shape> Restorer::stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const {
@@ -785,8 +819,9 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         Region into = r;
         into.ptr = shadows.back().data();
         into.mem = MemoryKind::host;
-        into.mem_start.clear();  // the shadow holds the box packed
+        into.mem_start.clear();  // the shadow holds the box (the pieces' rows) packed
         into.mem_alloc.clear();
+        into.pieces.reset();
         local = restore_region(idx.value(), look, into, reader, bounces);
       }
       if (!local.ok()) break;
