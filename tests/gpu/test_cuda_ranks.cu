@@ -256,6 +256,96 @@ TEST(CudaRanks, RestartKeysIntoGhostedDeviceMemory) {
 // Issue 32, defect 6: when no staging memory can be pinned (cudaHostAlloc and cudaHostRegister fail on
 // every rank), the checkpoints stay exact and the fall-back is said on stderr by rank 0 only, or by every
 // rank with verbose.
+// Scattered device memory (issue 35): each block is its own ghosted cudaMalloc allocation, registered as
+// a piece; the capture copies each block's interior rows from device memory (2D copies at the
+// allocation's pitch), and two ranks restore the blocks by key into blocks allocated anew.
+TEST(CudaRanks, ScatteredDeviceBlocksRestartByKeyIntoNewAllocations) {
+  const std::string why = ckpt::test::no_gpu_reason();
+  if (!ckpt::test::all_true(why.empty())) GTEST_SKIP() << (why.empty() ? "another rank has no GPU" : why);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  constexpr std::uint64_t kY = 3, kX = 5, kAY = kY + 2, kAX = kX + 2, kCells = kAY * kAX;
+  const std::string dir = ckpt::test::scratch_dir();
+  const int rank = world_rank();
+  const auto id_of = [](std::uint64_t g) { return static_cast<std::int64_t>(70 + 11 * g); };
+  const auto value = [](std::int64_t id, std::uint64_t c) { return static_cast<double>(id) * 100 + c; };
+  const std::uint64_t n = 2 + static_cast<std::uint64_t>(rank), g0 = static_cast<std::uint64_t>(rank * (rank + 3) / 2);
+  std::uint64_t total = 0;
+  for (int q = 0; q < world_size(); ++q) total += 2 + static_cast<std::uint64_t>(q);
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.fsync = false;
+  o.chunk_bytes = 4096;
+  const Scattered shape{{kY, kX}, {}, MemorySelection{{1, 1}, {kAY, kAX}}};
+  auto allocate = [&](std::uint64_t count, std::vector<double*>& blocks) {
+    Scattered s = shape;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      double* b = nullptr;
+      EXPECT_EQ(cudaMalloc(&b, kCells * sizeof(double)), cudaSuccess);
+      EXPECT_EQ(cudaMemset(b, 0xff, kCells * sizeof(double)), cudaSuccess);
+      blocks.push_back(b);
+      s.pieces.push_back(Piece{b, 1});
+    }
+    return s;
+  };
+  {
+    std::vector<double*> blocks;
+    Scattered s = allocate(n, blocks);
+    std::vector<std::int64_t> ids(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      ids[i] = id_of(g0 + i);
+      std::vector<double> host(kCells, -1.0);
+      for (std::uint64_t c = 0; c < kY * kX; ++c) host[(c / kX + 1) * kAX + c % kX + 1] = value(ids[i], c);
+      ASSERT_EQ(cudaMemcpy(blocks[i], host.data(), kCells * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+    }
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("blocks", DType::f64, s).ok());
+    ASSERT_TRUE(rt.protect("id", ids.data(), DType::i64, Joined{{n}}).ok());
+#if CKPT_HAVE_SIMGPU
+    const long copies2d = ckpt::simgpu::calls("cudaMemcpy2DAsync");
+#endif
+    Status st = rt.checkpoint(1).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+#if CKPT_HAVE_SIMGPU
+    EXPECT_GE(ckpt::simgpu::calls("cudaMemcpy2DAsync") - copies2d, static_cast<long>(n));  // a block's rows at once
+#endif
+    ASSERT_TRUE(rt.close().ok());
+    for (double* b : blocks) ASSERT_EQ(cudaFree(b), cudaSuccess);
+  }
+  MPI_Comm two;
+  MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &two);
+  if (two != MPI_COMM_NULL) {
+    std::vector<std::int64_t> want;  // rank 0: the even blocks, rank 1: the odd ones, newest first
+    for (std::uint64_t g = total; g-- > 0;)
+      if (g % 2 == static_cast<std::uint64_t>(rank)) want.push_back(id_of(g));
+    std::vector<double*> blocks;
+    Scattered s = allocate(want.size(), blocks);
+    {
+      Runtime rt(two, o);
+      ASSERT_TRUE(rt.protect("blocks", DType::f64, s).ok());
+      ASSERT_TRUE(rt.set_restart_keys("blocks", "id", want).ok());
+      Status st = rt.restart(1);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      std::vector<double> got(kCells);
+      ASSERT_EQ(cudaMemcpy(got.data(), blocks[i], kCells * sizeof(double), cudaMemcpyDeviceToHost), cudaSuccess);
+      for (std::uint64_t y = 0; y < kAY; ++y)
+        for (std::uint64_t x = 0; x < kAX; ++x) {
+          const double v = got[y * kAX + x];
+          const bool inside = y >= 1 && y <= kY && x >= 1 && x <= kX;
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, &v, sizeof bits);
+          bad += inside ? v != value(want[i], (y - 1) * kX + (x - 1)) : bits != ~std::uint64_t{0};
+        }
+      ASSERT_EQ(cudaFree(blocks[i]), cudaSuccess);
+    }
+    EXPECT_EQ(bad, 0u);
+    MPI_Comm_free(&two);
+  }
+  EXPECT_TRUE(ckpt::test::all_true(!HasFailure()));
+}
+
 TEST(CudaRanks, PageableStagingIsSaidByRank0OrEveryRankWithVerbose) {
   ckpt::test::SimReset reset;
   const int rank = world_rank();
