@@ -5,9 +5,10 @@
 //    rows of n doubles, the worst case for a row-by-row copy), one region per block; `slab` - one
 //    large 3D array with g ghost layers (rows of thousands of doubles).
 //  - variants, interleaved in every repetition: `contiguous` (the interiors as packed regions: the
-//    bound), `selection` (the ghosted allocations with set_memory_selection), `pack` (the application
-//    packs every interior into one buffer it registered, inside the timed region, as miniAMR's glue
-//    did).
+//    bound), `selection` (the ghosted allocations with set_memory_selection, one region per block),
+//    `scattered` (the ghosted allocations as the pieces of one Scattered region, one row per block),
+//    `pack` (the application packs every interior into one buffer it registered, inside the timed
+//    region, as miniAMR's glue did).
 // checkpoint() is timed from the call to its return (what the application waits for); the ticket
 // is waited for outside the timed region. Medians over --reps; ratios to contiguous. fsync off and
 // transport posix to --dir: the flush is not what is measured.
@@ -103,17 +104,26 @@ int main(int argc, char** argv) {
   must(o.error, "options");
   o.fsync = false;
   o.keep = 1;
-  const char* names[] = {"contiguous", "selection", "pack"};
+  constexpr int kVariants = 4, kPack = 3;
+  const char* names[kVariants] = {"contiguous", "selection", "scattered", "pack"};
   if (rank == 0) std::filesystem::remove_all(dir);  // a run starts afresh (no roll-back of an earlier run's steps)
   MPI_Barrier(MPI_COMM_WORLD);
   std::vector<std::unique_ptr<ckpt::Runtime>> rts;
-  for (int v = 0; v < 3; ++v) {
+  for (int v = 0; v < kVariants; ++v) {
     o.dir = dir + "/" + names[v];
     rts.push_back(std::make_unique<ckpt::Runtime>(MPI_COMM_WORLD, o));
     ckpt::Runtime& rt = *rts.back();
     must(rt.status(), "Runtime");
-    if (v == 2) {
+    if (v == kPack) {
       must(rt.protect("blocks", buffer.data(), ckpt::DType::f64, {buffer.size()}), "protect");
+      must(rt.checkpoint(0).wait(), "warm-up checkpoint");
+      continue;
+    }
+    if (v == 2) {
+      ckpt::Scattered s{{geo.nz, geo.ny, geo.nx}, {}, {{geo.g, geo.g, geo.g}, {geo.az(), geo.ay(), geo.ax()}}};
+      for (std::uint64_t b = 0; b < geo.blocks; ++b) s.pieces.push_back(ckpt::Piece{ghosted[b].data(), 1});
+      must(rt.protect("blocks", ckpt::DType::f64, s), "protect");
+      must(rt.checkpoint(0).wait(), "warm-up checkpoint");
       continue;
     }
     for (std::uint64_t b = 0; b < geo.blocks; ++b) {
@@ -129,12 +139,12 @@ int main(int argc, char** argv) {
     }
     must(rt.checkpoint(0).wait(), "warm-up checkpoint");  // allocates and touches the staging pool once
   }
-  std::vector<double> t[3];
+  std::vector<double> t[kVariants];
   for (int r = 0; r < reps; ++r)
-    for (int v = 0; v < 3; ++v) {
+    for (int v = 0; v < kVariants; ++v) {
       MPI_Barrier(MPI_COMM_WORLD);
       const auto t0 = Clock::now();
-      if (v == 2)
+      if (v == kPack)
         for (std::uint64_t b = 0; b < geo.blocks; ++b) pack(geo, ghosted[b].data(), buffer.data() + b * geo.interior());
       ckpt::Ticket tk = rts[static_cast<std::size_t>(v)]->checkpoint(r + 1);
       t[v].push_back(max_over_ranks(since(t0)));
@@ -149,7 +159,8 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(geo.ny), static_cast<unsigned long long>(geo.nx),
         static_cast<unsigned long long>(geo.g), mib, reps);
     std::printf("%-11s %12s %12s\n", "variant", "blocked ms", "/contiguous");
-    for (int v = 0; v < 3; ++v) std::printf("%-11s %12.3f %12.2f\n", names[v], 1e3 * median(t[v]), median(t[v]) / c);
+    for (int v = 0; v < kVariants; ++v)
+      std::printf("%-11s %12.3f %12.2f\n", names[v], 1e3 * median(t[v]), median(t[v]) / c);
   }
   MPI_Finalize();
   return 0;
