@@ -43,6 +43,7 @@ module ckpt
   public :: ckpt_ticket, ckpt_ticket_wait, ckpt_ticket_done, ckpt_ticket_stats
   public :: ckpt_ticket_free, ckpt_restart_warning
   public :: ckpt_set_restart_rows, ckpt_set_restart_keys, ckpt_clear_restart_rows
+  public :: ckpt_protect_scattered, ckpt_update_scattered
 
   !> Return codes (ckpt/ckpt.h, ckpt::Code).
   integer, parameter, public :: CKPT_OK = 0, CKPT_INVALID_ARGUMENT = 1, CKPT_NOT_FOUND = 2, CKPT_MISMATCH = 3, &
@@ -261,6 +262,32 @@ module ckpt
       integer(c_int64_t), value :: first_row
       integer(c_int) :: rc
     end function c_update_joined
+    function c_protect_scattered(rt, name, dtype, ndims_row, row, npieces, ptrs, rows, start, alloc) &
+        bind(C, name="ckpt_protect_scattered") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t, c_size_t
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: dtype, ndims_row
+      integer(c_int64_t), dimension(*), intent(in) :: row
+      integer(c_size_t), value :: npieces
+      type(c_ptr), dimension(*), intent(in) :: ptrs
+      integer(c_int64_t), dimension(*), intent(in) :: rows
+      type(c_ptr), value :: start, alloc  ! c_null_ptr: no memory selection
+      integer(c_int) :: rc
+    end function c_protect_scattered
+    function c_update_scattered(rt, name, ndims_row, row, npieces, ptrs, rows, start, alloc) &
+        bind(C, name="ckpt_update_scattered") result(rc)
+      import :: c_ptr, c_int, c_char, c_int64_t, c_size_t
+      type(c_ptr), value :: rt
+      character(kind=c_char), dimension(*), intent(in) :: name
+      integer(c_int), value :: ndims_row
+      integer(c_int64_t), dimension(*), intent(in) :: row
+      integer(c_size_t), value :: npieces
+      type(c_ptr), dimension(*), intent(in) :: ptrs
+      integer(c_int64_t), dimension(*), intent(in) :: rows
+      type(c_ptr), value :: start, alloc
+      integer(c_int) :: rc
+    end function c_update_scattered
     function c_joined_rows(rt, step, name, tot, beg, fin) bind(C, name="ckpt_joined_rows") result(rc)
       import :: c_ptr, c_int, c_char, c_int64_t
       type(c_ptr), value :: rt
@@ -695,6 +722,107 @@ contains
       if (ierr == CKPT_OK) ierr = c_annotate(rt%handle, cstr(name), cstr("array_order"), cstr("fortran"))
     end if
   end subroutine joined_any
+
+  !> Registers this rank's rows of a joined array that lie in separately allocated pieces (AMR blocks with
+  !> ghost cells, each its own allocation; ckpt_protect_scattered in C): pieces(k) = c_loc of piece k (a
+  !> contiguous array with the target attribute, kept allocated until ckpt_update_scattered, ckpt_unprotect
+  !> or ckpt_finalize; c_null_ptr only for a piece of 0 rows), holding rows(k) rows (absent: one row per
+  !> piece); this rank's rows are the pieces' rows in order. dtype: CKPT_F64, CKPT_F32, CKPT_I64, CKPT_I32,
+  !> ... row: the extents of one row in Fortran order (integer(int64), the same on every rank; size 0: a row
+  !> is one element). first and alloc (optional, both or neither, one entry per entry of row, Fortran
+  !> order): each row is the box of extents row at 0-based offsets first of an allocation of extents
+  !> alloc, e.g. a block u(0:nx+1, 0:nz+1, nv) with one ghost layer is row = [nx, nz, nv], first = [1, 1, 0],
+  !> alloc = [nx + 2, nz + 2, nv]; a piece of k rows is an array of extents [alloc, k] (rows last, as in
+  !> ckpt_protect_joined). Only the boxes are stored, and a restart fills only the boxes (on another rank
+  !> count by row or by key: ckpt_set_restart_rows, ckpt_set_restart_keys). Extents reversed into C order.
+  subroutine ckpt_protect_scattered(rt, name, dtype, row, pieces, ierr, rows, first, alloc)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer, intent(in) :: dtype
+    integer(int64), intent(in) :: row(:)
+    type(c_ptr), intent(in) :: pieces(:)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: rows(:), first(:), alloc(:)
+    call scattered_any(rt, "ckpt_protect_scattered", name, int(dtype, c_int), row, pieces, .false., ierr, rows, &
+                       first, alloc)
+  end subroutine ckpt_protect_scattered
+
+  !> The pieces of a region registered with ckpt_protect_scattered, anew (blocks refined, coarsened or
+  !> moved): pieces, rows and the selection (first, alloc) may all change; the dtype and row may not.
+  subroutine ckpt_update_scattered(rt, name, row, pieces, ierr, rows, first, alloc)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: name
+    integer(int64), intent(in) :: row(:)
+    type(c_ptr), intent(in) :: pieces(:)
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: rows(:), first(:), alloc(:)
+    call scattered_any(rt, "ckpt_update_scattered", name, 0_c_int, row, pieces, .true., ierr, rows, first, alloc)
+  end subroutine ckpt_update_scattered
+
+  !> ckpt_protect_scattered (update = .false.) or ckpt_update_scattered: the arguments checked (so that the
+  !> C API never sees a negative value wrapped to 2^64 - n, nor a selection of another rank than the row),
+  !> the pieces and rows copied to the heap (thousands of blocks fit any stack), the extents reversed.
+  subroutine scattered_any(rt, what, name, dtype, row, pieces, update, ierr, rows, first, alloc)
+    type(ckpt_runtime), intent(inout) :: rt
+    character(len=*), intent(in) :: what, name
+    integer(c_int), intent(in) :: dtype
+    integer(int64), intent(in) :: row(:)
+    type(c_ptr), intent(in) :: pieces(:)
+    logical, intent(in) :: update
+    integer, intent(out) :: ierr
+    integer(int64), intent(in), optional :: rows(:), first(:), alloc(:)
+    integer(c_int64_t) :: crow(max(1, size(row)))
+    integer(c_int64_t), allocatable, target :: crows(:), cstart(:), calloc(:)
+    type(c_ptr), allocatable :: cptrs(:)
+    type(c_ptr) :: pstart, palloc
+    character(len=:), allocatable :: why
+    integer :: n, np
+    n = size(row)
+    np = size(pieces)
+    why = first_negative("row", row)
+    if (present(rows)) then
+      if (size(rows) /= np) why = "rows needs one entry per piece"
+      if (len(why) == 0) why = first_negative("rows", rows)
+    end if
+    if (present(first) .neqv. present(alloc)) then
+      why = "first and alloc (a row's memory selection) are given both or neither"
+    else if (present(first)) then
+      if (size(first) /= n .or. size(alloc) /= n) then
+        why = "first and alloc need one entry per entry of row (a row's memory selection)"
+      else if (len(why) == 0) then
+        why = first_negative("first", first)
+        if (len(why) == 0) why = first_negative("alloc", alloc)
+      end if
+    end if
+    if (len(why) > 0) then
+      ierr = c_report_error(rt%handle, CKPT_INVALID_ARGUMENT, cstr(what//": region '"//trim(name)//"': "//why))
+      return
+    end if
+    crow = 0
+    crow(1:n) = row(n:1:-1)
+    allocate (cptrs(max(1, np)), crows(max(1, np)))
+    cptrs = c_null_ptr
+    cptrs(1:np) = pieces
+    crows = 1
+    if (present(rows)) crows(1:np) = rows
+    pstart = c_null_ptr
+    palloc = c_null_ptr
+    if (present(first)) then
+      allocate (cstart(max(1, n)), calloc(max(1, n)))
+      cstart(1:n) = first(n:1:-1)
+      calloc(1:n) = alloc(n:1:-1)
+      pstart = c_loc(cstart)
+      palloc = c_loc(calloc)
+    end if
+    if (update) then
+      ierr = c_update_scattered(rt%handle, cstr(name), int(n, c_int), crow, int(np, c_size_t), cptrs, crows, pstart, &
+                                palloc)
+    else
+      ierr = c_protect_scattered(rt%handle, cstr(name), dtype, int(n, c_int), crow, int(np, c_size_t), cptrs, crows, &
+                                 pstart, palloc)
+      if (ierr == CKPT_OK) ierr = c_annotate(rt%handle, cstr(name), cstr("array_order"), cstr("fortran"))
+    end if
+  end subroutine scattered_any
 
   ! ---- the typed procedures (ckpt_typed.inc, once per element type) -------------------------------
 

@@ -37,6 +37,7 @@ from ._lib import (CODES, CheckpointStatsC, PreconditionError, RestartWarning, c
 
 _P = ctypes.c_void_p
 _KIND_SCALAR, _KIND_LOCAL, _KIND_GLOBAL, _KIND_JOINED = "scalar", "local", "global", "joined"
+_KIND_SCATTERED = "scattered"  # a joined array whose rows lie in separate arrays (protect_scattered)
 
 CheckpointStats = namedtuple("CheckpointStats", "step bytes bytes_written blocked_s capture_wait_s flush_s "
                                                 "durable_s committed_s staging_bytes redundancy_s redundancy_bytes "
@@ -98,10 +99,22 @@ class Ticket:
 
 
 class _Region:
-    """A protected array: the object (a reference held), what the C API was told, and how to tell that the
-    application still holds it."""
+    """A protected array: the object (a reference held: the array, or the tuple of a scattered region's
+    pieces), what the C API was told (mem: the array's Memory, a scattered region's first piece's or its
+    dtype's; pieces: a scattered region's Memory of each piece, None otherwise), and the objects whose
+    holding by the application checkpoint() checks (held: _Held entries)."""
 
-    __slots__ = ("obj", "kind", "mem", "dims", "our_refs", "watched")
+    __slots__ = ("obj", "kind", "mem", "dims", "pieces", "held")
+
+
+class _Held:
+    """An object of region `name` (piece `piece` of a scattered region; None: the region's array) whose
+    holding by the application checkpoint() checks, and how many references to it this Runtime holds."""
+
+    __slots__ = ("obj", "name", "piece", "our_refs")
+
+    def __init__(self, obj, name, piece):
+        self.obj, self.name, self.piece, self.our_refs = obj, name, piece, 0
 
 
 _getrefcount = getattr(sys, "getrefcount", None)  # CPython; elsewhere checkpoint() checks nothing
@@ -203,8 +216,8 @@ def _json_value(v):
 class Runtime:
     """The checkpoint runtime of one mpi4py communicator (ckpt_runtime). Collective calls (the constructor,
     checkpoint, restart, latest, joined_rows, wait_all, poll, close) are made by every process of the
-    communicator in the same order; protect/unprotect/annotate and set_restart_rows/set_restart_keys/
-    clear_restart_rows are each process's own. One thread at a time. See docs/api-python.md."""
+    communicator in the same order; protect/protect_scattered/unprotect/annotate and set_restart_rows/
+    set_restart_keys/clear_restart_rows are each process's own. One thread at a time. See docs/api-python.md."""
 
     def __init__(self, comm=None, options=None, config=None):
         """Collective. comm: an mpi4py communicator (None: MPI.COMM_WORLD); mpi4py must use the MPI library
@@ -314,10 +327,8 @@ class Runtime:
         if not isinstance(name, str):
             raise error("invalid_argument", f"protect: the name must be a str, not {type(name).__name__}")
         old = self._regions.get(name)
-        # References to `array` now, less those of its own earlier registration: after the new one is stored
-        # (and the old one dropped), the difference is what this Runtime holds (see checkpoint()).
-        held = old.our_refs if old is not None and old.obj is array else 0
-        before = (_getrefcount(array) if _getrefcount else 0) - held
+        objs = [array]  # alive until _watch(): its reference is in both counts
+        before = self._refs_before(old, objs)
         mem = _arrays.describe(array, what)
         self._check_device(name, mem, what)
         kind, dims = self._geometry(mem, global_shape, start, joined, first_row, what)
@@ -342,18 +353,34 @@ class Runtime:
         if optional is not None:
             check(lib.ckpt_set_optional(h, bname, 1 if optional else 0))
         r = _Region()
-        r.obj, r.kind, r.mem, r.dims = array, kind, mem, dims
-        r.watched = _getrefcount is not None and _owns_memory(array)
+        r.obj, r.kind, r.mem, r.dims, r.pieces = array, kind, mem, dims, None
+        r.held = [_Held(array, name, None)] if _getrefcount is not None and _owns_memory(array) else []
         self._regions[name] = r  # replaces `old`, whose references (and DLPack capsule) go now
-        if old is not None and old.watched:
-            self._watched.remove(old)
         del old, mem
-        if r.watched:
-            self._watched.append(r)
-        self._watch_objs = [x.obj for x in self._watched]
-        r.our_refs = (_getrefcount(array) if _getrefcount else 0) - before  # what this Runtime holds
-        self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
+        self._watch(r, before)
         return array
+
+    @staticmethod
+    def _refs_before(old, objs):
+        """{id: references} of each of `objs` now, less those of the earlier registration `old` of the same
+        name: after the new one is stored (and `old` dropped), the difference is what this Runtime holds (see
+        _watch() and checkpoint()). `objs` must stay alive until _watch() counts again."""
+        if _getrefcount is None:
+            return {}
+        old_refs = {id(h.obj): h.our_refs for h in old.held} if old is not None else {}
+        return {id(o): _getrefcount(o) - old_refs.get(id(o), 0) for o in objs}  # `o`: one reference, as in _watch
+
+    def _watch(self, r=None, before=None):
+        """Rebuilds what checkpoint() checks from the regions' held objects, after region `r` (if any) was
+        stored; r's references to each of its objects are counted with `before` (_refs_before())."""
+        self._watched = [h for x in self._regions.values() for h in x.held]
+        self._watch_objs = [h.obj for h in self._watched]
+        if r is not None:
+            for h in r.held:
+                o = h.obj  # one reference, as the loop variable of _refs_before had
+                h.our_refs = _getrefcount(o) - before[id(o)]  # what this Runtime holds
+            o = None
+        self._watch_limits = [h.our_refs + _MAP_REFS for h in self._watched]
 
     def _replace(self, h, bname, old, ptr, mem, kind, dims):
         """ckpt_update* of a registered region to `mem`, with its memory selection: the old one is cleared
@@ -440,15 +467,165 @@ class Runtime:
             return lib.ckpt_update_joined(h, bname, ptr, len(dims[0]), u64_array(dims[0]), dims[1])
         return lib.ckpt_update(h, bname, ptr, len(dims[0]), u64_array(dims[0]))
 
+    def protect_scattered(self, name, pieces, *, row=None, memory=None, dtype=None, optional=None):
+        """Registers under `name` this process's rows of a joined array that lie in separate arrays - AMR
+        blocks with ghost cells, each its own allocation; particle tiles - and returns `pieces` (a list). This
+        process's rows are the pieces' rows, in order; checkpoint() copies each piece's rows straight into
+        ckpt's staging memory (no packing), and restart() writes the stored rows back into the pieces
+        protected then. Stored as one joined array (as protect(..., joined=True) stores one): readers, tools
+        and restarts on any process count see one array of rows. Each process its own (not collective).
+
+        pieces: a list (any iterable) of C-contiguous, writable arrays (numpy or device arrays, as for
+        protect()), all of one dtype. Each piece holds k rows as an array of shape (k, *X), 0 allowed, or one
+        row as an array of shape X, where X is `row` (the rows packed) or the allocation extents of a row
+        (with `memory`).
+        row: the extents of one row, the same on every process; default: pieces[0].shape[1:] (needed when
+        there is no piece, or with `memory`).
+        memory: (start, alloc), one row's memory selection: each row is the box [start, start + row) of an
+        allocation of extents alloc (one entry per entry of row), e.g. a block of NV x NZ x NX cells with one
+        ghost cell around each plane is row=(NV, NZ, NX), memory=((0, 1, 1), (NV, NZ + 2, NX + 2)), and its
+        piece an array of shape (NV, NZ + 2, NX + 2). Only the boxes are stored and restored (the ghosts are
+        left as they are).
+        dtype: the element type (a numpy dtype or its name), needed when there is no piece (then `row` too);
+        otherwise every piece must have it.
+        optional: as for protect().
+
+        With set_restart_keys() / set_restart_rows() (one key or row per row, in the pieces' order) the
+        rows move between processes at restart (blocks on another process count, into new allocations).
+        Protecting the name again replaces the pieces (blocks refined, coarsened, moved): the pieces, their
+        rows and `memory` may change, the dtype and `row` not (InvalidArgumentError), nor the kind. The
+        Runtime keeps a reference to every piece until they are replaced, unprotected or the Runtime is
+        closed; checkpoint() refuses a piece only the Runtime still holds (PreconditionError naming it).
+        Raises InvalidArgumentError, before libckpt is called, for pieces that are not such arrays (None, a
+        strided view, another dtype, a shape that is neither (k, *X) nor X), a `memory` that is not one
+        (start, alloc) pair of one entry per entry of `row` with the box inside the allocation, a `memory`
+        without `row`, and no piece without `dtype` and `row`; UnavailableError as protect()."""
+        what = f"protect_scattered({name!r})"
+        h = self._handle(what)
+        if not isinstance(name, str):
+            raise error("invalid_argument", f"protect_scattered: the name must be a str, not {type(name).__name__}")
+        if isinstance(pieces, (str, bytes, bytearray, memoryview, np.ndarray)) or not hasattr(pieces, "__iter__"):
+            raise error("invalid_argument", f"{what}: pieces must be a list of arrays, not {type(pieces).__name__} "
+                                            "(one array of all the rows: protect(name, array, joined=True))")
+        pieces = list(pieces)
+        if row is not None:
+            row = _ints(row, what, "row")
+        start = alloc = None
+        if memory is not None:
+            try:
+                start, alloc = memory
+            except (TypeError, ValueError):
+                raise error("invalid_argument",
+                            f"{what}: memory must be a pair (start, alloc), got {memory!r}") from None
+            start, alloc = _ints(start, what, "memory start"), _ints(alloc, what, "memory alloc")
+            if row is None:
+                raise error("invalid_argument", f"{what}: memory needs row= (the extents of the box of a row; the "
+                                                "pieces have those of its allocation)")
+            if not row or len(start) != len(row) or len(alloc) != len(row):
+                raise error("invalid_argument", f"{what}: memory start {start} and alloc {alloc} need one entry per "
+                                                f"entry of row {row}" + (" (rows of one element have no selection)"
+                                                                         if not row else ""))
+            for d, (s0, n, a) in enumerate(zip(start, row, alloc)):
+                if s0 + n > a:
+                    raise error("invalid_argument", f"{what}: the box of a row, start {start} + row {row}, exceeds "
+                                                    f"the allocation {alloc} in dimension {d}")
+        old = self._regions.get(name)
+        before = self._refs_before(old, pieces)
+        mems = [_arrays.describe(p, f"{what}: piece {i}") for i, p in enumerate(pieces)]
+        want = None
+        if dtype is not None:
+            try:
+                dt = np.dtype(dtype)
+            except TypeError as e:
+                raise error("invalid_argument", f"{what}: dtype {dtype!r}: {e}") from None
+            want = _arrays.storage(dt, what) + (dt,)
+        elif not mems:
+            raise error("invalid_argument", f"{what}: no piece: give dtype= and row= (every process registers the "
+                                            "region, also one without rows)")
+        if mems:
+            if want is None:
+                want = (mems[0].code, tuple(mems[0].trailing), mems[0].attr, mems[0].dtype)
+            if row is None:
+                if not mems[0].shape:
+                    raise error("invalid_argument", f"{what}: piece 0 is a 0-d array: give row= (a piece holds "
+                                                    "rows: shape (rows, *row))")
+                row = tuple(int(n) for n in mems[0].shape[1:])
+        elif row is None:
+            raise error("invalid_argument", f"{what}: no piece: give row= and dtype=")
+        code, trailing, attr, dt = want
+        shape_x = alloc if memory is not None else row
+        rows = []
+        for i, m in enumerate(mems):
+            if (m.code, tuple(m.trailing), m.attr) != (code, trailing, attr):
+                raise error("invalid_argument", f"{what}: piece {i} is {_dtype_name(m)}, the region {dt}: one dtype "
+                                                "per region")
+            if m.alloc is not None:
+                raise error("invalid_argument", f"{what}: piece {i} is a strided view (shape {tuple(m.shape)}); a "
+                                                "piece is a whole C-contiguous array, the box of each row given by "
+                                                "memory=(start, alloc)")
+            shape = tuple(int(n) for n in m.shape)
+            if shape == shape_x:
+                rows.append(1)
+            elif len(shape) == len(shape_x) + 1 and shape[1:] == shape_x:
+                rows.append(shape[0])
+            else:
+                raise error("invalid_argument", f"{what}: piece {i} has shape {shape}; a piece is (rows, *{shape_x}) "
+                                                f"or {shape_x} (one row), {'alloc of memory' if memory else 'row'} "
+                                                f"{shape_x}")
+            self._check_device(name, m, f"{what}: piece {i}")
+            if m.device_id >= 0 and mems[0].device_id >= 0 and (m.device, m.device_id) != (mems[0].device,
+                                                                                          mems[0].device_id):
+                raise error("invalid_argument", f"{what}: piece {i} is on {m.device}:{m.device_id}, piece 0 on "
+                                                f"{mems[0].device}:{mems[0].device_id}: a Runtime copies with one "
+                                                "device")
+        if old is not None and (old.kind != _KIND_SCATTERED or (old.mem.code, old.mem.attr) != (code, attr)):
+            raise error("invalid_argument",
+                        f"{what}: registered as a {old.kind} array of {_dtype_name(old.mem)}; it cannot become a "
+                        f"scattered array of {dt} (unprotect it first)")
+        # The C API's view: each row is row + trailing (a complex element is two reals); one row's selection.
+        c_row = row + trailing
+        c_start = c_alloc = None
+        if memory is not None:
+            c_start, c_alloc = u64_array(start + (0,) * len(trailing)), u64_array(alloc + trailing)
+        n = len(mems)
+        ptrs = (_P * max(1, n))(*(m.ptr or None for m in mems))
+        counts = (ctypes.c_uint64 * max(1, n))(*rows)
+        bname = to_bytes(name)
+        if old is not None:
+            check(lib.ckpt_update_scattered(h, bname, len(c_row), u64_array(c_row), n, ptrs, counts, c_start, c_alloc))
+        else:
+            check(lib.ckpt_protect_scattered(h, bname, code, len(c_row), u64_array(c_row), n, ptrs, counts, c_start,
+                                             c_alloc))
+            try:
+                if attr is not None:
+                    check(lib.ckpt_annotate(h, bname, _arrays.DTYPE_ATTR.encode(), attr.encode()))
+            except BaseException:
+                lib.ckpt_unprotect(h, bname)  # the first error is raised; nothing stays registered
+                raise
+        if optional is not None:
+            check(lib.ckpt_set_optional(h, bname, 1 if optional else 0))
+        r = _Region()
+        # A tuple of its own: the list returned may be changed by the caller, the pieces must stay alive.
+        r.kind, r.dims, r.obj = _KIND_SCATTERED, (row, memory), tuple(pieces)
+        r.mem = mems[0] if mems else _arrays.Memory(0, (), code, trailing, attr, dt, "cpu", 0, None, None)
+        r.pieces = mems
+        first_at = {}  # each object once, by the first piece it is (no loop variable left holding a piece)
+        for i in range(len(pieces) if _getrefcount is not None else 0):
+            if id(pieces[i]) not in first_at and _owns_memory(pieces[i]):
+                first_at[id(pieces[i])] = i
+        r.held = [_Held(pieces[i], name, i) for i in first_at.values()]
+        self._regions[name] = r  # replaces `old`, whose references (and DLPack capsules) go now
+        del old, mems
+        self._watch(r, before)
+        return pieces
+
     def unprotect(self, name):
         """Forgets region `name` and releases its array. NotFoundError when it is not protected."""
         h = self._handle(f"unprotect({name!r})")
         check(lib.ckpt_unprotect(h, to_bytes(name)))
         r = self._regions.pop(name, None)
-        if r is not None and r.watched:
-            self._watched.remove(r)
-            self._watch_objs = [x.obj for x in self._watched]
-            self._watch_limits = [x.our_refs + _MAP_REFS for x in self._watched]
+        if r is not None and r.held:
+            self._watch()
 
     def set_optional(self, name, optional=True):
         """Marks region `name` optional (or not): a restart from a checkpoint without it leaves it as it is."""
@@ -535,9 +712,9 @@ class Runtime:
             self._handle(f"checkpoint({step})")
         step = operator.index(step)
         if self._watch_objs and any(map(operator.le, map(_getrefcount, self._watch_objs), self._watch_limits)):
-            for r, n, limit in zip(self._watched, map(_getrefcount, self._watch_objs), self._watch_limits):
+            for held, n, limit in zip(self._watched, map(_getrefcount, self._watch_objs), self._watch_limits):
                 if n <= limit:  # nothing but this Runtime holds it
-                    raise _stale(self._regions, r, step)
+                    raise _stale(held, step)
         s = _arrays.stream_handle(stream, f"checkpoint({step})") if stream is not None else None
         t = _P()
         rc = lib.ckpt_checkpoint(h, step, s, ctypes.byref(t))
@@ -655,8 +832,15 @@ def _dtype_name(mem):
     return str(mem.dtype)
 
 
-def _stale(regions, r, step):
-    name = next((n for n, x in regions.items() if x is r), "?")
+def _stale(h, step):
+    name = h.name
+    if h.piece is not None:
+        return PreconditionError(
+            "failed_precondition",
+            f"failed_precondition: checkpoint({step}): piece {h.piece} of the scattered region {name!r} is no "
+            "longer held by the application (was the array replaced in its list, e.g. `blocks[i] = blocks[i] + "
+            "du`?): it would store data nothing updates. Protect the new pieces under the same name "
+            f"(rt.protect_scattered({name!r}, pieces, ...)), or update the arrays in place")
     return PreconditionError(
         "failed_precondition",
         f"failed_precondition: checkpoint({step}): the array protected as {name!r} is no longer held by the "

@@ -44,12 +44,16 @@ TWINS = {
     "update(const std::string&, void*, Dims)": ["ckpt_update"],
     "update(const std::string&, void*, const Block&)": ["ckpt_update_block"],
     "update(const std::string&, void*, const Joined&)": ["ckpt_update_joined"],
+    "protect(const std::string&, DType, const Scattered&)": ["ckpt_protect_scattered"],
+    "update(const std::string&, const Scattered&)": ["ckpt_update_scattered"],
     "protect(const std::string&, DType, Source, SourceKind)": ["ckpt_protect_source"],
     "protect_or_update(const std::string&, void*, DType, Dims)": "none: a convenience over protect and update; C "
         "calls ckpt_update where it re-registers (ckpt_protect of a protected name is CKPT_INVALID_ARGUMENT "
         "naming it), so no capability is missing",
     "protect_or_update(const std::string&, void*, DType, const Block&)": "none: as protect_or_update(Dims)",
     "protect_or_update(const std::string&, void*, DType, const Joined&)": "none: as protect_or_update(Dims)",
+    "protect_or_update(const std::string&, DType, const Scattered&)": "none: as protect_or_update(Dims); C calls "
+        "ckpt_update_scattered where it re-registers",
     "set_optional(const std::string&, bool)": ["ckpt_set_optional"],
     "set_memory_selection(const std::string&, const MemorySelection&)": ["ckpt_set_memory_selection"],
     "set_restart_rows(const std::string&, std::vector<std::uint64_t>)": ["ckpt_set_restart_rows"],

@@ -2,13 +2,24 @@
 !> local arrays of rank 1-4, a global box, checkpoint/restart of given and newest steps, unprotect, and
 !> the error paths (ierr /= CKPT_OK with a message, never a stop): bad config, use before init, a
 !> non-contiguous section, a box of the wrong rank, a missing step, use after finalize. Both ckpt_init
-!> forms (type(MPI_Comm) and an integer handle). Scratch directory: $CKPTTEST_TMP. Exit status 1 on a
-!> failed check.
+!> forms (type(MPI_Comm) and an integer handle). Scattered regions: ghosted blocks, each its own
+!> allocation, checkpointed as one joined array of their interiors and restarted into new allocations by
+!> key on 3 ranks and by the balanced split into one piece of several rows on 4 (interiors equal, ghosts
+!> untouched), and their refusals (a piece with rows and no memory, a selection of another rank than the
+!> row, negative extents). Scratch directory: $CKPTTEST_TMP. Exit status 1 on a failed check.
 program test_fortran_api
   use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64, error_unit
+  use, intrinsic :: iso_c_binding, only: c_ptr, c_loc, c_null_ptr
   use mpi_f08
   use ckpt
   implicit none
+
+  ! A block of a scattered region: NV variables of NX x NZ cells with one ghost layer, its own allocation.
+  integer, parameter :: NX = 4, NZ = 3, NV = 2
+  real(real64), parameter :: GHOST = -7.0_real64
+  type :: ghosted_block
+    real(real64), allocatable :: u(:, :, :)  ! u(0:NX+1, 0:NZ+1, NV)
+  end type ghosted_block
 
   type(ckpt_runtime) :: rt, unused
   integer :: ierr, rank, nranks, provided, failures = 0, total, i, j, unit
@@ -25,6 +36,17 @@ program test_fortran_api
   real(real64), target :: ghosted(0:5, 0:4), want(4, 3)  ! a 4 x 3 interior with one ghost layer
   real(real64), allocatable, target :: rows(:, :)  ! this rank's rows of a joined array
   integer(int64) :: nrows, first, count
+  type(ghosted_block), allocatable, target :: blk(:)  ! this rank's blocks, each allocated on its own
+  type(c_ptr), allocatable :: pieces(:)
+  integer(int64), allocatable, target :: bid(:), mine(:)
+  real(real64), allocatable, target :: slab(:, :, :, :)  ! a piece of several blocks: slab(0:NX+1, 0:NZ+1, NV, k)
+  integer(int64), parameter :: ROW(3) = [int(NX, int64), int(NZ, int64), int(NV, int64)]
+  integer(int64), parameter :: FIRST_CELL(3) = [1_int64, 1_int64, 0_int64]
+  integer(int64), parameter :: ALLOC(3) = [int(NX + 2, int64), int(NZ + 2, int64), int(NV, int64)]
+  type(ckpt_runtime) :: rt3
+  type(MPI_Comm) :: three
+  integer :: k, nb, wrong, color
+  integer(int64) :: g, owned, nmine
 
   call MPI_Init_thread(MPI_THREAD_MULTIPLE, provided)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank)
@@ -211,6 +233,131 @@ program test_fortran_api
   call expect(all(ghosted(0, :) == 7.0_real64) .and. all(ghosted(5, :) == 7.0_real64) .and. &
               all(ghosted(:, 0) == 7.0_real64) .and. all(ghosted(:, 4) == 7.0_real64), "the ghosts are untouched")
 
+  ! ---- scattered: rank r's r + 2 ghosted blocks, each its own allocation (one row per piece) ----
+  nb = rank + 2
+  allocate (blk(nb), pieces(nb), bid(nb))
+  do k = 1, nb
+    bid(k) = block_id(first_block(rank) + k - 1)
+    allocate (blk(k)%u(0:NX + 1, 0:NZ + 1, NV))
+    call fill_block(blk(k)%u, bid(k))
+    pieces(k) = c_loc(blk(k)%u)
+  end do
+  call ckpt_protect_scattered(rt, "blocks", CKPT_F64, ROW, pieces, ierr, first=FIRST_CELL, alloc=ALLOC)
+  call ok(ierr, "protect_scattered the ghosted blocks")
+  call ckpt_protect_joined(rt, "block_id", bid, ierr); call ok(ierr, "protect_joined block_id")
+  call ckpt_checkpoint(rt, 21_int64, ierr); call ok(ierr, "checkpoint 21 with scattered blocks")
+  do k = 1, nb
+    blk(k)%u = 0.0_real64  ! captured when ckpt_checkpoint returned: this is not stored
+  end do
+  call ckpt_wait_all(rt, ierr); call ok(ierr, "wait_all 21")
+  call ckpt_finalize(rt, ierr); call ok(ierr, "finalize after checkpoint 21")  ! one runtime per directory at a time
+
+  ! On 3 ranks by key: rank q owns the blocks whose id mod 3 == q, in reverse order, in new allocations.
+  color = MPI_UNDEFINED
+  if (rank < 3) color = 0
+  call MPI_Comm_split(MPI_COMM_WORLD, color, rank, three)
+  if (rank < 3) then
+    mine = [(block_id(g), g = first_block(nranks) - 1, 0, -1)]
+    mine = pack(mine, mod(mine, 3_int64) == rank)
+    deallocate (blk, pieces, bid)
+    allocate (blk(size(mine)), pieces(size(mine)), bid(size(mine)))
+    do k = 1, size(mine)
+      allocate (blk(k)%u(0:NX + 1, 0:NZ + 1, NV))
+      call fill_block(blk(k)%u, -1_int64)
+      pieces(k) = c_loc(blk(k)%u)
+    end do
+    bid = -1
+    call ckpt_init(rt3, three, ierr, trim(yaml)); call ok3(ierr, "ckpt_init on 3 ranks")
+    call ckpt_protect_scattered(rt3, "blocks", CKPT_F64, ROW, pieces, ierr, first=FIRST_CELL, alloc=ALLOC)
+    call ok3(ierr, "protect_scattered new allocations on 3 ranks")
+    call ckpt_protect_joined(rt3, "block_id", bid, ierr); call ok3(ierr, "protect_joined block_id on 3 ranks")
+    call ckpt_set_restart_keys(rt3, "blocks", "block_id", mine, ierr); call ok3(ierr, "set_restart_keys blocks")
+    call ckpt_set_restart_keys(rt3, "block_id", "block_id", mine, ierr); call ok3(ierr, "set_restart_keys ids")
+    call ckpt_restart_step(rt3, 21_int64, ierr); call ok3(ierr, "restart 21 by key on 3 ranks")
+    call expect(all(bid == mine), "the block ids restored by key on 3 ranks")
+    wrong = 0
+    do k = 1, size(mine)
+      wrong = wrong + block_wrong(blk(k)%u, mine(k))
+    end do
+    call expect(wrong == 0, "blocks restored by key on 3 ranks: interiors equal, ghosts untouched")
+    nmine = size(mine)
+    call MPI_Allreduce(nmine, owned, 1, MPI_INTEGER8, MPI_SUM, three)
+    call expect(owned == first_block(nranks), "the 3 ranks restored every block")
+    call ckpt_finalize(rt3, ierr); call ok3(ierr, "finalize on 3 ranks")
+    call MPI_Comm_free(three)
+  end if
+  call MPI_Barrier(MPI_COMM_WORLD)
+
+  ! On 4 ranks: registered with no piece, then updated to the balanced share in one piece of `count` blocks
+  ! back to back (rows last); the ids.
+  call ckpt_init(rt, MPI_COMM_WORLD, ierr, trim(yaml)); call ok(ierr, "ckpt_init again")
+  call ckpt_protect_scattered(rt, "blocks", CKPT_F64, ROW, [c_ptr ::], ierr, first=FIRST_CELL, alloc=ALLOC)
+  call ok(ierr, "protect_scattered with no piece")
+  call ckpt_joined_rows(rt, 21_int64, "blocks", nrows, first, count, ierr); call ok(ierr, "joined_rows blocks")
+  call expect(nrows == first_block(nranks), "the stored blocks of every rank")
+  allocate (slab(0:NX + 1, 0:NZ + 1, NV, count))
+  do k = 1, int(count)
+    call fill_block(slab(:, :, :, k), -1_int64)
+  end do
+  deallocate (bid)
+  allocate (bid(count))
+  bid = -1
+  call ckpt_update_scattered(rt, "blocks", ROW, [c_loc(slab)], ierr, rows=[count], first=FIRST_CELL, alloc=ALLOC)
+  call ok(ierr, "update_scattered to one piece of several blocks")
+  call ckpt_protect_joined(rt, "block_id", bid, ierr); call ok(ierr, "protect_joined block_id")
+  call ckpt_restart_step(rt, 21_int64, ierr); call ok(ierr, "restart 21 balanced")
+  wrong = 0
+  do k = 1, int(count)
+    wrong = wrong + block_wrong(slab(:, :, :, k), block_id(first + k - 1))
+    call expect(bid(k) == block_id(first + k - 1), "a block id of the balanced share")
+  end do
+  call expect(wrong == 0, "the balanced share restored into one piece: interiors equal, ghosts untouched")
+
+  ! The refusals; the refused calls register nothing.
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, [4_int64], [c_loc(big), c_null_ptr], ierr, rows=[1_int64, 2_int64])
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a piece with rows and no memory is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "piece 1 has 2 rows and a null pointer") > 0, "message names the piece: "//trim(msg))
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, ROW, [c_loc(slab)], ierr, first=[1_int64, 1_int64], &
+                              alloc=[6_int64, 5_int64])
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a selection of another rank than the row is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "one entry per entry of row") > 0 .and. index(msg, "'bad'") > 0, "message: "//trim(msg))
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, ROW, [c_loc(slab)], ierr, first=FIRST_CELL)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "first without alloc is refused")
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, ROW, [c_loc(slab)], ierr, first=[3_int64, 1_int64, 0_int64], &
+                              alloc=ALLOC)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a box past the allocation is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "memory selection") > 0, "message: "//trim(msg))
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, [4_int64, -3_int64], [c_loc(slab)], ierr)
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a negative row extent is refused")
+  call ckpt_error_message(rt, msg)
+  call expect(index(msg, "row(2) = -3 is negative") > 0, "message names row(2): "//trim(msg))
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, [4_int64], [c_loc(slab)], ierr, rows=[-1_int64])
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "a negative row count is refused")
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, [4_int64], [c_loc(slab)], ierr, rows=[1_int64, 1_int64])
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "rows of another size than pieces is refused")
+  call ckpt_update_scattered(rt, "blocks", [int(NX, int64), int(NZ, int64)], [c_loc(slab)], ierr, rows=[count])
+  call expect(ierr == CKPT_INVALID_ARGUMENT, "other row extents are refused")
+  call ckpt_update_scattered(rt, "nothing", ROW, [c_loc(slab)], ierr)
+  call expect(ierr == CKPT_NOT_FOUND, "update_scattered of an unknown name")
+  call ckpt_protect_scattered(rt, "bad", CKPT_F64, [4_int64], [c_loc(big)], ierr)
+  call ok(ierr, "protect_scattered after the refusals (nothing was registered)")
+  call ckpt_unprotect(rt, "bad", ierr); call ok(ierr, "unprotect bad")
+  ! The refusals changed nothing: the slab restores again.
+  slab = GHOST
+  call ckpt_restart_step(rt, 21_int64, ierr); call ok(ierr, "restart 21 after the refusals")
+  wrong = 0
+  do k = 1, int(count)
+    wrong = wrong + block_wrong(slab(:, :, :, k), block_id(first + k - 1))
+  end do
+  call expect(wrong == 0, "the slab restored after the refusals")
+  call ckpt_unprotect(rt, "blocks", ierr); call ok(ierr, "unprotect blocks")
+  call ckpt_unprotect(rt, "block_id", ierr); call ok(ierr, "unprotect block_id")
+  deallocate (slab, bid, blk, pieces)
+  if (allocated(mine)) deallocate (mine)
+
   ! ---- finalize, then use after finalize ----
   call ckpt_finalize(rt, ierr); call ok(ierr, "finalize")
   call ckpt_checkpoint(rt, 3_int64, ierr)
@@ -248,6 +395,68 @@ contains
            all(c_r32 == a_r32) .and. all(c_r64 == a_r64) .and. all(c_i32 == a_i32) .and. all(c_i64 == a_i64) .and. &
            all(c_box == box)
   end function same
+
+  !> Block g's id (distinct for g < 101, not in the order of g).
+  integer(int64) function block_id(g)
+    integer(int64), intent(in) :: g
+    block_id = 500_int64 + mod(29_int64 * g, 101_int64) * 2
+  end function block_id
+
+  !> The first block of rank r of the writing job (rank r holds r + 2 of them); first_block(nranks): all.
+  integer(int64) function first_block(r)
+    integer, intent(in) :: r
+    first_block = int(r, int64) * (r + 3) / 2
+  end function first_block
+
+  !> The interior cell u(x, z, v) of block id: id * 1000 + its index in C order [v][z][x].
+  real(real64) function cell(id, x, z, v)
+    integer(int64), intent(in) :: id
+    integer, intent(in) :: x, z, v
+    cell = real(id, real64) * 1000 + ((v - 1) * NZ + z - 1) * NX + x - 1
+  end function cell
+
+  !> GHOST everywhere, then block id's cells in the interior (id < 0: GHOST only, a block to restart into).
+  subroutine fill_block(u, id)
+    real(real64), intent(out) :: u(0:, 0:, :)
+    integer(int64), intent(in) :: id
+    integer :: x, z, v
+    u = GHOST
+    if (id < 0) return
+    do v = 1, NV
+      do z = 1, NZ
+        do x = 1, NX
+          u(x, z, v) = cell(id, x, z, v)
+        end do
+      end do
+    end do
+  end subroutine fill_block
+
+  !> The cells of u that differ from block id (interior) or from GHOST (the ghost layer).
+  integer function block_wrong(u, id)
+    real(real64), intent(in) :: u(0:, 0:, :)
+    integer(int64), intent(in) :: id
+    integer :: x, z, v
+    real(real64) :: want
+    block_wrong = 0
+    do v = 1, NV
+      do z = 0, NZ + 1
+        do x = 0, NX + 1
+          want = GHOST
+          if (x >= 1 .and. x <= NX .and. z >= 1 .and. z <= NZ) want = cell(id, x, z, v)
+          if (u(x, z, v) /= want) block_wrong = block_wrong + 1
+        end do
+      end do
+    end do
+  end function block_wrong
+
+  subroutine ok3(code, what)
+    integer, intent(in) :: code
+    character(len=*), intent(in) :: what
+    character(len=1024) :: m
+    if (code == CKPT_OK) return
+    call ckpt_error_message(rt3, m)
+    call expect(.false., what//": "//trim(m))
+  end subroutine ok3
 
   subroutine ok(code, what)
     integer, intent(in) :: code

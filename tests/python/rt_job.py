@@ -19,6 +19,13 @@
                     of range, a wrong count, ranks that disagree; negative rows and non-integers refused before
                     libckpt is called). Rank 0 prints "refused CASE: TYPE on ranks [...]: MESSAGE" for each
                     collective refusal, then "rows: ok 4 3".
+  scattered DIR     (4 ranks) scattered regions (Runtime.protect_scattered): rank r writes r + 3 ghosted blocks, each
+                    its own allocation (one row per piece), and their ids, steps 1 and 2; restarts step 2 into
+                    new allocations on a sub-communicator of 3 by key (each rank the blocks whose id % 3 is its
+                    rank, in descending id order) and on the 4 ranks by the balanced split into pieces of up
+                    to 2 blocks back to back after an empty piece, then protects the pieces again with other
+                    blocks by key; checks every interior and that every ghost cell stays. Prints
+                    "scattered: ok 4 3".
 Exit status 0 when every check held."""
 import os
 import sys
@@ -407,6 +414,103 @@ def rows_restart_3(d):
     sub.Free()
 
 
+# ---- scattered DIR: blocks in allocations of their own (protect_scattered) ---------------------------------
+
+ALLOC = (NV, NZ + 2, NX + 2)  # a block's allocation: one ghost cell around each NZ x NX plane
+MEMORY = ((0, 1, 1), ALLOC)
+
+
+def ghosted_block(block_id=None, step=2, rows=None):
+    """A block's allocation (rows=None) or `rows` of them back to back, ghosts -7.0; the interior of block
+    `block_id` at `step`, or -7.0 everywhere (None: an allocation to restart into)."""
+    b = np.full(ALLOC if rows is None else (rows,) + ALLOC, -7.0)
+    if block_id is not None:
+        b[:, 1:-1, 1:-1] = block_value(block_id, step)
+    return b
+
+
+def check_block(b, block_id, step, what):
+    want = ghosted_block(block_id, step)
+    wrong = int(np.count_nonzero(b != want))  # interior and ghosts, element by element
+    check(wrong == 0, f"{what}: block {block_id}: {wrong} of {b.size} cells differ")
+
+
+def scattered_write(d):
+    n = rank + 3
+    first = sum(r + 3 for r in range(rank))
+    mine = IDS[first:first + n]
+    with ckpt.Runtime(comm, {"dir": d, "keep": 5}) as rt:
+        blocks = [ghosted_block() for _ in range(n)]  # each block its own allocation
+        rt.protect_scattered("blocks", blocks, row=(NV, NZ, NX), memory=MEMORY)
+        ids = rt.protect("id", mine.copy(), joined=True)
+        step = rt.protect("step", np.zeros((), np.int64))
+        for s in (1, 2):
+            for b, i in zip(blocks, mine):
+                b[:, 1:-1, 1:-1] = block_value(i, s)
+            step[()] = s
+            rt.checkpoint(s)
+        check(ids.tolist() == mine.tolist(), "the ids written")
+
+
+def scattered_restart_3(d):
+    sub = comm.Split(0 if rank < 3 else MPI.UNDEFINED, rank)
+    if sub == MPI.COMM_NULL:
+        return
+    owned = sorted((int(v) for v in IDS if int(v) % 3 == sub.rank), reverse=True)
+    with ckpt.Runtime(sub, {"dir": d}) as rt:
+        blocks = [ghosted_block() for _ in owned]  # new allocations: the restart knows nothing of the old
+        rt.protect_scattered("blocks", blocks, row=(NV, NZ, NX), memory=MEMORY)
+        ids = rt.protect("id", np.full(len(owned), -1, np.int64), joined=True)
+        step = rt.protect("step", np.zeros((), np.int64))
+        rt.set_restart_keys("blocks", "id", owned)
+        rt.set_restart_keys("id", "id", owned)
+        check(rt.restart() == 2 and step == 2, "restart() of scattered blocks on 3 ranks")
+        check(ids.tolist() == owned, f"ids by key on 3 ranks: {ids.tolist()}")
+        for b, i in zip(blocks, owned):
+            check_block(b, i, 2, "by key on 3 ranks")
+        check(sum(sub.allgather(len(owned))) == NBLOCKS, "the 3 ranks own every block")
+    sub.Free()
+
+
+def scattered_restart_4(d):
+    with ckpt.Runtime(comm, {"dir": d}) as rt:
+        jr = rt.joined_rows("blocks", 2)
+        count = jr.end - jr.begin
+        pieces = [ghosted_block(rows=0)]  # an empty piece: skipped
+        for k in range(0, count, 2):  # pieces of 2 blocks back to back (the last maybe 1)
+            pieces.append(ghosted_block(rows=min(2, count - k)))
+        rt.protect_scattered("blocks", pieces, row=(NV, NZ, NX), memory=MEMORY)
+        rt.restart(1)
+        got = [b for p in pieces for b in p]
+        check(len(got) == count, f"{len(got)} blocks in the pieces, expected {count}")
+        for b, i in zip(got, IDS[jr.begin:jr.end]):
+            check_block(b, int(i), 1, "balanced into pieces of 2 blocks")
+        # Other blocks by key in other allocations: protected again under the same name (the pieces replaced).
+        want = [int(IDS[(5 * rank + k) % NBLOCKS]) for k in range(4)]
+        blocks = [ghosted_block() for _ in want]
+        rt.protect_scattered("blocks", blocks, row=(NV, NZ, NX), memory=MEMORY)
+        rt.set_restart_keys("blocks", "id", want)
+        rt.restart(2)
+        for b, i in zip(blocks, want):
+            check_block(b, i, 2, "protected again, by key")
+        for p in pieces[1:]:  # the pieces replaced are not written any more
+            p[...] = 0.0
+        rt.restart(1)
+        check(all((p == 0.0).all() for p in pieces[1:]), "the replaced pieces left alone")
+        for b, i in zip(blocks, want):
+            check_block(b, i, 1, "protected again, by key, step 1")
+
+
+def scattered_job(d):
+    scattered_write(d)
+    scattered_restart_3(d)
+    scattered_restart_4(d)
+    bad = comm.allreduce(failures)
+    if rank == 0:
+        print(f"scattered: {'ok' if not bad else 'FAILED'} {size} 3", flush=True)
+    return 1 if bad else 0
+
+
 def rows_job(d):
     rows_write(d)
     rows_restart_4(d)
@@ -427,6 +531,8 @@ def main():
         return raise_in_with(d)
     if mode == "rows":
         return rows_job(d)
+    if mode == "scattered":
+        return scattered_job(d)
     if mode in ("exit-open", "finalize-open"):
         return exit_open(d, mode == "finalize-open")
     sys.exit(f"unknown mode {mode}")

@@ -15,7 +15,9 @@ such box, read-only, scalars, objects, bad geometry, changed kind or dtype); dev
 DLPack and CUDA-Array-Interface producers (device id, device types, strided views, stream handles passed to
 the C API, memory the host cannot read); processes that disagree (steps, one process's bad protect); the
 context manager; joined rows restarted by key and by index (set_restart_keys, set_restart_rows,
-clear_restart_rows) and their refusals.
+clear_restart_rows) and their refusals; scattered regions (protect_scattered: ghosted blocks, each its own
+allocation, restored into new allocations by key; packed tiles of a mapped dtype by the balanced split; the
+references held and let go, a replaced piece refused, the refusals before libckpt is called).
 
 Environment: CKPTTEST_TMP (scratch root; default /tmp), PYTHONPATH / CKPT_LIBRARY (set by ctest, or the
 pip-installed package: tests/install)."""
@@ -549,6 +551,132 @@ def test_restart_rows_and_keys(scratch, monkeypatch):
 
 
 SENTINEL = -7.25  # in the ghost cells and padding: what restart() must leave alone
+
+# A block of a scattered region: NV x NZ x NX cells with one ghost cell around each NZ x NX plane.
+NV, NZ, NX = 2, 3, 4
+ROW, BLOCK_MEMORY = (NV, NZ, NX), ((0, 1, 1), (NV, NZ + 2, NX + 2))
+
+
+def ghosted_block(block_id=None):
+    """A block's allocation: SENTINEL in the ghosts, block `block_id`'s cells inside (None: SENTINEL only)."""
+    b = np.full(BLOCK_MEMORY[1], SENTINEL)
+    if block_id is not None:
+        b[:, 1:-1, 1:-1] = 1000.0 * block_id + np.arange(NV * NZ * NX).reshape(ROW)
+    return b
+
+
+def test_scattered_blocks(scratch, monkeypatch):
+    """protect_scattered: this process's ghosted blocks, each its own allocation, stored as one joined array
+    of their interiors; restored into new allocations (a piece of 2 blocks, single blocks, an empty piece) by
+    key, every process asking for every block in its own order, interiors equal and ghosts untouched; tiles of
+    a mapped dtype (complex64), packed, restored by the balanced split; a process with no piece; the
+    references the Runtime holds and lets go; a replaced piece refused by checkpoint(); the refusals before
+    libckpt is called, and the library's."""
+    from ckpt import runtime as rtmod
+
+    total = sum(r + 2 for r in range(size))
+    first, n = sum(r + 2 for r in range(rank)), rank + 2
+    ids_all = 7 * np.arange(total, dtype=np.int64)[::-1] + 11  # stored row k: block ids_all[k]
+    blocks = [ghosted_block(i) for i in ids_all[first:first + n]]
+    refs = [sys.getrefcount(b) for b in blocks]
+    tiles_all = values("c8", (sum(3 * r for r in range(size)), 2), 90)  # rank r: 3 r rows of 2
+    t0 = sum(3 * r for r in range(rank))
+    tiles = [tiles_all[t0:t0 + rank].copy(), np.zeros((0, 2), np.complex64), tiles_all[t0 + rank:t0 + 3 * rank].copy()]
+    with runtime(scratch) as rt:
+        got = rt.protect_scattered("blocks", blocks, row=ROW, memory=BLOCK_MEMORY)
+        agree(got == blocks and all(g is b for g, b in zip(got, blocks)), "returns the pieces")
+        del got
+        now = [sys.getrefcount(b) for b in blocks]
+        agree(all(x > k for x, k in zip(now, refs)), f"the Runtime holds every piece: {now} {refs}")
+        ids = rt.protect("block_id", ids_all[first:first + n].copy(), joined=True)
+        if rank == 0:  # no piece: dtype and row given
+            rt.protect_scattered("tiles", [], row=(2,), dtype=np.complex64)
+        else:  # the row from the pieces; complex64 stored as f32 with a trailing dimension of 2
+            rt.protect_scattered("tiles", tiles)
+        t = rt.checkpoint(1)
+        for blk in blocks:
+            blk[...] = 0.0  # captured when checkpoint() returned
+        del blk  # the loop's reference: the counts below are of the list's and the Runtime's
+        agree(t.wait(), "checkpoint of scattered regions committed")
+        agree(t.stats().bytes == n * (NV * NZ * NX * 8 + 8) + (0 if rank == 0 else 3 * rank * 2 * 8),
+              f"the interiors' bytes only: {t.stats().bytes}")
+
+        # By key into new allocations: one piece of 2 blocks back to back, single blocks, an empty piece.
+        want = ids_all[np.random.default_rng(rank).permutation(total)]
+        slab = np.stack([ghosted_block(), ghosted_block()])
+        singles = [ghosted_block() for _ in range(total - 2)]
+        pieces = [np.zeros((0,) + BLOCK_MEMORY[1]), slab] + singles
+        rt.protect_scattered("blocks", pieces, row=ROW, memory=BLOCK_MEMORY)  # again: the pieces replaced
+        now = [sys.getrefcount(b) for b in blocks]
+        agree(now == refs, f"the replaced pieces let go: {now} {refs}")
+        ids = rt.protect("block_id", np.zeros(total, np.int64), joined=True)
+        rt.set_restart_keys("blocks", "block_id", want)
+        rt.set_restart_keys("block_id", "block_id", want)
+        jr = rt.joined_rows("tiles", 1)
+        tiles_back = [np.zeros((jr.end - jr.begin - 1, 2), np.complex64), np.zeros((1, 2), np.complex64)]
+        tb_refs = [sys.getrefcount(p) for p in tiles_back]
+        rt.protect_scattered("tiles", tiles_back)
+        agree(rt.restart(1) == 1 and ids.tolist() == want.tolist(), f"ids by key {ids.tolist()}")
+        restored = [slab[0], slab[1]] + singles
+        agree(all(same_bytes(b, ghosted_block(i)) for b, i in zip(restored, want)),
+              "the blocks by key: interiors equal, ghosts untouched")
+        agree(same_bytes(np.concatenate(tiles_back), tiles_all[jr.begin:jr.end]), "the tiles, balanced")
+
+        # A piece the application replaced in its list is held by the Runtime only: checkpoint() refuses it.
+        del restored
+        singles[1] = pieces[3] = singles[1] + 1.0
+        kind, msg = outcome(lambda: rt.checkpoint(2))
+        agree(kind == "PreconditionError" and "piece 3 of the scattered region 'blocks'" in msg, f"refused: {msg}")
+        rt.protect_scattered("blocks", [slab] + singles, row=ROW, memory=BLOCK_MEMORY)
+        agree(rt.checkpoint(2).wait(), "checkpoint with the pieces protected again")
+
+        # Refused before libckpt is called.
+        called = []
+        for f in ("ckpt_protect_scattered", "ckpt_update_scattered"):
+            monkeypatch.setattr(rtmod.lib, f, lambda *a, f=f: called.append(f) or 0)
+        b = ghosted_block(1)
+        read_only = ghosted_block(2)
+        read_only.flags.writeable = False
+        for call, words in [
+                (lambda: rt.protect_scattered("x", [b, None], row=ROW, memory=BLOCK_MEMORY), "piece 1: a NoneType"),
+                (lambda: rt.protect_scattered("x", [b], row=ROW, memory=((0, 1), (5, 6))),
+                 r"memory start \(0, 1\) and alloc \(5, 6\) need one entry per entry of row \(2, 3, 4\)"),
+                (lambda: rt.protect_scattered("x", [b], memory=BLOCK_MEMORY), "memory needs row="),
+                (lambda: rt.protect_scattered("x", [b], row=ROW, memory=((0, 3, 1), BLOCK_MEMORY[1])),
+                 "exceeds the allocation"),
+                (lambda: rt.protect_scattered("x", [b], row=ROW, memory=(0, 1, 1)), "memory must be a pair"),
+                (lambda: rt.protect_scattered("x", [b, b.astype(np.float32)], row=ROW, memory=BLOCK_MEMORY),
+                 "piece 1 is float32, the region float64: one dtype"),
+                (lambda: rt.protect_scattered("x", [b], row=ROW, memory=BLOCK_MEMORY, dtype=np.float32),
+                 "piece 0 is float64"),
+                (lambda: rt.protect_scattered("x", [b[:, 1:-1, 1:-1]], row=ROW), "piece 0 is a strided view"),
+                (lambda: rt.protect_scattered("x", [np.zeros((1,) + ROW)], row=ROW, memory=BLOCK_MEMORY),
+                 r"piece 0 has shape \(1, 2, 3, 4\)"),
+                (lambda: rt.protect_scattered("x", [read_only], row=ROW, memory=BLOCK_MEMORY), "read-only"),
+                (lambda: rt.protect_scattered("x", []), "no piece"),
+                (lambda: rt.protect_scattered("x", [], dtype=np.float64), "no piece: give row="),
+                (lambda: rt.protect_scattered("x", np.zeros((2, 3))), "must be a list of arrays"),
+                (lambda: rt.protect_scattered("x", [b], row=(2, -3, 4)), "row .* has a negative value"),
+                (lambda: rt.protect_scattered("block_id", [np.zeros(3, np.int64)]), "cannot become a scattered"),
+                (lambda: rt.protect("blocks", np.zeros((1,) + ROW), joined=True), "cannot become a joined")]:
+            with pytest.raises(ckpt.InvalidArgumentError, match=words):
+                call()
+        monkeypatch.undo()
+        agree(called == [] and "x" not in rt, f"libckpt called: {called}")
+        # Refused by libckpt: other row extents (the row is fixed), a region protected again with them.
+        with pytest.raises(ckpt.InvalidArgumentError, match="cannot change"):
+            rt.protect_scattered("blocks", [np.zeros((NV, NZ + 2, NX + 1))], row=(NV, NZ, NX - 1),
+                                 memory=((0, 1, 1), (NV, NZ + 2, NX + 1)))
+        rt.unprotect("tiles")
+        agree([sys.getrefcount(p) for p in tiles_back] == tb_refs, "unprotect lets go of the pieces")
+    # Stored as one joined array of the interiors, in rank order, without the ghosts.
+    c = ckpt.open(os.path.join(scratch, "ckpt"))[1]
+    expect = np.stack([ghosted_block(i)[:, 1:-1, 1:-1] for i in ids_all])
+    agree(c["blocks"].kind == "joined" and same_bytes(c["blocks"].read(), expect), "reader: the interiors")
+    agree(same_bytes(c["tiles"].read(), tiles_all), "reader: the tiles as complex64")
+    c.verify()
+
+
 
 
 def ghosted(shape, ghost, salt):

@@ -9,6 +9,10 @@
 - blocks that move (AMR): rt_job.py writes a joined array of blocks and their ids at 4 ranks and restarts
   them with Runtime.set_restart_keys / set_restart_rows on 4 ranks and on a sub-communicator of 3, each
   rank asking for a scrambled, overlapping set; clear_restart_rows; the refusals on every rank;
+- scattered regions (AMR blocks with ghost cells, each its own allocation): rt_job.py writes them with
+  Runtime.protect_scattered at 4 ranks and restarts them into new allocations by key on a sub-communicator of
+  3 and by the balanced split into pieces of 2 blocks on 4, interiors equal and ghosts untouched; the reader
+  and `ckpt verify` see one joined array of the interiors;
 - one rank's exception inside `with ckpt.Runtime(...)` ends the job instead of hanging it;
 - a program that exits without close() has its checkpoint committed at exit; one that finalizes MPI
   itself first gets a warning, not a hang.
@@ -151,6 +155,23 @@ def test_restart_rows_by_key_and_by_index(scratch):
     by_id = c["blocks"].read(order_by="id")
     assert np.array_equal(by_id[:, 1, 2, 3], np.sort(ids) * 1000.0 + 1.0 + 23)
     verify_all(d)
+
+
+def test_scattered_blocks_move(scratch):
+    d = f"{scratch}/scattered"
+    out = run(mpi(4, RT_JOB, "scattered", d)).stdout
+    assert "scattered: ok 4 3" in out and "FAILED" not in out, out
+    # Stored as one joined array of the 18 interiors, in the writing ranks' order, without the ghosts.
+    c = ckpt.open(d).latest()
+    assert c.step == 2 and c["blocks"].kind == "joined" and c["blocks"].shape == (18, 2, 3, 4), c["blocks"]
+    ids = c["id"].read()
+    blocks = c["blocks"].read()
+    for k, i in enumerate(ids.tolist()):
+        assert np.array_equal(blocks[k], 1000.0 * i + 1.0 + np.arange(24.0).reshape(2, 3, 4)), (k, i)
+    assert np.array_equal(c["blocks"].read(order_by="id")[:, 0, 0, 0], np.sort(ids) * 1000.0 + 1.0)
+    verify_all(d)
+    ls = run([CLI, "ls", f"{d}/ckpt.2"]).stdout
+    assert re.search(r"^blocks\s+f64\s+joined\s+\[18, 2, 3, 4\]", ls, re.M), ls
 
 
 def test_one_rank_raises_inside_with(scratch):

@@ -166,6 +166,30 @@ CKPT_API int ckpt_protect_joined(ckpt_runtime* rt, const char* name, void* ptr, 
 /** Changes the pointer, rows and first_row of a registered joined array. */
 CKPT_API int ckpt_update_joined(ckpt_runtime* rt, const char* name, void* ptr, int ndims, const uint64_t* dims,
                                 int64_t first_row);
+/** Registers this rank's rows of a joined array that lie in `npieces` separately allocated pieces (AMR
+ *  blocks with ghost cells, particle tiles; ckpt::Scattered): piece i holds rows[i] rows at ptrs[i] (host or
+ *  device memory; NULL only when rows[i] is 0), and this rank's rows are the pieces' rows in order. rows
+ *  may be NULL: one row per piece. row[0..ndims_row) are the extents of one row (C order, equal on every
+ *  rank; ndims_row 0: a row is one element). start and alloc: both NULL (rows packed), or ndims_row entries
+ *  each, one row's memory selection: each row is the box [start, start + row) of a row-major allocation
+ *  of extents alloc, and a piece of k rows holds k such allocations back to back; only the boxes are
+ *  stored, and the restart writes only the boxes (ghost cells stay as they are). The caller keeps
+ *  ownership of the pieces and keeps them valid until ckpt_update_scattered, ckpt_unprotect or the end
+ *  of the runtime; the arrays ptrs, rows, row, start and alloc are copied. ckpt_checkpoint copies each
+ *  piece's rows into staging; a restart fills the pieces registered then (on another rank count by
+ *  row or by key: ckpt_set_restart_rows, ckpt_set_restart_keys). Stored as any joined array. A piece
+ *  with rows and a NULL pointer, a selection that does not fit, pieces in different kinds of memory:
+ *  CKPT_INVALID_ARGUMENT naming the region (and the piece). */
+CKPT_API int ckpt_protect_scattered(ckpt_runtime* rt, const char* name, int dtype, int ndims_row, const uint64_t* row,
+                                    size_t npieces, void* const* ptrs, const uint64_t* rows, const uint64_t* start,
+                                    const uint64_t* alloc);
+/** The pieces of a region registered with ckpt_protect_scattered, anew (blocks refined, coarsened or
+ *  moved): the pieces, their rows and the memory selection may all change; the dtype and the row extents
+ *  may not (CKPT_INVALID_ARGUMENT). CKPT_NOT_FOUND when `name` is not protected, CKPT_INVALID_ARGUMENT
+ *  when it is a region of another kind. */
+CKPT_API int ckpt_update_scattered(ckpt_runtime* rt, const char* name, int ndims_row, const uint64_t* row,
+                                   size_t npieces, void* const* ptrs, const uint64_t* rows, const uint64_t* start,
+                                   const uint64_t* alloc);
 /** Collective. The rows of joined array `name` in checkpoint `step`: *total of them, and this rank's
  *  share [*begin, *end) of their balanced split (what to allocate before ckpt_restart_step). */
 CKPT_API int ckpt_joined_rows(ckpt_runtime* rt, int64_t step, const char* name, uint64_t* total, uint64_t* begin,

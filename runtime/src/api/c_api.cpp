@@ -134,6 +134,14 @@ ckpt::Status need_name(const char* name) {
   return ckpt::Status::OK();
 }
 
+/// `what`[i] holds `value` >= 2^63: a negative number cast to uint64_t (see shape_of).
+ckpt::Status wrapped_negative(const char* what, std::size_t i, std::uint64_t value) {
+  return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + "[" + std::to_string(i) + "] is " +
+                                                        std::to_string(value) + " (" +
+                                                        std::to_string(static_cast<std::int64_t>(value)) +
+                                                        " as a signed value): a negative number passed as uint64_t?");
+}
+
 /// dims[0..ndims) as a Shape; checks ndims, the pointer, and that no value is 2^63 or more: C callers
 /// pass int64_t or int values through uint64_t, so such a value is a negative number that was cast (a
 /// region of ~2^64 bytes that the next checkpoint would read), never a real extent.
@@ -144,11 +152,7 @@ ckpt::Result<ckpt::Shape> shape_of(int ndims, const std::uint64_t* dims, const c
   if (ndims > 0 && dims == nullptr)
     return ckpt::Status(ckpt::Code::invalid_argument, std::string(what) + " is NULL with ndims > 0");
   for (int d = 0; d < ndims; ++d)
-    if (dims[d] > static_cast<std::uint64_t>(INT64_MAX))
-      return ckpt::Status(ckpt::Code::invalid_argument,
-                          std::string(what) + "[" + std::to_string(d) + "] is " + std::to_string(dims[d]) + " (" +
-                              std::to_string(static_cast<std::int64_t>(dims[d])) +
-                              " as a signed value): a negative number passed as uint64_t?");
+    if (dims[d] > static_cast<std::uint64_t>(INT64_MAX)) return wrapped_negative(what, d, dims[d]);
   return ckpt::Shape(dims, dims + ndims);
 }
 
@@ -174,6 +178,42 @@ ckpt::Result<ckpt::Joined> joined_of(int ndims, const std::uint64_t* dims, std::
   ckpt::Joined j{*d, std::nullopt};
   if (first_row >= 0) j.first_row = static_cast<std::uint64_t>(first_row);
   return j;
+}
+
+/// The pieces of a scattered region (ckpt::Scattered): ptrs[i] holding rows[i] rows (rows NULL: one each),
+/// rows of extents row[0..ndims_row), and one row's memory selection start/alloc (both NULL: none).
+ckpt::Result<ckpt::Scattered> scattered_of(int ndims_row, const std::uint64_t* row, std::size_t npieces,
+                                           void* const* ptrs, const std::uint64_t* rows, const std::uint64_t* start,
+                                           const std::uint64_t* alloc) {
+  auto r = shape_of(ndims_row, row, "row");
+  if (!r.ok()) return r.status();
+  if (npieces > 0 && ptrs == nullptr)
+    return ckpt::Status(ckpt::Code::invalid_argument, "ptrs is NULL with npieces " + std::to_string(npieces));
+  if ((start == nullptr) != (alloc == nullptr))
+    return ckpt::Status(ckpt::Code::invalid_argument, std::string(start == nullptr ? "start" : "alloc") +
+                                                          " is NULL and the other is not: a row's memory selection "
+                                                          "needs both (or neither, for packed rows)");
+  ckpt::Scattered s;
+  s.row = *r;
+  if (start != nullptr) {
+    // With ndims_row 0 the selection would have no entries: refused rather than dropped unseen.
+    if (ndims_row == 0)
+      return ckpt::Status(ckpt::Code::invalid_argument,
+                          "start and alloc given with ndims_row 0 (rows of one element): a memory selection needs "
+                          "row extents");
+    auto st = shape_of(ndims_row, start, "start");
+    if (!st.ok()) return st.status();
+    auto al = shape_of(ndims_row, alloc, "alloc");
+    if (!al.ok()) return al.status();
+    s.memory = ckpt::MemorySelection{*st, *al};
+  }
+  s.pieces.reserve(npieces);
+  for (std::size_t i = 0; i < npieces; ++i) {
+    const std::uint64_t n = rows != nullptr ? rows[i] : 1;
+    if (n > static_cast<std::uint64_t>(INT64_MAX)) return wrapped_negative("rows", i, n);
+    s.pieces.push_back(ckpt::Piece{ptrs[i], n});
+  }
+  return s;
 }
 
 ckpt::Result<ckpt::DType> dtype_of(int dtype) {
@@ -355,6 +395,31 @@ int ckpt_update_joined(ckpt_runtime* rt, const char* name, void* ptr, int ndims,
     auto j = joined_of(ndims, dims, first_row);
     if (!j.ok()) return j.status();
     return rt->rt->update(name, ptr, *j);
+  });
+}
+
+int ckpt_protect_scattered(ckpt_runtime* rt, const char* name, int dtype, int ndims_row, const uint64_t* row,
+                           size_t npieces, void* const* ptrs, const uint64_t* rows, const uint64_t* start,
+                           const uint64_t* alloc) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto t = dtype_of(dtype);
+    if (!t.ok()) return t.status();
+    auto s = scattered_of(ndims_row, row, npieces, ptrs, rows, start, alloc);
+    if (!s.ok()) return s.status().with_context("ckpt_protect_scattered: region '" + std::string(name) + "'");
+    return rt->rt->protect(name, *t, *s);
+  });
+}
+
+int ckpt_update_scattered(ckpt_runtime* rt, const char* name, int ndims_row, const uint64_t* row, size_t npieces,
+                          void* const* ptrs, const uint64_t* rows, const uint64_t* start, const uint64_t* alloc) {
+  return guard(rt, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need_name(name));
+    auto s = scattered_of(ndims_row, row, npieces, ptrs, rows, start, alloc);
+    if (!s.ok()) return s.status().with_context("ckpt_update_scattered: region '" + std::string(name) + "'");
+    return rt->rt->update(name, *s);
   });
 }
 
