@@ -19,11 +19,15 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+// ckpt-glue begin
 #include <optional>
+// ckpt-glue end
 #include <string>
 #include <vector>
 
+// ckpt-glue begin
 #include "ckpt/ckpt.hpp"
+// ckpt-glue end
 #include "simulation.hpp"
 
 namespace {
@@ -38,13 +42,19 @@ constexpr int NROOT = 2;         // root blocks per side
 struct Args {
   double tmax = 0;
   int max_level = 4;
+  // ckpt-glue begin
   std::int64_t every = 20;
   std::string dir;
   bool restart = false;
+  // ckpt-glue end
   std::string mesh = "amr";
+  // ckpt-glue begin
   std::string transport, config;
+  // ckpt-glue end
   std::int64_t particles = 0;
+  // ckpt-glue begin
   double checkpoint_dt = 0;  // > 0: checkpoint at t = k * checkpoint_dt instead of every `every` steps
+  // ckpt-glue end
   sedov::Cutoffs cutoffs;
 };
 
@@ -60,11 +70,13 @@ void say(const char* fmt, ...) {
   std::fflush(stdout);
 }
 
+// ckpt-glue begin
 bool all_ok(bool mine) {
   int v = mine ? 1 : 0, all = 0;
   MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   return all == 1;
 }
+// ckpt-glue end
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
@@ -72,17 +84,22 @@ int run(const Args& a, const ckpt::Options& options) {
   MPI_Comm comm = MPI_COMM_WORLD;
   int size = 1;
   MPI_Comm_size(comm, &size);
+  // ckpt-glue begin
   ckpt::Runtime rt(comm, options);
   if (!all_ok(rt.status().ok())) {
     say("amr_sedov: cannot start the checkpoint runtime: %s\n", rt.status().to_string().c_str());
     return 1;
   }
+  // ckpt-glue end
   const bool uniform = a.mesh == "uniform";
   sedov::Simulation sim(comm, NROOT, a.max_level, uniform, a.cutoffs);
   sedov::RunScalars& s = sim.scalars();
+  // ckpt-glue begin
   if (!all_ok(sim.protect_scalars(rt).ok())) return 1;
   const bool digests = std::getenv("AMR_SEDOV_DIGESTS") != nullptr;  // per-checkpoint digests (tests)
+  // ckpt-glue end
 
+  // ckpt-glue begin
   bool restored = false;
   if (a.restart) {
     // One restart of the newest complete checkpoint: load() learns the stored extents from inspect().
@@ -128,12 +145,16 @@ int run(const Args& a, const ckpt::Options& options) {
       return 1;
     }
   }
+  // ckpt-glue end
   if (!restored) sim.init_sedov(a.particles);
 
+  // ckpt-glue begin
   std::vector<ckpt::Ticket> tickets;
   double io = 0;  // this rank's seconds spent on checkpoints: packing + checkpoint() + final drain
+  // ckpt-glue end
   std::int64_t last_written = -1, min_blocks = s.nblocks, max_blocks = s.nblocks;
   const std::int64_t first_step = s.step;
+  // ckpt-glue begin
   auto write = [&]() -> bool {
     const double t0 = now();
     ckpt::Status st = sim.prepare_checkpoint(rt);
@@ -167,23 +188,29 @@ int run(const Args& a, const ckpt::Options& options) {
   const double ck_dt = a.checkpoint_dt;
   auto next_checkpoint_time = [&] { return ck_dt * (std::floor(s.time / ck_dt + 1e-9) + 1); };
   double next_ck = ck_dt > 0 ? next_checkpoint_time() : a.tmax;
+  // ckpt-glue end
   MPI_Barrier(comm);
   const double t_start = now();
   while (s.time < a.tmax) {
     if (!uniform && s.step % REGRID_EVERY == 0) sim.regrid(sedov::RegridMode::lohner);
     min_blocks = std::min(min_blocks, s.nblocks), max_blocks = std::max(max_blocks, s.nblocks);
     sim.step(CFL, std::min(a.tmax, next_ck));
+    // ckpt-glue begin
     const bool due = ck_dt > 0 ? s.time >= next_ck - 1e-12 * ck_dt : s.step % a.every == 0;
     if (due && !write()) return 1;
     if (due && ck_dt > 0) next_ck = next_checkpoint_time();
+    // ckpt-glue end
   }
+  // ckpt-glue begin
   // FLASH writes a last checkpoint at the end of the run; it cannot overlap with computing.
   if (last_written != s.step && !write()) return 1;
   const double t_drain = now();
   ckpt::Status drained = rt.wait_all();
   io += now() - t_drain;
+  // ckpt-glue end
   MPI_Barrier(comm);
   const double seconds = now() - t_start;
+  // ckpt-glue begin
   if (!all_ok(drained.ok())) {
     say("amr_sedov: %s\n", drained.to_string().c_str());
     return 1;
@@ -191,6 +218,7 @@ int run(const Args& a, const ckpt::Options& options) {
   double io_sum = 0, io_max = 0;
   MPI_Reduce(&io, &io_sum, 1, MPI_DOUBLE, MPI_SUM, 0, comm);
   MPI_Reduce(&io, &io_max, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
+  // ckpt-glue end
   const std::int64_t nparticles = sim.global_particles();
   const double radius = sim.shock_radius();
   const std::string state = sim.digest();
@@ -202,11 +230,13 @@ int run(const Args& a, const ckpt::Options& options) {
       static_cast<long long>(first_step), static_cast<long long>(s.step), s.time, uniform ? "uniform" : "amr",
       static_cast<long long>(s.nblocks), lmin, lmax, static_cast<long long>(min_blocks),
       static_cast<long long>(max_blocks), static_cast<long long>(s.regrids), static_cast<long long>(nparticles), size);
+  // ckpt-glue begin
   const double per_rank = io_sum / size;
   say("io: transport %s, checkpoints %zu, avg/proc per checkpoint %.4f s, io time %.4f s (rank average; max %.4f s), "
       "run %.3f s, %.2f %% of the run on I/O\n",
       options.transport.c_str(), tickets.size(), tickets.empty() ? 0.0 : per_rank / static_cast<double>(tickets.size()),
       per_rank, io_max, seconds, 100.0 * per_rank / seconds);
+  // ckpt-glue end
   say("shock radius: %.6f analytic: %.6f error: %.3f%%\n", radius, analytic, 100.0 * (radius - analytic) / analytic);
   say("state: %s\n", state.c_str());
   return 0;
@@ -223,16 +253,22 @@ int main(int argc, char** argv) {
   app.add_option("--tmax", a.tmax, "final time (a restart continues to it)")->required()->check(CLI::PositiveNumber);
   app.add_option("--max-level", a.max_level, "finest level (level 1: 2x2 blocks of 16x16 cells)")
       ->check(CLI::Range(1, 12));
+  // ckpt-glue begin
   app.add_option("--checkpoint-every", a.every, "checkpoint every K steps")->check(CLI::PositiveNumber);
   app.add_option("--dir", a.dir, "checkpoint directory")->required();
   app.add_flag("--restart", a.restart, "continue from the newest complete checkpoint in --dir");
+  // ckpt-glue end
   app.add_option("--mesh", a.mesh, "amr or uniform (at --max-level)")->check(CLI::IsMember({"amr", "uniform"}));
+  // ckpt-glue begin
   app.add_option("--transport", a.transport, "ckpt transport (posix, hdf5, hdf5-sync, ...); overrides the config");
   app.add_option("--config", a.config, "ckpt YAML configuration file");
+  // ckpt-glue end
   app.add_option("--particles", a.particles, "tracer particles at the start")->check(CLI::NonNegativeNumber);
+  // ckpt-glue begin
   app.add_option("--checkpoint-dt", a.checkpoint_dt,
                  "checkpoint at t = T, 2T, ... (steps shortened to land on them) instead of every K steps")
       ->check(CLI::PositiveNumber);
+  // ckpt-glue end
   app.add_option("--refine-cutoff", a.cutoffs.refine, "Lohner estimator: refine a block above this (0.8)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--derefine-cutoff", a.cutoffs.derefine, "Lohner estimator: coarsen a block below this (0.2)")
@@ -249,6 +285,7 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
+  // ckpt-glue begin
   ckpt::Options options = a.config.empty() ? ckpt::Options() : ckpt::Options::load(a.config);
   if (!options.error.ok()) {
     say("amr_sedov: %s\n", options.error.to_string().c_str());
@@ -257,6 +294,7 @@ int main(int argc, char** argv) {
   }
   options.dir = a.dir;
   if (!a.transport.empty()) options.transport = a.transport;
+  // ckpt-glue end
   int rc = 1;
   Kokkos::initialize(argc, argv);
   {

@@ -8,11 +8,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+// ckpt-glue begin
 #include <optional>
+// ckpt-glue end
 #include <set>
 #include <stdexcept>
 
+// ckpt-glue begin
 #include "ckpt/kokkos.hpp"
+// ckpt-glue end
 
 namespace sedov {
 namespace {
@@ -21,7 +25,9 @@ constexpr double SEDOV_E = 1.0;  // blast energy per unit length of the full cyl
 constexpr double RHO0 = 1.0, P0 = 1e-5;
 constexpr double R_INIT_CELLS = 3.5;  // deposit radius in finest cells (FLASH's sim_nsubzones setup)
 
+// ckpt-glue begin
 const char* const UNK_NAMES[NVAR] = {"unk/dens", "unk/momx", "unk/momy", "unk/ener"};
+// ckpt-glue end
 
 void check_mpi(int rc, const char* what) {
   if (rc != MPI_SUCCESS) throw std::runtime_error(std::string("MPI failure in ") + what);
@@ -59,6 +65,7 @@ std::int64_t Simulation::global_particles() const {
   return all;
 }
 
+// ckpt-glue begin
 std::array<double, NVAR> Simulation::totals() const {
   std::array<double, NVAR> mine{}, all{};
   for (int b = 0; b < m_nlocal; ++b)
@@ -71,6 +78,7 @@ std::array<double, NVAR> Simulation::totals() const {
   MPI_Allreduce(mine.data(), all.data(), NVAR, MPI_DOUBLE, MPI_SUM, m_comm);
   return all;
 }
+// ckpt-glue end
 
 // ---- mesh, ghosts, guard plan ---------------------------------------------------------------------
 
@@ -362,13 +370,17 @@ bool Simulation::regrid(RegridMode mode) {
     for (int b = 0; b < m_nlocal; ++b)
       m_flags[b] = m_error(b) > m_cutoffs.refine ? 1 : (m_error(b) < m_cutoffs.derefine ? -1 : 0);
   } else {
+    // ckpt-glue begin
     for (int b = 0; b < m_nlocal; ++b)
       m_flags[b] = m_tree.leaf(static_cast<int>(m_first + b)).level < m_tree.max_level() ? 1 : 0;
+    // ckpt-glue end
   }
+  // ckpt-glue begin
   // Blocks finer than the maximum level (a restart that lowered it) are coarsened, whatever the
   // estimator says; a family goes once no neighbour is finer than it, so a pass per excess level.
   for (int b = 0; b < m_nlocal; ++b)
     if (m_tree.leaf(static_cast<int>(m_first + b)).level > m_tree.max_level()) m_flags[b] = -1;
+  // ckpt-glue end
   std::vector<int> counts(m_size), displs(m_size), flags(static_cast<std::size_t>(m_s.nblocks));
   for (int r = 0; r < m_size; ++r) {
     displs[r] = static_cast<int>(Tree::first(r, m_size, m_s.nblocks));
@@ -425,13 +437,17 @@ bool Simulation::regrid(RegridMode mode) {
     for (int c = 1; c <= 4; ++c) how(b, c) = h[c] >= 0 ? pool_slot.at(h[c]) : 0;
     how(b, 5) = h[5];
   }
+  // ckpt-glue begin
   std::vector<int> kept_flags(static_cast<std::size_t>(my_n_new), 0);  // blocks that stayed keep theirs
   for (int b = 0; b < my_n_new; ++b) {
     const std::array<int, 6>& h = how_global[static_cast<std::size_t>(my_first_new + b)];
     if (h[0] == 0) kept_flags[b] = flags[static_cast<std::size_t>(h[1])];
   }
+  // ckpt-glue end
   set_mesh(next.leaves());
+  // ckpt-glue begin
   m_flags = kept_flags;
+  // ckpt-glue end
   remap_blocks(pool, how, m_u);
   fill_all_guards();
   relocate_particles();
@@ -441,6 +457,7 @@ bool Simulation::regrid(RegridMode mode) {
 
 // ---- checkpoint and restart -----------------------------------------------------------------------
 
+// ckpt-glue begin
 ckpt::Status Simulation::protect_scalars(ckpt::Runtime& rt) {
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/time", &m_s.time));
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/dt", &m_s.dt));
@@ -628,6 +645,7 @@ ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
   relocate_particles();
   return ckpt::Status::OK();
 }
+// ckpt-glue end
 
 // ---- diagnostics ----------------------------------------------------------------------------------
 
