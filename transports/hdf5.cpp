@@ -602,7 +602,15 @@ class Hdf5Transport final : public Transport {
   bool collective_open() const override { return true; }
   bool synchronous() const override { return m_sync; }
   bool writes_with_mpi() const override { return !m_sync; }  // hdf5-sync writes everything in open()
-  Status check_region(const Region& r) const override { return check_contiguous(r); }
+  Status check_region(const Region& r) const override {
+    // hdf5-sync writes from the application's memory at the region's one pointer (write_sync), not from
+    // staging: the pieces of a Scattered region are not there.
+    if (m_sync && r.pieces)
+      return Status(Code::invalid_argument, "hdf5-sync: region '" + r.name +
+                                                "' is Scattered (separately allocated pieces); hdf5-sync writes "
+                                                "from one pointer per region: use hdf5, posix or mpiio for it");
+    return check_contiguous(r);
+  }
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     if (!m_sync) return std::unique_ptr<Writer>(std::make_unique<Hdf5Writer>(ctx, m_comm, m_alignment));
     auto p = write_sync(ctx, m_comm, m_alignment);

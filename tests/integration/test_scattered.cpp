@@ -271,7 +271,8 @@ TEST(Scattered, Refusals) {
                  "memory selection");
   expect_refused(rt.protect("a", DType::f64, Scattered{{}, {Piece{plain.data(), 8}}, {{1}, {3}}}),
                  "a memory selection needs row extents");
-  expect_refused(rt.protect("a", DType::f64, Scattered{{4, 0}, {Piece{plain.data(), 1}}, {}}), "zero-size dimension");
+  expect_refused(rt.protect("a", DType::f64, Scattered{{4, 0}, {Piece{plain.data(), 1}}, {}}), "row extent 1 is 0");
+  expect_refused(rt.protect("a", DType::f64, Scattered{Dims(Shape(16, 1)), {}, {}}), "(at most 15)");
   ASSERT_TRUE(rt.protect("blocks", DType::f64, b.scattered()).ok());
   expect_refused(rt.protect("blocks", DType::f64, b.scattered()), "already protected");
   // Rows of other extents, another dtype, a plain update, a memory selection of its own.
@@ -291,4 +292,47 @@ TEST(Scattered, Refusals) {
   ASSERT_TRUE(rt.protect("empty", DType::f64, Scattered{{4}, {Piece{nullptr, 0}}, {}}).ok());
   Status s = rt.checkpoint(7).wait();
   ASSERT_TRUE(s.ok()) << s.to_string();
+}
+
+TEST(Scattered, EveryTransportStoresThePiecesAndHdf5SyncRefusesThem) {
+  // Transports that write from staging store a Scattered region like any joined array; hdf5-sync writes
+  // from the application's memory at one pointer per region, so it refuses one (naming it) at protect.
+  std::vector<std::string> transports = {"posix", "mpiio", "rbio"};
+#if CKPTTEST_HAVE_HDF5
+  transports.push_back("hdf5");
+#endif
+  const int rank = world_rank();
+  for (const std::string& t : transports) {
+    SCOPED_TRACE(t);
+    const std::string dir = ckpt::test::scratch_dir("-" + t);
+    Options o = options_in(dir);
+    o.transport = t;
+    {
+      Blocks b = own_blocks(rank);
+      Runtime rt(MPI_COMM_WORLD, o);
+      ASSERT_TRUE(rt.protect("blocks", DType::f64, b.scattered()).ok());
+      ASSERT_TRUE(rt.protect("block_id", b.ids.data(), DType::i64, Joined{{b.ids.size()}}).ok());
+      Status s = rt.checkpoint(1).wait();
+      ASSERT_TRUE(s.ok()) << s.to_string();
+    }
+    Blocks back;
+    back.ids = own_blocks(rank).ids;
+    std::reverse(back.ids.begin(), back.ids.end());
+    for (std::size_t i = 0; i < back.ids.size(); ++i) back.mem.push_back(make_block(0, false));
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("blocks", DType::f64, back.scattered()).ok());
+    ASSERT_TRUE(rt.set_restart_keys("blocks", "block_id", back.ids).ok());
+    Status s = rt.restart(1);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (std::size_t i = 0; i < back.ids.size(); ++i) expect_block(back.mem[i].get(), back.ids[i], t);
+  }
+#if CKPTTEST_HAVE_HDF5
+  Options o = options_in(ckpt::test::scratch_dir("-hdf5-sync"));
+  o.transport = "hdf5-sync";
+  Blocks b = own_blocks(rank);
+  Runtime rt(MPI_COMM_WORLD, o);
+  Status s = rt.protect("blocks", DType::f64, b.scattered());
+  EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+  EXPECT_NE(s.message().find("'blocks' is Scattered"), std::string::npos) << s.to_string();
+#endif
 }

@@ -143,6 +143,13 @@ Status Registry::set_scattered(const std::string& name, DType dtype, std::vector
     n.kind = RegionKind::joined;
     n.group = group_of(name);
   }
+  // The row's own dimensions, numbered as the caller gave them (check_extents counts the rows' too).
+  if (row.size() >= kMaxDims)
+    return bad(Code::invalid_argument, "has rows of " + std::to_string(row.size()) + " dimensions (at most " +
+                                           std::to_string(kMaxDims - 1) + ")");
+  for (std::size_t d = 0; d < row.size(); ++d)
+    if (row[d] == 0)
+      return bad(Code::invalid_argument, "has rows " + shape_text(row) + ": row extent " + std::to_string(d) + " is 0");
   std::uint64_t rows = 0;
   for (const PieceRef& p : pieces)
     if (__builtin_add_overflow(rows, p.rows, &rows)) return bad(Code::invalid_argument, "has more than 2^64 rows");

@@ -312,7 +312,9 @@ Result<std::uint64_t> Restorer::joined_first_row(const VarRecord& v, const Regio
       return Status(Code::mismatch, std::to_string(n) + " rows registered on rank " + std::to_string(m_rank) +
                                         ", but its share of the balanced split of the " + std::to_string(total) +
                                         " stored rows is " + rows_text(share.begin, share.end) +
-                                        " (allocate what joined_rows() says, or give Joined::first_row)");
+                                        (r.pieces ? " (allocate what joined_rows() says, or ask for the rows by "
+                                                    "set_restart_keys or set_restart_rows)"
+                                                  : " (allocate what joined_rows() says, or give Joined::first_row)"));
     return share.begin;
   }
   if (r.first_row > total || n > total - r.first_row)
