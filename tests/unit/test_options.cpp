@@ -351,6 +351,25 @@ TEST(OptionsTable, ToYamlRoundTrips) {
   EXPECT_EQ(back->groups[0].match, o.groups[0].match);
   EXPECT_NE(y.find("pool_bytes: 3G\n"), std::string::npos) << y;
   EXPECT_NE(y.find("thread_slice_us: auto\n"), std::string::npos) << "one spelling of auto: " << y;
+  // Control characters (a trailing carriage return, which a YAML reader drops from a plain scalar),
+  // quotes, backslashes and bytes that are not UTF-8 read back as they were (fuzz_options found the first).
+  o.dir =
+      "\r"
+      "kpt"
+      "\xc0"
+      "a\"d\\"
+      "\x01"
+      "\x7f"
+      "\r";
+  o.local_dir = "tab\there";
+  ASSERT_TRUE(o.validate().ok()) << o.validate().to_string();
+  const std::string z = o.to_yaml();
+  std::ofstream(dir + "/control.yaml") << z;
+  back = Options::try_load(dir + "/control.yaml");
+  ASSERT_TRUE(back.ok()) << back.status().to_string() << "\n" << z;
+  EXPECT_EQ(back->dir, o.dir);
+  EXPECT_EQ(back->local_dir, o.local_dir);
+  EXPECT_EQ(back->to_yaml(), z);
 }
 
 TEST(OptionsTable, EveryRowIsDescribedAndReadFromItsVariable) {

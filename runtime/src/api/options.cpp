@@ -475,9 +475,32 @@ Status parse_groups(Options& o, const YAML::Node& node) {
 
 /// A YAML scalar for `s`: double-quoted with escapes when plain would not read back as the same text.
 std::string yaml_scalar(const std::string& s) {
-  YAML::Emitter e;
-  e << s;
-  return e.c_str();
+  const auto control = [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  };
+  if (std::none_of(s.begin(), s.end(), control)) {
+    YAML::Emitter e;
+    e << s;
+    return e.c_str();
+  }
+  // yaml-cpp's emitter writes control characters as they are, and a reader drops a trailing line break
+  // (fuzz_options: "dir: \rx\r" read back as "\rx"): double-quoted, control characters escaped. Bytes
+  // from 0x80 stay as they are (a path need not be UTF-8; \x escapes would read back as code points).
+  std::string q = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      q += '\\';
+      q += c;
+    } else if (control(c)) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      q += hex;
+    } else {
+      q += c;
+    }
+  }
+  return q + "\"";
 }
 
 }  // namespace
