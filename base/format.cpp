@@ -263,6 +263,13 @@ Status check_joined_rows(const Index& idx) {
   return Status::OK();
 }
 
+std::uint32_t index_header_version(const std::uint8_t* p, std::size_t n) {
+  std::uint32_t version = 0;
+  if (n < kIndexHeaderBytes || std::memcmp(p, kIndexMagic, 8) != 0) return 0;
+  std::memcpy(&version, p + 8, 4);
+  return version;
+}
+
 Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   if (n < kIndexHeaderBytes + kIndexFooterBytes) return corrupt("index truncated (" + std::to_string(n) + " bytes)");
   if (std::memcmp(p, kIndexMagic, 8) != 0) return corrupt("index magic missing");

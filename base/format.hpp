@@ -123,6 +123,9 @@ Status get_block_record(ByteReader& r, std::size_t nvars, const std::function<co
 std::vector<std::uint8_t> encode_index(const Index& idx);
 /// Validates magic, version, footer, body checksum and every field against the others.
 Result<Index> decode_index(const std::uint8_t* p, std::size_t n);
+/// The version in the header of the index object at `p` (1, or 2 for a version-2 root); 0 when `n` is
+/// shorter than a header or `p` does not begin with the index magic. Nothing else is checked.
+std::uint32_t index_header_version(const std::uint8_t* p, std::size_t n);
 
 /// "1.5 MiB" (bytes below 1 KiB as "123 B"): sizes in messages and in the tools' output.
 std::string human_bytes(std::uint64_t n);

@@ -1,6 +1,6 @@
 // Format v2 index: the two-level index (root index, catalog, sub-indices) codec (internal). Byte layout
-// and rules: docs/format.md, "Version 2 index: two levels". Specified, coded here, not yet written or
-// read by the runtime, the store or the tools (they still read and write version 1). Every decode is
+// and rules: docs/format.md, "Version 2 index: two levels". The store writes it (stage_index_v2, option
+// index_format: 2) and assembles it into the one-level index for every reader (read_index_file). Every decode is
 // bounds-checked: a checkpoint on disk is untrusted input, and what the spec calls invalid is `corrupt`.
 //
 // Incremental references (docs/format.md, "Version 2 index: incremental references") are decoded in

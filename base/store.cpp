@@ -13,6 +13,7 @@
 #include <set>
 
 #include "base/hash.hpp"
+#include "base/index_v2.hpp"
 
 namespace ckpt::detail {
 
@@ -148,14 +149,59 @@ VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::u
   return st;
 }
 
+namespace {
+
+/// The one-level index of the version-2 checkpoint `dir` whose root is `root_bytes`, encoded as version 1.
+Result<std::vector<std::uint8_t>> assemble_v2(const std::string& dir, const std::vector<std::uint8_t>& root_bytes) {
+  auto corrupt = [&](const std::string& what) {
+    return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + what);
+  };
+  auto root = decode_root_index(root_bytes.data(), root_bytes.size());
+  if (!root.ok()) return corrupt(root.status().message());
+  auto read = [&](const std::string& name) -> Result<std::vector<std::uint8_t>> {
+    auto b = read_file(dir + "/" + name, kMaxIndexBytes);
+    if (!b.ok()) return corrupt("its version-2 index's " + name + ": " + b.status().message());
+    return b;
+  };
+  auto catalog = read("catalog");
+  if (!catalog.ok()) return catalog.status();
+  std::vector<std::vector<std::uint8_t>> subs;  // no reserve(W): W is untrusted, the first missing file ends it
+  for (std::uint32_t w = 0; w < root->writers; ++w) {
+    auto b = read("index." + std::to_string(w));
+    if (!b.ok()) return b.status();
+    subs.push_back(std::move(b).value());
+  }
+  auto idx = assemble_index(root.value(), catalog->data(), catalog->size(), subs);
+  if (!idx.ok()) return corrupt(idx.status().message());
+  return encode_index(idx.value());
+}
+
+}  // namespace
+
 Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir) {
   auto bytes = read_file(dir + "/index", kMaxIndexBytes);
-  if (bytes.ok()) return bytes;
+  if (bytes.ok())
+    return index_header_version(bytes->data(), bytes->size()) == kIndexV2Version ? assemble_v2(dir, bytes.value())
+                                                                                 : bytes;
   if (bytes.status().code() == Code::not_found) {
     if (!is_directory(dir)) return Status(Code::not_found, "no checkpoint directory " + dir);
     return Status(Code::not_found, "incomplete checkpoint " + dir + ": no index (the commit did not finish)");
   }
   return Status(bytes.status().code(), "cannot read the index of " + dir + ": " + bytes.status().message());
+}
+
+Result<std::vector<std::uint8_t>> stage_index_v2(const std::string& tmp, const Index& idx, std::uint64_t token,
+                                                 bool sync) {
+  auto split = split_index(idx, WriterRule::per_rank, 0, token);
+  if (!split.ok())
+    return Status(Code::internal,
+                  "version-2 index of step " + std::to_string(idx.step) + ": " + split.status().message());
+  CKPT_RETURN_IF_ERROR(write_file(tmp + "/catalog", split->catalog.data(), split->catalog.size(), sync));
+  for (std::size_t w = 0; w < split->subindices.size(); ++w) {
+    const auto& b = split->subindices[w];
+    CKPT_RETURN_IF_ERROR(write_file(tmp + "/index." + std::to_string(w), b.data(), b.size(), sync));
+  }
+  return encode_root_index(split->root);
 }
 
 Result<Index> decode_checkpoint_index(const std::vector<std::uint8_t>& bytes, const std::string& dir,

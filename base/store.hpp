@@ -74,8 +74,17 @@ bool is_store_name(const std::string& name);
 // ---- one checkpoint directory --------------------------------------------------------------------
 
 /// Reads `dir`/index: a regular file (no link, no FIFO) of at most kMaxIndexBytes.
-/// not_found "incomplete checkpoint <dir>: no index ..." when the directory has none.
+/// not_found "incomplete checkpoint <dir>: no index ..." when the directory has none. A version-2 root
+/// (docs/format.md, "Version 2 index") is assembled with `dir`/catalog and every `dir`/index.<w> into the
+/// one-level index, returned encoded as version 1 (corrupt "corrupt checkpoint <dir>: ..." when they do
+/// not make one): every reader of a checkpoint reads both versions through here.
 Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir);
+/// Writes the version-2 objects of `idx` but its root into the staging directory `tmp`: `catalog` and
+/// one `index.<w>` per rank (writer rule 0: writer w is rank w), fdatasynced with `sync`; returns the
+/// root's bytes, which the commit writes as `index` (the commit point, as in version 1). `token`: the
+/// commit attempt's, non-zero.
+Result<std::vector<std::uint8_t>> stage_index_v2(const std::string& tmp, const Index& idx, std::uint64_t token,
+                                                 bool sync);
 /// Decodes and validates the index bytes of checkpoint `dir` (magic, version, footer, checksum, every
 /// field); when `step` is given, the index must describe that step. Errors: corrupt "corrupt
 /// checkpoint <dir>: ...".

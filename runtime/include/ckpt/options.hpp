@@ -61,6 +61,8 @@ using AutoDoubleBuffer = std::optional<DoubleBuffer>;
     "alignment of blocks of at least 64 KiB in data files") \
   X(storage, job, bool, stats, true, boolean(), \
     "per-block min/max of numeric data in the index") \
+  X(storage, job, int, index_format, 1, range(1, 2), \
+    "1: one index per checkpoint; 2: a root, a catalog and a sub-index per rank (format.md; directory layout)") \
   X(staging, rank, AutoBytes, pool_bytes, std::nullopt, auto_or(bytes(8192, 1ull << 50)), \
     "staging pool budget; auto: a whole checkpoint x max_in_flight (+1 with coalesce), capped by pool_max_fraction") \
   X(staging, rank, double, pool_max_fraction, 0.25, fraction(0.9), \

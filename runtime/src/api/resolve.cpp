@@ -123,6 +123,13 @@ Result<Resolved> resolve(const Options& o, const ResolveEnv& env) {
                   "posix transport without transport groups (transport is '" +
                       o.transport + "'" + (o.groups.empty() ? "" : ", with groups") +
                       "); use layout directory for the others");
+  // The version-2 index is written by rank 0 into a checkpoint directory of the one (global) level:
+  // format.md places it in the series files and node directories too, but this build does not yet.
+  if (o.index_format == 2 && (r.series || r.levels))
+    return Status(Code::invalid_argument, std::string("option 'index_format': 2 is written with layout directory "
+                                                      "and no local_dir (this build); here ") +
+                                              (r.series ? "layout is 'series'" : "local_dir is set") +
+                                              ": use index_format 1");
   r.threads = thread_policy(o);
   // thread_cpus: a list naming CPUs outside this rank's cpuset (ranks' cpusets may differ).
   CKPT_RETURN_IF_ERROR(check_cpus(r.threads));

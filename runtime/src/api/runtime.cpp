@@ -388,6 +388,7 @@ void RuntimeImpl::make_pipeline() {
   commit_cfg.threads = m_cfg.threads;
   commit_cfg.durable_every_ms = m_opts.durable_every_ms;
   commit_cfg.keep = m_opts.keep;
+  commit_cfg.index_format = m_opts.index_format;
   commit_cfg.verbose = m_opts.verbose;
   commit_cfg.funneled = m_funneled;
   commit_cfg.timeline = m_timeline.get();

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
+#include <random>
 #include <utility>
 
 #include "base/mpi.hpp"
@@ -14,6 +15,17 @@
 #include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
+namespace {
+
+/// A version-2 index's token: random and non-zero per commit attempt (a sub-index of another attempt
+/// at the same step never matches its root).
+std::uint64_t commit_token(std::uint64_t run_id, std::int64_t step) {
+  const std::uint64_t r = (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  const std::uint64_t t = r ^ hash64(&run_id, sizeof run_id) ^ static_cast<std::uint64_t>(step);
+  return t != 0 ? t : 1;
+}
+
+}  // namespace
 
 Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<std::unique_ptr<Transport>>& transports,
                      Store& store, std::uint64_t run_id, Tracer* tracer)
@@ -209,9 +221,14 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
   if (m_rank == 0) {
     // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
     // the outcome is sent).
-    if (outcome.ok() && m_persistent)
-      outcome =
-          m_store.commit(job.step, job.tmp_dir, encode_index(idx.value()), m_cfg.fsync && m_cfg.durable_every_ms == 0);
+    const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
+    if (outcome.ok() && m_persistent) {
+      // Version 2: the catalog and the sub-indices are staged beside the data, the root is the index.
+      Result<std::vector<std::uint8_t>> index =
+          m_cfg.index_format == 2 ? stage_index_v2(job.tmp_dir, idx.value(), commit_token(m_run_id, job.step), sync)
+                                  : encode_index(idx.value());
+      outcome = index.ok() ? m_store.commit(job.step, job.tmp_dir, index.value(), sync) : index.status();
+    }
     if (!outcome.ok() && m_persistent) m_store.discard(job.tmp_dir);
   }
   outcome = bcast_status(m_commit_comm, outcome, 0);  // everybody learns the outcome

@@ -50,6 +50,7 @@ struct CommitConfig {
   ThreadPolicy threads;      ///< options thread_cpus, thread_slice_us
   int durable_every_ms = 0;  ///< > 0: commits are not fsynced, the store is synced at most this often
   int keep = 2;              ///< retention after each commit; 0 = none here (the drain thread retains the node level)
+  int index_format = 1;      ///< option index_format: 2 writes the two-level index (format.md, version 2)
   int verbose = 0;
   /// Rank 0 with a root: told before each commit is published (Timeline::before_commit); a failure
   /// there fails the commit. Shared by both Committers of a run with levels (a spilled checkpoint is

@@ -1,0 +1,225 @@
+// The two-level index (option index_format: 2; docs/format.md, "Version 2 index"): written at commit as a
+// root (`index`), a `catalog` and one `index.<w>` per rank, read back by restart, the Reader and the tools
+// through the one place that reads an index (read_index_file). At 4 ranks, on every transport that
+// writes files: global, local, joined and scalar variables restart exactly; a damaged or missing
+// sub-index makes its step damaged (restart falls back to the step before); both versions in one root;
+// the layouts this build does not write it in are refused. N->M restarts of it: nm_index2_* (CMake).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ckpt/ckpt.hpp"
+#include "ckpt/reader.hpp"
+#include "test_util.hpp"
+
+using namespace ckpt;
+using ckpt::test::all_true;
+using ckpt::test::scratch_dir;
+using ckpt::test::world_rank;
+using ckpt::test::world_size;
+
+namespace {
+
+constexpr std::uint64_t kCols = 5;
+
+/// A rank's state: rows of a global 2D array, a local array of its own length, a joined array of
+/// 2 + rank rows, a scalar.
+struct State {
+  int rank = world_rank(), size = world_size();
+  std::vector<double> grid = std::vector<double>(3 * kCols);
+  std::vector<std::int32_t> local = std::vector<std::int32_t>(10 + 7 * static_cast<std::size_t>(rank));
+  std::vector<std::int64_t> rows = std::vector<std::int64_t>(2 + static_cast<std::size_t>(rank));
+  double t = 0;
+
+  void fill(int salt) {
+    for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = salt * 1e6 + rank * 1e3 + static_cast<double>(i);
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] = salt * 100000 + rank * 1000 + static_cast<int>(i);
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = salt * 1000 + rank * 10 + static_cast<std::int64_t>(i);
+    t = salt + 0.25;
+  }
+  Status protect(Runtime& rt) {
+    const std::uint64_t n = static_cast<std::uint64_t>(size) * 3;
+    CKPT_RETURN_IF_ERROR(rt.protect("grid", grid.data(), DType::f64,
+                                    Block{{n, kCols}, {static_cast<std::uint64_t>(rank) * 3, 0}, {3, kCols}}));
+    CKPT_RETURN_IF_ERROR(rt.protect("local", local.data(), DType::i32, {local.size()}));
+    const std::uint64_t first =
+        2 * static_cast<std::uint64_t>(rank) + rank * (rank - 1) / 2;  // its rows, also at restart
+    CKPT_RETURN_IF_ERROR(rt.protect("rows", rows.data(), DType::i64, Joined{{rows.size()}, first}));
+    return rt.protect("t", &t, DType::f64, Dims{});
+  }
+  bool operator==(const State& o) const { return grid == o.grid && local == o.local && rows == o.rows && t == o.t; }
+};
+
+Options v2_options(const std::string& dir, const std::string& transport = "posix") {
+  Options o = Options::defaults();
+  o.dir = dir;
+  o.transport = transport;
+  o.index_format = 2;
+  return o;
+}
+
+/// Writes steps `steps` (state filled with the step) with `o`.
+void write_steps(const Options& o, const std::vector<std::int64_t>& steps) {
+  State s;
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  ASSERT_TRUE(s.protect(rt).ok());
+  for (std::int64_t step : steps) {
+    s.fill(static_cast<int>(step));
+    const Status st = rt.checkpoint(step).wait();
+    ASSERT_TRUE(st.ok()) << st.to_string();
+  }
+}
+
+std::vector<unsigned char> file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+/// The version in an index object's header (bytes 8..11, little-endian), 0 when unreadable.
+std::uint32_t header_version(const std::string& path) {
+  const auto b = file_bytes(path);
+  if (b.size() < 16) return 0;
+  return static_cast<std::uint32_t>(b[8]) | static_cast<std::uint32_t>(b[9]) << 8 |
+         static_cast<std::uint32_t>(b[10]) << 16 | static_cast<std::uint32_t>(b[11]) << 24;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+}  // namespace
+
+TEST(IndexV2, EveryTransportWritesTheTwoLevelsAndRestartsExactly) {
+  std::vector<std::string> transports = {"posix", "mpiio", "rbio"};
+#if CKPTTEST_HAVE_HDF5
+  transports.push_back("hdf5");
+#endif
+  for (const std::string& t : transports) {
+    SCOPED_TRACE(t);
+    const std::string dir = scratch_dir("-" + t);
+    write_steps(v2_options(dir, t), {4});
+    if (world_rank() == 0) {
+      const std::string c = dir + "/ckpt.4";
+      EXPECT_EQ(header_version(c + "/index"), 2u) << "the root is the commit point";
+      EXPECT_TRUE(exists(c + "/catalog"));
+      for (int w = 0; w < world_size(); ++w) EXPECT_TRUE(exists(c + "/index." + std::to_string(w))) << w;
+      EXPECT_FALSE(exists(c + "/index." + std::to_string(world_size())));
+    }
+    State want, got;
+    want.fill(4);
+    Runtime rt(MPI_COMM_WORLD, v2_options(dir, t));
+    ASSERT_TRUE(got.protect(rt).ok());
+    const Result<std::int64_t> s = rt.restart();
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s.value(), 4);
+    EXPECT_TRUE(got == want);
+    // The Reader assembles it too: the joined array's rows of every rank, in rank order.
+    if (world_rank() == 0) {
+      auto r = Reader::open(dir);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      auto opened = r->open_step(4);
+      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+      CheckpointReader c = std::move(opened).value();
+      const Status vs = c.verify();
+      EXPECT_TRUE(vs.ok()) << vs.to_string();
+      std::vector<std::int64_t> all;
+      for (int k = 0; k < world_size(); ++k)
+        for (int i = 0; i < 2 + k; ++i) all.push_back(4 * 1000 + k * 10 + i);
+      std::vector<std::int64_t> read(all.size());
+      const Status rs = c.read("rows", read.data(), read.size() * sizeof(std::int64_t));
+      ASSERT_TRUE(rs.ok()) << rs.to_string();
+      EXPECT_EQ(read, all);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+TEST(IndexV2, ADamagedOrMissingSubIndexMakesItsStepDamaged) {
+  for (const bool remove : {false, true}) {
+    SCOPED_TRACE(remove ? "index.2 removed" : "a byte of index.2 flipped");
+    const std::string dir = scratch_dir(remove ? "-removed" : "-flipped");
+    write_steps(v2_options(dir), {1, 2});
+    if (world_rank() == 0) {
+      const std::string sub = dir + "/ckpt.2/index." + std::to_string(world_size() > 2 ? 2 : 0);
+      if (remove) {
+        ASSERT_EQ(std::remove(sub.c_str()), 0);
+      } else {
+        auto b = file_bytes(sub);
+        ASSERT_GT(b.size(), 60u);
+        b[b.size() / 2] ^= 0x40;
+        std::ofstream(sub, std::ios::binary | std::ios::trunc)
+            .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+      }
+      auto r = Reader::open(dir);
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(r->steps(), (std::vector<std::int64_t>{1})) << "step 2 is damaged";
+      ASSERT_FALSE(r->skipped().empty());
+      EXPECT_NE(r->skipped().front().find("corrupt"), std::string::npos) << r->skipped().front();
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    State want, got;
+    want.fill(1);
+    Runtime rt(MPI_COMM_WORLD, v2_options(dir));
+    ASSERT_TRUE(got.protect(rt).ok());
+    const Result<std::int64_t> s = rt.restart();
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s.value(), 1) << "the step before the damaged one";
+    EXPECT_TRUE(all_true(got == want));
+    const Status s2 = rt.restart(2);
+    EXPECT_TRUE(s2.failed());
+    EXPECT_NE(s2.message().find("corrupt"), std::string::npos) << s2.to_string();
+  }
+}
+
+TEST(IndexV2, BothVersionsInOneRoot) {
+  // A run that switches index_format: each checkpoint is read in the version it was written in.
+  const std::string dir = scratch_dir();
+  Options v1 = v2_options(dir);
+  v1.index_format = 1;
+  v1.keep = 10;
+  Options v2 = v2_options(dir);
+  v2.keep = 10;
+  write_steps(v1, {1});
+  write_steps(v2, {2});
+  write_steps(v1, {3});
+  if (world_rank() == 0) {
+    EXPECT_EQ(header_version(dir + "/ckpt.1/index"), 1u);
+    EXPECT_EQ(header_version(dir + "/ckpt.2/index"), 2u);
+    EXPECT_FALSE(exists(dir + "/ckpt.3/catalog"));
+  }
+  for (std::int64_t step : {1, 2, 3}) {
+    SCOPED_TRACE(step);
+    State want, got;
+    want.fill(static_cast<int>(step));
+    Runtime rt(MPI_COMM_WORLD, v1);
+    ASSERT_TRUE(got.protect(rt).ok());
+    const Status s = rt.restart(step);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_TRUE(all_true(got == want));
+  }
+}
+
+TEST(IndexV2, RefusedWhereThisBuildDoesNotWriteIt) {
+  const std::string dir = scratch_dir();
+  Options series = v2_options(dir);
+  series.layout = Options::Layout::series;
+  Runtime a(MPI_COMM_WORLD, series);
+  EXPECT_EQ(a.status().code(), Code::invalid_argument);
+  EXPECT_NE(a.status().message().find("option 'index_format'"), std::string::npos) << a.status().to_string();
+  EXPECT_NE(a.status().message().find("layout is 'series'"), std::string::npos) << a.status().to_string();
+  Options levels = v2_options(dir);
+  levels.local_dir = dir + "-local";
+  Runtime b(MPI_COMM_WORLD, levels);
+  EXPECT_EQ(b.status().code(), Code::invalid_argument);
+  EXPECT_NE(b.status().message().find("local_dir is set"), std::string::npos) << b.status().to_string();
+  Options bad = v2_options(dir);
+  bad.index_format = 3;
+  Runtime c(MPI_COMM_WORLD, bad);
+  EXPECT_EQ(c.status().code(), Code::invalid_argument) << c.status().to_string();
+}
