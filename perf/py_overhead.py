@@ -17,11 +17,14 @@ captures that vary by hundreds of microseconds under load would drown it.
 
     python3 perf/py_overhead.py                      # 2 ranks, 3 rounds of 20 checkpoints per side and mode
     python3 perf/py_overhead.py --ranks 4 --rounds 5 --repeats 30 --csv /tmp/py_overhead.csv
+    python3 perf/py_overhead.py --before /tmp/old/python    # also ckpt.Runtime of another copy of the package
 
 From the source tree after a build (build/perf/py_overhead, build/runtime/libckpt.so, python/ckpt).
 Three sides: cxx (perf/py_overhead.cpp), py (ckpt.Runtime) and ctypes (the same Runtime, its checkpoint()
 replaced by a bare ctypes call of ckpt_checkpoint: what ctypes and the C API cost without the package's
-code). `--worker SIDE MODE DIR REPEATS` is a Python side, run under mpiexec by the driver."""
+code). `--before DIR` adds a fourth side, before: ckpt.Runtime imported from DIR (a copy of python/ made before
+a change), so that a change of the package is measured against what it replaces in the same run, alternately.
+`--worker SIDE MODE DIR REPEATS` is a Python side, run under mpiexec by the driver."""
 import argparse
 import os
 import re
@@ -36,8 +39,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 
 
 def worker(mode, d, repeats, side):
-    """side "py": ckpt.Runtime.checkpoint(); "ctypes": the same Runtime, but checkpoint() replaced by a bare
-    ctypes call of ckpt_checkpoint (what the C API and ctypes cost without the package's own code)."""
+    """side "py" (and "before", another copy of the package): ckpt.Runtime.checkpoint(); "ctypes": the same
+    Runtime, but checkpoint() replaced by a bare ctypes call of ckpt_checkpoint (what the C API and ctypes cost
+    without the package's own code)."""
     import ctypes
 
     import numpy as np
@@ -66,7 +70,7 @@ def worker(mode, d, repeats, side):
         for i in range(repeats):
             arrays[0][0] = i
             comm.Barrier()
-            if side == "py":
+            if side != "ctypes":
                 c0 = time.thread_time()
                 t = time.perf_counter()
                 tk = rt.checkpoint(i + 1)
@@ -114,6 +118,8 @@ def main():
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build tree (perf/py_overhead, libckpt)")
     p.add_argument("--dir", default=None, help="scratch directory (default: a new one in /tmp)")
     p.add_argument("--csv", default=None, help="also write every sample here")
+    p.add_argument("--before", default=None, metavar="DIR",
+                   help="also measure ckpt.Runtime imported from DIR (PYTHONPATH of another copy of the package)")
     a = p.parse_args()
     if a.worker:
         return worker(a.worker[1], a.worker[2], int(a.worker[3]), a.worker[0])
@@ -125,19 +131,25 @@ def main():
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     scratch = a.dir or tempfile.mkdtemp(prefix="ckpt-py-overhead-")
     mpi = ["mpiexec", "-n", str(a.ranks)]
+    def python_side(side):
+        return lambda mode, d: mpi + [sys.executable, "-m", "mpi4py", os.path.abspath(__file__), "--worker", side,
+                                      mode, d, str(a.repeats)]
+
     sides = {"cxx": lambda mode, d: mpi + [os.path.join(a.build, "perf", "py_overhead"), mode, d, str(a.repeats)],
-             "py": lambda mode, d: mpi + [sys.executable, "-m", "mpi4py", os.path.abspath(__file__), "--worker", "py",
-                                          mode, d, str(a.repeats)],
-             "ctypes": lambda mode, d: mpi + [sys.executable, "-m", "mpi4py", os.path.abspath(__file__), "--worker",
-                                              "ctypes", mode, d, str(a.repeats)]}
+             "py": python_side("py"), "ctypes": python_side("ctypes")}
+    envs = {s: env for s in sides}
+    if a.before:
+        sides["before"] = python_side("before")
+        envs["before"] = dict(env, PYTHONPATH=os.path.abspath(a.before))
+    order = tuple(sides)  # cxx, py, ctypes[, before]; every other round reversed
     kinds = ("wall", "blocked", "outside", "cpu", "protect")
     samples = {(s, m, k): [] for s in sides for m in ("big", "small") for k in kinds}
     rounds = {(s, m): [] for s in sides for m in ("big", "small")}
     for r in range(a.rounds):
         for mode in ("big", "small"):
-            for side in (("cxx", "ctypes", "py") if r % 2 == 0 else ("py", "ctypes", "cxx")):
+            for side in (order if r % 2 == 0 else order[::-1]):
                 d = os.path.join(scratch, f"{side}-{mode}-{r}")
-                got = parse(job(sides[side](mode, d), env), side, mode)
+                got = parse(job(sides[side](mode, d), envs[side]), side, mode)
                 shutil.rmtree(d, ignore_errors=True)
                 for k in kinds:
                     samples[(side, mode, k)] += got[k]
@@ -149,7 +161,7 @@ def main():
     print(f"{'mode':6} {'side':6} {'checkpoint() wall':>18} {'inside (blocked_s)':>19} {'outside':>8} "
           f"{'CPU time':>9}   per-round wall medians")
     for mode in ("big", "small"):
-        for side in ("cxx", "ctypes", "py"):
+        for side in ("cxx", "ctypes", "py", "before")[:len(order)]:
             spread = ", ".join(f"{x:.1f}" for x in rounds[(side, mode)])
             print(f"{mode:6} {side:6} {med[(side, mode, 'wall')]:18.1f} {med[(side, mode, 'blocked')]:19.1f} "
                   f"{med[(side, mode, 'outside')]:8.1f} {med[(side, mode, 'cpu')]:9.1f}   {spread}")
@@ -165,6 +177,11 @@ def main():
           f"{med[('py', 'small', 'wall')] - med[('cxx', 'small', 'wall')]:.1f} us (noisier: the capture itself varies)")
     print(f"   in CPU time of the calling thread (what other processes take excluded): Python adds {cpu_over:.1f} us, "
           f"the package's own code {cpu_layer:.1f} us")
+    if a.before:
+        b = {k: med[("before", "small", k)] for k in ("outside", "cpu")}
+        print(f"   before ({a.before}): Python added {b['outside'] - med[('cxx', 'small', 'outside')]:.1f} us, the "
+              f"package's own code {b['outside'] - med[('ctypes', 'small', 'outside')]:.1f} us; in CPU time Python "
+              f"added {b['cpu'] - med[('cxx', 'small', 'cpu')]:.1f} us")
     print(f"protect(): {med[('py', 'small', 'protect')]:.1f} us per call from Python, "
           f"{med[('cxx', 'small', 'protect')]:.1f} us from C++ (medians)")
     print(f"(load average at the end: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs)")

@@ -432,6 +432,45 @@ def test_lifetimes(scratch):
     agree(rt.regions == [] and "u" not in rt, "close() forgets the regions")
 
 
+def test_rebound_array_found_among_many(scratch):
+    """checkpoint() keeps the reference counts of its last holding check that passed, and compares the next
+    ones with them as a list (docs/performance.md): an array rebound after checkpoints that passed is still
+    refused, whichever of 100 it is, while other references come and go, and again on the next call."""
+    rt = runtime(scratch)
+    arrays = [rt.protect(f"a/{i}", np.full(16, float(i))) for i in range(100)]
+    step = 1
+    rt.checkpoint(step).wait()
+    step += 1
+    rt.checkpoint(step).wait()  # the counts that passed: passes again
+    extra = arrays[::3]  # more references: other counts, checked again
+    step += 1
+    rt.checkpoint(step).wait()
+    del extra
+    for i in (57, 0, 99):
+        gone = weakref.ref(arrays[i])
+        arrays[i] = arrays[i] + 1  # rebound: only the Runtime holds the protected array now
+        for _ in range(2):  # a refusal is not remembered as a check that passed
+            kind, msg = outcome(lambda: rt.checkpoint(step + 1))
+            agree(kind == "PreconditionError" and f"'a/{i}'" in msg and "rebound" in msg, f"a/{i} refused: {msg}")
+        rt.protect(f"a/{i}", arrays[i])  # re-protected: checked with the new array's counts
+        gc.collect()
+        agree(gone() is None, "the rebound array was let go")
+        step += 1
+        rt.checkpoint(step).wait()
+    # Dropped while held elsewhere too: refused once that other reference goes, with the counts of before.
+    other = arrays[42]
+    arrays[42] = None
+    step += 1
+    rt.checkpoint(step).wait()
+    del other
+    kind, msg = outcome(lambda: rt.checkpoint(step + 1))
+    agree(kind == "PreconditionError" and "'a/42'" in msg, f"a/42 refused: {msg}")
+    rt.unprotect("a/42")
+    step += 1
+    rt.checkpoint(step).wait()
+    rt.close()
+
+
 def test_refusals(scratch):
     rt = runtime(scratch)
     a = np.zeros((4, 6))
