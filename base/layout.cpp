@@ -140,13 +140,12 @@ StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignme
       b.length = r.bytes();
       off = round_up(off, b.length >= kLarge ? alignment : 8);
       b.offset = off;
-      b.src = r.ptr;
       b.mem = r.mem;
-      b.parts = memory_parts(r);
+      if (r.pieces) b.parts = memory_parts(r);
       off += b.length;
       p.payload += b.length;
       p.vars.push_back(r);
-      p.blocks.push_back(b);
+      p.blocks.push_back(std::move(b));
     }
     seg.end = off;
     p.segments.push_back(seg);

@@ -101,14 +101,17 @@ struct MemoryPart {
 /// The parts of `r`, in order (see MemoryPart).
 std::vector<MemoryPart> memory_parts(const Region& r);
 
-/// One region's bytes in this rank's stream for one checkpoint.
+/// One region's bytes in this rank's stream for one checkpoint. Where they are is the region's
+/// (StreamPlan::vars[var]): at its `ptr`, or in `parts` for a scattered one.
 struct BlockPlan {
-  std::uint32_t var = 0;      ///< index into StreamPlan::vars
-  std::uint64_t offset = 0;   ///< stream offset
-  std::uint64_t length = 0;   ///< payload bytes
-  const void* src = nullptr;  ///< application memory (null for a scattered region: see parts)
+  std::uint32_t var = 0;     ///< index into StreamPlan::vars
+  std::uint64_t offset = 0;  ///< stream offset
+  std::uint64_t length = 0;  ///< payload bytes
   MemoryKind mem = MemoryKind::host;
-  std::vector<MemoryPart> parts;  ///< where the payload's bytes are (memory_parts of the region)
+  /// A scattered region's memory_parts (its pieces, as registered at this checkpoint); empty for any
+  /// other region, which is one part, itself: a plain region costs no allocation here (checkpoint()
+  /// plans every region on the application's blocked path).
+  std::vector<MemoryPart> parts;
 };
 
 /// The part of the stream that goes through one transport group: [begin, end), begin a multiple of

@@ -513,7 +513,7 @@ Status write_datasets(const H5Checkpoint& f, const WriteContext& ctx, int rank) 
     }
     if (ds.ok() && !mspace.valid()) ds = h5::error("memory dataspace of " + d.path);
     static const char dummy = 0;
-    const void* src = mb && mb->length > 0 ? mb->src : &dummy;
+    const void* src = mb && mb->length > 0 ? r->ptr : &dummy;
     // A collective write with a failed selection still takes part (selecting nothing) so that the
     // other ranks' writes complete.
     if (!ds.ok() && global && fspace.valid() && mspace.valid()) {
@@ -555,9 +555,9 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
       if (stats) mm.update(p, n);
     };
     if (r.packed()) {
-      take(b->src, b->length);
+      take(r.ptr, b->length);
     } else {
-      const auto* base = static_cast<const std::uint8_t*>(b->src);
+      const auto* base = static_cast<const std::uint8_t*>(r.ptr);
       (void)for_each_selection_row(r.mem_start, r.count, r.mem_alloc, dtype_size(r.dtype), 0, b->length,
                                    [&](std::uint64_t in_memory, std::uint64_t, std::uint64_t len) {
                                      take(base + in_memory, len);

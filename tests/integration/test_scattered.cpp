@@ -5,6 +5,7 @@
 // At 4 ranks: blocks refined between checkpoints (update), pieces crossing staging chunks, an optional
 // scattered region (restored through its shadow), the refusals.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -335,4 +336,303 @@ TEST(Scattered, EveryTransportStoresThePiecesAndHdf5SyncRefusesThem) {
   EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
   EXPECT_NE(s.message().find("'blocks' is Scattered"), std::string::npos) << s.to_string();
 #endif
+}
+
+// Combinations with the rest of the library: ranks that register one variable differently, the
+// node-local levels with partner and xor redundancy, on_busy = coalesce.
+
+namespace {
+/// Block `g`'s rows packed one after the other (what a plain Joined region holds): no ghost cells.
+std::vector<double> packed_blocks(std::uint64_t first, std::uint64_t last) {
+  std::vector<double> v;
+  for (std::uint64_t g = first; g < last; ++g)
+    for (std::uint64_t c = 0; c < kInterior; ++c) v.push_back(cell(block_id(g), c));
+  return v;
+}
+}  // namespace
+
+TEST(Scattered, RanksMayMixScatteredAndPlainRowsOfOneArray) {
+  // A Scattered region is stored as a joined array: a rank that holds its rows packed at one pointer
+  // (Joined of the same row extents) contributes to the same array. Ranks 0 and 2 write pieces, 1 and
+  // 3 packed rows; each restarts its own rows the other way round.
+  const std::string dir = ckpt::test::scratch_dir();
+  const int rank = world_rank();
+  const bool pieces = rank % 2 == 0;
+  const std::uint64_t first = first_block(rank), n = first_block(rank + 1) - first;
+  {
+    Blocks b = own_blocks(rank);
+    std::vector<double> packed = packed_blocks(first, first + n);
+    Runtime rt(MPI_COMM_WORLD, options_in(dir));
+    Status p = pieces ? rt.protect("blocks", DType::f64, b.scattered())
+                      : rt.protect("blocks", packed.data(), DType::f64, Joined{{n, 2, 3, 4}});
+    ASSERT_TRUE(p.ok()) << p.to_string();
+    Status s = rt.checkpoint(1).wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+  }
+  if (rank == 0) {
+    auto reader = Reader::open(dir);
+    ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+    auto step = reader->open_step(1);
+    ASSERT_TRUE(step.ok()) << step.status().to_string();
+    const std::vector<double> want = packed_blocks(0, first_block(world_size()));
+    std::vector<double> all(want.size());
+    Status s = step.value().read("blocks", all.data(), all.size() * sizeof(double));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(all, want);
+  }
+  Blocks back;
+  for (std::uint64_t i = 0; i < n; ++i) back.mem.push_back(make_block(0, false));
+  std::vector<double> packed(n * kInterior, -1.0);
+  Runtime rt(MPI_COMM_WORLD, options_in(dir));
+  Status p = !pieces ? rt.protect("blocks", DType::f64, back.scattered())
+                     : rt.protect("blocks", packed.data(), DType::f64, Joined{{n, 2, 3, 4}, first});
+  ASSERT_TRUE(p.ok()) << p.to_string();
+  if (!pieces) {
+    std::vector<std::uint64_t> rows(n);
+    for (std::uint64_t i = 0; i < n; ++i) rows[i] = first + i;
+    ASSERT_TRUE(rt.set_restart_rows("blocks", rows).ok());
+  }
+  Status s = rt.restart(1);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  if (pieces) EXPECT_EQ(packed, packed_blocks(first, first + n));
+  for (std::uint64_t i = 0; i < n && !pieces; ++i) expect_block(back.mem[i].get(), block_id(first + i), "mixed");
+}
+
+TEST(Scattered, RanksThatRegisterItDifferentlyFailTheCheckpointEverywhere) {
+  // Rank 1 registers "blocks" unlike the others: rows of other extents, another dtype, as a local
+  // array, as a Block of a global array. The checkpoint fails on every rank with the same error naming
+  // the variable, nothing is committed (no hang, no checkpoint to restart from), and the Runtime goes
+  // on: the next checkpoint, with the variable registered alike, commits and restores exactly.
+  const int rank = world_rank();
+  struct Case {
+    std::string what, transport;
+  };
+  std::vector<Case> cases;
+  for (const char* t : {"posix", "mpiio"})
+    for (const char* w : {"row extents", "dtype", "local kind", "global kind"}) cases.push_back({w, t});
+#if CKPTTEST_HAVE_HDF5
+  cases.push_back({"dtype", "hdf5"});
+#endif
+  cases.push_back({"row extents", "levels"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what + " with " + c.transport);
+    const std::string dir = ckpt::test::scratch_dir("-" + c.transport + "-" + std::to_string(&c - cases.data()));
+    Options o = options_in(c.transport == "levels" ? dir + "/global" : dir);
+    if (c.transport == "levels") {
+      o.local_dir = dir + "/local";
+      o.ranks_per_node = 2;
+      o.redundancy = Redundancy::partner;
+    } else {
+      o.transport = c.transport;
+    }
+    Blocks b = own_blocks(rank);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    Status p;
+    Scattered other = b.scattered();
+    if (rank != 1) {
+      p = rt.protect("blocks", DType::f64, b.scattered());
+    } else if (c.what == "row extents") {
+      other.row = {2, 3, 3};
+      p = rt.protect("blocks", DType::f64, other);
+    } else if (c.what == "dtype") {
+      p = rt.protect("blocks", DType::f32, other);
+    } else if (c.what == "local kind") {
+      p = rt.protect("blocks", b.mem[0].get(), DType::f64, {2, 3, 4});
+    } else {
+      const std::uint64_t nb = first_block(world_size());
+      p = rt.protect("blocks", b.mem[0].get(), DType::f64,
+                     Block{{nb, 2, 3, 4}, {first_block(1), 0, 0, 0}, {1, 2, 3, 4}});
+    }
+    ASSERT_TRUE(p.ok()) << p.to_string();
+    ASSERT_TRUE(rt.protect("block_id", b.ids.data(), DType::i64, Joined{{b.ids.size()}}).ok());
+    Status s = rt.checkpoint(1).wait();
+    EXPECT_EQ(s.code(), Code::invalid_argument) << s.to_string();
+    // "variable 'blocks' is registered differently on rank 1" (hdf5: "has another dtype or kind on rank 1").
+    EXPECT_NE(s.message().find("variable 'blocks'"), std::string::npos) << s.to_string();
+    EXPECT_NE(s.message().find("on rank 1"), std::string::npos) << s.to_string();
+    int code = static_cast<int>(s.code()), low = 0, high = 0;
+    MPI_Allreduce(&code, &low, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&code, &high, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_EQ(low, high) << "every rank fails alike";
+    EXPECT_EQ(ckpt::test::newest_step(rt), -1) << "nothing committed";
+    EXPECT_FALSE(rt.restart(1).ok());
+    // Registered alike again: the next step commits and restores every block.
+    ASSERT_TRUE(rt.unprotect("blocks").ok());
+    ASSERT_TRUE(rt.protect("blocks", DType::f64, b.scattered()).ok());
+    s = rt.checkpoint(2).wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(ckpt::test::newest_step(rt), 2);
+    for (auto& m : b.mem) std::fill(m.get(), m.get() + kAllocated, kGhost);
+    ASSERT_TRUE(rt.set_restart_keys("blocks", "block_id", b.ids).ok());
+    ASSERT_TRUE(rt.set_restart_keys("block_id", "block_id", b.ids).ok());
+    s = rt.restart(2);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (std::size_t i = 0; i < b.ids.size(); ++i) expect_block(b.mem[i].get(), b.ids[i], c.what);
+    ASSERT_TRUE(rt.close().ok());
+  }
+}
+
+namespace {
+/// The blocks of rank `rank` at step `step`: 2 + (rank + step) % 3 blocks, new ids and allocations at
+/// every step (the mesh was regridded), the ids also saying which step wrote them.
+Blocks step_blocks(int rank, std::int64_t step, std::uint64_t count = 0) {
+  Blocks b;
+  const std::uint64_t n = count > 0 ? count : 2 + static_cast<std::uint64_t>(rank + step) % 3;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    b.ids.push_back(step * 100000 + rank * 10000 + static_cast<std::int64_t>(i));
+    b.mem.push_back(make_block(b.ids.back(), true));
+  }
+  return b;
+}
+
+/// Into fresh allocations, in reverse order: rank `rank`'s blocks of `step` (the rows it wrote then),
+/// by key - or by index (`by_index`: the node level holds a node's own files only, and a key is looked
+/// up in every rank's key column); checks them.
+void expect_step_restored(Runtime& rt, int rank, std::int64_t step, std::uint64_t count = 0, bool by_index = false) {
+  Blocks want = step_blocks(rank, step, count), back;
+  back.ids = want.ids;
+  std::reverse(back.ids.begin(), back.ids.end());  // another order than written
+  for (std::size_t i = 0; i < back.ids.size(); ++i) back.mem.push_back(make_block(0, false));
+  std::vector<std::int64_t> ids(back.ids.size(), -1);
+  ASSERT_TRUE(rt.protect_or_update("blocks", DType::f64, back.scattered()).ok());
+  ASSERT_TRUE(rt.protect_or_update("block_id", ids.data(), DType::i64, Joined{{ids.size()}}).ok());
+  if (by_index) {
+    std::uint64_t first = 0;  // the rows of the ranks before this one
+    for (int q = 0; q < rank; ++q) first += step_blocks(q, step, count).ids.size();
+    std::vector<std::uint64_t> rows;
+    for (std::size_t i = back.ids.size(); i-- > 0;) rows.push_back(first + i);
+    ASSERT_TRUE(rt.set_restart_rows("blocks", rows).ok());
+    ASSERT_TRUE(rt.set_restart_rows("block_id", rows).ok());
+  } else {
+    ASSERT_TRUE(rt.set_restart_keys("blocks", "block_id", back.ids).ok());
+    ASSERT_TRUE(rt.set_restart_keys("block_id", "block_id", back.ids).ok());
+  }
+  auto r = rt.restart();
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r.value(), step);
+  EXPECT_EQ(ids, back.ids);
+  for (std::size_t i = 0; i < back.ids.size(); ++i)
+    expect_block(back.mem[i].get(), back.ids[i], "step " + std::to_string(step));
+}
+
+/// Checkpoints steps 1..`last` of step_blocks (regridded at every step: update() with new pieces; the
+/// old allocations overwritten once checkpoint() returned, then freed), each waited for.
+void write_regridded(Runtime& rt, std::int64_t last) {
+  const int rank = world_rank();
+  Blocks b;
+  for (std::int64_t step = 1; step <= last; ++step) {
+    b = step_blocks(rank, step);
+    ASSERT_TRUE(rt.protect_or_update("blocks", DType::f64, b.scattered()).ok());
+    Status s = step == 1 ? rt.protect("block_id", b.ids.data(), DType::i64, Joined{{b.ids.size()}})
+                         : rt.update("block_id", b.ids.data(), Joined{{b.ids.size()}});
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    Ticket t = rt.checkpoint(step);
+    for (auto& m : b.mem) std::fill(m.get(), m.get() + kAllocated, -1.0);
+    s = t.wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_GT(t.stats().redundancy_bytes, 0u);
+  }
+}
+}  // namespace
+
+TEST(Scattered, NodeLevelWithPartnerCopyRebuildsALostNode) {
+  // 4 ranks as 2 nodes, nothing drained: after node 1 is lost only the partner copy holds its blocks.
+  ASSERT_EQ(world_size(), 4);
+  const std::string root = ckpt::test::scratch_dir();
+  Options o = Options::defaults();
+  o.dir = root + "/global";
+  o.local_dir = root + "/local";
+  o.ranks_per_node = 2;
+  o.drain_every = 0;
+  o.redundancy = Redundancy::partner;
+  o.chunk_bytes = 4 << 10;  // the blocks cross chunks
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    write_regridded(rt, 2);
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) ckpt::detail::remove_tree(root + "/local/node1");
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  // The node level holds each node's own files only: each rank takes back the blocks it wrote.
+  expect_step_restored(rt, world_rank(), 2, 0, true);
+  EXPECT_EQ(rt.restart_level(), "partner");
+}
+
+TEST(Scattered, NodeLevelWithXorParityRebuildsALostNode) {
+  // 4 ranks as 4 nodes in one xor group, nothing drained: node 2 comes back from the others' parity.
+  ASSERT_EQ(world_size(), 4);
+  const std::string root = ckpt::test::scratch_dir();
+  Options o = Options::defaults();
+  o.dir = root + "/global";
+  o.local_dir = root + "/local";
+  o.ranks_per_node = 1;
+  o.drain_every = 0;
+  o.redundancy = Redundancy::xor_parity;
+  o.xor_group = 4;
+  o.chunk_bytes = 4 << 10;
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    write_regridded(rt, 3);
+    ASSERT_TRUE(rt.close().ok());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) ckpt::detail::remove_tree(root + "/local/node2");
+  MPI_Barrier(MPI_COMM_WORLD);
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  expect_step_restored(rt, world_rank(), 3, 0, true);
+  EXPECT_EQ(rt.restart_level(), "xor");
+}
+
+TEST(Scattered, CoalescedCheckpointsOfRegriddedBlocksRestoreTheNewest) {
+  // on_busy = coalesce with slow flushes: checkpoints wait and are superseded while the blocks are
+  // regridded between them (new pieces, the old ones overwritten as soon as checkpoint() returned, then
+  // freed). Each capture holds the pieces of its own step; the newest commits and restores exactly.
+  // Twice: with a pool that holds several captures, and with one smaller than a capture (it streams).
+  const int rank = world_rank();
+  for (const bool streams : {false, true}) {
+    SCOPED_TRACE(streams ? "streaming" : "captured");
+    const std::string dir = ckpt::test::scratch_dir(streams ? "-streams" : "");
+    Options o = options_in(dir);
+    o.on_busy = Options::OnBusy::coalesce;
+    o.chunk_bytes = 64 << 10;
+    // Streaming: 1500 blocks of 192 bytes per rank (281 KiB) in a pool of 4 chunks (256 KiB).
+    const std::uint64_t count = streams ? 1500 : 0;
+    if (streams) o.pool_bytes = 4 * *o.chunk_bytes;
+    ckpt::test::FlushDelay slow(streams ? 2 : 20);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    const std::int64_t n = 8;
+    std::vector<Ticket> tickets;
+    std::vector<std::int64_t> ids;
+    for (std::int64_t step = 1; step <= n; ++step) {
+      Blocks b = step_blocks(rank, step, count);
+      ids = b.ids;
+      ASSERT_TRUE(rt.protect_or_update("blocks", DType::f64, b.scattered()).ok());
+      Status s = step == 1 ? rt.protect("block_id", ids.data(), DType::i64, Joined{{ids.size()}})
+                           : rt.update("block_id", ids.data(), Joined{{ids.size()}});
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      ::usleep(static_cast<useconds_t>(((rank * 7 + step * 13) % 5) * 1000));  // ranks out of phase
+      tickets.push_back(rt.checkpoint(step));
+      for (auto& m : b.mem) std::fill(m.get(), m.get() + kAllocated, -1.0);  // then freed with `b`
+    }
+    ASSERT_TRUE(rt.wait_all().ok());
+    int superseded = 0;
+    for (auto& t : tickets) {
+      const Status s = t.wait();
+      EXPECT_TRUE(s.ok() || s.code() == Code::superseded) << "step " << t.step() << ": " << s.to_string();
+      superseded += s.code() == Code::superseded ? 1 : 0;
+    }
+    EXPECT_TRUE(tickets.back().wait().ok());
+    if (!streams) EXPECT_GE(superseded, 1) << "8 back-to-back checkpoints of slow flushes: some must be replaced";
+    EXPECT_EQ(ckpt::test::newest_step(rt), n);
+    expect_step_restored(rt, rank, n, count);
+    ASSERT_TRUE(rt.close().ok());
+  }
 }

@@ -1,6 +1,9 @@
 // Region names and the stream layout.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <vector>
+
 #include "base/layout.hpp"
 
 using namespace ckpt;
@@ -37,4 +40,37 @@ TEST(Layout, SmallBlocksPackLargeBlocksAlign) {
   EXPECT_EQ(p.blocks[2].offset, 4096u + 80000u);  // already 8-aligned
   EXPECT_EQ(p.payload, 4u + 80000u + 8u);
   EXPECT_EQ(p.bytes, 4096u + 80000u + 8u);
+}
+
+TEST(Layout, OnlyScatteredRegionsHaveMemoryParts) {
+  // A region at one pointer is its own part: planning it builds none (checkpoint() plans every region
+  // on the application's blocked path). A scattered region's parts are its pieces with rows, in order.
+  double a[8] = {}, b[12] = {};
+  std::vector<Region> rs(2);
+  rs[0].name = "plain";
+  rs[0].ptr = a;
+  rs[0].dtype = DType::f64;
+  rs[0].count = {2, 4};
+  rs[1].name = "scattered";
+  rs[1].dtype = DType::f64;
+  rs[1].kind = RegionKind::joined;
+  rs[1].count = {5, 4};  // rows 0-1 in `a`, none in the empty piece, rows 2-4 in `b`
+  rs[1].pieces = std::make_shared<const std::vector<PieceRef>>(
+      std::vector<PieceRef>{PieceRef{a, 2}, PieceRef{nullptr, 0}, PieceRef{b, 3}});
+  const StreamPlan p = plan_stream(rs, 4096);
+  ASSERT_EQ(p.blocks.size(), 2u);
+  EXPECT_TRUE(p.blocks[0].parts.empty());
+  const std::vector<MemoryPart>& parts = p.blocks[1].parts;
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].ptr, a);
+  EXPECT_EQ(parts[0].count, (Shape{2, 4}));
+  EXPECT_EQ(parts[1].ptr, b);
+  EXPECT_EQ(parts[1].first_row, 2u);
+  EXPECT_EQ(parts[1].offset, 2u * 4 * sizeof(double));
+  EXPECT_EQ(parts[1].bytes, 3u * 4 * sizeof(double));
+  // memory_parts itself still answers for any region: one part, the region.
+  const std::vector<MemoryPart> whole = memory_parts(rs[0]);
+  ASSERT_EQ(whole.size(), 1u);
+  EXPECT_EQ(whole[0].ptr, a);
+  EXPECT_EQ(whole[0].bytes, sizeof a);
 }

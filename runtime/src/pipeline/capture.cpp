@@ -68,9 +68,11 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   return job;
 }
 
-Status Capture::copy_block(const BlockPlan& bp, std::size_t esize, std::uint8_t* dst, std::uint64_t p0,
-                           std::uint64_t n) {
-  // The first part holding byte p0, then the parts after it (a scattered region: one per piece).
+Status Capture::copy_block(const Region& r, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n) {
+  const std::size_t esize = dtype_size(r.dtype);
+  // A region at one pointer is one part, itself (plan_stream builds no parts for it).
+  if (!r.pieces) return copy_part(r.ptr, r.count, r.mem_start, r.mem_alloc, esize, bp, dst, p0, n);
+  // A scattered region: the first part holding byte p0, then the parts after it (one per piece).
   auto it = std::upper_bound(bp.parts.begin(), bp.parts.end(), p0,
                              [](std::uint64_t x, const MemoryPart& part) { return x < part.offset; });
   if (it != bp.parts.begin()) --it;
@@ -78,25 +80,24 @@ Status Capture::copy_block(const BlockPlan& bp, std::size_t esize, std::uint8_t*
     const MemoryPart& part = *it;
     const std::uint64_t lo = std::max(p0, part.offset), hi = std::min(p0 + n, part.offset + part.bytes);
     if (hi <= lo) continue;
-    std::uint8_t* to = dst + (lo - p0);
-    const Status s = part.packed()
-                         ? m_env.device->copy_to_host(
-                               to, static_cast<const std::uint8_t*>(part.ptr) + (lo - part.offset), hi - lo, bp.mem)
-                         : copy_selected(part, esize, bp.mem, bp.length, to, lo - part.offset, hi - lo);
-    CKPT_RETURN_IF_ERROR(s);
+    CKPT_RETURN_IF_ERROR(copy_part(part.ptr, part.count, part.mem_start, part.mem_alloc, esize, bp, dst + (lo - p0),
+                                   lo - part.offset, hi - lo));
   }
   return Status::OK();
 }
 
-Status Capture::copy_selected(const MemoryPart& part, std::size_t esize, MemoryKind mem, std::uint64_t length,
-                              std::uint8_t* dst, std::uint64_t p0, std::uint64_t n) {
+Status Capture::copy_part(const void* ptr, const Shape& count, const Shape& mem_start, const Shape& mem_alloc,
+                          std::size_t esize, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0,
+                          std::uint64_t n) {
+  const MemoryKind mem = bp.mem;
+  if (mem_alloc.empty()) return m_env.device->copy_to_host(dst, static_cast<const std::uint8_t*>(ptr) + p0, n, mem);
   if (mem == MemoryKind::host || mem == MemoryKind::host_pinned) {
     // Host memory is copied on this thread by every device (checkpoint() returns with it copied), so the
     // rows are copied here: a ghosted block's rows are short (16 doubles), a call per row is too much.
     // Streaming stores for a block of 64 KiB and more, as a packed one gets (copy_to_staging).
-    const auto* src = static_cast<const std::uint8_t*>(part.ptr);
-    const bool stream = length >= (64u << 10);
-    Status s = for_each_selection_row(part.mem_start, part.count, part.mem_alloc, esize, p0, n,
+    const auto* src = static_cast<const std::uint8_t*>(ptr);
+    const bool stream = bp.length >= (64u << 10);
+    Status s = for_each_selection_row(mem_start, count, mem_alloc, esize, p0, n,
                                       [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
                                         if (stream)
                                           stream_to_staging(dst + (packed - p0), src + in_memory, len);
@@ -110,9 +111,8 @@ Status Capture::copy_selected(const MemoryPart& part, std::size_t esize, MemoryK
   // Rows at constant strides become one 2D copy (device memory: one cudaMemcpy2DAsync per plane of a
   // 3D box, not one copy per row).
   Device& device = *m_env.device;
-  RowBatcher batch([&](const Copy2D& c) { return device.copy_to_host(dst, part.ptr, c, mem); },
-                   device.max_copy_pitch());
-  CKPT_RETURN_IF_ERROR(for_each_selection_row(part.mem_start, part.count, part.mem_alloc, esize, p0, n,
+  RowBatcher batch([&](const Copy2D& c) { return device.copy_to_host(dst, ptr, c, mem); }, device.max_copy_pitch());
+  CKPT_RETURN_IF_ERROR(for_each_selection_row(mem_start, count, mem_alloc, esize, p0, n,
                                               [&](std::uint64_t in_memory, std::uint64_t packed, std::uint64_t len) {
                                                 return batch.add(packed - p0, in_memory, len);
                                               }));
@@ -158,7 +158,7 @@ Status Capture::copy_chunks(const std::shared_ptr<Job>& job, void* stream, doubl
       const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
       if (hi <= lo) continue;
       if (lo > filled) std::memset(c->data + (filled - a), 0, lo - filled);  // alignment padding
-      s = copy_block(bp, dtype_size(job->plan.vars[bp.var].dtype), c->data + (lo - a), lo - bp.offset, hi - lo);
+      s = copy_block(job->plan.vars[bp.var], bp, c->data + (lo - a), lo - bp.offset, hi - lo);
       filled = hi;
     }
     if (filled < b) std::memset(c->data + (filled - a), 0, b - filled);

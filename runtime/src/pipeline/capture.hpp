@@ -63,12 +63,14 @@ class Capture {
   /// stream order (the last one last); a failure travels with the job's last item.
   Status copy_chunks(const std::shared_ptr<Job>& job, void* stream, double& wait_s,
                      std::vector<WorkItem>* collect = nullptr);
-  /// Copies bytes [p0, p0 + n) of block `bp`'s payload (a region's packed elements) to `dst`, part by part.
-  Status copy_block(const BlockPlan& bp, std::size_t esize, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
-  /// Copies bytes [p0, p0 + n) of the packed box of memory-selected part `part` to `dst`, from the rows
-  /// of its allocation; `length` is the whole block's (streaming stores from 64 KiB).
-  Status copy_selected(const MemoryPart& part, std::size_t esize, MemoryKind mem, std::uint64_t length,
-                       std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
+  /// Copies bytes [p0, p0 + n) of the payload of block `bp` (region `r`'s packed elements) to `dst`,
+  /// part by part (a scattered region: bp.parts; any other: `r` itself).
+  Status copy_block(const Region& r, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
+  /// Copies bytes [p0, p0 + n) of one part's packed elements to `dst`: the part at `ptr` (packed when
+  /// `mem_alloc` is empty, else the box [mem_start, mem_start + count) of it, from the rows of its
+  /// allocation), in bp.mem; bp.length is the whole block's (streaming stores from 64 KiB).
+  Status copy_part(const void* ptr, const Shape& count, const Shape& mem_start, const Shape& mem_alloc,
+                   std::size_t esize, const BlockPlan& bp, std::uint8_t* dst, std::uint64_t p0, std::uint64_t n);
   /// Captures `job` with on_busy = coalesce (see Launcher).
   void coalesce(const std::shared_ptr<Job>& job, Status setup, void* stream, double& wait_s);
 
