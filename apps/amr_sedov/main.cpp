@@ -19,9 +19,6 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-// ckpt-glue begin
-#include <optional>
-// ckpt-glue end
 #include <string>
 #include <vector>
 
@@ -42,20 +39,15 @@ constexpr int NROOT = 2;         // root blocks per side
 struct Args {
   double tmax = 0;
   int max_level = 4;
+  std::string mesh = "amr";
+  std::int64_t particles = 0;
+  sedov::Cutoffs cutoffs;
   // ckpt-glue begin
   std::int64_t every = 20;
-  std::string dir;
+  double checkpoint_dt = 0;  // > 0: checkpoint at t = k * checkpoint_dt instead of every `every` steps
+  std::string dir, transport, config;
   bool restart = false;
   // ckpt-glue end
-  std::string mesh = "amr";
-  // ckpt-glue begin
-  std::string transport, config;
-  // ckpt-glue end
-  std::int64_t particles = 0;
-  // ckpt-glue begin
-  double checkpoint_dt = 0;  // > 0: checkpoint at t = k * checkpoint_dt instead of every `every` steps
-  // ckpt-glue end
-  sedov::Cutoffs cutoffs;
 };
 
 int g_rank = 0;
@@ -70,79 +62,61 @@ void say(const char* fmt, ...) {
   std::fflush(stdout);
 }
 
-// ckpt-glue begin
-bool all_ok(bool mine) {
-  int v = mine ? 1 : 0, all = 0;
-  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
-// ckpt-glue end
-
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 int run(const Args& a, const ckpt::Options& options) {
   MPI_Comm comm = MPI_COMM_WORLD;
   int size = 1;
   MPI_Comm_size(comm, &size);
-  // ckpt-glue begin
-  ckpt::Runtime rt(comm, options);
-  if (!all_ok(rt.status().ok())) {
-    say("amr_sedov: cannot start the checkpoint runtime: %s\n", rt.status().to_string().c_str());
-    return 1;
-  }
-  // ckpt-glue end
   const bool uniform = a.mesh == "uniform";
   sedov::Simulation sim(comm, NROOT, a.max_level, uniform, a.cutoffs);
   sedov::RunScalars& s = sim.scalars();
   // ckpt-glue begin
-  if (!all_ok(sim.protect_scalars(rt).ok())) return 1;
-  const bool digests = std::getenv("AMR_SEDOV_DIGESTS") != nullptr;  // per-checkpoint digests (tests)
-  // ckpt-glue end
-
-  // ckpt-glue begin
+  // Collective; a failure (bad options too) is its status() on every rank. protect() registers the
+  // whole state once: restarts and checkpoints find it wherever regrids have put it.
+  ckpt::Runtime rt(comm, options);
+  ckpt::Status st = rt.status().ok() ? sim.protect(rt) : rt.status();
   bool restored = false;
-  if (a.restart) {
-    // One restart of the newest complete checkpoint: load() learns the stored extents from inspect().
-    const ckpt::Result<std::optional<std::int64_t>> newest = rt.latest();
-    ckpt::Result<std::int64_t> r =
-        !newest.ok()     ? ckpt::Result<std::int64_t>(newest.status())
-        : newest.value() ? ckpt::Result<std::int64_t>(*newest.value())
-                         : ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + a.dir);
-    if (r.ok()) {
-      ckpt::Status st = sim.load(rt, r.value());
-      if (!all_ok(st.ok())) {
-        say("amr_sedov: restart failed: %s\n", st.to_string().c_str());
-        return 1;
-      }
-      const bool stored_uniform = s.mesh_uniform != 0;
-      const int stored_level = static_cast<int>(s.max_level);
-      restored = true;
-      say("restored: step %lld time %.9g blocks %lld particles %lld on %d ranks, state %s\n",
-          static_cast<long long>(s.step), s.time, static_cast<long long>(s.nblocks),
-          static_cast<long long>(s.nparticles), size, sim.digest().c_str());
-      if (stored_uniform != uniform || stored_level != a.max_level) {
-        // Cross-mesh restart: regrid at once until the mesh is what this run asks for (a uniform
-        // mesh at the finest level, or the AMR mesh the error estimator wants), by conservative
-        // prolongation (parent + limited slopes) and restriction (average) of the restored blocks.
-        const std::array<double, sedov::NVAR> before = sim.totals();
-        int passes = 0;
-        const int limit = 2 * std::max(stored_level, a.max_level);
-        while (passes < limit && sim.regrid(uniform ? sedov::RegridMode::refine_all : sedov::RegridMode::lohner))
-          ++passes;
-        s.mesh_uniform = uniform ? 1 : 0;
-        s.max_level = a.max_level;
-        const std::array<double, sedov::NVAR> after = sim.totals();
-        say("cross-mesh restart: %s checkpoint (max level %d) -> %s mesh (max level %d), %d regrid passes, "
-            "%lld blocks; mass %.17g -> %.17g, energy %.17g -> %.17g\n",
-            stored_uniform ? "uniform" : "amr", stored_level, a.mesh.c_str(), a.max_level, passes,
-            static_cast<long long>(s.nblocks), before[sedov::DENS], after[sedov::DENS], before[sedov::ENER],
-            after[sedov::ENER]);
-      }
-    } else if (r.status().code() == ckpt::Code::not_found) {
-      say("restart: %s; starting from t = 0\n", r.status().to_string().c_str());
-    } else {
-      say("amr_sedov: restart failed: %s\n", r.status().to_string().c_str());
-      return 1;
+  if (st.ok() && a.restart) {
+    // The newest complete checkpoint, on this rank count (load(): its tree first, then one restart()).
+    const auto newest = rt.latest();
+    const bool found = newest.ok() && newest.value();
+    st = found         ? sim.load(rt, *newest.value())
+         : newest.ok() ? ckpt::Status(ckpt::Code::not_found, "no complete checkpoint in " + a.dir)
+                       : newest.status();
+    restored = st.ok();
+    if (!found && st.code() == ckpt::Code::not_found) {
+      say("restart: %s; starting from t = 0\n", st.to_string().c_str());
+      st = ckpt::Status::OK();
+    }
+  }
+  if (!st.ok()) {
+    say("amr_sedov: %s%s\n", a.restart ? "restart failed: " : "", st.to_string().c_str());
+    return options.error.ok() ? 1 : 2;  // 2: a bad --config, like a bad command line
+  }
+  if (restored) {
+    const bool stored_uniform = s.mesh_uniform != 0;
+    const int stored_level = static_cast<int>(s.max_level);
+    say("restored: step %lld time %.9g blocks %lld particles %lld on %d ranks, state %s\n",
+        static_cast<long long>(s.step), s.time, static_cast<long long>(s.nblocks), static_cast<long long>(s.nparticles),
+        size, sim.digest().c_str());
+    if (stored_uniform != uniform || stored_level != a.max_level) {
+      // Cross-mesh restart: regrid at once until the mesh is what this run asks for (a uniform
+      // mesh at the finest level, or the AMR mesh the error estimator wants), by conservative
+      // prolongation (parent + limited slopes) and restriction (average) of the restored blocks.
+      const std::array<double, sedov::NVAR> before = sim.totals();
+      int passes = 0;
+      const int limit = 2 * std::max(stored_level, a.max_level);
+      while (passes < limit && sim.regrid(uniform ? sedov::RegridMode::refine_all : sedov::RegridMode::lohner))
+        ++passes;
+      s.mesh_uniform = uniform ? 1 : 0;
+      s.max_level = a.max_level;
+      const std::array<double, sedov::NVAR> after = sim.totals();
+      say("cross-mesh restart: %s checkpoint (max level %d) -> %s mesh (max level %d), %d regrid passes, "
+          "%lld blocks; mass %.17g -> %.17g, energy %.17g -> %.17g\n",
+          stored_uniform ? "uniform" : "amr", stored_level, a.mesh.c_str(), a.max_level, passes,
+          static_cast<long long>(s.nblocks), before[sedov::DENS], after[sedov::DENS], before[sedov::ENER],
+          after[sedov::ENER]);
     }
   }
   // ckpt-glue end
@@ -150,32 +124,22 @@ int run(const Args& a, const ckpt::Options& options) {
 
   // ckpt-glue begin
   std::vector<ckpt::Ticket> tickets;
-  double io = 0;  // this rank's seconds spent on checkpoints: packing + checkpoint() + final drain
   // ckpt-glue end
-  std::int64_t last_written = -1, min_blocks = s.nblocks, max_blocks = s.nblocks;
+  std::int64_t min_blocks = s.nblocks, max_blocks = s.nblocks;
   const std::int64_t first_step = s.step;
   // ckpt-glue begin
+  const bool digests = std::getenv("AMR_SEDOV_DIGESTS") != nullptr;  // per-checkpoint digests (tests)
   auto write = [&]() -> bool {
-    const double t0 = now();
-    ckpt::Status st = sim.prepare_checkpoint(rt);
-    if (!all_ok(st.ok())) {
-      say("amr_sedov: %s\n", st.to_string().c_str());
-      return false;
-    }
     tickets.push_back(rt.checkpoint(s.step));
-    io += now() - t0;
-    last_written = s.step;
-    // checkpoint() waited until at most max_in_flight were uncommitted: the older ticket is done
-    // everywhere, and its outcome (the same on every rank) can stop the run collectively.
+    // checkpoint() waited until at most max_in_flight were uncommitted (coalesce never waits: wait_all()
+    // reports): the one before them is done, its outcome (with any earlier failure) the same on every rank.
     const std::size_t n = tickets.size(), k = static_cast<std::size_t>(options.max_in_flight);
-    if (options.on_busy != ckpt::Options::OnBusy::coalesce &&
-        n > k) {  // coalesce never waits: wait_all() reports failures
-      ckpt::Status old = tickets[n - 1 - k].wait();
-      if (old.failed()) {
-        say("amr_sedov: checkpoint %lld failed: %s\n", static_cast<long long>(tickets[n - 1 - k].step()),
-            old.to_string().c_str());
-        return false;
-      }
+    const bool waited = options.on_busy != ckpt::Options::OnBusy::coalesce && n > k;
+    const ckpt::Status old = waited ? tickets[n - 1 - k].wait() : ckpt::Status::OK();
+    if (old.failed()) {
+      say("amr_sedov: checkpoint %lld failed: %s\n", static_cast<long long>(tickets[n - 1 - k].step()),
+          old.to_string().c_str());
+      return false;
     }
     if (digests)
       say("checkpoint: step %lld time %.9g blocks %lld particles %lld state %s\n", static_cast<long long>(s.step),
@@ -203,15 +167,18 @@ int run(const Args& a, const ckpt::Options& options) {
   }
   // ckpt-glue begin
   // FLASH writes a last checkpoint at the end of the run; it cannot overlap with computing.
-  if (last_written != s.step && !write()) return 1;
-  const double t_drain = now();
+  if ((tickets.empty() || tickets.back().step() != s.step) && !write()) return 1;
+  double io = now();  // this rank's seconds spent on checkpoints: the final drain + inside checkpoint()
   ckpt::Status drained = rt.wait_all();
-  io += now() - t_drain;
+  io = now() - io;
+  for (const ckpt::Ticket& t : tickets) io += t.stats().blocked_s;
   // ckpt-glue end
   MPI_Barrier(comm);
   const double seconds = now() - t_start;
   // ckpt-glue begin
-  if (!all_ok(drained.ok())) {
+  int ok = drained.ok() ? 1 : 0, all = 0;  // wait_all() reports this rank's drains: stop everywhere or nowhere
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+  if (!all) {
     say("amr_sedov: %s\n", drained.to_string().c_str());
     return 1;
   }
@@ -286,12 +253,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // ckpt-glue begin
-  ckpt::Options options = a.config.empty() ? ckpt::Options() : ckpt::Options::load(a.config);
-  if (!options.error.ok()) {
-    say("amr_sedov: %s\n", options.error.to_string().c_str());
-    MPI_Finalize();
-    return 2;
-  }
+  ckpt::Options options = a.config.empty() ? ckpt::Options() : ckpt::Options::load(a.config);  // errors: run()
   options.dir = a.dir;
   if (!a.transport.empty()) options.transport = a.transport;
   // ckpt-glue end

@@ -9,14 +9,12 @@
 #include <cstdio>
 #include <cstring>
 // ckpt-glue begin
-#include <optional>
+#include <cstddef>
+#include <numeric>
+#include <tuple>
 // ckpt-glue end
 #include <set>
 #include <stdexcept>
-
-// ckpt-glue begin
-#include "ckpt/kokkos.hpp"
-// ckpt-glue end
 
 namespace sedov {
 namespace {
@@ -26,7 +24,9 @@ constexpr double RHO0 = 1.0, P0 = 1e-5;
 constexpr double R_INIT_CELLS = 3.5;  // deposit radius in finest cells (FLASH's sim_nsubzones setup)
 
 // ckpt-glue begin
-const char* const UNK_NAMES[NVAR] = {"unk/dens", "unk/momx", "unk/momy", "unk/ener"};
+// The checkpointed arrays of one row per block (this rank's rows: its Morton range), the variables first.
+const char* const BLOCK_ARRAYS[] = {"unk/dens",   "unk/momx",   "unk/momy",  "unk/ener",
+                                    "grid/level", "grid/coord", "grid/bbox", "grid/refine_flag"};
 // ckpt-glue end
 
 void check_mpi(int rc, const char* what) {
@@ -96,6 +96,19 @@ void Simulation::set_mesh(const std::vector<BlockKey>& leaves) {
   m_first = Tree::first(m_rank, m_size, m_s.nblocks);
   m_nlocal = static_cast<int>(Tree::first(m_rank + 1, m_size, m_s.nblocks) - m_first);
   build_exchange_and_plan();
+  // ckpt-glue begin
+  // The grid structure of this rank's blocks as checkpointed (grid/*: Paramesh's lrefine, coordinates,
+  // bnd_box and refine flags); regrid() fills in the flags of the blocks it keeps.
+  m_flags.assign(static_cast<std::size_t>(m_nlocal), 0);
+  m_grid_level.clear(), m_grid_coord.clear(), m_grid_bbox.clear();
+  for (int b = static_cast<int>(m_first); b < m_first + m_nlocal; ++b) {
+    const BlockKey& k = m_tree.leaf(b);
+    const double s = NB * m_tree.dx(k.level);
+    m_grid_level.push_back(k.level);
+    m_grid_coord.insert(m_grid_coord.end(), {k.i, k.j});
+    m_grid_bbox.insert(m_grid_bbox.end(), {k.i * s, (k.i + 1) * s, k.j * s, (k.j + 1) * s});
+  }
+  // ckpt-glue end
 }
 
 void Simulation::build_exchange_and_plan() {
@@ -437,16 +450,10 @@ bool Simulation::regrid(RegridMode mode) {
     for (int c = 1; c <= 4; ++c) how(b, c) = h[c] >= 0 ? pool_slot.at(h[c]) : 0;
     how(b, 5) = h[5];
   }
-  // ckpt-glue begin
-  std::vector<int> kept_flags(static_cast<std::size_t>(my_n_new), 0);  // blocks that stayed keep theirs
-  for (int b = 0; b < my_n_new; ++b) {
-    const std::array<int, 6>& h = how_global[static_cast<std::size_t>(my_first_new + b)];
-    if (h[0] == 0) kept_flags[b] = flags[static_cast<std::size_t>(h[1])];
-  }
-  // ckpt-glue end
   set_mesh(next.leaves());
   // ckpt-glue begin
-  m_flags = kept_flags;
+  for (int b = 0; b < my_n_new; ++b)  // blocks that stayed keep their refine flags (grid/refine_flag)
+    if (how(b, 0) == 0) m_flags[b] = flags[static_cast<std::size_t>(how_global[my_first_new + b][1])];
   // ckpt-glue end
   remap_blocks(pool, how, m_u);
   fill_all_guards();
@@ -458,7 +465,7 @@ bool Simulation::regrid(RegridMode mode) {
 // ---- checkpoint and restart -----------------------------------------------------------------------
 
 // ckpt-glue begin
-ckpt::Status Simulation::protect_scalars(ckpt::Runtime& rt) {
+ckpt::Status Simulation::protect(ckpt::Runtime& rt) {
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/time", &m_s.time));
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/dt", &m_s.dt));
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/step", &m_s.step));
@@ -467,180 +474,68 @@ ckpt::Status Simulation::protect_scalars(ckpt::Runtime& rt) {
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/mesh_uniform", &m_s.mesh_uniform));
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/max_level", &m_s.max_level));
   CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/nroot", &m_s.nroot));
-  return rt.protect_scalar("run/regrids", &m_s.regrids);
-}
-
-namespace {
-/// Registers (first) or re-points (later) a global array [n, width...] of which this rank holds
-/// rows [start, start + count).
-ckpt::Status sync_region(ckpt::Runtime& rt, bool first, const std::string& name, void* ptr, ckpt::DType t,
-                         std::uint64_t n, std::uint64_t start, std::uint64_t count, ckpt::Shape tail) {
-  ckpt::Block b{{n}, {start}, {count}};
-  for (std::uint64_t w : tail) b.global.push_back(w), b.start.push_back(0), b.count.push_back(w);
-  return first ? rt.protect(name, ptr, t, b) : rt.update(name, ptr, b);
-}
-
-/// Registers (first) or re-points (later) this rank's rows of a joined array; `first_row` only for a
-/// restart.
-ckpt::Status sync_rows(ckpt::Runtime& rt, bool first, const std::string& name, void* ptr, ckpt::DType t,
-                       ckpt::Dims count, std::optional<std::uint64_t> first_row = std::nullopt) {
-  const ckpt::Joined rows{std::move(count), first_row};
-  return first ? rt.protect(name, ptr, t, rows) : rt.update(name, ptr, rows);
-}
-}  // namespace
-
-ckpt::Status Simulation::prepare_checkpoint(ckpt::Runtime& rt) {
-  const std::uint64_t nb = static_cast<std::uint64_t>(m_s.nblocks), first = static_cast<std::uint64_t>(m_first);
-  const std::size_t nl = static_cast<std::size_t>(m_nlocal);
-  // Block data: one global array [nblocks, 16, 16] per variable, guards left out (as FLASH's unk).
+  CKPT_RETURN_IF_ERROR(rt.protect_scalar("run/regrids", &m_s.regrids));
+  // The arrays are joined arrays registered as Sources: ckpt asks where they are at every checkpoint and
+  // restart, so regrids, migrations and restarts re-register nothing. This rank's rows are its blocks (a
+  // Morton range, see load()) or its tracers. Block data, one array [nblocks, 16, 16] per variable: the
+  // interiors in m_u, a memory selection of each block's (NVAR * NT) x NT cells (no guards, no packing).
   for (int v = 0; v < NVAR; ++v) {
-    if (m_ck_unk[v].extent(0) != nl)
-      m_ck_unk[v] = Kokkos::View<double***, Kokkos::LayoutRight, Mem>(std::string(UNK_NAMES[v]), nl, NB, NB);
-    const auto dst = m_ck_unk[v];
-    const BlockView u = m_u;
-    Kokkos::parallel_for(
-        "pack_unk", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<3>>({0, 0, 0}, {m_nlocal, NB, NB}),
-        KOKKOS_LAMBDA(int b, int j, int i) { dst(b, j, i) = u(b, v, j + NG, i + NG); });
+    auto interiors = [this, v] {
+      return ckpt::Place{m_u.data(), {m_nlocal, NB, NB}, {{0, v * NT + NG, NG}, {m_nlocal, NVAR * NT, NT}}};
+    };
+    CKPT_RETURN_IF_ERROR(rt.protect(BLOCK_ARRAYS[v], ckpt::DType::f64, {interiors, nullptr}, ckpt::SourceKind::joined));
   }
-  Kokkos::fence();
-  // Grid structure: level, block coordinates, bounding box and the last refine flags (Paramesh's
-  // lrefine, coordinates, bnd_box, refine flags); the tree follows from the levels and coordinates.
-  m_ck_level.resize(std::max<std::size_t>(nl, 1));
-  m_ck_coord.resize(std::max<std::size_t>(2 * nl, 2));
-  m_ck_flag.assign(std::max<std::size_t>(nl, 1), 0);
-  m_ck_bbox.resize(std::max<std::size_t>(4 * nl, 4));
-  for (std::size_t b = 0; b < nl; ++b) {
-    const BlockKey& k = m_tree.leaf(static_cast<int>(m_first + static_cast<std::int64_t>(b)));
-    const double s = NB * m_tree.dx(k.level);
-    m_ck_level[b] = k.level;
-    m_ck_coord[2 * b] = k.i, m_ck_coord[2 * b + 1] = k.j;
-    m_ck_bbox[4 * b] = k.i * s, m_ck_bbox[4 * b + 1] = (k.i + 1) * s;
-    m_ck_bbox[4 * b + 2] = k.j * s, m_ck_bbox[4 * b + 3] = (k.j + 1) * s;
-    if (b < m_flags.size()) m_ck_flag[b] = m_flags[b];
+  // The grid structure, kept by set_mesh() and regrid().
+  CKPT_RETURN_IF_ERROR(ckpt::track_rows(rt, "grid/level", m_grid_level));
+  CKPT_RETURN_IF_ERROR(ckpt::track_rows(rt, "grid/coord", m_grid_coord, 2));
+  CKPT_RETURN_IF_ERROR(ckpt::track_rows(rt, "grid/bbox", m_grid_bbox, 4));
+  CKPT_RETURN_IF_ERROR(ckpt::track_rows(rt, "grid/refine_flag", m_flags));
+  // Tracers: two columns of m_particles per array (a box of it seen as rows of 8-byte words); a restart
+  // resizes it to this rank's share of the stored rows, and relocate_particles() sends them home.
+  auto resize = [this](const ckpt::Shape& rows) {
+    m_particles.resize(rows.at(0));
+    return ckpt::Status::OK();
+  };
+  const std::tuple<const char*, std::size_t, ckpt::DType> columns[] = {
+      {"particles/pos", offsetof(Particle, x), ckpt::DType::f64},
+      {"particles/dens_temp", offsetof(Particle, dens), ckpt::DType::f64},
+      {"particles/id", offsetof(Particle, birth), ckpt::DType::i64}};
+  for (auto [name, at, type] : columns) {
+    auto where = [this, word = at / 8] {
+      const std::size_t n = m_particles.size();
+      return ckpt::Place{m_particles.data(), {n, 2}, {{0, word}, {n, sizeof(Particle) / 8}}};
+    };
+    CKPT_RETURN_IF_ERROR(rt.protect(name, type, {where, resize}, ckpt::SourceKind::joined));
   }
-  // Particles: joined arrays (each rank's rows, concatenated in rank order by the runtime at commit).
-  const std::int64_t np = static_cast<std::int64_t>(m_particles.size());
-  m_s.nparticles = global_particles();
-  m_ck_ppos.resize(std::max<std::size_t>(2 * np, 2));
-  m_ck_pprop.resize(std::max<std::size_t>(2 * np, 2));
-  m_ck_pid.resize(std::max<std::size_t>(2 * np, 2));
-  for (std::size_t n = 0; n < m_particles.size(); ++n) {
-    const Particle& p = m_particles[n];
-    m_ck_ppos[2 * n] = p.x, m_ck_ppos[2 * n + 1] = p.y;
-    m_ck_pprop[2 * n] = p.dens, m_ck_pprop[2 * n + 1] = p.temp;
-    m_ck_pid[2 * n] = p.birth, m_ck_pid[2 * n + 1] = p.tag;
-  }
-  const bool f = !m_arrays_protected;
-  using ckpt::DType;
-  for (int v = 0; v < NVAR; ++v) {
-    const ckpt::Block blk{{nb, NB, NB}, {first, 0, 0}, {nl, NB, NB}};
-    CKPT_RETURN_IF_ERROR(f ? ckpt::protect(rt, UNK_NAMES[v], m_ck_unk[v], blk)
-                           : ckpt::update(rt, UNK_NAMES[v], m_ck_unk[v], blk));
-  }
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/level", m_ck_level.data(), DType::i32, nb, first, nl, {}));
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/coord", m_ck_coord.data(), DType::i32, nb, first, nl, {2}));
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/bbox", m_ck_bbox.data(), DType::f64, nb, first, nl, {4}));
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/refine_flag", m_ck_flag.data(), DType::i32, nb, first, nl, {}));
-  const std::uint64_t npl = static_cast<std::uint64_t>(np);
-  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/pos", m_ck_ppos.data(), DType::f64, {npl, 2}));
-  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/dens_temp", m_ck_pprop.data(), DType::f64, {npl, 2}));
-  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/id", m_ck_pid.data(), DType::i64, {npl, 2}));
-  m_arrays_protected = true;
   return ckpt::Status::OK();
 }
 
 ckpt::Status Simulation::load(ckpt::Runtime& rt, std::int64_t step) {
-  // The stored extents (blocks, tracers) come from the index, so the arrays are registered with them
-  // and one restart() restores everything, the scalars included.
+  // Every rank reads the whole tree of the checkpoint (levels, coordinates) before anything is allocated;
+  // the partition of this rank count then says which stored rows, a Morton range, each rank restores.
   ckpt::Result<ckpt::CheckpointReader> stored = rt.inspect(step);
-  if (!stored.ok()) return stored.status();
-  ckpt::Result<ckpt::VariableInfo> levels_info = stored->variable("grid/level");
-  if (!levels_info.ok() || levels_info->shape.size() != 1)
-    return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " holds no grid/level array");
-  ckpt::Result<ckpt::VariableInfo> pos_info = stored->variable("particles/pos");
-  // Even shares of the stored blocks and particles; the mesh and particles are then rebuilt for this
-  // rank count (the stored block order is the Morton order, so block shares are already contiguous).
-  const std::int64_t nb = static_cast<std::int64_t>(levels_info->shape[0]);
-  const std::int64_t np = pos_info.ok() && !pos_info->shape.empty() ? static_cast<std::int64_t>(pos_info->shape[0]) : 0;
-  m_first = Tree::first(m_rank, m_size, nb);
-  m_nlocal = static_cast<int>(Tree::first(m_rank + 1, m_size, nb) - m_first);
-  const std::int64_t pfirst = Tree::first(m_rank, m_size, np), pn = Tree::first(m_rank + 1, m_size, np) - pfirst;
-  m_particles.assign(static_cast<std::size_t>(pn), Particle{});
-  // prepare_checkpoint() sizes and registers every buffer from these placeholders (empty tree).
-  m_tree.set_leaves({});
-  m_flags.clear();
-  const std::size_t nl = static_cast<std::size_t>(m_nlocal);
-  for (int v = 0; v < NVAR; ++v)
-    m_ck_unk[v] = Kokkos::View<double***, Kokkos::LayoutRight, Mem>(std::string(UNK_NAMES[v]), nl, NB, NB);
-  m_ck_level.assign(std::max<std::size_t>(nl, 1), 0);
-  m_ck_coord.assign(std::max<std::size_t>(2 * nl, 2), 0);
-  m_ck_bbox.assign(std::max<std::size_t>(4 * nl, 4), 0);
-  m_ck_flag.assign(std::max<std::size_t>(nl, 1), 0);
-  const std::size_t pl = static_cast<std::size_t>(pn);
-  m_ck_ppos.assign(std::max<std::size_t>(2 * pl, 2), 0);
-  m_ck_pprop.assign(std::max<std::size_t>(2 * pl, 2), 0);
-  m_ck_pid.assign(std::max<std::size_t>(2 * pl, 2), 0);
-  const bool f = !m_arrays_protected;
-  using ckpt::DType;
-  const std::uint64_t unb = static_cast<std::uint64_t>(nb), ufirst = static_cast<std::uint64_t>(m_first);
-  for (int v = 0; v < NVAR; ++v) {
-    const ckpt::Block blk{{unb, NB, NB}, {ufirst, 0, 0}, {nl, NB, NB}};
-    CKPT_RETURN_IF_ERROR(f ? ckpt::protect(rt, UNK_NAMES[v], m_ck_unk[v], blk)
-                           : ckpt::update(rt, UNK_NAMES[v], m_ck_unk[v], blk));
-  }
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/level", m_ck_level.data(), DType::i32, unb, ufirst, nl, {}));
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/coord", m_ck_coord.data(), DType::i32, unb, ufirst, nl, {2}));
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/bbox", m_ck_bbox.data(), DType::f64, unb, ufirst, nl, {4}));
-  CKPT_RETURN_IF_ERROR(sync_region(rt, f, "grid/refine_flag", m_ck_flag.data(), DType::i32, unb, ufirst, nl, {}));
-  // This rank's rows [pfirst, pfirst + pl) of the stored particles (the split of the blocks, not
-  // ckpt's balanced one, so given explicitly); they are relocated to their blocks after the restart.
-  const std::uint64_t upf = static_cast<std::uint64_t>(pfirst);
-  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/pos", m_ck_ppos.data(), DType::f64, {pl, 2}, upf));
-  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/dens_temp", m_ck_pprop.data(), DType::f64, {pl, 2}, upf));
-  CKPT_RETURN_IF_ERROR(sync_rows(rt, f, "particles/id", m_ck_pid.data(), DType::i64, {pl, 2}, upf));
-  m_arrays_protected = true;
-  ckpt::Status st = rt.restart(step);
-  int ok = st.ok() ? 1 : 0, all = 0;
+  ckpt::Result<ckpt::VariableInfo> info = stored.ok() ? stored->variable("grid/level") : stored.status();
+  if (!info.ok()) return info.status();
+  const std::size_t nb = info->shape.empty() ? 0 : info->shape[0];
+  std::vector<std::int32_t> level(nb), coord(2 * nb);
+  ckpt::Status st = stored.value().read_rank("run/nroot", 0, &m_s.nroot, sizeof m_s.nroot);
+  if (st.ok()) st = stored.value().read("grid/level", level.data(), nb * sizeof(std::int32_t));
+  if (st.ok()) st = stored.value().read("grid/coord", coord.data(), 2 * nb * sizeof(std::int32_t));
+  int ok = st.ok() ? 1 : 0, all = 0;  // the reads are this rank's own: agree before the collective restart
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, m_comm);
   if (!all) return st.ok() ? ckpt::Status(ckpt::Code::corrupt, "restart failed on another rank") : st;
-  // Another maximum level is a cross-mesh restart (the caller regrids); another root grid is not.
-  if (m_s.nroot != m_tree.nroot())
+  if (m_s.nroot != m_tree.nroot())  // another maximum level is a cross-mesh restart, another root grid is not
     return ckpt::Status(ckpt::Code::mismatch, "checkpoint " + std::to_string(step) + " has " +
                                                   std::to_string(m_s.nroot) + " root blocks per side, the run " +
                                                   std::to_string(m_tree.nroot()));
-
-  // Every rank needs the whole tree: gather the levels and coordinates.
-  std::vector<int> counts(m_size), displs(m_size);
-  for (int r = 0; r < m_size; ++r) {
-    displs[r] = static_cast<int>(Tree::first(r, m_size, nb));
-    counts[r] = static_cast<int>(Tree::first(r + 1, m_size, nb)) - displs[r];
-  }
-  std::vector<int> levels(static_cast<std::size_t>(nb)), coords(static_cast<std::size_t>(2 * nb));
-  MPI_Allgatherv(m_ck_level.data(), m_nlocal, MPI_INT, levels.data(), counts.data(), displs.data(), MPI_INT, m_comm);
-  for (int r = 0; r < m_size; ++r) counts[r] *= 2, displs[r] *= 2;
-  MPI_Allgatherv(m_ck_coord.data(), 2 * m_nlocal, MPI_INT, coords.data(), counts.data(), displs.data(), MPI_INT,
-                 m_comm);
-  std::vector<BlockKey> leaves(static_cast<std::size_t>(nb));
-  for (std::int64_t b = 0; b < nb; ++b) leaves[b] = {levels[b], coords[2 * b], coords[2 * b + 1]};
-  const std::int64_t stored_first = m_first;
+  std::vector<BlockKey> leaves(nb);
+  for (std::size_t b = 0; b < nb; ++b) leaves[b] = {level[b], coord[2 * b], coord[2 * b + 1]};
   set_mesh(leaves);
-  if (m_first != stored_first || m_tree.leaves() != leaves)
-    return ckpt::Status(ckpt::Code::corrupt, "the stored blocks are not in Morton order");
-  const BlockView u = m_u;
-  for (int v = 0; v < NVAR; ++v) {
-    const auto src = m_ck_unk[v];
-    Kokkos::parallel_for(
-        "unpack_unk", Kokkos::MDRangePolicy<Exec, Kokkos::Rank<3>>({0, 0, 0}, {m_nlocal, NB, NB}),
-        KOKKOS_LAMBDA(int b, int j, int i) { u(b, v, j + NG, i + NG) = src(b, j, i); });
-  }
-  Kokkos::fence();
-  m_flags.assign(m_ck_flag.begin(), m_ck_flag.begin() + m_nlocal);
-  for (std::size_t n = 0; n < pl; ++n) {
-    Particle& p = m_particles[n];
-    p.x = m_ck_ppos[2 * n], p.y = m_ck_ppos[2 * n + 1];
-    p.dens = m_ck_pprop[2 * n], p.temp = m_ck_pprop[2 * n + 1];
-    p.birth = m_ck_pid[2 * n], p.tag = m_ck_pid[2 * n + 1];
-  }
+  if (m_tree.leaves() != leaves) return ckpt::Status(ckpt::Code::corrupt, "the stored blocks are not in Morton order");
+  std::vector<std::uint64_t> rows(static_cast<std::size_t>(m_nlocal));
+  std::iota(rows.begin(), rows.end(), static_cast<std::uint64_t>(m_first));
+  for (const char* name : BLOCK_ARRAYS) CKPT_RETURN_IF_ERROR(rt.set_restart_rows(name, rows));
+  CKPT_RETURN_IF_ERROR(rt.restart(step));  // the blocks, their refine flags, the tracers and the scalars
   fill_all_guards();
   relocate_particles();
   return ckpt::Status::OK();

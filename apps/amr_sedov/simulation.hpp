@@ -1,6 +1,6 @@
 // The distributed state of amr_sedov: this rank's blocks (a contiguous range of the Morton order)
 // with guard cells, ghost copies of touching blocks of other ranks, tracer particles, and the
-// operations on them: guard fill, hydro step, regrid with migration, checkpoint packing and restore.
+// operations on them: guard fill, hydro step, regrid with migration, checkpoint registration and restore.
 #ifndef AMR_SEDOV_SIMULATION_HPP
 #define AMR_SEDOV_SIMULATION_HPP
 
@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
+// ckpt-glue begin
 #include "ckpt/ckpt.hpp"
+// ckpt-glue end
 #include "hydro.hpp"
 #include "mesh.hpp"
 
@@ -35,7 +37,12 @@ struct RunScalars {
   std::int64_t regrids = 0;
 };
 
-enum class RegridMode { lohner, refine_all };
+enum class RegridMode {
+  lohner,
+  // ckpt-glue begin
+  refine_all,  // refine every block below the maximum level: a cross-mesh restart onto a uniform mesh
+  // ckpt-glue end
+};
 
 /// Thresholds of the Lohner estimator (FLASH's refine_cutoff, derefine_cutoff): a block is refined
 /// above `refine`, may be coarsened below `derefine`.
@@ -57,13 +64,15 @@ class Simulation {
   /// level (restored from a run with a higher one) are coarsened in either mode.
   bool regrid(RegridMode mode);
 
-  /// Registers the run scalars (before a restart's first phase) and, later, the arrays.
-  ckpt::Status protect_scalars(ckpt::Runtime& rt);
-  /// Copies the state into the checkpoint buffers and re-points the regions at them.
-  ckpt::Status prepare_checkpoint(ckpt::Runtime& rt);
-  /// Second phase of a restart: the scalars of `step` are loaded; loads the arrays and rebuilds the
-  /// mesh, ghost exchange and particles for this rank count.
+  // ckpt-glue begin
+  /// Registers the whole state with `rt` once, before any restart or checkpoint: the run scalars and,
+  /// as Sources that ckpt locates at every checkpoint and restart, the blocks' interiors, the grid
+  /// structure and the tracers (no re-registration after regrids or migrations).
+  ckpt::Status protect(ckpt::Runtime& rt);
+  /// Restores checkpoint `step` on this rank count: reads its tree, builds this rank's part of the
+  /// mesh, restarts the blocks it owns by their stored rows, then the ghosts and the particles.
   ckpt::Status load(ckpt::Runtime& rt, std::int64_t step);
+  // ckpt-glue end
 
   /// Digest of the tree, all block interiors and all particles in global order (rank 0; "" elsewhere).
   std::string digest();
@@ -74,9 +83,11 @@ class Simulation {
   const Tree& tree() const { return m_tree; }
   int nlocal() const { return m_nlocal; }
   std::int64_t global_particles() const;
+  // ckpt-glue begin
   /// Domain integrals of the conserved variables (mass, x and y momentum, energy) over all ranks'
   /// blocks: a conservative regrid keeps them up to round-off.
   std::array<double, NVAR> totals() const;
+  // ckpt-glue end
 
  private:
   struct Exchange {
@@ -107,15 +118,12 @@ class Simulation {
   std::unordered_map<int, int> m_ghost_slot;  // global leaf -> ghost slot
   Hydro m_hydro;
   RealList m_error;
-  std::vector<int> m_flags;  // refine flags of the last regrid, this rank's blocks
+  std::vector<int> m_flags;  // refine flags of the last regrid, this rank's blocks (also grid/refine_flag)
   std::vector<Particle> m_particles;
-
-  // Checkpoint buffers (interiors without guards, the grid, the particles).
-  Kokkos::View<double***, Kokkos::LayoutRight, Mem> m_ck_unk[NVAR];
-  std::vector<std::int32_t> m_ck_level, m_ck_coord, m_ck_flag;
-  std::vector<double> m_ck_bbox, m_ck_ppos, m_ck_pprop;
-  std::vector<std::int64_t> m_ck_pid;
-  bool m_arrays_protected = false;
+  // ckpt-glue begin
+  std::vector<std::int32_t> m_grid_level, m_grid_coord;  // this rank's blocks' level and (i, j)
+  std::vector<double> m_grid_bbox;                       // and bounding box (x0, x1, y0, y1)
+  // ckpt-glue end
 };
 
 }  // namespace sedov
