@@ -536,58 +536,48 @@ void write_regridded(Runtime& rt, std::int64_t last) {
 }
 }  // namespace
 
-TEST(Scattered, NodeLevelWithPartnerCopyRebuildsALostNode) {
-  // 4 ranks as 2 nodes, nothing drained: after node 1 is lost only the partner copy holds its blocks.
+namespace {
+/// With the node level of `o` (nothing drained, blocks crossing chunks): steps 1..`last` regridded,
+/// node `lost`'s directory removed, then the newest step restored from `level`. The node level holds
+/// each node's own files only: each rank takes back the blocks it wrote.
+void lose_node_and_restore(Options o, std::int64_t last, int lost, const char* level) {
   ASSERT_EQ(world_size(), 4);
   const std::string root = ckpt::test::scratch_dir();
-  Options o = Options::defaults();
   o.dir = root + "/global";
   o.local_dir = root + "/local";
-  o.ranks_per_node = 2;
   o.drain_every = 0;
-  o.redundancy = Redundancy::partner;
-  o.chunk_bytes = 4 << 10;  // the blocks cross chunks
-  {
-    Runtime rt(MPI_COMM_WORLD, o);
-    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-    write_regridded(rt, 2);
-    ASSERT_TRUE(rt.close().ok());
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) ckpt::detail::remove_tree(root + "/local/node1");
-  MPI_Barrier(MPI_COMM_WORLD);
-  Runtime rt(MPI_COMM_WORLD, o);
-  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-  // The node level holds each node's own files only: each rank takes back the blocks it wrote.
-  expect_step_restored(rt, world_rank(), 2, 0, true);
-  EXPECT_EQ(rt.restart_level(), "partner");
-}
-
-TEST(Scattered, NodeLevelWithXorParityRebuildsALostNode) {
-  // 4 ranks as 4 nodes in one xor group, nothing drained: node 2 comes back from the others' parity.
-  ASSERT_EQ(world_size(), 4);
-  const std::string root = ckpt::test::scratch_dir();
-  Options o = Options::defaults();
-  o.dir = root + "/global";
-  o.local_dir = root + "/local";
-  o.ranks_per_node = 1;
-  o.drain_every = 0;
-  o.redundancy = Redundancy::xor_parity;
-  o.xor_group = 4;
   o.chunk_bytes = 4 << 10;
   {
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-    write_regridded(rt, 3);
+    write_regridded(rt, last);
     ASSERT_TRUE(rt.close().ok());
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) ckpt::detail::remove_tree(root + "/local/node2");
+  if (world_rank() == 0) ckpt::detail::remove_tree(root + "/local/node" + std::to_string(lost));
   MPI_Barrier(MPI_COMM_WORLD);
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-  expect_step_restored(rt, world_rank(), 3, 0, true);
-  EXPECT_EQ(rt.restart_level(), "xor");
+  expect_step_restored(rt, world_rank(), last, 0, true);
+  EXPECT_EQ(rt.restart_level(), level);
+}
+}  // namespace
+
+TEST(Scattered, NodeLevelWithPartnerCopyRebuildsALostNode) {
+  // 4 ranks as 2 nodes: after node 1 is lost only the partner copy holds its blocks.
+  Options o = Options::defaults();
+  o.ranks_per_node = 2;
+  o.redundancy = Redundancy::partner;
+  lose_node_and_restore(o, 2, 1, "partner");
+}
+
+TEST(Scattered, NodeLevelWithXorParityRebuildsALostNode) {
+  // 4 ranks as 4 nodes in one xor group: node 2 comes back from the others' parity.
+  Options o = Options::defaults();
+  o.ranks_per_node = 1;
+  o.redundancy = Redundancy::xor_parity;
+  o.xor_group = 4;
+  lose_node_and_restore(o, 3, 2, "xor");
 }
 
 TEST(Scattered, CoalescedCheckpointsOfRegriddedBlocksRestoreTheNewest) {
