@@ -5,6 +5,7 @@
 #
 #   device run, carry [".gpucarry"]:  bash perf/gpu/run.sh
 #   rehearsal here, no GPU:            bash perf/gpu/run.sh --sim
+#   its build only (steps 1-2), no GPU: bash perf/gpu/run.sh --sim --build-only
 #
 # --sim runs the same steps on the simulated device (CKPT_ENABLE_SIMGPU, docs/gpu.md) in build-gpu-sim/:
 # the build with the simulated device instead of CUDA, ctest -L gpu (the mutation check included), the
@@ -27,7 +28,14 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 sim=no
-[ "${1:-}" = "--sim" ] && sim=yes
+build_only=no  # --build-only: stop after step 2 (CI builds beside its test suite, then runs the rest)
+for arg in "$@"; do
+  case $arg in
+    --sim) sim=yes ;;
+    --build-only) build_only=yes ;;
+    *) echo "usage: bash perf/gpu/run.sh [--sim] [--build-only]"; exit 2 ;;
+  esac
+done
 out=${OUT:-$root/perf/gpu/out$([ $sim = yes ] && echo -sim)}
 mkdir -p "$out"
 log=$out/run.log
@@ -109,6 +117,10 @@ run "build" 60 "$build_limit" cmake --build "$bdir" -j "$(nproc)" --target "${ta
   { say "build failed: stopping"; exit 1; }
 
 # ---- 3. GPU steps -------------------------------------------------------------------------------
+if [ $build_only = yes ]; then
+  say "--build-only: built; stopping before the first GPU step"
+  exit "$failed"
+fi
 if [ "$gpu" = no ]; then
   say "no GPU on this machine: checks and the CUDA build ran; stopping before the first GPU step (ctest -L gpu)"
   exit 3
