@@ -104,6 +104,18 @@ double stat_to_double(DType t, std::uint64_t bits) {
   }
 }
 
+bool stat_less(DType t, std::uint64_t a, std::uint64_t b) {
+  switch (t) {
+    case DType::f32:
+    case DType::f64: return stat_to_double(t, a) < stat_to_double(t, b);
+    case DType::i8:
+    case DType::i16:
+    case DType::i32:
+    case DType::i64: return static_cast<std::int64_t>(a) < static_cast<std::int64_t>(b);
+    default: return a < b;
+  }
+}
+
 std::string stat_to_string(DType t, std::uint64_t bits) {
   switch (t) {
     case DType::f32:

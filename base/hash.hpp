@@ -55,6 +55,9 @@ bool dtype_has_stats(DType t) noexcept;
 std::string stat_to_string(DType t, std::uint64_t bits);
 /// Stored min/max as a double (for tools).
 double stat_to_double(DType t, std::uint64_t bits);
+/// Whether stored bits `a` are below `b` as values of `t` (floats as doubles: a NaN is below nothing,
+/// signed integers signed, the rest unsigned): how blocks' min/max merge into a variable's.
+bool stat_less(DType t, std::uint64_t a, std::uint64_t b);
 
 }  // namespace ckpt::detail
 

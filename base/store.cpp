@@ -143,8 +143,8 @@ VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::u
       st.max_bits = b.max_bits;
       continue;
     }
-    if (less(b.min_bits, st.min_bits)) st.min_bits = b.min_bits;
-    if (less(st.max_bits, b.max_bits)) st.max_bits = b.max_bits;
+    if (stat_less(t, b.min_bits, st.min_bits)) st.min_bits = b.min_bits;
+    if (stat_less(t, st.max_bits, b.max_bits)) st.max_bits = b.max_bits;
   }
   return st;
 }
