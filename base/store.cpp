@@ -123,17 +123,6 @@ Result<Index> load_checkpoint_dir(const std::string& dir) {
 VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::uint32_t>& blocks) {
   VarStats st;
   const DType t = idx.vars[var].dtype;
-  auto less = [t](std::uint64_t a, std::uint64_t b) {
-    switch (t) {
-      case DType::f32:
-      case DType::f64: return stat_to_double(t, a) < stat_to_double(t, b);
-      case DType::i8:
-      case DType::i16:
-      case DType::i32:
-      case DType::i64: return static_cast<std::int64_t>(a) < static_cast<std::int64_t>(b);
-      default: return a < b;
-    }
-  };
   for (const std::uint32_t i : blocks) {
     const BlockRecord& b = idx.blocks[i];
     if (b.var != var || !b.has_stats) continue;
@@ -412,10 +401,20 @@ class DirectoryStore final : public Store {
   Status commit(std::int64_t step, const std::string& staged, const std::vector<std::uint8_t>& index,
                 bool sync) override {
     (void)staged;  // always staging_dir(step)
+    return publish(step, index, sync, true);
+  }
+
+  Status commit_rebuilt(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) override {
+    return publish(step, index, sync, false);
+  }
+
+  /// commit() (`timeline`: the step is this timeline's newest, newer ones are rolled back and `latest`
+  /// points at it) or commit_rebuilt() (neither).
+  Status publish(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync, bool timeline) {
     const std::string tmp = staging_dir(step), fin = checkpoint_dir(step), old = path_of(step, EntryKind::old);
     CKPT_RETURN_IF_ERROR(write_file(tmp + "/index", index.data(), index.size(), sync));
     CKPT_RETURN_IF_ERROR(fsync_dir(tmp, sync));
-    CKPT_RETURN_IF_ERROR(abandon_newer_than(step, sync));
+    if (timeline) CKPT_RETURN_IF_ERROR(abandon_newer_than(step, sync));
     bool moved = false;
     if (exists_nofollow(fin)) {
       CKPT_RETURN_IF_ERROR(remove_tree(old));  // stale: `fin` is the committed version
@@ -428,11 +427,15 @@ class DirectoryStore final : public Store {
       return s;
     }
     CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
+    // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
+    if (!timeline) {
+      (void)remove_tree(old);  // recover() removes it after a crash before this
+      return Status::OK();
+    }
     {
       std::lock_guard<std::mutex> lock(m_abandon_mu);
       m_newest = step;
     }
-    // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
     (void)remove_tree(old);
     // No fsync for `latest`: it is a hint for people and tools; readers scan the directories, and the
     // rename of the checkpoint itself is already durable. For the same reason a `latest` that cannot

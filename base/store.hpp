@@ -223,6 +223,15 @@ class Store {
   /// segment a series appended to (the runtime's SeriesCursor chose it).
   virtual Status commit(std::int64_t step, const std::string& staged, const std::vector<std::uint8_t>& index,
                         bool sync) = 0;
+  /// commit() of a step rebuilt at restart (partner or xor redundancy of the node level): the same
+  /// crash-safe renames, but no roll-back of newer steps and no `latest`: a rebuilt step restores one
+  /// of the timeline the other nodes hold and begins none (the restart may still fail, or end without
+  /// a commit; the first commit after it rolls the newer steps back, on every node). The directory
+  /// layout only; the series layout refuses it (failed_precondition).
+  virtual Status commit_rebuilt(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync) {
+    (void)step, (void)index, (void)sync;
+    return Status(Code::failed_precondition, "the series layout rebuilds no step");
+  }
   /// Drops what a checkpoint that was not committed left in `staged` (its staging directory is removed;
   /// a series keeps its segment: the bytes stay unreferenced).
   virtual void discard(const std::string& staged) = 0;

@@ -816,6 +816,108 @@ TEST(Levels, XorParityRepairsADamagedFile) {
   EXPECT_TRUE(all_true(got == expected));
 }
 
+/// A run whose restart fails: it registers a region that no checkpoint holds, so every step fails,
+/// but only after its reads (which find damage, and rebuild the damaged nodes on the way). `from`:
+/// restart(from), or nothing: restart() of the newest, which falls back through every older step.
+void failing_restart(const Options& o, std::optional<std::int64_t> from) {
+  Runtime rt(MPI_COMM_WORLD, o);
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  State s(world_rank(), world_size());
+  ASSERT_TRUE(s.protect(rt).ok());
+  double unstored = 0;
+  ASSERT_TRUE(rt.protect_scalar("not_in_any_checkpoint", &unstored).ok());
+  const Status r = from ? rt.restart(*from) : rt.restart().status();
+  EXPECT_FALSE(r.ok()) << "the restart was meant to fail";
+  EXPECT_TRUE(rt.close().ok());
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A restart that fails must not set a good checkpoint aside. Steps 1..3 on 2 nodes (or 4) with partner
+// copies or parity (step 3 on the nodes only); node 0's step 2 is damaged or lost, and a restart that reaches
+// step 2 - restart(2), or restart() falling back past 3 - rebuilds it from the copy, then fails (the
+// registration matches no step). The rebuild committed step 2 on node 0 again; that must not roll
+// node 0's step 3 back (only the next checkpoint's commit begins a new timeline): step 3 stays whole on
+// every node, so that after losing node 1 the next restart still restores it, bit for bit, from
+// node 0's copy or the parity. Before: node 0's step 3 became ckpt.3.abandoned (with its copy of
+// node 1's files, or its parity), and with node 1 lost the restart fell back to an older step.
+TEST(Levels, FailedRestartThatRebuiltAnOlderStepKeepsTheNewerOnes) {
+  ASSERT_EQ(world_size(), 4);
+  struct Case {
+    Redundancy redundancy;
+    const char* level;  // restart_level() when node 1 is lost
+    bool lose;          // node 0's step 2 lost (else one of its files damaged)
+    std::optional<std::int64_t> from;
+    int drain_every;                     // 2: step 2 drained, 3 not
+    int ranks_per_node = kRanksPerNode;  // 1: 4 nodes (xor: one group of 4)
+  };
+  const std::vector<Case> cases = {
+      {Redundancy::partner, "partner", false, 2, 0},
+      {Redundancy::partner, "partner", false, std::nullopt, 0},
+      {Redundancy::partner, "partner", true, 2, 0},
+      {Redundancy::partner, "partner", true, std::nullopt, 2},
+      {Redundancy::partner, "partner", false, 2, 2, 1},
+      {Redundancy::xor_parity, "xor", false, 2, 0},
+      {Redundancy::xor_parity, "xor", false, std::nullopt, 2},
+      {Redundancy::xor_parity, "xor", true, 2, 2},
+      {Redundancy::xor_parity, "xor", true, std::nullopt, 0},
+      {Redundancy::xor_parity, "xor", false, std::nullopt, 0, 1},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const auto root = scratch_dir("." + std::to_string(n++));
+    SCOPED_TRACE(std::string(c.level) + (c.lose ? " lost" : " damaged") + (c.from ? " restart(2)" : " restart()") +
+                 " drain_every " + std::to_string(c.drain_every) + " nodes " + std::to_string(4 / c.ranks_per_node));
+    Options o = level_opts(root, c.drain_every, 5, c.ranks_per_node);
+    o.redundancy = c.redundancy;
+    o.xor_group = 4 / c.ranks_per_node;  // one group of every node
+    write_steps(o, 1, 3);
+    if (c.lose) {
+      if (world_rank() == 0) ckpt::detail::remove_tree(node_dir(root, 0) + "/ckpt.2");
+      MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+      damage(node_dir(root, 0) + "/ckpt.2/data.0");
+    }
+    failing_restart(o, c.from);
+    if (world_rank() == 0)
+      for (int node = 0; node < world_size() / c.ranks_per_node; ++node) {
+        EXPECT_EQ(committed(node_dir(root, node)), (std::vector<std::int64_t>{1, 2, 3})) << "node " << node;
+        EXPECT_FALSE(exists(node_dir(root, node) + "/ckpt.3.abandoned")) << "node " << node;
+      }
+    MPI_Barrier(MPI_COMM_WORLD);
+    lose_nodes(root, {1});
+    expect_restart(o, 3, c.level);
+    expect_restart(o, 3, "local");
+  }
+}
+
+// The other side: a restart that rebuilt an older step and succeeded, then checkpointed, does begin a
+// new timeline on every node, the rebuilt one included - the old timeline's newer steps are abandoned
+// there too, and the next restart finds the new data.
+TEST(Levels, RollBackAfterARebuildAbandonsTheNewerStepsOnEveryNode) {
+  ASSERT_EQ(world_size(), 4);
+  for (const Redundancy red : {Redundancy::partner, Redundancy::xor_parity}) {
+    const bool partner = red == Redundancy::partner;
+    const auto root = scratch_dir(partner ? ".partner" : ".xor");
+    SCOPED_TRACE(partner ? "partner" : "xor");
+    Options o = level_opts(root, 0, 5);
+    o.redundancy = red;
+    if (!partner) o.xor_group = 2;
+    write_steps(o, 1, 4);
+    damage(node_dir(root, 0) + "/ckpt.2/data.0");
+    constexpr int kNew = 300;
+    continue_from(o, 2, 3, 3, kNew);  // restart(2) rebuilds node 0's step 2, then commits a new 3
+    if (world_rank() == 0)
+      for (int node : {0, 1}) {
+        EXPECT_EQ(committed(node_dir(root, node)), (std::vector<std::int64_t>{1, 2, 3})) << "node " << node;
+        EXPECT_TRUE(exists(node_dir(root, node) + "/ckpt.4.abandoned")) << "node " << node;
+      }
+    MPI_Barrier(MPI_COMM_WORLD);
+    expect_restart(o, 3, "local", kNew + 3);
+    lose_nodes(root, {0});
+    expect_restart(o, 3, partner ? "partner" : "xor", kNew + 3);
+  }
+}
+
 // 8 ranks as 4 nodes (levels_8 runs only these).
 TEST(Levels8, PartnerSurvivesLostNodesThatAreNotNeighbours) {
   ASSERT_EQ(world_size(), 8);

@@ -204,10 +204,11 @@ Status Restorer::rebuild(const LocalCandidate& c) {
     }
   }
   s = agree(m_app_comm, mine);
-  // 3. The lost nodes' leaders commit the step with the same index.
+  // 3. The lost nodes' leaders commit the step with the same index, rolling none of their newer steps
+  // back: this restart may fail, or end without a commit (Store::commit_rebuilt()).
   if (s.ok())
     s = agree(m_app_comm,
-              lost(me) && m_layout.leader() ? m_local->commit(c.step, staging, bytes, m_opts.fsync) : Status::OK());
+              lost(me) && m_layout.leader() ? m_local->commit_rebuilt(c.step, bytes, m_opts.fsync) : Status::OK());
   if (!s.ok() && lost(me) && m_layout.leader()) remove_tree(staging);
   if (m_opts.verbose >= 1 && m_rank == 0)
     std::fprintf(stderr, "ckpt: rebuilding step %lld on %zu lost node(s) from %s: %s\n", static_cast<long long>(c.step),
