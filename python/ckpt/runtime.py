@@ -109,7 +109,9 @@ class _Region:
 
 class _Held:
     """An object of region `name` (piece `piece` of a scattered region; None: the region's array) whose
-    holding by the application checkpoint() checks, and how many references to it this Runtime holds."""
+    holding by the application checkpoint() checks, and how many references to it this region holds (its
+    own, and its slot in Runtime._watch_objs). An object protected under several names has one entry per
+    name: the Runtime holds the sum (see Runtime._watch())."""
 
     __slots__ = ("obj", "name", "piece", "our_refs")
 
@@ -141,6 +143,13 @@ def _owns_memory(obj):
     if type(obj).__module__.partition(".")[0] == "cupy":
         return getattr(obj, "base", None) is None
     return False
+
+
+def _counted(obj):
+    """Whether checkpoint() counts the references to `obj`: a numpy or CuPy array, its memory's owner (checked
+    itself, _owns_memory()) or a view (not checked itself; it vouches for its base when the base is
+    protected too, see Runtime._watch())."""
+    return isinstance(obj, np.ndarray) or type(obj).__module__.partition(".")[0] == "cupy"
 
 
 def _ints(values, what, name):
@@ -253,7 +262,7 @@ class Runtime:
         self._regions = {}  # name -> _Region, in protect() order
         # The regions whose holding checkpoint() checks; for speed (one pass in C over them), their
         # objects and the reference count at or below which nothing but this Runtime holds each one.
-        self._watched, self._watch_objs, self._watch_limits = [], [], []
+        self._watched, self._watch_objs, self._watch_limits, self._watch_via = [], [], [], []
         self._watch_passed = None  # the reference counts of the last check that passed (checkpoint())
         self._abandoned = False
         self.last_restart_warning = None  # the RestartWarning of the last restart(), or None
@@ -355,7 +364,7 @@ class Runtime:
             check(lib.ckpt_set_optional(h, bname, 1 if optional else 0))
         r = _Region()
         r.obj, r.kind, r.mem, r.dims, r.pieces = array, kind, mem, dims, None
-        r.held = [_Held(array, name, None)] if _getrefcount is not None and _owns_memory(array) else []
+        r.held = [_Held(array, name, None)] if _getrefcount is not None and _counted(array) else []
         self._regions[name] = r  # replaces `old`, whose references (and DLPack capsule) go now
         del old, mem
         self._watch(r, before)
@@ -373,15 +382,36 @@ class Runtime:
 
     def _watch(self, r=None, before=None):
         """Rebuilds what checkpoint() checks from the regions' held objects, after region `r` (if any) was
-        stored; r's references to each of its objects are counted with `before` (_refs_before())."""
-        self._watched = [h for x in self._regions.values() for h in x.held]
-        self._watch_objs = [h.obj for h in self._watched]
+        stored; r's references to each of its objects are counted with `before` (_refs_before()).
+
+        The limit of an object - the count at or below which only this Runtime reaches it - is the sum of
+        the references of all its entries (an array protected under two names is held twice by the
+        Runtime), plus, for an array that owns its memory, one per protected view of it (a view's `.base`,
+        a reference the Runtime keeps through the view). Such an array at its limit is still held when
+        the application holds one of those views (a view above its own limit): _watch_via lists them."""
+        watched = [h for x in self._regions.values() for h in x.held]
+        self._watched = watched
+        self._watch_objs = [h.obj for h in watched]
         if r is not None:
             for h in r.held:
                 o = h.obj  # one reference, as the loop variable of _refs_before had
-                h.our_refs = _getrefcount(o) - before[id(o)]  # what this Runtime holds
+                h.our_refs = _getrefcount(o) - before[id(o)]  # what this region holds
             o = None
-        self._watch_limits = [h.our_refs + _MAP_REFS for h in self._watched]
+        ours = {}  # id -> references this Runtime holds, over every name the object is protected under
+        for h in watched:
+            ours[id(h.obj)] = ours.get(id(h.obj), 0) + h.our_refs
+        owners = {id(h.obj) for h in watched if _owns_memory(h.obj)}
+        views = {}  # id of an owner -> {id of a protected view of it: [its entries' indices in watched]}
+        for i, h in enumerate(watched):
+            if id(h.obj) not in owners:
+                base = getattr(h.obj, "base", None)  # numpy and CuPy: the owner, also for a view of a view
+                if base is not None and id(base) in owners:
+                    views.setdefault(id(base), {}).setdefault(id(h.obj), []).append(i)
+                base = None
+        self._watch_limits = [ours[id(h.obj)] + len(views.get(id(h.obj), ())) + _MAP_REFS for h in watched]
+        # None: not checked itself (a view); else the entries of the protected views that may hold it.
+        self._watch_via = [tuple(i for v in views.get(id(h.obj), {}).values() for i in v)
+                           if id(h.obj) in owners else None for h in watched]
         self._watch_passed = None  # other objects or limits: no check has passed yet
 
     def _replace(self, h, bname, old, ptr, mem, kind, dims):
@@ -613,7 +643,7 @@ class Runtime:
         r.pieces = mems
         first_at = {}  # each object once, by the first piece it is (no loop variable left holding a piece)
         for i in range(len(pieces) if _getrefcount is not None else 0):
-            if id(pieces[i]) not in first_at and _owns_memory(pieces[i]):
+            if id(pieces[i]) not in first_at and _counted(pieces[i]):
                 first_at[id(pieces[i])] = i
         r.held = [_Held(pieces[i], name, i) for i in first_at.values()]
         self._regions[name] = r  # replaces `old`, whose references (and DLPack capsules) go now
@@ -720,9 +750,11 @@ class Runtime:
         if self._watch_objs:
             counts = [*map(_getrefcount, self._watch_objs)]
             if counts != self._watch_passed:  # the same counts as a check that passed pass again
-                for held, n, limit in zip(self._watched, counts, self._watch_limits):
-                    if n <= limit:  # nothing but this Runtime holds it
-                        raise _stale(held, step)
+                limits = self._watch_limits
+                for held, n, limit, via in zip(self._watched, counts, limits, self._watch_via):
+                    # Nothing but this Runtime holds it, nor a view of it that the application holds.
+                    if n <= limit and via is not None and not any(counts[i] > limits[i] for i in via):
+                        raise _stale(held, step, [h.name for h in self._watched if h.obj is held.obj])
                 self._watch_passed = counts
         s = _arrays.stream_handle(stream, f"checkpoint({step})") if stream is not None else None
         # The Ticket is made before the call: after it, the capture has evicted what Python would touch. Its
@@ -804,7 +836,7 @@ class Runtime:
             failure = exception(rc) if rc != 0 else None
         finally:
             lib.ckpt_free(h)  # no collective left: ckpt_close ran
-            self._regions, self._watched, self._watch_objs, self._watch_limits = {}, [], [], []
+            self._regions, self._watched, self._watch_objs, self._watch_limits, self._watch_via = {}, [], [], [], []
             self._watch_passed = None
             if self in _open_runtimes:
                 _open_runtimes.remove(self)
@@ -845,19 +877,23 @@ def _dtype_name(mem):
     return str(mem.dtype)
 
 
-def _stale(h, step):
+def _stale(h, step, names=()):
+    """The PreconditionError of held object `h`; names: every region it is protected under (said when more
+    than one)."""
     name = h.name
+    others = [n for n in dict.fromkeys(names) if n != name]
+    also = f" (also protected as {', '.join(map(repr, others))})" if others else ""
     if h.piece is not None:
         return PreconditionError(
             "failed_precondition",
-            f"failed_precondition: checkpoint({step}): piece {h.piece} of the scattered region {name!r} is no "
-            "longer held by the application (was the array replaced in its list, e.g. `blocks[i] = blocks[i] + "
+            f"failed_precondition: checkpoint({step}): piece {h.piece} of the scattered region {name!r}{also} is "
+            "no longer held by the application (was the array replaced in its list, e.g. `blocks[i] = blocks[i] + "
             "du`?): it would store data nothing updates. Protect the new pieces under the same name "
             f"(rt.protect_scattered({name!r}, pieces, ...)), or update the arrays in place")
     return PreconditionError(
         "failed_precondition",
-        f"failed_precondition: checkpoint({step}): the array protected as {name!r} is no longer held by the "
-        "application (was its name rebound to a new array, e.g. `u = u + du`?): it would store data nothing "
+        f"failed_precondition: checkpoint({step}): the array protected as {name!r}{also} is no longer held by "
+        "the application (was its name rebound to a new array, e.g. `u = u + du`?): it would store data nothing "
         f"updates. Protect the new array under the same name (rt.protect({name!r}, u)), or update the array in "
         "place (u += du, u[...] = ...)")
 

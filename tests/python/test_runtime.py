@@ -8,9 +8,10 @@ complex, float16, big-endian, datetime, records), as local, global, joined and s
 restart() and by the reader (ckpt.open); tickets (wait, done, stats with every field of ckpt::CheckpointStats,
 superseded); the RestartWarning of a restart that falls back past a damaged step; options from a dict, a
 YAML file and CKPT_* variables, and their errors; errors as ckpt.Error subclasses with the library's
-message; lifetimes (the references the Runtime holds and lets go, arrays rebound without protect, numpy's
-resize refused, DLPack capsules released); strided views that are a box of a larger array (ghost cells,
-padded rows: restored into the box only, stored as the packed box); the arrays refused (strides that are no
+message; lifetimes (the references the Runtime holds and lets go, arrays rebound without protect - also one
+array under several names or with a protected view of it - numpy's resize refused, DLPack capsules
+released); strided views that are a box of a larger array (ghost cells, padded rows: restored into the box
+only, stored as the packed box); the arrays refused (strides that are no
 such box, read-only, scalars, objects, bad geometry, changed kind or dtype); device arrays through fake
 DLPack and CUDA-Array-Interface producers (device id, device types, strided views, stream handles passed to
 the C API, memory the host cannot read); processes that disagree (steps, one process's bad protect); the
@@ -468,6 +469,116 @@ def test_rebound_array_found_among_many(scratch):
     rt.unprotect("a/42")
     step += 1
     rt.checkpoint(step).wait()
+    rt.close()
+
+
+
+def test_array_under_several_names_or_with_its_views(scratch):
+    """The Runtime holds an array once per name it is protected under, and through every protected view of
+    it (the view's .base): checkpoint() refuses it once the application holds none of them - dropped,
+    rebound, `del` then gc.collect(), also after checkpoints that passed and with a checkpoint in flight -
+    and accepts it while the application holds the array, another name's alias of it, or one of its
+    protected views. Each refusal names every region the array is protected under."""
+    rt = runtime(scratch)
+    step = 0
+
+    def accepted(what):
+        nonlocal step
+        step += 1
+        kind, msg = outcome(lambda: rt.checkpoint(step).wait())
+        agree(kind is None, f"{what}: accepted ({kind}: {msg})")
+
+    def refused(what, *names):
+        for _ in range(2):  # a refusal is not remembered as a check that passed
+            kind, msg = outcome(lambda: rt.checkpoint(step + 1))
+            agree(kind == "PreconditionError" and all(f"'{n}'" in msg for n in names) and "no longer held" in msg,
+                  f"{what}: refused naming {names} ({kind}: {msg})")
+
+    # One array under two names: held while any reference of the application's remains.
+    a = np.full(8, 1.0)
+    rt.protect("a", a)
+    rt.protect("b", a)
+    accepted("two names, held")
+    accepted("two names, held (the counts of a check that passed)")
+    alias = a
+    del a
+    accepted("two names, held through an alias")
+    gone = weakref.ref(alias)
+    del alias
+    gc.collect()
+    refused("two names, dropped", "a", "b")
+    a = rt.protect("a", np.full(8, 2.0))  # replaced under one name: the other still holds the orphan
+    refused("one name replaced, the other still the dropped array", "b")
+    rt.protect("b", a)
+    gc.collect()
+    agree(gone() is None, "the dropped array was let go once both names were replaced")
+    accepted("both names replaced")
+    a = a + 1  # rebound: the application holds only the new array
+    refused("two names, rebound", "a", "b")
+    rt.protect("a", a)
+    rt.protect("b", a)
+    accepted("both names re-protected")
+    rt.unprotect("a")
+    accepted("one name left, held")
+    del a
+    refused("one name left, dropped", "b")
+    rt.unprotect("b")
+
+    # Three names, the dropped array found after checkpoints that passed.
+    x = np.arange(5.0)
+    for n in ("x/1", "x/2", "x/3"):
+        rt.protect(n, x)
+    accepted("three names")
+    accepted("three names again")
+    x = None
+    refused("three names, dropped", "x/1", "x/2", "x/3")
+    for n in ("x/1", "x/2", "x/3"):
+        rt.unprotect(n)
+    accepted("unprotected")
+
+    # An array and a view of it, both protected: the view the Runtime holds does not hold the array for
+    # the application; one the application holds does.
+    u = np.zeros((6, 4))
+    rt.protect("u", u)
+    inner = rt.protect("inner", u[1:-1])
+    u[...] = 3.0
+    accepted("array and view, both held")
+    del u
+    accepted("the array held through its protected view")
+    inner += 1.0
+    step += 1
+    in_flight, t = step, rt.checkpoint(step)  # in flight while the application lets go
+    del inner
+    gc.collect()
+    refused("array and view, both dropped", "u")
+    agree(t.wait() is True, "the checkpoint in flight commits")
+    # The view protected first, then its base; the application holds an unprotected view, then nothing.
+    w = np.zeros((6, 4))
+    rt.protect("inner", w[1:-1])
+    rt.protect("u", w)
+    keep = w[2:]
+    del w
+    accepted("held through an unprotected view")
+    del keep
+    refused("view first, then base, both dropped", "u")
+    w = rt.protect("u", np.zeros((6, 4)))
+    rt.protect("inner", w[1:-1])
+    w[...] = 7.0
+    accepted("re-protected")
+    w[...] = 0.0
+    rt.restart(in_flight)  # the checkpoint in flight at the drop: the values from before it
+    agree((w[0] == 3.0).all() and (w[-1] == 3.0).all() and (w[1:-1] == 4.0).all(),
+          f"the checkpoint taken before the drop restored: {w}")
+    rt.unprotect("inner")
+    rt.unprotect("u")
+
+    # A piece of a scattered region that is also a protected joined array (and twice a piece).
+    p = np.zeros((2, 3))
+    rt.protect("p", p, joined=True)
+    rt.protect_scattered("s", [p, p])
+    accepted("piece and joined array, held")
+    del p
+    refused("piece and joined array, dropped", "p", "s")
     rt.close()
 
 
