@@ -734,14 +734,6 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
     subs[w].blocks.push_back(std::move(local));
   }
 
-  // The catalog: entries, rank map, then one directory per global or joined variable, back to back.
-  Catalog cat;
-  cat.step = idx.step;
-  cat.ckpt_id = idx.ckpt_id;
-  cat.token = token;
-  cat.writers = writers;
-  if (rule == WriterRule::mapped) cat.rank_map = rank_map;
-  const std::uint64_t dir_begin = catalog_directories_offset(writers, rule, nranks);
   const IndexLookup look(idx);
   root.vars.resize(idx.vars.size());
   for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
@@ -760,8 +752,44 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
     for (const std::uint32_t bi : blocks)
       if (__builtin_add_overflow(out.bytes, idx.blocks[bi].length, &out.bytes))
         return bad_arg("the blocks of '" + out.var.name + "' hold more than 2^64 bytes");
-    if (!has_global_shape(out.var.kind) || blocks.empty()) continue;
-    const std::vector<DirEntry> dir = make_directory(idx, blocks, owner);
+  }
+
+  SplitIndex out;
+  out.subindices.resize(writers);
+  std::vector<CatalogEntry> entries(writers);
+  for (std::uint32_t w = 0; w < writers; ++w) {
+    out.subindices[w] = encode_subindex(subs[w]);
+    entries[w].length = out.subindices[w].size();
+    entries[w].checksum = hash64(out.subindices[w].data(), out.subindices[w].size());
+    entries[w].ranks = subs[w].ranks.size();
+  }
+  out.catalog = build_catalog(root, std::move(entries), idx, owner, rank_map);
+  out.root = std::move(root);
+  return out;
+}
+
+std::vector<std::uint8_t> build_catalog(RootIndex& root, std::vector<CatalogEntry> entries, const Index& boxes,
+                                        const std::vector<std::uint32_t>& owner,
+                                        const std::vector<std::uint32_t>& rank_map) {
+  // The catalog: entries, rank map, then one directory per global or joined variable, back to back.
+  Catalog cat;
+  cat.step = root.step;
+  cat.ckpt_id = root.ckpt_id;
+  cat.token = root.token;
+  cat.writers = root.writers;
+  if (root.rule == WriterRule::mapped) cat.rank_map = rank_map;
+  const std::uint64_t dir_begin = catalog_directories_offset(root.writers, root.rule, root.nranks);
+  const IndexLookup look(boxes);
+  for (std::uint32_t v = 0; v < root.vars.size(); ++v) {
+    Var2& out = root.vars[v];
+    out.dir = DirectoryRef{};
+    if (!has_global_shape(out.var.kind) || v >= boxes.vars.size()) continue;
+    std::vector<std::uint32_t> blocks = look.blocks(v);
+    if (blocks.empty()) continue;
+    std::stable_sort(blocks.begin(), blocks.end(), [&boxes](std::uint32_t a, std::uint32_t b) {
+      return boxes.blocks[a].rank < boxes.blocks[b].rank;
+    });
+    const std::vector<DirEntry> dir = make_directory(boxes, blocks, owner);
     const std::vector<std::uint8_t> bytes = encode_directory(dir);
     out.dir.entries = static_cast<std::uint32_t>(dir.size());
     out.dir.offset = dir_begin + cat.directories.size();
@@ -769,25 +797,16 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
     out.dir.checksum = hash64(bytes.data(), bytes.size());
     cat.directories.insert(cat.directories.end(), bytes.begin(), bytes.end());
   }
-
-  SplitIndex out;
-  out.subindices.resize(writers);
-  cat.entries.resize(writers);
-  for (std::uint32_t w = 0; w < writers; ++w) {
-    out.subindices[w] = encode_subindex(subs[w]);
-    CatalogEntry& e = cat.entries[w];
-    e.offset = 0;
-    e.length = out.subindices[w].size();
-    e.checksum = hash64(out.subindices[w].data(), out.subindices[w].size());
-    e.ranks = subs[w].ranks.size();
-    e.self_checksum = catalog_entry_checksum(e, token, w);
+  for (std::uint32_t w = 0; w < entries.size(); ++w) {
+    entries[w].offset = 0;
+    entries[w].self_checksum = catalog_entry_checksum(entries[w], root.token, w);
   }
-  out.catalog = encode_catalog(cat);
+  cat.entries = std::move(entries);
+  std::vector<std::uint8_t> bytes = encode_catalog(cat);
   root.catalog_offset = 0;
-  root.catalog_length = out.catalog.size();
-  root.catalog_hash = hash128(out.catalog.data(), out.catalog.size());
-  out.root = std::move(root);
-  return out;
+  root.catalog_length = bytes.size();
+  root.catalog_hash = hash128(bytes.data(), bytes.size());
+  return bytes;
 }
 
 Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog, std::size_t catalog_bytes,

@@ -223,6 +223,16 @@ struct SplitIndex {
 /// (files are identified by name across sub-indices) and a variable whose bytes overflow 64 bits.
 Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t g, std::uint64_t token,
                                const std::vector<std::uint32_t>& rank_map = {});
+/// The catalog of `root` (directory layout: every object at offset 0 of its own file), filling in the
+/// root's directory references and catalog extent and hash: `entries[w]` gives writer w's sub-index
+/// length, checksum and rank count (offset and self checksum are set here); the directories come from
+/// the blocks of `boxes` (only var, rank, start and count are read; its variables are the root's, in the
+/// root's order) with `owner[r]` rank r's writer; `rank_map` is rule 2's. split_index() uses it, and the
+/// commit whose ranks write their own sub-indices (rank 0 has the boxes of the global and joined blocks).
+std::vector<std::uint8_t> build_catalog(RootIndex& root, std::vector<CatalogEntry> entries, const Index& boxes,
+                                        const std::vector<std::uint32_t>& owner,
+                                        const std::vector<std::uint32_t>& rank_map = {});
+
 /// Rebuilds the one-level index from a root (as decode_root_index returned it), the catalog's bytes and
 /// every sub-index's bytes (`subindices[w]` is writer w's), checking what `ckpt verify` checks: the catalog
 /// and each sub-index against the root (and with rule 2 each rank against the map), every rank in exactly

@@ -14,6 +14,7 @@ namespace ckpt::detail {
 namespace {
 
 constexpr int kGatherTag = 7201;
+constexpr int kReduceTag = 7202;
 
 thread_local bool t_sleeping_waits = false;
 
@@ -27,6 +28,14 @@ void complete(MPI_Request& req) {
     pause = std::min(pause * 2, std::chrono::microseconds(200));
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
   }
+}
+
+/// Completes `req` (a point-to-point request): MPI_Wait, or complete() with sleeping waits.
+void wait_request(MPI_Request& req) {
+  if (t_sleeping_waits)
+    complete(req);
+  else
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
 }  // namespace
@@ -59,6 +68,16 @@ void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op o
   }
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_Iallreduce(in, out, count, type, op, comm, &req);
+  complete(req);
+}
+
+void exscan(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (!t_sleeping_waits) {
+    MPI_Exscan(in, out, count, type, op, comm);
+    return;
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Iexscan(in, out, count, type, op, comm, &req);
   complete(req);
 }
 
@@ -322,6 +341,40 @@ void free_comm(MPI_Comm& c) {
   MPI_Finalized(&finalized);
   if (c != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&c);
   c = MPI_COMM_NULL;
+}
+
+std::vector<std::uint8_t> reduce_bytes(MPI_Comm comm, std::vector<std::uint8_t> mine, const MergeBytes& merge) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  for (int mask = 1; mask < size; mask <<= 1) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    if ((rank & mask) != 0) {  // this rank's run is complete: to the rank below, and done
+      const int to = rank - mask;
+      std::uint64_t n = mine.size();
+      MPI_Isend(&n, 1, MPI_UINT64_T, to, kReduceTag, comm, &req);
+      wait_request(req);
+      (void)for_each_piece(n, [&](std::uint64_t off, int part) {
+        MPI_Isend(mine.data() + off, part, MPI_BYTE, to, kReduceTag, comm, &req);
+        wait_request(req);
+        return Status::OK();
+      });
+      return {};
+    }
+    const int from = rank + mask;
+    if (from >= size) continue;
+    std::uint64_t n = 0;
+    MPI_Irecv(&n, 1, MPI_UINT64_T, from, kReduceTag, comm, &req);
+    wait_request(req);
+    std::vector<std::uint8_t> theirs(n);
+    (void)for_each_piece(n, [&](std::uint64_t off, int part) {
+      MPI_Irecv(theirs.data() + off, part, MPI_BYTE, from, kReduceTag, comm, &req);
+      wait_request(req);
+      return Status::OK();
+    });
+    mine = merge(std::move(mine), theirs);
+  }
+  return mine;
 }
 
 }  // namespace ckpt::detail

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ bool sleeping_waits_available() noexcept;
 
 /// MPI_Allreduce, waiting as set_sleeping_waits() says. Collective over `comm`.
 void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+
+/// MPI_Exscan, waiting as set_sleeping_waits() says; rank 0's `out` is left as it was (MPI leaves it
+/// undefined). Collective over `comm`.
+void exscan(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 
 /// MPI_Bcast, waiting as set_sleeping_waits() says. Collective over `comm`.
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
@@ -86,6 +91,18 @@ Result<MPI_Comm> comm_from_ref(const CommRef& comm, const char* who);
 /// when their sum exceeds what an int count can address. Collective over `comm`: two rounds (the
 /// lengths, then the bytes) when the sum fits an int count.
 std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root);
+
+/// merge(left, right) of reduce_bytes(): `left` holds the values of ranks below those of `right`.
+using MergeBytes =
+    std::function<std::vector<std::uint8_t>(std::vector<std::uint8_t> left, const std::vector<std::uint8_t>& right)>;
+
+/// Every rank's `mine` merged on rank 0 along a binomial tree: rank r merges what ranks r + 1, r + 2,
+/// r + 4, ... send (each the merge of a run of ranks after the ones r holds) and sends the result to
+/// the rank that clears its lowest set bit. `merge` sees runs of consecutive ranks, the lower one left,
+/// so an associative merge that keeps the left's order gives rank 0 the values in rank order. Returns
+/// the whole merge on rank 0, an empty vector elsewhere. Collective over `comm`: ceil(log2 P) rounds of
+/// point-to-point messages, each the size of a merged value (waits as set_sleeping_waits() says).
+std::vector<std::uint8_t> reduce_bytes(MPI_Comm comm, std::vector<std::uint8_t> mine, const MergeBytes& merge);
 
 /// gatherv_bytes() with the result on every rank. Collective over `comm`.
 std::vector<std::vector<std::uint8_t>> allgatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine);

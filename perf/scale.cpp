@@ -19,6 +19,9 @@
 // receive's count. Counting is off outside the measured calls (the program's own barriers).
 //
 //   mpiexec -n 64 --oversubscribe build/perf/scale --locals 100 --reps 3 --csv /tmp/scale.csv
+//   ... --index-format 2: the two-level index (posix: each rank writes its own sub-index)
+//   ... --fsync 0: no fdatasync (the protocol's cost without the disk's)
+//   ... --max-commit-root-kib K --max-commit-other-kib K: exit non-zero when a commit moves more (ctest scale_bytes_64)
 //   python3 perf/model.py --scale /tmp/scale.csv   (the projection to 27,648 and 65,536 ranks)
 #include <mpi.h>
 #include <sys/stat.h>
@@ -164,7 +167,8 @@ namespace {
 [[noreturn]] void fail(const std::string& what) { abort_job("scale", what); }
 
 struct Args {
-  int locals = 100, globals = 0, reps = 3;
+  int locals = 100, globals = 0, reps = 3, index_format = 1, fsync = 1;
+  double max_root_kib = 0, max_other_kib = 0;  ///< > 0: fail when a commit moves more (the scale test)
   std::string dir = "/tmp/ckpt-scale", csv;
 };
 
@@ -252,18 +256,34 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   Args a;
   parse_options(
-      argc, argv, "--locals --globals --reps --dir --csv",
+      argc, argv,
+      "--locals --globals --reps --dir --csv --index-format --fsync --max-commit-root-kib --max-commit-other-kib",
       [&](const std::string& k, const std::string& v) {
-        if (k == "--locals") a.locals = std::atoi(v.c_str());
-        else if (k == "--globals") a.globals = std::atoi(v.c_str());
-        else if (k == "--reps") a.reps = positive_option(k, v, fail);
-        else if (k == "--dir") a.dir = v;
-        else if (k == "--csv") a.csv = v;
-        else return false;
+        if (k == "--locals")
+          a.locals = std::atoi(v.c_str());
+        else if (k == "--globals")
+          a.globals = std::atoi(v.c_str());
+        else if (k == "--reps")
+          a.reps = positive_option(k, v, fail);
+        else if (k == "--dir")
+          a.dir = v;
+        else if (k == "--csv")
+          a.csv = v;
+        else if (k == "--index-format")
+          a.index_format = std::atoi(v.c_str());
+        else if (k == "--fsync")
+          a.fsync = std::atoi(v.c_str());
+        else if (k == "--max-commit-root-kib")
+          a.max_root_kib = std::atof(v.c_str());
+        else if (k == "--max-commit-other-kib")
+          a.max_other_kib = std::atof(v.c_str());
+        else
+          return false;
         return true;
       },
       fail);
   if (a.locals < 0 || a.globals < 0) fail("--locals and --globals must be >= 0");
+  if (a.index_format != 1 && a.index_format != 2) fail("--index-format must be 1 or 2");
   if (rank == 0) {
     std::filesystem::remove_all(a.dir);
     if (auto e = make_dir(a.dir); !e.empty()) fail(e);
@@ -272,6 +292,8 @@ int main(int argc, char** argv) {
   ckpt::Options o = ckpt::Options::defaults();
   o.dir = a.dir;
   o.keep = 1000;
+  o.index_format = a.index_format;
+  o.fsync = a.fsync != 0;
 
   // ---- commit: rank 0's receive per checkpoint ----
   State st(a, rank, 0);
@@ -301,13 +323,15 @@ int main(int argc, char** argv) {
   const Spread commit_bytes = spread(mid.bytes, MPI_COMM_WORLD);
   const Spread commit_coll = spread(mid.collectives, MPI_COMM_WORLD);
   const double commit_s = max_s(median(committed), MPI_COMM_WORLD);
-  std::uint64_t index_bytes = 0;
+  std::uint64_t index_bytes = 0, catalog_bytes = 0;  // version 2: the root, and its catalog
   if (rank == 0) {
     struct stat sb {};
-    if (::stat((a.dir + "/ckpt." + std::to_string(last) + "/index").c_str(), &sb) == 0)
-      index_bytes = static_cast<std::uint64_t>(sb.st_size);
+    const std::string d = a.dir + "/ckpt." + std::to_string(last);
+    if (::stat((d + "/index").c_str(), &sb) == 0) index_bytes = static_cast<std::uint64_t>(sb.st_size);
+    if (::stat((d + "/catalog").c_str(), &sb) == 0) catalog_bytes = static_cast<std::uint64_t>(sb.st_size);
   }
   PMPI_Bcast(&index_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  PMPI_Bcast(&catalog_bytes, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
 
   // ---- restart N->N ----
   State back(a, rank, 0.25);  // other values: the restart must bring them back
@@ -358,10 +382,14 @@ int main(int argc, char** argv) {
     PMPI_Comm_free(&sub);
   }
   if (rank == 0) {
-    std::printf("scale: %d rank(s), %d local + %d global arrays per rank + 1 joined array; %d checkpoint(s)\n",
-                size, a.locals, a.globals, a.reps);
+    std::printf(
+        "scale: %d rank(s), %d local + %d global arrays per rank + 1 joined array; %d checkpoint(s); "
+        "index format %d\n",
+        size, a.locals, a.globals, a.reps, a.index_format);
     std::printf("%-24s %12s %12s %12s %10s\n", "", "rank 0 KiB", "others KiB", "collectives", "ms");
     std::printf("%-24s %12.1f %12s %12s %10s\n", "index file", index_bytes / 1024.0, "-", "-", "-");
+    if (a.index_format == 2)
+      std::printf("%-24s %12.1f %12s %12s %10s\n", "catalog", catalog_bytes / 1024.0, "-", "-", "-");
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "commit (received)", commit_bytes.root / 1024.0,
                 commit_bytes.others / 1024.0, static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3);
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "restart N->N (received)", nn_bytes.root / 1024.0,
@@ -374,21 +402,30 @@ int main(int argc, char** argv) {
       FILE* f = std::fopen(a.csv.c_str(), "a");
       if (f == nullptr) fail("cannot write " + a.csv);
       if (fresh)
-        std::fprintf(f,
-                     "ranks,locals,globals,index_bytes,commit_root_bytes,commit_other_bytes,commit_collectives,commit_ms,"
-                     "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
-                     "nm_collectives,nm_ms\n");
-      std::fprintf(f, "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f\n", size, a.locals,
-                   a.globals, static_cast<unsigned long long>(index_bytes),
-                   static_cast<unsigned long long>(commit_bytes.root), static_cast<unsigned long long>(commit_bytes.others),
-                   static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3,
-                   static_cast<unsigned long long>(nn_bytes.root), static_cast<unsigned long long>(nn_bytes.others),
-                   static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3, half,
-                   static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
-                   static_cast<unsigned long long>(nm_coll.root), nm_s * 1e3);
+        std::fprintf(
+            f,
+            "ranks,locals,globals,index_bytes,commit_root_bytes,commit_other_bytes,commit_collectives,commit_ms,"
+            "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
+            "nm_collectives,nm_ms,index_format,catalog_bytes\n");
+      std::fprintf(
+          f, "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu\n", size, a.locals,
+          a.globals, static_cast<unsigned long long>(index_bytes), static_cast<unsigned long long>(commit_bytes.root),
+          static_cast<unsigned long long>(commit_bytes.others), static_cast<unsigned long long>(commit_coll.root),
+          commit_s * 1e3, static_cast<unsigned long long>(nn_bytes.root),
+          static_cast<unsigned long long>(nn_bytes.others), static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3,
+          half, static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
+          static_cast<unsigned long long>(nm_coll.root), nm_s * 1e3, a.index_format,
+          static_cast<unsigned long long>(catalog_bytes));
       std::fclose(f);
     }
   }
+  // The bounds (ctest scale_bytes_64): what rank 0 and the other ranks receive per commit.
+  if (a.max_root_kib > 0 && commit_bytes.root / 1024.0 > a.max_root_kib)
+    fail("commit: rank 0 received " + std::to_string(commit_bytes.root / 1024.0) + " KiB, above the bound of " +
+         std::to_string(a.max_root_kib) + " KiB");
+  if (a.max_other_kib > 0 && commit_bytes.others / 1024.0 > a.max_other_kib)
+    fail("commit: a rank received " + std::to_string(commit_bytes.others / 1024.0) + " KiB, above the bound of " +
+         std::to_string(a.max_other_kib) + " KiB");
   if (rank == 0) {
     std::error_code ec;  // never throws: a leftover directory is no reason to fail the run
     std::filesystem::remove_all(a.dir, ec);

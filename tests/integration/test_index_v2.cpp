@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/index_v2.hpp"
+#include "base/store.hpp"
 #include "ckpt/ckpt.hpp"
 #include "ckpt/reader.hpp"
 #include "test_util.hpp"
@@ -138,6 +140,112 @@ TEST(IndexV2, EveryTransportWritesTheTwoLevelsAndRestartsExactly) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+/// Rank 0: the indexes of step `step` in `spread` (version 2, the ranks' own sub-indices) and `gathered`
+/// (version 1) are the same, the checkpoint id, creation time and version 1's writer map aside.
+void expect_same_index(const std::string& spread, const std::string& gathered, std::int64_t step) {
+  if (world_rank() != 0) return;
+  const std::string name = "/ckpt." + std::to_string(step);
+  ASSERT_EQ(header_version(spread + name + "/index"), 2u);
+  auto b2 = detail::read_index_file(spread + name);
+  auto b1 = detail::read_index_file(gathered + name);
+  ASSERT_TRUE(b2.ok()) << b2.status().to_string();
+  ASSERT_TRUE(b1.ok()) << b1.status().to_string();
+  auto d2 = detail::decode_index(b2->data(), b2->size());
+  auto d1 = detail::decode_index(b1->data(), b1->size());
+  ASSERT_TRUE(d2.ok() && d1.ok());
+  detail::Index i2 = std::move(d2).value(), i1 = std::move(d1).value();
+  i1.ckpt_id = i2.ckpt_id = 0;
+  i1.created_unix = i2.created_unix = 0;
+  i1.rank_file = detail::derive_rank_file(i1);
+  EXPECT_EQ(detail::encode_index(i1), detail::encode_index(i2));
+}
+
+// With posix each rank writes its own sub-index (the commit reduces the ranks' reports; rank 0 gets no
+// block record): what is read back is the index the one-level commit gathers, field for field - the
+// variables with their statistics, uniform flags and joined row counts, the files, every block - the
+// checkpoint id and the creation time aside (two runs).
+TEST(IndexV2, RanksWriteTheirOwnSubIndicesTheIndexTheGatherWould) {
+  const std::string spread = scratch_dir("index2-spread"), gathered = scratch_dir("index2-gathered");
+  write_steps(v2_options(spread), {3});
+  Options o1 = v2_options(gathered);
+  o1.index_format = 1;
+  write_steps(o1, {3});
+  expect_same_index(spread, gathered, 3);
+  if (world_rank() == 0) {
+    for (int r = 0; r < world_size(); ++r) EXPECT_TRUE(exists(spread + "/ckpt.3/index." + std::to_string(r)));
+    auto idx = detail::load_checkpoint_dir(spread + "/ckpt.3");
+    ASSERT_TRUE(idx.ok()) << idx.status().to_string();
+    const long t = idx->find_var("t");
+    ASSERT_GE(t, 0);
+    EXPECT_TRUE(idx->vars[static_cast<std::size_t>(t)].uniform);  // the same scalar on every rank
+  }
+  // And it restarts exactly.
+  State want, got;
+  want.fill(3);
+  Runtime rt(MPI_COMM_WORLD, v2_options(spread));
+  ASSERT_TRUE(got.protect(rt).ok());
+  const Status st = rt.restart(3);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(all_true(got == want));
+}
+
+// The ordered reduction (when the one allreduce cannot decide) gives the same index: ranks that register
+// different variables (each even rank one of its own, a global array with blocks on some ranks only),
+// and with the same variables, minima that compare equal with other bits (-0.0 on rank 0, 0.0 elsewhere),
+// whose rank-order merge an unordered one could not reproduce.
+TEST(IndexV2, TheOrderedReductionGivesTheSameIndex) {
+  for (const bool same_vars : {false, true}) {
+    const std::string spread = scratch_dir("index2-ordered-2"), gathered = scratch_dir("index2-ordered-1");
+    for (const int format : {2, 1}) {
+      Options o = v2_options(format == 2 ? spread : gathered);
+      o.index_format = format;
+      Runtime rt(MPI_COMM_WORLD, o);
+      ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+      const int r = world_rank();
+      std::vector<double> z = {r == 0 ? -0.0 : 0.0, 1.0 + r};
+      std::vector<std::int32_t> own(3 + static_cast<std::size_t>(r), r);
+      std::vector<double> part(4, 0.5 * r);
+      ASSERT_TRUE(rt.protect("z", z.data(), DType::f64, {z.size()}).ok());
+      if (!same_vars && r % 2 == 0)
+        ASSERT_TRUE(rt.protect("own_" + std::to_string(r), own.data(), DType::i32, {own.size()}).ok());
+      if (!same_vars && r >= 1) {
+        const std::uint64_t n = 4 * static_cast<std::uint64_t>(world_size() - 1);
+        ASSERT_TRUE(
+            rt.protect("part", part.data(), DType::f64, Block{{n}, {4 * static_cast<std::uint64_t>(r - 1)}, {4}}).ok());
+      }
+      const Status st = rt.checkpoint(5).wait();
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    expect_same_index(spread, gathered, 5);
+  }
+}
+
+// The agreement of that commit is the reduction's: a variable one rank registers with another dtype
+// fails the checkpoint on every rank with the same message, naming the first such rank, and nothing is
+// committed.
+TEST(IndexV2, TheReducedAgreementFailsEveryRankAlike) {
+  if (world_size() < 3) GTEST_SKIP() << "needs 3 ranks: ranks 2 and up disagree with ranks 0 and 1";
+  const std::string dir = scratch_dir("index2-agree");
+  {
+    Runtime rt(MPI_COMM_WORLD, v2_options(dir));
+    std::vector<double> a(8, 1.0);
+    std::vector<float> b(8, 2.0f);
+    const bool odd = world_rank() >= 2;  // ranks 2, 3 disagree
+    ASSERT_TRUE(
+        (odd ? rt.protect("g", b.data(), DType::f32, {b.size()}) : rt.protect("g", a.data(), DType::f64, {a.size()}))
+            .ok());
+    const Status s = rt.checkpoint(1).wait();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("'g' is registered differently on rank 2"), std::string::npos) << s.to_string();
+    std::vector<char> msg(s.message().begin(), s.message().end());
+    msg.resize(512, 0);
+    std::vector<char> first(msg);
+    MPI_Bcast(first.data(), 512, MPI_CHAR, 0, MPI_COMM_WORLD);
+    EXPECT_TRUE(all_true(first == msg));
+  }
+  if (world_rank() == 0) EXPECT_FALSE(exists(dir + "/ckpt.1"));
 }
 
 TEST(IndexV2, ADamagedOrMissingSubIndexMakesItsStepDamaged) {

@@ -80,6 +80,42 @@ TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
   EXPECT_EQ(all[static_cast<std::size_t>(n - 1)].size(), static_cast<std::size_t>(n - 1) * 3);
 }
 
+// reduce_bytes: a merge that concatenates gives rank 0 every rank's bytes in rank order (the tree hands
+// merge runs of consecutive ranks, the lower left), each rank sending once; on sub-communicators of
+// every size from 1 to the job's (the tree's shape depends on it).
+TEST_P(MpiHelpers, ReduceBytesMergesInRankOrder) {
+  const int n = size_of(m_comm);
+  for (int k = 1; k <= n; ++k) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(m_comm, rank_of(m_comm) < k ? 0 : MPI_UNDEFINED, 0, &sub);
+    if (sub == MPI_COMM_NULL) continue;
+    const int me = rank_of(sub);
+    // Rank r brings r + 1 bytes of value r (rank 0 one byte 0).
+    std::vector<std::uint8_t> mine(static_cast<std::size_t>(me) + 1, static_cast<std::uint8_t>(me));
+    int merges = 0;
+    std::vector<std::uint8_t> got;
+    on_thread(GetParam(), [&] {
+      got = reduce_bytes(sub, mine, [&merges](std::vector<std::uint8_t> left, const std::vector<std::uint8_t>& right) {
+        ++merges;
+        left.insert(left.end(), right.begin(), right.end());
+        return left;
+      });
+    });
+    if (me == 0) {
+      std::vector<std::uint8_t> want;
+      for (int r = 0; r < k; ++r)
+        want.insert(want.end(), static_cast<std::size_t>(r) + 1, static_cast<std::uint8_t>(r));
+      EXPECT_EQ(got, want) << k << " ranks";
+    } else {
+      EXPECT_TRUE(got.empty());
+    }
+    int total = 0;  // every rank but 0 is merged in exactly once
+    MPI_Allreduce(&merges, &total, 1, MPI_INT, MPI_SUM, sub);
+    EXPECT_EQ(total, k - 1) << k << " ranks";
+    MPI_Comm_free(&sub);
+  }
+}
+
 TEST_P(MpiHelpers, BcastStatusCarriesCodeAndMessage) {
   const int me = rank_of(m_comm), n = size_of(m_comm);
   const int root = n - 1;

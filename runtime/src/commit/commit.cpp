@@ -5,23 +5,39 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
+#include "base/bytes.hpp"
+#include "base/index_v2.hpp"
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
+#include "runtime/src/commit/summary.hpp"
 #include "runtime/src/pipeline/threads.hpp"
 
 namespace ckpt::detail {
 namespace {
 
+/// 64 random bits: std::random_device, or, where it throws (no entropy source, no file descriptor
+/// left), the clock's and this thread's bits hashed - the draw must not fail on one rank only.
+std::uint64_t random64() {
+  try {
+    return (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  } catch (...) {
+    const std::uint64_t mix[2] = {static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()),
+                                  static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&mix))};
+    return hash64(mix, sizeof mix);
+  }
+}
+
 /// A version-2 index's token: random and non-zero per commit attempt (a sub-index of another attempt
 /// at the same step never matches its root).
 std::uint64_t commit_token(std::uint64_t run_id, std::int64_t step) {
-  const std::uint64_t r = (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  const std::uint64_t t = r ^ hash64(&run_id, sizeof run_id) ^ static_cast<std::uint64_t>(step);
+  const std::uint64_t t = random64() ^ hash64(&run_id, sizeof run_id) ^ static_cast<std::uint64_t>(step);
   return t != 0 ? t : 1;
 }
 
@@ -32,12 +48,16 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     : m_commit_comm(comm), m_cfg(cfg), m_store(store), m_run_id(run_id), m_tracer(tracer) {
   MPI_Comm_rank(comm, &m_rank);
   MPI_Comm_size(comm, &m_size);
+  bool all_posix = !transports.empty();
   for (auto& t : transports) {
     if (m_transport_names.find(t->name()) == std::string::npos)
       m_transport_names += (m_transport_names.empty() ? "" : "+") + std::string(t->name());
     m_group_persistent.push_back(t->persistent());
     m_persistent = m_persistent || t->persistent();
+    all_posix = all_posix && std::string(t->name()) == "posix";
   }
+  // Every rank's files are its own (file per process): each rank can write its own sub-index.
+  m_spread = cfg.index_format == 2 && all_posix && m_persistent && cfg.node == nullptr;
   if (m_rank == 0 && m_persistent && cfg.durable_every_ms > 0) {
     const auto steps = store.committed_steps();  // newest first; an earlier run's close() synced them
     if (!steps.empty()) m_durable_step = steps.front();
@@ -207,6 +227,7 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
     if (auto diverted = m_cfg.node->divert(jp, m_commit_comm)) return *diverted;
     m_cfg.node->protect(job, m_commit_comm);
   }
+  if (m_spread) return commit_spread(job);
   // Gather every rank's report (encoded with the index codec) on rank 0: this is also the agreement
   // that all ranks succeeded.
   const auto reports = gatherv_bytes(m_commit_comm, encode_index(report_of(job)), 0);
@@ -238,11 +259,262 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
   return outcome;
 }
 
+namespace {
+
+/// What a rank tells rank 0 after writing its sub-index (commit_spread): its failure, or its catalog
+/// entry, file count and the boxes of its blocks of global and joined variables (root numbering).
+struct WriterReport {
+  std::string error;  ///< empty when the sub-index was written
+  std::int32_t code = 0;
+  CatalogEntry entry;
+  std::uint32_t files = 0;
+  std::vector<BlockRecord> boxes;  ///< var, start, count
+};
+
+std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
+  ByteWriter w;
+  w.str(r.error);
+  w.put<std::int32_t>(r.code);
+  w.put<std::uint64_t>(r.entry.length);
+  w.put<std::uint64_t>(r.entry.checksum);
+  w.put<std::uint64_t>(r.entry.ranks);
+  w.put<std::uint32_t>(r.files);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(r.boxes.size()));
+  for (const BlockRecord& b : r.boxes) {
+    w.put<std::uint32_t>(b.var);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(b.start.size()));
+    for (const auto x : b.start) w.put<std::uint64_t>(x);
+    for (const auto x : b.count) w.put<std::uint64_t>(x);
+  }
+  return std::move(w.bytes());
+}
+
+Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes, std::size_t nvars) {
+  ByteReader r(bytes.data(), bytes.size());
+  WriterReport out;
+  std::uint32_t n = 0;
+  if (!r.str(out.error) || !r.get(out.code) || !r.get(out.entry.length) || !r.get(out.entry.checksum) ||
+      !r.get(out.entry.ranks) || !r.get(out.files) || !r.count(n, 8, 1u << 30))
+    return Status(Code::internal, "writer report: " + r.error());
+  out.boxes.resize(n);
+  for (BlockRecord& b : out.boxes) {
+    std::uint32_t ndim = 0;
+    if (!r.get(b.var) || !r.count(ndim, 16, kMaxDims) || b.var >= nvars)
+      return Status(Code::internal, "writer report: bad box");
+    b.start.resize(ndim);
+    b.count.resize(ndim);
+    for (auto& x : b.start)
+      if (!r.get(x)) return Status(Code::internal, "writer report: " + r.error());
+    for (auto& x : b.count)
+      if (!r.get(x)) return Status(Code::internal, "writer report: " + r.error());
+  }
+  if (!r.at_end()) return Status(Code::internal, "writer report: trailing bytes");
+  return out;
+}
+
+}  // namespace
+
+Status Committer::commit_spread(Job& job) {
+  const std::string ckpt = "checkpoint " + std::to_string(job.step);
+  const auto nranks = static_cast<std::uint32_t>(m_size);
+  const auto rank = static_cast<std::uint32_t>(m_rank);
+  // 1. The agreement: one allreduce when every rank registered alike and none failed; else every rank's
+  // report reduced along a tree to rank 0 (O(variables) bytes per round), its verdict and plan broadcast.
+  const Index rep = report_of(job);
+  auto agreed = agree_spread(job, rep);
+  if (!agreed.ok()) {
+    if (m_rank == 0) m_store.discard(job.tmp_dir);
+    return agreed.status();
+  }
+  const CommitSummary& all = agreed->summary;
+  const std::uint64_t token = agreed->token;
+  std::unordered_map<std::string, std::uint32_t> var_of;
+  for (std::uint32_t v = 0; v < all.vars.size(); ++v) var_of.emplace(all.vars[v].var.name, v);
+
+  // 2. Joined arrays: each rank's first row is the rows of the ranks before it.
+  std::vector<std::uint32_t> joined;  // root variable numbers
+  for (std::uint32_t v = 0; v < all.vars.size(); ++v)
+    if (all.vars[v].var.kind == RegionKind::joined) joined.push_back(v);
+  std::vector<std::uint64_t> rows(joined.size(), 0), first_row(joined.size(), 0);
+  for (const BlockRecord& b : rep.blocks) {
+    const auto v = var_of.at(rep.vars[b.var].name);
+    const auto j = std::lower_bound(joined.begin(), joined.end(), v);
+    if (j != joined.end() && *j == v) rows[static_cast<std::size_t>(j - joined.begin())] = b.count.at(0);
+  }
+  if (!joined.empty()) {
+    exscan(rows.data(), first_row.data(), static_cast<int>(rows.size()), MPI_UINT64_T, MPI_SUM, m_commit_comm);
+    if (m_rank == 0) std::fill(first_row.begin(), first_row.end(), 0);  // MPI leaves rank 0's undefined
+  }
+
+  // 3. This rank's sub-index, written beside its data; its entry and boxes to rank 0.
+  const std::uint64_t ckpt_id = checkpoint_id(job.step);
+  WriterReport mine;
+  {
+    SubIndex sub;
+    sub.step = job.step;
+    sub.ckpt_id = ckpt_id;
+    sub.token = token;
+    sub.w = rank;
+    sub.writers = nranks;
+    sub.nranks = nranks;
+    sub.ranks = {rank};
+    for (const FileRecord& f : rep.files)
+      if (f.writer != rank) mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer);
+    sub.files = rep.files;
+    for (BlockRecord b : rep.blocks) {
+      b.var = var_of.at(rep.vars[b.var].name);
+      const auto j = std::lower_bound(joined.begin(), joined.end(), b.var);
+      if (j != joined.end() && *j == b.var) b.start.at(0) = first_row[static_cast<std::size_t>(j - joined.begin())];
+      if (has_global_shape(all.vars[b.var].var.kind)) {
+        BlockRecord box;
+        box.var = b.var;
+        box.start = b.start;
+        box.count = b.count;
+        mine.boxes.push_back(std::move(box));
+      }
+      sub.blocks.push_back(std::move(b));
+    }
+    const std::vector<std::uint8_t> bytes = encode_subindex(sub);
+    const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
+    Status s = mine.error.empty()
+                   ? write_file(job.tmp_dir + "/index." + std::to_string(rank), bytes.data(), bytes.size(), sync)
+                   : Status(Code::internal, mine.error);
+    mine.error = s.ok() ? "" : s.to_string();
+    mine.code = static_cast<std::int32_t>(s.code());
+    mine.entry.length = bytes.size();
+    mine.entry.checksum = hash64(bytes.data(), bytes.size());
+    mine.entry.ranks = 1;
+    mine.files = static_cast<std::uint32_t>(sub.files.size());
+  }
+  const auto reports = gatherv_bytes(m_commit_comm, encode_writer_report(mine), 0);
+
+  // 4. Rank 0: the catalog and the root from the entries, the boxes and the summary; the store's commit.
+  Status outcome;
+  if (m_rank == 0) outcome = commit_spread_root(job, all, token, ckpt_id, rep.attrs, reports);
+  if (!outcome.ok() && m_rank == 0) m_store.discard(job.tmp_dir);
+  outcome = bcast_status(m_commit_comm, outcome, 0);
+  if (outcome.ok() && m_rank == 0) m_newest_committed = job.step;
+  if (outcome.ok() && m_rank == 0 && m_cfg.keep > 0) m_retain_after = job.step;
+  return outcome;
+}
+
+Result<AgreedSummary> Committer::agree_spread(const Job& job, const Index& rep) {
+  const std::string ckpt = "checkpoint " + std::to_string(job.step);
+  const auto nranks = static_cast<std::uint32_t>(m_size);
+  if (auto fast = allreduce_summary(m_commit_comm, rep, random64())) {
+    CKPT_RETURN_IF_ERROR(summary_status(fast->summary, nranks, job.step));  // the same data on every rank
+    return std::move(*fast);
+  }
+  auto merged = reduce_bytes(m_commit_comm, encode_summary(summarize(rep, static_cast<std::uint32_t>(m_rank))),
+                             [](std::vector<std::uint8_t> left, const std::vector<std::uint8_t>& right) {
+                               auto l = decode_summary(left.data(), left.size());
+                               auto r = decode_summary(right.data(), right.size());
+                               if (!l.ok() || !r.ok()) return std::vector<std::uint8_t>{};  // rank 0 says internal
+                               merge_summary(l.value(), r.value());
+                               return encode_summary(l.value());
+                             });
+  // Rank 0's verdict, then the plan every rank numbers its blocks by: the token, the variables.
+  Status verdict;
+  std::vector<std::uint8_t> plan;
+  if (m_rank == 0) {
+    auto sum = decode_summary(merged.data(), merged.size());
+    verdict = sum.ok() ? summary_status(sum.value(), nranks, job.step)
+                       : Status(Code::internal, ckpt + ": " + sum.status().message());
+    if (verdict.ok()) {
+      ByteWriter w;
+      w.put<std::uint64_t>(commit_token(m_run_id, job.step));
+      w.raw(merged.data(), merged.size());
+      plan = std::move(w.bytes());
+    }
+  }
+  CKPT_RETURN_IF_ERROR(bcast_status(m_commit_comm, verdict, 0));
+  bcast_bytes(m_commit_comm, plan, 0);
+  AgreedSummary out;
+  std::memcpy(&out.token, plan.data(), sizeof out.token);
+  auto sum = decode_summary(plan.data() + sizeof out.token, plan.size() - sizeof out.token);
+  if (!sum.ok()) return Status(Code::internal, ckpt + ": " + sum.status().message());  // the same on every rank
+  out.summary = std::move(sum).value();
+  return out;
+}
+
+Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, std::uint64_t token,
+                                     std::uint64_t ckpt_id, const Attributes& rank0_attrs,
+                                     const std::vector<std::vector<std::uint8_t>>& reports) {
+  const std::string ckpt = "checkpoint " + std::to_string(job.step);
+  const auto nranks = static_cast<std::uint32_t>(m_size);
+  std::vector<CatalogEntry> entries(nranks);
+  Index boxes;  // the blocks of global and joined variables, for the directories and the overlap check
+  boxes.nranks = nranks;
+  for (const SummaryVar& v : all.vars) boxes.vars.push_back(v.var);
+  std::string failures;
+  int files = 0;
+  Code first_code = Code::ok;
+  for (std::uint32_t r = 0; r < nranks; ++r) {
+    auto decoded = decode_writer_report(reports[r], all.vars.size());
+    if (!decoded.ok())
+      return Status(Code::internal, ckpt + ": rank " + std::to_string(r) + ": " + decoded.status().message());
+    WriterReport wr = std::move(decoded).value();
+    if (!wr.error.empty()) {
+      if (first_code == Code::ok) first_code = static_cast<Code>(wr.code);
+      if (failures.size() < 2000)
+        failures += (failures.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": ") + wr.error;
+      continue;
+    }
+    entries[r] = wr.entry;
+    files += static_cast<int>(wr.files);
+    for (BlockRecord& b : wr.boxes) {
+      b.rank = r;
+      boxes.blocks.push_back(std::move(b));
+    }
+  }
+  if (!failures.empty()) return Status(first_code, ckpt + " not committed: " + failures);
+  // A global array whose stored blocks overlap (ghost cells) can never be restored: refuse it now.
+  CKPT_RETURN_IF_ERROR(check_disjoint_blocks(boxes).with_context(ckpt + " not committed"));
+
+  RootIndex root;
+  root.step = job.step;
+  root.nranks = nranks;
+  root.ckpt_id = ckpt_id;
+  root.created_unix = static_cast<double>(std::time(nullptr));
+  root.transport = m_transport_names;
+  root.attrs.emplace_back("ckpt_version", version());
+  for (const auto& kv : rank0_attrs) root.attrs.push_back(kv);
+  root.token = token;
+  root.writers = nranks;
+  root.rule = WriterRule::per_rank;
+  root.base_step = job.step;
+  for (const SummaryVar& v : all.vars) {
+    Var2 out;
+    out.var = v.var;
+    out.var.uniform = summary_uniform(v, nranks);
+    out.has_stats = v.has_stats;
+    out.min_bits = v.min_bits;
+    out.max_bits = v.max_bits;
+    out.n_blocks = v.n_blocks;
+    out.bytes = v.bytes;
+    root.vars.push_back(std::move(out));
+  }
+  std::vector<std::uint32_t> owner(nranks);
+  for (std::uint32_t r = 0; r < nranks; ++r) owner[r] = r;
+  const std::vector<std::uint8_t> catalog = build_catalog(root, std::move(entries), boxes, owner);
+  m_root_last.files = files;
+  m_root_last.attrs = root.attrs;
+
+  if (m_cfg.timeline != nullptr) CKPT_RETURN_IF_ERROR(m_cfg.timeline->before_commit(job.step));
+  const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
+  CKPT_RETURN_IF_ERROR(write_file(job.tmp_dir + "/catalog", catalog.data(), catalog.size(), sync));
+  return m_store.commit(job.step, job.tmp_dir, encode_root_index(root), sync);
+}
+
+std::uint64_t Committer::checkpoint_id(std::int64_t step) const {
+  return hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(step);
+}
+
 Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) const {
   Index idx;
   idx.step = job.step;
   idx.nranks = static_cast<std::uint32_t>(m_size);
-  idx.ckpt_id = hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(job.step);
+  idx.ckpt_id = checkpoint_id(job.step);
   idx.created_unix = static_cast<double>(std::time(nullptr));
   idx.transport = m_transport_names;
   idx.attrs.emplace_back("ckpt_version", version());

@@ -23,6 +23,8 @@
 namespace ckpt::detail {
 
 class Committer;
+struct CommitSummary;
+struct AgreedSummary;
 
 /// A level the Committer commits into through its hooks, called on the commit thread (funneled: the
 /// application thread) at fixed points of every commit, with the commit's communicator: the node
@@ -121,6 +123,18 @@ class Committer {
   void commit_and_finish(const std::shared_ptr<Job>& job);
   /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
   Status commit(const std::shared_ptr<Job>& job);
+  /// The commit of the two-level index when every rank's files are its own (index_format 2, posix):
+  /// the reports reduced along a tree (summary.hpp), each rank's sub-index written by that rank, rank 0
+  /// gets their catalog entries and the boxes of global and joined blocks, commits catalog and root.
+  Status commit_spread(Job& job);
+  /// commit_spread()'s agreement: the summary of every rank's report and the commit token, the same on
+  /// every rank, or the same failure on every rank (allreduce_summary(), else the ordered reduction).
+  Result<AgreedSummary> agree_spread(const Job& job, const Index& rep);
+  /// Rank 0 of commit_spread(): the writers' reports checked, the catalog and the root built and committed.
+  Status commit_spread_root(const Job& job, const CommitSummary& all, std::uint64_t token, std::uint64_t ckpt_id,
+                            const Attributes& rank0_attrs, const std::vector<std::vector<std::uint8_t>>& reports);
+  /// The checkpoint id of `step` in this run (the same on every rank).
+  std::uint64_t checkpoint_id(std::int64_t step) const;
   /// This rank's report: its variables and block records (persistent groups only), or its error.
   Index report_of(const Job& job) const;
   /// Rank 0: the index from every rank's report, or the ranks' failures.
@@ -147,6 +161,7 @@ class Committer {
   std::string m_transport_names;         ///< for the index: "posix" or "posix+rbio"
   std::vector<bool> m_group_persistent;  ///< per transport group: whether it writes files
   bool m_persistent = false;             ///< some group writes files
+  bool m_spread = false;                 ///< commit_spread(): index_format 2, every group posix
   Store& m_store;
   std::uint64_t m_run_id;
   Tracer* m_tracer;
