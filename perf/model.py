@@ -36,6 +36,16 @@ Measured for it (levels.csv, perf/levels): local_eff = raw local write / ckpt's 
 complete; partner_factor = locally complete with partner / without (2.0 assumed when not measured).
 
   python3 perf/model.py --results results/perf --out results/perf/model
+
+Metadata at scale (issue 33; --scale CSV of perf/scale, one row per rank count and index format): the
+bytes rank 0 receives per commit and each rank receives at restart N->N are fitted as a + b*P per
+format (least squares over the measured P), then projected to --ranks. Their time, per commit:
+  t = collectives * ceil(log2 P) * hop + bytes_rank0 / ingest + bytes_rank0 / decode
+(each collective a tree of log2 P hops; rank 0 takes in and decodes what it receives; the decode rate
+is measured here by perf/micro's BM_IndexDecode, the hop latency and ingest bandwidth are assumptions),
+and its share of a --step-s step when checkpointing every step. Restart: bytes / decode per rank.
+
+  python3 perf/model.py --scale /tmp/scale.csv
 """
 import argparse
 import csv
@@ -119,8 +129,63 @@ def two_levels(capture, overlap, t1, t2, mtbf, r1, r2, p1):
     return best
 
 
+def fit_line(points):
+    """Least-squares a + b*x over (x, y) points; a single point gives (y, 0)."""
+    n = len(points)
+    if n == 1:
+        return points[0][1], 0.0
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx > 0 else 0.0
+    return my - b * mx, b
+
+
+def scale_projection(a):
+    """The --scale table: measured fits of the metadata bytes, projected to a.ranks (see the docstring)."""
+    rows = read_csv(a.scale)
+    if not rows:
+        print(f"model: no rows in {a.scale} (run perf/scale with --csv)", file=sys.stderr)
+        return 1
+    groups = {}
+    for r in rows:
+        key = (int(r.get("index_format") or 1), int(r["locals"]), int(r["globals"]))
+        groups.setdefault(key, []).append(r)
+    lines = [f"Measured fits (bytes = a + b * P over P = {sorted({int(r['ranks']) for r in rows})}):", "",
+             "| index format | locals, globals | rank 0 per commit: a (KiB), b (KiB/rank) | restart N->N per rank: a, b "
+             "| collectives per commit |", "|---|---|---|---|---|"]
+    proj = ["", f"Projected (hop {a.hop_us:g} us, rank 0 ingest {a.ingest_gbps:g} GB/s, decode {a.decode_gbps:g} GB/s, "
+            f"a checkpoint every {a.step_s:g} s step):", "",
+            "| index format | locals, globals | ranks | rank 0 receives per commit (MiB) | metadata time per commit (ms) "
+            "| share of a step | restart N->N: each rank decodes (MiB) | its decode (ms) |",
+            "|---|---|---|---|---|---|---|---|"]
+    for (fmt, nl, ng), rs in sorted(groups.items()):
+        commit = fit_line([(int(r["ranks"]), float(r["commit_root_bytes"])) for r in rs])
+        restart = fit_line([(int(r["ranks"]), float(r["nn_other_bytes"])) for r in rs])
+        coll = max(int(r["commit_collectives"]) for r in rs)
+        lines.append(f"| {fmt} | {nl}, {ng} | {commit[0] / 1024:.1f}, {commit[1] / 1024:.3f} | "
+                     f"{restart[0] / 1024:.1f}, {restart[1] / 1024:.3f} | {coll} |")
+        for p in a.ranks:
+            root = commit[0] + commit[1] * p
+            t = coll * math.ceil(math.log2(p)) * a.hop_us * 1e-6 + root / (a.ingest_gbps * 1e9) + \
+                root / (a.decode_gbps * 1e9)
+            nn = restart[0] + restart[1] * p
+            proj.append(f"| {fmt} | {nl}, {ng} | {p} | {root / 2**20:.2f} | {t * 1e3:.2f} | {100 * t / a.step_s:.2f} % | "
+                        f"{nn / 2**20:.2f} | {nn / (a.decode_gbps * 1e9) * 1e3:.1f} |")
+    print("\n".join(lines + proj))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", default=None, help="perf/scale's CSV: print the metadata projection only")
+    ap.add_argument("--ranks", type=lambda v: [int(x) for x in v.split(",")], default=[27648, 65536],
+                    help="rank counts to project to (--scale)")
+    ap.add_argument("--hop-us", type=float, default=3.0, help="latency of one tree hop of a collective (--scale)")
+    ap.add_argument("--ingest-gbps", type=float, default=10.0, help="what rank 0 takes in per second (--scale)")
+    ap.add_argument("--decode-gbps", type=float, default=0.27,
+                    help="index decode rate (--scale; perf/micro BM_IndexDecode/10000 measured 0.27 GB/s here)")
+    ap.add_argument("--step-s", type=float, default=1.0, help="time step with a checkpoint every step (--scale)")
     ap.add_argument("--results", default="results/perf", help="folder with host_path.csv, transports.csv, overlap.csv")
     ap.add_argument("--out", default=None, help="write <out>.md and <out>.csv")
     ap.add_argument("--state-fraction", type=float, default=0.5, help="share of GPU memory that is checkpoint state")
@@ -128,6 +193,8 @@ def main():
     ap.add_argument("--p-local", type=float, default=0.85,
                     help="share of failures a partner-protected node-local level survives (one node lost)")
     a = ap.parse_args()
+    if a.scale:
+        return scale_projection(a)
 
     m = measured(a.results)
     defaults = {"capture_eff": 0.9, "flush_eff": 0.8, "read_eff": 0.8, "alpha": 0.05, "bw_co_over_rb": 1.0,
