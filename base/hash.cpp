@@ -3,9 +3,14 @@
 
 #include <xxhash.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <type_traits>
 
 namespace ckpt::detail {
@@ -102,6 +107,19 @@ double stat_to_double(DType t, std::uint64_t bits) {
     }
     default: return static_cast<double>(bits);
   }
+}
+
+std::uint64_t random64() {
+  static std::atomic<std::uint64_t> calls{0};
+  std::uint64_t parts[5] = {0, static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()),
+                            static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()),
+                            static_cast<std::uint64_t>(::getpid()), calls.fetch_add(1, std::memory_order_relaxed)};
+  try {
+    std::random_device rd;
+    parts[0] = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  } catch (...) {  // the clocks, the process and the count still differ
+  }
+  return hash64(parts, sizeof parts);
 }
 
 bool stat_less(DType t, std::uint64_t a, std::uint64_t b) {

@@ -55,6 +55,11 @@ bool dtype_has_stats(DType t) noexcept;
 std::string stat_to_string(DType t, std::uint64_t bits);
 /// Stored min/max as a double (for tools).
 double stat_to_double(DType t, std::uint64_t bits);
+/// 64 bits for ids and tokens that must differ across processes and calls (not a secret): the random
+/// device mixed with the steady and system clocks, the process id and a per-process count, hashed. Never
+/// throws: where the random device fails (no entropy source, no file descriptor left) the rest still
+/// differs - a draw must not fail on one rank only. May be 0: callers that need non-zero say so.
+std::uint64_t random64();
 /// Whether stored bits `a` are below `b` as values of `t` (floats as doubles: a NaN is below nothing,
 /// signed integers signed, the rest unsigned): how blocks' min/max merge into a variable's.
 bool stat_less(DType t, std::uint64_t a, std::uint64_t b);

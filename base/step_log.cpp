@@ -2,13 +2,9 @@
 // "Step log, version 1"). See step_log.hpp.
 #include "base/step_log.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "base/bytes.hpp"
 #include "base/hash.hpp"
@@ -372,15 +368,7 @@ std::vector<std::uint8_t> encode_step_record(std::uint64_t log_id, std::uint64_t
 }
 
 std::uint64_t new_step_log_id() {
-  // Not a secret, only distinct: the random device mixed with the clock and the process (a random
-  // device that repeats itself across processes would still give distinct ids).
-  std::random_device rd;
-  const std::uint64_t parts[3] = {
-      (static_cast<std::uint64_t>(rd()) << 32) ^ rd(),
-      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-          static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()),
-      static_cast<std::uint64_t>(::getpid())};
-  const std::uint64_t id = hash64(parts, sizeof parts);
+  const std::uint64_t id = random64();  // not a secret, only distinct
   return id == 0 ? 1 : id;
 }
 

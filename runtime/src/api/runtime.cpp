@@ -5,8 +5,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
+#include "base/hash.hpp"
 #include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "ckpt/ckpt.hpp"
@@ -303,9 +303,7 @@ Status RuntimeImpl::prepare_root(std::uint64_t root[2], std::vector<std::uint8_t
 }
 
 Status RuntimeImpl::open_root(Status made) {
-  if (m_rank == 0)
-    m_run_id = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
-               static_cast<std::uint64_t>(Clock::now().time_since_epoch().count());
+  if (m_rank == 0) m_run_id = random64();
   long long next_segment = 0;      // layout series: rank 0 finds it, everybody gets it
   std::uint64_t root[2] = {0, 0};  // with levels: the root's identity and whether this run made it
   std::vector<std::uint8_t> timeline;  // with levels: the root's timeline record

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <ctime>
 #include <map>
-#include <random>
 #include <unordered_map>
 #include <utility>
 
@@ -21,18 +20,6 @@
 
 namespace ckpt::detail {
 namespace {
-
-/// 64 random bits: std::random_device, or, where it throws (no entropy source, no file descriptor
-/// left), the clock's and this thread's bits hashed - the draw must not fail on one rank only.
-std::uint64_t random64() {
-  try {
-    return (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
-  } catch (...) {
-    const std::uint64_t mix[2] = {static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()),
-                                  static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(&mix))};
-    return hash64(mix, sizeof mix);
-  }
-}
 
 /// A version-2 index's token: random and non-zero per commit attempt (a sub-index of another attempt
 /// at the same step never matches its root).

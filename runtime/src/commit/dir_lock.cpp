@@ -9,12 +9,11 @@
 #include <dirent.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <optional>
-#include <random>
 
+#include "base/hash.hpp"
 #include "base/posix_io.hpp"
 #include "base/store.hpp"
 
@@ -195,10 +194,7 @@ Result<std::uint64_t> root_id(const std::string& dir, bool* created) {
     }
     if (text.status().code() != Code::not_found) return text.status();
     std::uint64_t id = 0;
-    std::random_device rd;
-    while (id == 0)
-      id = (static_cast<std::uint64_t>(rd()) << 32 ^ rd()) ^
-           static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    while (id == 0) id = random64();
     bool existed = false;
     Status s = create_marker(dir, path, prefix + hex16(id) + "\n", &existed);
     if (s.ok()) *created = true;
