@@ -2,6 +2,7 @@
 #include "base/format.hpp"
 
 #include "base/bytes.hpp"
+#include "base/hash.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -31,6 +32,10 @@ bool valid_file_name(const std::string& s) {
 }  // namespace
 
 // ---- data header ----------------------------------------------------------------------------------
+
+std::uint64_t checkpoint_id(std::uint64_t run_id, std::int64_t step) {
+  return hash64(&run_id, sizeof run_id) ^ static_cast<std::uint64_t>(step);
+}
 
 std::vector<std::uint8_t> encode_data_header(const DataHeader& h) {
   ByteWriter w;

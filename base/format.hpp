@@ -32,6 +32,9 @@ struct DataHeader {
   std::uint64_t ckpt_id = 0;
   std::uint64_t data_offset = 0;  ///< where the first stream starts in this file
 };
+/// The checkpoint id of step `step` of run `run_id` (the same on every rank): in every data file's
+/// header and in the index, which must agree.
+std::uint64_t checkpoint_id(std::uint64_t run_id, std::int64_t step);
 std::vector<std::uint8_t> encode_data_header(const DataHeader& h);
 Result<DataHeader> decode_data_header(const std::uint8_t* p, std::size_t n);
 

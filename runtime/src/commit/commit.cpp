@@ -334,7 +334,7 @@ Status Committer::commit_spread(Job& job) {
   }
 
   // 3. This rank's sub-index, written beside its data; its entry and boxes to rank 0.
-  const std::uint64_t ckpt_id = checkpoint_id(job.step);
+  const std::uint64_t ckpt_id = checkpoint_id(m_run_id, job.step);
   WriterReport mine;
   {
     SubIndex sub;
@@ -493,15 +493,11 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   return m_store.commit(job.step, job.tmp_dir, encode_root_index(root), sync);
 }
 
-std::uint64_t Committer::checkpoint_id(std::int64_t step) const {
-  return hash64(&m_run_id, sizeof m_run_id) ^ static_cast<std::uint64_t>(step);
-}
-
 Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::vector<std::uint8_t>>& reports) const {
   Index idx;
   idx.step = job.step;
   idx.nranks = static_cast<std::uint32_t>(m_size);
-  idx.ckpt_id = checkpoint_id(job.step);
+  idx.ckpt_id = checkpoint_id(m_run_id, job.step);
   idx.created_unix = static_cast<double>(std::time(nullptr));
   idx.transport = m_transport_names;
   idx.attrs.emplace_back("ckpt_version", version());

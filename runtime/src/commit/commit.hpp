@@ -133,8 +133,6 @@ class Committer {
   /// Rank 0 of commit_spread(): the writers' reports checked, the catalog and the root built and committed.
   Status commit_spread_root(const Job& job, const CommitSummary& all, std::uint64_t token, std::uint64_t ckpt_id,
                             const Attributes& rank0_attrs, const std::vector<std::vector<std::uint8_t>>& reports);
-  /// The checkpoint id of `step` in this run (the same on every rank).
-  std::uint64_t checkpoint_id(std::int64_t step) const;
   /// This rank's report: its variables and block records (persistent groups only), or its error.
   Index report_of(const Job& job) const;
   /// Rank 0: the index from every rank's report, or the ranks' failures.

@@ -70,7 +70,7 @@ Status open_writers(const OpenEnv& env, Job& job, Status setup) {
     ctx.step = job.step;
     ctx.rank = env.rank;
     ctx.nranks = env.size;
-    ctx.ckpt_id = hash64(&env.run_id, sizeof env.run_id) ^ static_cast<std::uint64_t>(job.step);
+    ctx.ckpt_id = checkpoint_id(env.run_id, job.step);
     ctx.fsync = env.fsync;
     ctx.writeback = env.writeback;
     ctx.plan = &job.plan;
