@@ -229,7 +229,7 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
   if (m_rank == 0) {
     // Make it durable and visible: index, renames, directory fsyncs, `latest` (retention runs after
     // the outcome is sent).
-    const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
+    const bool sync = sync_commits();
     if (outcome.ok() && m_persistent) {
       // Version 2: the catalog and the sub-indices are staged beside the data, the root is the index.
       Result<std::vector<std::uint8_t>> index =
@@ -315,20 +315,21 @@ Status Committer::commit_spread(Job& job) {
   }
   const CommitSummary& all = agreed->summary;
   const std::uint64_t token = agreed->token;
+  // This rank's variables by the root's numbers, and the joined arrays' places among the joined ones.
   std::unordered_map<std::string, std::uint32_t> var_of;
   for (std::uint32_t v = 0; v < all.vars.size(); ++v) var_of.emplace(all.vars[v].var.name, v);
+  std::vector<std::uint32_t> root_var(rep.vars.size());
+  for (std::size_t i = 0; i < rep.vars.size(); ++i) root_var[i] = var_of.at(rep.vars[i].name);
+  std::vector<int> joined_at(all.vars.size(), -1);
+  int joined = 0;
+  for (std::uint32_t v = 0; v < all.vars.size(); ++v)
+    if (all.vars[v].var.kind == RegionKind::joined) joined_at[v] = joined++;
 
   // 2. Joined arrays: each rank's first row is the rows of the ranks before it.
-  std::vector<std::uint32_t> joined;  // root variable numbers
-  for (std::uint32_t v = 0; v < all.vars.size(); ++v)
-    if (all.vars[v].var.kind == RegionKind::joined) joined.push_back(v);
-  std::vector<std::uint64_t> rows(joined.size(), 0), first_row(joined.size(), 0);
-  for (const BlockRecord& b : rep.blocks) {
-    const auto v = var_of.at(rep.vars[b.var].name);
-    const auto j = std::lower_bound(joined.begin(), joined.end(), v);
-    if (j != joined.end() && *j == v) rows[static_cast<std::size_t>(j - joined.begin())] = b.count.at(0);
-  }
-  if (!joined.empty()) {
+  std::vector<std::uint64_t> rows(static_cast<std::size_t>(joined), 0), first_row(rows.size(), 0);
+  for (const BlockRecord& b : rep.blocks)
+    if (const int j = joined_at[root_var[b.var]]; j >= 0) rows[static_cast<std::size_t>(j)] = b.count.at(0);
+  if (joined > 0) {
     exscan(rows.data(), first_row.data(), static_cast<int>(rows.size()), MPI_UINT64_T, MPI_SUM, m_commit_comm);
     if (m_rank == 0) std::fill(first_row.begin(), first_row.end(), 0);  // MPI leaves rank 0's undefined
   }
@@ -349,9 +350,8 @@ Status Committer::commit_spread(Job& job) {
       if (f.writer != rank) mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer);
     sub.files = rep.files;
     for (BlockRecord b : rep.blocks) {
-      b.var = var_of.at(rep.vars[b.var].name);
-      const auto j = std::lower_bound(joined.begin(), joined.end(), b.var);
-      if (j != joined.end() && *j == b.var) b.start.at(0) = first_row[static_cast<std::size_t>(j - joined.begin())];
+      b.var = root_var[b.var];
+      if (const int j = joined_at[b.var]; j >= 0) b.start.at(0) = first_row[static_cast<std::size_t>(j)];
       if (has_global_shape(all.vars[b.var].var.kind)) {
         BlockRecord box;
         box.var = b.var;
@@ -362,10 +362,9 @@ Status Committer::commit_spread(Job& job) {
       sub.blocks.push_back(std::move(b));
     }
     const std::vector<std::uint8_t> bytes = encode_subindex(sub);
-    const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
-    Status s = mine.error.empty()
-                   ? write_file(job.tmp_dir + "/index." + std::to_string(rank), bytes.data(), bytes.size(), sync)
-                   : Status(Code::internal, mine.error);
+    Status s = mine.error.empty() ? write_file(job.tmp_dir + "/index." + std::to_string(rank), bytes.data(),
+                                               bytes.size(), sync_commits())
+                                  : Status(Code::internal, mine.error);
     mine.error = s.ok() ? "" : s.to_string();
     mine.code = static_cast<std::int32_t>(s.code());
     mine.entry.length = bytes.size();
@@ -443,8 +442,7 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     WriterReport wr = std::move(decoded).value();
     if (!wr.error.empty()) {
       if (first_code == Code::ok) first_code = static_cast<Code>(wr.code);
-      if (failures.size() < 2000)
-        failures += (failures.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": ") + wr.error;
+      add_failure(failures, r, wr.error);
       continue;
     }
     entries[r] = wr.entry;
@@ -488,7 +486,7 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   m_root_last.attrs = root.attrs;
 
   if (m_cfg.timeline != nullptr) CKPT_RETURN_IF_ERROR(m_cfg.timeline->before_commit(job.step));
-  const bool sync = m_cfg.fsync && m_cfg.durable_every_ms == 0;
+  const bool sync = sync_commits();
   CKPT_RETURN_IF_ERROR(write_file(job.tmp_dir + "/catalog", catalog.data(), catalog.size(), sync));
   return m_store.commit(job.step, job.tmp_dir, encode_root_index(root), sync);
 }
@@ -519,8 +517,7 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
       if (kv.first == "error") {
         if (failed_ranks++ == 0) agreed = kv.second;
         if (kv.second != agreed) agreed.clear();
-        if (failures.size() < 2000)
-          failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + kv.second;
+        add_failure(failures, static_cast<std::uint32_t>(r), kv.second);
         if (first_code == Code::ok) first_code = Code::io_error;  // unless the rank's code follows
       } else if (kv.first == "error_code" && !have_code) {
         have_code = true;  // the first failing rank's own code

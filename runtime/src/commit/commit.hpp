@@ -133,6 +133,8 @@ class Committer {
   /// Rank 0 of commit_spread(): the writers' reports checked, the catalog and the root built and committed.
   Status commit_spread_root(const Job& job, const CommitSummary& all, std::uint64_t token, std::uint64_t ckpt_id,
                             const Attributes& rank0_attrs, const std::vector<std::vector<std::uint8_t>>& reports);
+  /// Whether a commit fsyncs what it writes (fsync on, no durable_every_ms period).
+  bool sync_commits() const { return m_cfg.fsync && m_cfg.durable_every_ms == 0; }
   /// This rank's report: its variables and block records (persistent groups only), or its error.
   Index report_of(const Job& job) const;
   /// Rank 0: the index from every rank's report, or the ranks' failures.

@@ -13,7 +13,6 @@ namespace ckpt::detail {
 namespace {
 
 constexpr std::uint32_t kSummaryMagic = 0x434b5355;  // "USKC"
-constexpr std::size_t kMaxFailureText = 2000;        // as merge_reports(): the list stops growing here
 
 std::size_t text_size(const std::vector<std::string>& pieces) {
   std::size_t n = 0;
@@ -213,6 +212,11 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
   return out;
 }
 
+void add_failure(std::string& list, std::uint32_t rank, const std::string& message) {
+  if (list.size() < kMaxFailureText)
+    list += (list.empty() ? "rank " : "; rank ") + std::to_string(rank) + ": " + message;
+}
+
 CommitSummary summarize(const Index& report, std::uint32_t rank) {
   CommitSummary s;
   const std::string* error = nullptr;
@@ -227,7 +231,8 @@ CommitSummary summarize(const Index& report, std::uint32_t rank) {
   if (error != nullptr) {
     s.failed = 1;
     s.first_code = code;
-    s.failures.push_back("rank " + std::to_string(rank) + ": " + *error);
+    s.failures.emplace_back();
+    add_failure(s.failures.back(), rank, *error);
     s.agreed = *error;
     return s;
   }

@@ -63,6 +63,11 @@ struct AgreedSummary {
 /// and the ordered reduction must decide (reduce_bytes of encode_summary()). Collective over `comm`.
 std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw);
 
+/// A commit's failures are listed as "rank r: message; rank s: ..." while the list is under this size.
+constexpr std::size_t kMaxFailureText = 2000;
+/// Appends "rank `rank`: `message`" to such a list (nothing once it reached kMaxFailureText).
+void add_failure(std::string& list, std::uint32_t rank, const std::string& message);
+
 /// Rank `rank`'s report (Committer::report_of) as a summary of one rank.
 CommitSummary summarize(const Index& report, std::uint32_t rank);
 /// `right` (ranks following left's) merged into `left`.
