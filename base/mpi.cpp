@@ -30,6 +30,19 @@ void complete(MPI_Request& req) {
   }
 }
 
+/// A collective, waiting as set_sleeping_waits() says: `blocking()` (MPI's blocking call), or
+/// `start(&req)` (its nonblocking twin) completed by complete().
+template <class Blocking, class Start>
+void collective(Blocking&& blocking, Start&& start) {
+  if (!t_sleeping_waits) {
+    blocking();
+    return;
+  }
+  MPI_Request req = MPI_REQUEST_NULL;
+  start(&req);
+  complete(req);
+}
+
 /// Completes `req` (a point-to-point request): MPI_Wait, or complete() with sleeping waits.
 void wait_request(MPI_Request& req) {
   if (t_sleeping_waits)
@@ -62,33 +75,18 @@ bool sleeping_waits_available() noexcept {
 }
 
 void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (!t_sleeping_waits) {
-    MPI_Allreduce(in, out, count, type, op, comm);
-    return;
-  }
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Iallreduce(in, out, count, type, op, comm, &req);
-  complete(req);
+  collective([&] { MPI_Allreduce(in, out, count, type, op, comm); },
+             [&](MPI_Request* req) { MPI_Iallreduce(in, out, count, type, op, comm, req); });
 }
 
 void exscan(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  if (!t_sleeping_waits) {
-    MPI_Exscan(in, out, count, type, op, comm);
-    return;
-  }
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Iexscan(in, out, count, type, op, comm, &req);
-  complete(req);
+  collective([&] { MPI_Exscan(in, out, count, type, op, comm); },
+             [&](MPI_Request* req) { MPI_Iexscan(in, out, count, type, op, comm, req); });
 }
 
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  if (!t_sleeping_waits) {
-    MPI_Bcast(buf, count, type, root, comm);
-    return;
-  }
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Ibcast(buf, count, type, root, comm, &req);
-  complete(req);
+  collective([&] { MPI_Bcast(buf, count, type, root, comm); },
+             [&](MPI_Request* req) { MPI_Ibcast(buf, count, type, root, comm, req); });
 }
 
 Status mpi_status(int rc, const std::string& what) {
@@ -252,13 +250,9 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
   // Every rank learns every length (one round): each then knows the total, and so whether the
   // bytes fit one MPI_Gatherv (an int count, the common case) or go point to point, in pieces.
   std::vector<std::uint64_t> lens(static_cast<std::size_t>(size));
-  if (t_sleeping_waits) {
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Iallgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm, &req);
-    complete(req);
-  } else {
-    MPI_Allgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm);
-  }
+  collective(
+      [&] { MPI_Allgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm); },
+      [&](MPI_Request* req) { MPI_Iallgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm, req); });
   std::uint64_t sum = 0;
   for (auto l : lens) sum += std::min<std::uint64_t>(l, 1ull << 32);  // no overflow below 2^31 ranks
   const int small = sum <= static_cast<std::uint64_t>(INT_MAX) ? 1 : 0;
@@ -273,15 +267,12 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
       total += counts[r];
     }
     std::vector<std::uint8_t> all(static_cast<std::size_t>(total));
-    if (t_sleeping_waits) {
-      MPI_Request req = MPI_REQUEST_NULL;
-      MPI_Igatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-                   root, comm, &req);
-      complete(req);
-    } else {
-      MPI_Gatherv(mine.data(), static_cast<int>(my_len), MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE,
-                  root, comm);
-    }
+    const int n = static_cast<int>(my_len);
+    collective(
+        [&] { MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, root, comm); },
+        [&](MPI_Request* req) {
+          MPI_Igatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, root, comm, req);
+        });
     for (std::size_t r = 0; r < out.size(); ++r)
       out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
     return out;
