@@ -784,11 +784,8 @@ std::vector<std::uint8_t> build_catalog(RootIndex& root, std::vector<CatalogEntr
     Var2& out = root.vars[v];
     out.dir = DirectoryRef{};
     if (!has_global_shape(out.var.kind) || v >= boxes.vars.size()) continue;
-    std::vector<std::uint32_t> blocks = look.blocks(v);
+    const std::vector<std::uint32_t>& blocks = look.blocks(v);  // make_directory() orders them by writer
     if (blocks.empty()) continue;
-    std::stable_sort(blocks.begin(), blocks.end(), [&boxes](std::uint32_t a, std::uint32_t b) {
-      return boxes.blocks[a].rank < boxes.blocks[b].rank;
-    });
     const std::vector<DirEntry> dir = make_directory(boxes, blocks, owner);
     const std::vector<std::uint8_t> bytes = encode_directory(dir);
     out.dir.entries = static_cast<std::uint32_t>(dir.size());

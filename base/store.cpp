@@ -428,15 +428,12 @@ class DirectoryStore final : public Store {
     }
     CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
     // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
-    if (!timeline) {
-      (void)remove_tree(old);  // recover() removes it after a crash before this
-      return Status::OK();
-    }
+    (void)remove_tree(old);
+    if (!timeline) return Status::OK();
     {
       std::lock_guard<std::mutex> lock(m_abandon_mu);
       m_newest = step;
     }
-    (void)remove_tree(old);
     // No fsync for `latest`: it is a hint for people and tools; readers scan the directories, and the
     // rename of the checkpoint itself is already durable. For the same reason a `latest` that cannot
     // be replaced (a directory planted there, say) must not turn a committed checkpoint into a failed
