@@ -554,15 +554,10 @@ Result<Index> Committer::merge_reports(const Job& job, const std::vector<std::ve
         it = var_ix.emplace(v.name, static_cast<std::uint32_t>(idx.vars.size())).first;
         idx.vars.push_back(v);
       } else {
-        const VarRecord& have = idx.vars[it->second];
         // A joined array's row count differs per rank (summed by join_rows()); its row extents may not.
-        const bool same_shape = v.kind == RegionKind::joined ? std::equal(have.global.begin() + 1, have.global.end(),
-                                                                          v.global.begin() + 1, v.global.end())
-                                                             : have.global == v.global;
-        if (have.dtype != v.dtype || have.kind != v.kind || have.ndim != v.ndim || !same_shape)
-          return Status(Code::invalid_argument, "checkpoint " + std::to_string(job.step) + ": variable '" + v.name +
-                                                    "' is registered differently on rank " + std::to_string(r) +
-                                                    " (dtype, kind, rank or global shape)");
+        if (!same_registration(idx.vars[it->second], v))
+          return Status(Code::invalid_argument, "checkpoint " + std::to_string(job.step) + ": " +
+                                                    registered_differently(v.name, static_cast<std::uint32_t>(r)));
       }
       vmap.push_back(it->second);
     }

@@ -20,13 +20,10 @@ std::size_t text_size(const std::vector<std::string>& pieces) {
   return pieces.empty() ? 0 : n - 2;
 }
 
-/// Whether two ranks registered a variable alike (a joined array's row count may differ).
-bool same_registration(const VarRecord& a, const VarRecord& b) {
-  if (a.dtype != b.dtype || a.kind != b.kind || a.ndim != b.ndim) return false;
-  if (b.kind == RegionKind::joined)
-    return std::equal(a.global.begin() + (a.global.empty() ? 0 : 1), a.global.end(),
-                      b.global.begin() + (b.global.empty() ? 0 : 1), b.global.end());
-  return a.global == b.global;
+/// `v` as every rank registers it alike: a joined array's row count (which differs per rank) is 0.
+VarRecord without_rows(VarRecord v) {
+  if (v.kind == RegionKind::joined && !v.global.empty()) v.global[0] = 0;
+  return v;
 }
 
 void merge_var(SummaryVar& l, const SummaryVar& r, std::string& overflow) {
@@ -144,11 +141,7 @@ const RecordOp& record_op() {
 /// What must be equal on every rank for the allreduce to do: the variables as registered, in order.
 std::uint64_t registration_hash(const Index& report) {
   ByteWriter w;
-  for (const VarRecord& v : report.vars) {
-    VarRecord shape = v;
-    if (shape.kind == RegionKind::joined && !shape.global.empty()) shape.global[0] = 0;  // rows may differ
-    put_var_record(w, shape);
-  }
+  for (const VarRecord& v : report.vars) put_var_record(w, without_rows(v));
   return hash64(w.bytes().data(), w.bytes().size());
 }
 
@@ -210,6 +203,19 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
     v.same = w[5] == w[6] && w[7] == w[8];
   }
   return out;
+}
+
+bool same_registration(const VarRecord& a, const VarRecord& b) {
+  if (a.dtype != b.dtype || a.kind != b.kind || a.ndim != b.ndim) return false;
+  if (b.kind == RegionKind::joined)
+    return std::equal(a.global.begin() + (a.global.empty() ? 0 : 1), a.global.end(),
+                      b.global.begin() + (b.global.empty() ? 0 : 1), b.global.end());
+  return a.global == b.global;
+}
+
+std::string registered_differently(const std::string& name, std::uint32_t rank) {
+  return "variable '" + name + "' is registered differently on rank " + std::to_string(rank) +
+         " (dtype, kind, rank or global shape)";
 }
 
 void add_failure(std::string& list, std::uint32_t rank, const std::string& message) {
@@ -293,10 +299,7 @@ void merge_summary(CommitSummary& left, const CommitSummary& right) {
     }
     SummaryVar& lv = left.vars[it->second];
     if (!same_registration(lv.var, rv.var)) {
-      if (!left_had_conflict)
-        conflict(rv.first_rank, rv.first_pos,
-                 "variable '" + rv.var.name + "' is registered differently on rank " + std::to_string(rv.first_rank) +
-                     " (dtype, kind, rank or global shape)");
+      if (!left_had_conflict) conflict(rv.first_rank, rv.first_pos, registered_differently(rv.var.name, rv.first_rank));
       continue;
     }
     merge_var(lv, rv, left.overflow);
@@ -320,9 +323,7 @@ std::vector<std::uint8_t> encode_summary(const CommitSummary& s) {
     // A joined array's rows go beside its record, which says 0: summed rows may make a size the
     // record's decoder refuses (summary_status() says so, as version 1 does).
     const bool joined = v.var.kind == RegionKind::joined && !v.var.global.empty();
-    VarRecord rec = v.var;
-    if (joined) rec.global[0] = 0;
-    put_var_record(w, rec);
+    put_var_record(w, without_rows(v.var));
     w.put<std::uint64_t>(joined ? v.var.global[0] : 0);
     w.put<std::uint32_t>(v.first_rank);
     w.put<std::uint32_t>(v.first_pos);

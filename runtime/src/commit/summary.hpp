@@ -63,6 +63,12 @@ struct AgreedSummary {
 /// and the ordered reduction must decide (reduce_bytes of encode_summary()). Collective over `comm`.
 std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw);
 
+/// Whether two ranks registered a variable alike: dtype, kind, rank and global shape (a joined array's
+/// row count may differ).
+bool same_registration(const VarRecord& a, const VarRecord& b);
+/// The words of a commit that fails on it: "variable 'x' is registered differently on rank r (...)".
+std::string registered_differently(const std::string& name, std::uint32_t rank);
+
 /// A commit's failures are listed as "rank r: message; rank s: ..." while the list is under this size.
 constexpr std::size_t kMaxFailureText = 2000;
 /// Appends "rank `rank`: `message`" to such a list (nothing once it reached kMaxFailureText).
