@@ -168,10 +168,15 @@ Result<std::vector<std::uint8_t>> assemble_v2(const std::string& dir, const std:
 }  // namespace
 
 Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir) {
+  auto bytes = read_root_file(dir);
+  if (bytes.ok() && index_header_version(bytes->data(), bytes->size()) == kIndexV2Version)
+    return assemble_v2(dir, bytes.value());
+  return bytes;
+}
+
+Result<std::vector<std::uint8_t>> read_root_file(const std::string& dir) {
   auto bytes = read_file(dir + "/index", kMaxIndexBytes);
-  if (bytes.ok())
-    return index_header_version(bytes->data(), bytes->size()) == kIndexV2Version ? assemble_v2(dir, bytes.value())
-                                                                                 : bytes;
+  if (bytes.ok()) return bytes;
   if (bytes.status().code() == Code::not_found) {
     if (!is_directory(dir)) return Status(Code::not_found, "no checkpoint directory " + dir);
     return Status(Code::not_found, "incomplete checkpoint " + dir + ": no index (the commit did not finish)");
@@ -255,7 +260,7 @@ Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const Bu
 
 Status BlockReader::claim(const BlockRecord& b) {
   if (b.length == 0) return Status::OK();  // an empty block has no bytes: where it points need not exist
-  if (m_sizes.empty()) m_sizes.assign(m_idx.files.size(), UINT64_MAX);
+  if (m_sizes.size() < m_idx.files.size()) m_sizes.resize(m_idx.files.size(), UINT64_MAX);  // files grow (PartialIndex)
   std::uint64_t& size = m_sizes[b.file];
   if (size == UINT64_MAX) {
     auto s = m_files.size(m_idx.files[b.file].name);

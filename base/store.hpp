@@ -79,6 +79,9 @@ bool is_store_name(const std::string& name);
 /// one-level index, returned encoded as version 1 (corrupt "corrupt checkpoint <dir>: ..." when they do
 /// not make one): every reader of a checkpoint reads both versions through here.
 Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir);
+/// Reads `dir`/index as it is, a version-2 root not assembled (restart reads the rest lazily: PartialIndex);
+/// read_index_file()'s checks and errors.
+Result<std::vector<std::uint8_t>> read_root_file(const std::string& dir);
 /// Writes the version-2 objects of `idx` but its root into the staging directory `tmp`: `catalog` and
 /// one `index.<w>` per rank (writer rule 0: writer w is rank w), fdatasynced with `sync`; returns the
 /// root's bytes, which the commit writes as `index` (the commit point, as in version 1). `token`: the

@@ -1,15 +1,22 @@
 // Format v2 (two-level) index codec: split/assemble round trips for every kind and writer rule, the
 // fixed byte layout of docs/format.md, finding a rank's block the N->N way, and every "Invalid" case of
-// the spec that one object or the set of them can show is refused as corrupt.
+// the spec that one object or the set of them can show is refused as corrupt; a partial index (restart)
+// reads a rank's or a box's sub-indices and no other.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <tuple>
 
 #include "base/bytes.hpp"
 #include "base/index_v2.hpp"
+#include "base/partial_index.hpp"
 
 using namespace ckpt;
 using namespace ckpt::detail;
@@ -1088,4 +1095,175 @@ TEST(IndexV2, SplitRefusesWhatCannotBeSplit) {
   Index bad = idx;
   bad.blocks[0].file = 99;
   EXPECT_EQ(split_index(bad, WriterRule::per_rank, 0, kToken).status().code(), Code::invalid_argument);
+}
+
+// ---- a partial index (restart's lazy reading) ----------------------------------------------------------
+
+namespace {
+
+/// Writes `s` into a fresh directory as the directory layout keeps it: index, catalog, index.<w>.
+std::string write_split(const SplitIndex& s, const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "partial-" + name + "-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto put = [&](const std::string& f, const std::vector<std::uint8_t>& b) {
+    std::ofstream(dir + "/" + f, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+  };
+  put("index", encode_root_index(s.root));
+  put("catalog", s.catalog);
+  for (std::size_t w = 0; w < s.subindices.size(); ++w) put("index." + std::to_string(w), s.subindices[w]);
+  return dir;
+}
+
+/// The blocks of `idx` (a partial one's, or the whole one's) of variable `var`, as (rank, checksum, file name).
+std::vector<std::tuple<std::uint32_t, std::uint64_t, std::string>> blocks_of(const Index& idx, std::uint32_t var) {
+  std::vector<std::tuple<std::uint32_t, std::uint64_t, std::string>> out;
+  for (const BlockRecord& b : idx.blocks)
+    if (b.var == var) out.emplace_back(b.rank, b.checksum, idx.files[b.file].name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(PartialIndex, EachRankReadsTheRootOneEntryAndItsOwnSubIndex) {
+  const Index idx = rich(6);
+  struct Case {
+    WriterRule rule;
+    std::uint32_t g;
+    std::vector<std::uint32_t> map;
+  };
+  for (const Case& c : {Case{WriterRule::per_rank, 0, {}}, Case{WriterRule::groups, 4, {}},
+                        Case{WriterRule::mapped, 0, {1, 0, 0, 2, 1, 2}}}) {
+    SCOPED_TRACE("rule " + std::to_string(static_cast<int>(c.rule)));
+    const SplitIndex s = split(idx, c.rule, c.g, c.map);
+    const std::string dir = write_split(s, "own");
+    const auto root = encode_root_index(s.root);
+    for (std::uint32_t r = 0; r < idx.nranks; ++r) {
+      auto p = PartialIndex::open_v2(dir, root, 7);
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      EXPECT_FALSE(p->whole());
+      EXPECT_EQ(p->index().vars.size(), idx.vars.size());
+      EXPECT_TRUE(p->index().blocks.empty()) << "nothing before it is asked";
+      ASSERT_TRUE(p.value().load_rank(r).ok());
+      const std::uint32_t w = c.rule == WriterRule::per_rank ? r : c.rule == WriterRule::groups ? r / 4 : c.map[r];
+      EXPECT_EQ(p->subindices_read(), 1u);
+      EXPECT_EQ(p->bytes_read(), root.size() + 40 + (c.rule == WriterRule::mapped ? 4 : 0) + s.subindices[w].size());
+      // Its blocks are the whole index's, with their files; a second ask reads nothing.
+      for (std::uint32_t v = 0; v < idx.vars.size(); ++v) {
+        auto want = blocks_of(idx, v);
+        want.erase(std::remove_if(want.begin(), want.end(),
+                                  [&](const auto& b) {
+                                    const std::uint32_t br = std::get<0>(b);
+                                    return (c.rule == WriterRule::per_rank ? br
+                                            : c.rule == WriterRule::groups ? br / 4
+                                                                           : c.map[br]) != w;
+                                  }),
+                   want.end());
+        EXPECT_EQ(blocks_of(p->index(), v), want) << "variable " << v;
+      }
+      const std::uint64_t before = p->bytes_read();
+      ASSERT_TRUE(p.value().load_rank(r).ok());
+      EXPECT_EQ(p->bytes_read(), before);
+      EXPECT_EQ(p.value().load_rank(6).code(), Code::invalid_argument);
+    }
+    std::filesystem::remove_all(dir);
+  }
+}
+
+TEST(PartialIndex, ABoxReadsTheWritersItsDirectoryNamesAndNoOther) {
+  const Index idx = rich(6);
+  const SplitIndex s = split(idx, WriterRule::per_rank);
+  const std::string dir = write_split(s, "box");
+  const auto root = encode_root_index(s.root);
+  // grid/rho: rank r holds rows [2r, 2r + 2) of 12 x 8. Rows 3..6 meet ranks 1, 2 and 3.
+  auto p = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.value().cover(0, {{{3, 2}, {4, 5}}}).ok());
+  EXPECT_EQ(p->subindices_read(), 3u);
+  std::vector<std::uint32_t> ranks;
+  for (const auto& b : blocks_of(p->index(), 0)) ranks.push_back(std::get<0>(b));
+  EXPECT_EQ(ranks, (std::vector<std::uint32_t>{1, 2, 3}));
+  // Covered now: asking again (or for a smaller box) reads nothing more.
+  const std::uint64_t before = p->bytes_read();
+  ASSERT_TRUE(p.value().cover(0, {{{4, 0}, {2, 8}}}).ok());
+  EXPECT_EQ(p->bytes_read(), before);
+  // The joined array: rows by rank 0..5 hold 0,1,2,0,1,2 rows = [0,0) [0,1) [1,3) [3,3) [3,4) [4,6); many
+  // row ranges (a restart by keys) merge: rows 1..2 and 4 meet ranks 2 and 5 (and rank 4's row 3 is not asked).
+  auto q = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE(q.value().cover(3, {{{2, 0}, {1, 3}}, {{1, 0}, {1, 3}}, {{4, 0}, {1, 3}}}).ok());
+  ranks.clear();
+  for (const auto& b : blocks_of(q->index(), 3)) ranks.push_back(std::get<0>(b));
+  EXPECT_EQ(ranks, (std::vector<std::uint32_t>{2, 5}));
+  // Local variables have no directory: cover() reads nothing for them.
+  const std::uint64_t qb = q->bytes_read();
+  ASSERT_TRUE(q.value().cover(2, {{{0}, {3}}}).ok());
+  EXPECT_EQ(q->bytes_read(), qb);
+  // The whole global box reads every writer that holds a block, and finds every block.
+  auto all = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(all.ok());
+  ASSERT_TRUE(all.value().cover(0, {{{0, 0}, {12, 8}}}).ok());
+  EXPECT_EQ(blocks_of(all->index(), 0), blocks_of(idx, 0));
+  EXPECT_EQ(all->subindices_read(), 6u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PartialIndex, DamageIsFoundWhereItIsReadAndNowhereElse) {
+  const Index idx = rich(6);
+  SplitIndex s = split(idx, WriterRule::per_rank);
+  s.subindices[4][s.subindices[4].size() / 2] ^= 0x10;  // writer 4's sub-index damaged
+  const std::string dir = write_split(s, "damage");
+  const auto root = encode_root_index(s.root);
+  for (std::uint32_t r = 0; r < idx.nranks; ++r) {
+    auto p = PartialIndex::open_v2(dir, root, 7);
+    ASSERT_TRUE(p.ok());
+    const Status st = p.value().load_rank(r);
+    if (r == 4) {
+      expect_corrupt(st);
+      EXPECT_NE(st.message().find("corrupt checkpoint " + dir), std::string::npos) << st.to_string();
+    } else {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+    }
+  }
+  // A box of rows 0..3 does not need it; rows 8..9 do.
+  auto p = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p.value().cover(0, {{{0, 0}, {4, 8}}}).ok());
+  expect_corrupt(p.value().cover(0, {{{8, 0}, {2, 8}}}));
+  // Missing files, another step, a damaged root.
+  std::filesystem::remove(dir + "/index.2");
+  auto m = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(m.ok());
+  const Status missing = m.value().load_rank(2);
+  expect_corrupt(missing);
+  EXPECT_NE(missing.message().find("index.2"), std::string::npos) << missing.to_string();
+  expect_corrupt(PartialIndex::open_v2(dir, root, 8).status(), "step 7");
+  auto bad = root;
+  bad[bad.size() / 2] ^= 1;
+  expect_corrupt(PartialIndex::open_v2(dir, bad, 7).status());
+  std::filesystem::remove(dir + "/catalog");
+  auto c = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(c.ok());
+  expect_corrupt(c.value().load_rank(0), "catalog");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PartialIndex, ADirectoryThatLeavesABlockOutIsCaughtWhenBothAreRead) {
+  // A block outside its writer's directory entry: a box inside the entry but asking for more than the
+  // loaded blocks cover reads the directory, which then disagrees with the block already loaded.
+  Index idx = rich(4);
+  SplitIndex s = split(idx, WriterRule::per_rank);
+  SubIndex sub = subindex_of(s, 1);
+  // The block of rank 1 moved to rows [6, 8), which the directory gives writer 3 (rank 1's entry: [2, 4)).
+  for (BlockRecord& b : sub.blocks)
+    if (b.var == 0) b.start = {6, 0}, b.count = {2, 8};
+  set_subindex(s, 1, encode_subindex(sub));
+  const std::string dir = write_split(s, "outside");
+  const auto root = encode_root_index(s.root);
+  auto p = PartialIndex::open_v2(dir, root, 7);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.value().load_rank(1).ok());
+  expect_corrupt(p.value().cover(0, {{{2, 0}, {2, 8}}}), "outside");
+  std::filesystem::remove_all(dir);
 }

@@ -336,6 +336,11 @@ class CKPT_API Runtime {
   /// options().local_dir), "partner" or "xor" (lost nodes rebuilt from the redundancy data first, then
   /// read locally), "global" (options().dir), or "" before any.
   const std::string& restart_level() const;
+  /// Index bytes this rank read or received in the last restart from `dir` or the node level: with
+  /// options().index_format 2 in directories, the root and only the catalog pieces and sub-indices this
+  /// rank's regions needed (its own, N->N; those whose boxes meet its regions, N->M); the whole index
+  /// otherwise. 0 before any. (perf/scale reports it.)
+  std::uint64_t restart_index_bytes() const;
 
   /// Collective. The rows of joined array `name` in checkpoint `step` and this rank's balanced share:
   /// what to allocate before restart(step). not_found without such a checkpoint or variable;

@@ -171,6 +171,7 @@ Status Runtime::restart(std::int64_t step) { return m_impl->restart(step, nullpt
 Status Runtime::restart(std::int64_t step, void* stream) { return m_impl->restart(step, stream); }
 Result<CheckpointReader> Runtime::inspect(std::int64_t step) { return m_impl->inspect(step); }
 const std::string& Runtime::restart_level() const { return m_impl->restart_level(); }
+std::uint64_t Runtime::restart_index_bytes() const { return m_impl->restart_index_bytes(); }
 Result<std::int64_t> Runtime::restart() { return m_impl->restart_newest(nullptr); }
 Result<std::int64_t> Runtime::restart(Newest, void* stream) { return m_impl->restart_newest(stream); }
 Status Runtime::close() { return m_impl->close(); }
@@ -431,6 +432,8 @@ void RuntimeImpl::wait_drains() {
 
 const char* RuntimeImpl::device_name() const { return m_device ? m_device->name() : "none"; }
 
+std::uint64_t RuntimeImpl::restart_index_bytes() const { return m_restorer ? m_restorer->index_bytes() : 0; }
+
 const std::string& RuntimeImpl::restart_level() const {
   static const std::string none;
   return m_restorer ? m_restorer->level() : none;
@@ -663,7 +666,7 @@ Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   }
   auto idx = m_restorer->inspect(step, *m_capture);
   if (!idx.ok()) return idx.status();
-  return make_checkpoint_reader(idx->dir, std::move(idx->index));
+  return make_checkpoint_reader(idx->dir, idx.value().index.take());
 }
 Result<JoinedRows> RuntimeImpl::joined_rows(std::int64_t step, const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());

@@ -74,6 +74,7 @@ class RuntimeImpl {
   Result<std::int64_t> restart_newest(void* stream);
   Result<CheckpointReader> inspect(std::int64_t step);
   const std::string& restart_level() const;
+  std::uint64_t restart_index_bytes() const;
   const char* device_name() const;
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name);
   Status close();

@@ -264,19 +264,21 @@ Result<std::vector<std::int64_t>> Restorer::candidate_steps(bool validated) {
   return std::vector<std::int64_t>(steps.begin(), steps.end());
 }
 
-Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store& store) {
+Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store& store, bool lazy) {
   // Rank 0 reads; everybody gets the bytes (one read of the file system, not np) and validates them.
   Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
   // A series step's segment comes from rank 0, whose store has read the logs (the others' stores
   // would each read them); a directory's path is every rank's own (with levels: its node's).
   const bool from_root = store.layout() == Layout::series;
+  // Lazily only from `dir`'s directories: a node directory is read whole (the levels' restart may rebuild it).
+  lazy = lazy && !from_root && &store == &m_store;
   std::vector<std::uint8_t> dir;
   if (m_rank == 0 && from_root) {
     const std::string d = store.checkpoint_dir(step);
     dir.assign(d.begin(), d.end());
   }
   if (m_rank == 0) {
-    mine = store.read_index(step);
+    mine = lazy ? read_root_file(store.checkpoint_dir(step)) : store.read_index(step);
     if (!mine.ok() && mine.status().code() == Code::not_found)
       mine = Status(Code::not_found, "checkpoint " + std::to_string(step) + " not found in " + store.root() + " (" +
                                          mine.status().message() + ")");
@@ -286,9 +288,15 @@ Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store
   if (!bytes.ok()) return bytes.status();
   StepIndex out;
   out.dir = from_root ? std::string(dir.begin(), dir.end()) : store.checkpoint_dir(step);
+  if (lazy && index_header_version(bytes->data(), bytes->size()) == kIndexV2Version) {
+    auto partial = PartialIndex::open_v2(out.dir, bytes.value(), step);
+    if (!partial.ok()) return partial.status();
+    out.index = std::move(partial).value();
+    return out;
+  }
   auto idx = decode_checkpoint_index(bytes.value(), out.dir, step);
   if (!idx.ok()) return idx.status();
-  out.index = std::move(idx).value();
+  out.index = PartialIndex(std::move(idx).value(), bytes->size());
   return out;
 }
 
@@ -366,9 +374,11 @@ constexpr std::uint64_t kNoRow = ~std::uint64_t{0};
 }  // namespace
 
 Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> Restorer::resolve_keys(
-    const Index& idx, const IndexLookup& look, const std::vector<Region>& regions, BlockReader& reader,
-    Bounces& bounces, const Status& local, Status& mine) {
+    PartialIndex& partial, const std::vector<Region>& regions, BlockReader& reader, Bounces& bounces,
+    const Status& local, Status& mine) {
   mine = local;
+  const Index& idx = partial.index();
+  const IndexLookup& look = partial.lookup();
   std::vector<std::pair<std::string, std::vector<std::uint64_t>>> out;
   // The regions restarted by key, grouped by key column. Every rank must resolve the same ones (the
   // routing is collective): checked first, one allreduce (also when there are none).
@@ -425,7 +435,7 @@ Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> Restorer
       col.count = kv.global;
       col.count[0] = share.count();
       col.first_row = share.begin;
-      st = restore_region(idx, look, col, reader, bounces);
+      st = restore_region(partial, col, reader, bounces);
       for (const Fence f : bounces.fence)  // the column is read here, on the host, at once
         if (st.ok()) st = m_device.wait(f);
     }
@@ -510,19 +520,21 @@ Result<JoinedRows> Restorer::joined_rows(std::int64_t step, const std::string& n
   // never have been drained), then `dir`. Both reads are collective, so every rank takes the same path.
   Result<StepIndex> idx = Status(Code::not_found, "no node-local level");
   if (m_local != nullptr) idx = read_index_collective(step, *m_local);
-  if (!idx.ok()) idx = read_index_collective(step, m_store);
+  if (!idx.ok()) idx = read_index_collective(step, m_store, true);  // the root has the row count
   if (!idx.ok()) return idx.status();
-  const long vi = idx->index.find_var(name);
+  const Index& index = idx->index.index();
+  const long vi = index.find_var(name);
   if (vi < 0) return Status(Code::not_found, "variable '" + name + "' is not in checkpoint " + std::to_string(step));
-  const VarRecord& v = idx->index.vars[static_cast<std::size_t>(vi)];
+  const VarRecord& v = index.vars[static_cast<std::size_t>(vi)];
   if (v.kind != RegionKind::joined)
     return Status(Code::mismatch, "variable '" + name + "' of checkpoint " + std::to_string(step) + " is a " +
                                       region_kind_name(v.kind) + " region, not a joined array");
   return balanced_rows(v.global[0], m_rank, m_size);
 }
 
-Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
-                                Bounces& bounces) {
+Status Restorer::restore_region(PartialIndex& partial, const Region& r, BlockReader& reader, Bounces& bounces) {
+  const Index& idx = partial.index();
+  const IndexLookup& look = partial.lookup();  // both grow when partial.cover() reads sub-indices
   const long vi = look.var(r.name);
   if (vi < 0)
     return Status(Code::not_found, "variable '" + r.name + "' is not in checkpoint " + std::to_string(idx.step));
@@ -554,12 +566,25 @@ Status Restorer::restore_region(const Index& idx, const IndexLookup& look, const
       for (std::size_t d = 0; d < origin.size(); ++d) origin[d] -= parts[part].mem_start[d];
     return origin;
   };
+  // The blocks that meet the region: read first when the index is partial (the directory says whose).
+  Result<std::vector<RowRun>> runs = std::vector<RowRun>{};
+  std::vector<PartialIndex::Box> boxes;
+  if (r.kind == RegionKind::joined) {
+    runs = joined_runs(v, r);
+    if (!runs.ok()) return mismatch(runs.status().message());
+    for (const RowRun& run : runs.value()) {
+      boxes.emplace_back(Shape(v.global.size(), 0), v.global);
+      boxes.back().first[0] = run.src;
+      boxes.back().second[0] = run.len;
+    }
+  } else if (want_global) {
+    boxes.emplace_back(r.start, r.count);
+  }
+  CKPT_RETURN_IF_ERROR(partial.cover(static_cast<std::uint32_t>(vi), boxes));
   const std::vector<std::uint32_t>& blocks = look.blocks(vi);
   std::vector<std::vector<Target>> targets(blocks.size());  // per block of the variable
   if (r.kind == RegionKind::joined) {
     // Runs of consecutive stored rows that land in consecutive rows here, cut at the blocks' bounds.
-    auto runs = joined_runs(v, r);
-    if (!runs.ok()) return mismatch(runs.status().message());
     std::vector<std::pair<std::uint64_t, std::size_t>> starts;  // (first stored row, position in blocks)
     for (std::size_t k = 0; k < blocks.size(); ++k) starts.emplace_back(idx.blocks[blocks[k]].start[0], k);
     std::sort(starts.begin(), starts.end());
@@ -766,17 +791,26 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   const char* level = &store == m_local ? "local" : "global";
   m_skipped.clear();
   m_mine = Status::OK();
-  auto found = read_index_collective(step, store);
+  m_index_bytes = 0;
+  auto found = read_index_collective(step, store, true);
   if (!found.ok()) {
     if (m_rank == 0) m_mine = found.status();  // rank 0 read it (from its node's copy with levels)
     return found.status().with_context("restart from step " + std::to_string(step));
   }
-  Result<Index> idx = std::move(found->index);
-  const IndexLookup look(idx.value());
+  PartialIndex& partial = found.value().index;
+  const Index& index = partial.index();
+  const IndexLookup& look = partial.lookup();  // both grow as restore_region() reads sub-indices
 
+  // A partial index: this rank's sub-index (its local arrays and, N->N, usually its boxes), or on another
+  // rank count rank 0's, whose blocks give the values every rank stored the same.
+  const bool same_ranks = index.nranks == static_cast<std::uint32_t>(m_size);
+  bool uniform = false;
+  for (const VarRecord& v : index.vars) uniform |= v.uniform;
+  Status local = same_ranks ? partial.load_rank(static_cast<std::uint32_t>(m_rank))
+                            : (uniform ? partial.load_rank(0) : Status::OK());
   // Regions registered with a Source: where they are now, resized to what this checkpoint holds.
-  Status local = registry.locate_sources();
-  if (local.ok()) local = registry.fit_sources([&](const Region& r) { return stored_extents(idx.value(), look, r); });
+  if (local.ok()) local = registry.locate_sources();
+  if (local.ok()) local = registry.fit_sources([&](const Region& r) { return stored_extents(index, look, r); });
   const std::vector<Region>& regions = registry.regions();
   std::uint64_t bytes = 0;
   for (auto& r : regions) bytes += r.bytes();
@@ -790,7 +824,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   bool began = false;
   Bounces bounces;
   if (local.ok()) local = m_device.restore_begin(stream);
-  BlockReader reader(found->dir, idx.value());
+  BlockReader reader(found->dir, index);
   if (local.ok()) {
     began = true;
     bounces.chunk[0] = m_pool.acquire();
@@ -798,7 +832,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
   }
   // Collective, every rank: the rows of the regions restarted by key (an agreed failure).
   Status mine_keys;  // this rank's own outcome of resolve_keys, before agreement (m_mine)
-  auto keyed = resolve_keys(idx.value(), look, regions, reader, bounces, local, mine_keys);
+  auto keyed = resolve_keys(partial, regions, reader, bounces, local, mine_keys);
   if (!keyed.ok()) local = verified = keyed.status();  // agreed already: no rank agrees on it again
   if (local.ok()) {
     for (auto& registered : regions) {
@@ -816,7 +850,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         continue;
       }
       if (!r.optional) {
-        local = restore_region(idx.value(), look, r, reader, bounces);
+        local = restore_region(partial, r, reader, bounces);
       } else {
         shadows.emplace_back(static_cast<std::size_t>(r.bytes()));
         Region into = r;
@@ -825,7 +859,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         into.mem_start.clear();  // the shadow holds the box (the pieces' rows) packed
         into.mem_alloc.clear();
         into.pieces.reset();
-        local = restore_region(idx.value(), look, into, reader, bounces);
+        local = restore_region(partial, into, reader, bounces);
       }
       if (!local.ok()) break;
     }
@@ -854,6 +888,7 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
         m_pool.retire(c);
     }
   }
+  m_index_bytes = partial.bytes_read();
   m_mine = keyed.ok() ? local : mine_keys;  // not the agreed failure: damaged_nodes() asks whose read failed
   Status s = verified.ok() ? agree(m_app_comm, local) : verified;
   if (m_opts.verbose >= 1 && m_rank == 0)

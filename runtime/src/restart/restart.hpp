@@ -10,12 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/ckpt.hpp"
+#include "base/partial_index.hpp"
 #include "base/store.hpp"
-#include "runtime/src/pipeline/capture.hpp"
+#include "ckpt/ckpt.hpp"
 #include "runtime/src/levels/partner.hpp"
-#include "runtime/src/pipeline/registry.hpp"
 #include "runtime/src/levels/xor.hpp"
+#include "runtime/src/pipeline/capture.hpp"
+#include "runtime/src/pipeline/registry.hpp"
 
 namespace ckpt::detail {
 
@@ -32,9 +33,10 @@ struct RowRun {
   std::uint64_t dst = 0, src = 0, len = 0;
 };
 
-/// A checkpoint's index and the directory its file names are relative to.
+/// A checkpoint's index (whole, or with restart's lazy reading the sub-indices asked for so far) and the
+/// directory its file names are relative to.
 struct StepIndex {
-  Index index;
+  PartialIndex index;
   std::string dir;
 };
 
@@ -79,6 +81,9 @@ class Restorer {
   Result<std::int64_t> restart_newest(void* stream, Registry& registry, Capture& capture);
   /// The optional regions the last restart(step) left untouched (not in its checkpoint).
   const std::vector<std::string>& skipped_optional() const { return m_skipped; }
+  /// Index bytes this rank read or received in the last restart(step): a version-2 checkpoint's root and
+  /// the catalog pieces and sub-indices it needed; the whole index otherwise.
+  std::uint64_t index_bytes() const { return m_index_bytes; }
   /// The stored rows of joined array `name` in `step` and this rank's balanced share (collective).
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name, Capture& capture);
 
@@ -116,8 +121,10 @@ class Restorer {
   /// restart() from one level: `store` is this rank's store of that level (its node's or `dir`'s).
   Status restart_from(std::int64_t step, void* stream, Registry& registry, const Store& store);
   /// Rank 0 reads the index of `step` and where its files are (a series step's segment); every rank
-  /// gets both and validates the index.
-  Result<StepIndex> read_index_collective(std::int64_t step, const Store& store);
+  /// gets both and validates the index. `lazy` (restart) and a version-2 index in a directory of `dir`:
+  /// rank 0 reads the root only and every rank opens it as a PartialIndex, which reads the catalog pieces
+  /// and sub-indices it is asked for from that directory.
+  Result<StepIndex> read_index_collective(std::int64_t step, const Store& store, bool lazy = false);
   /// mismatch when joined region `r`'s row extents (all but the first) are not the stored ones `v`.
   static Status joined_row_extents_fit(const VarRecord& v, const Region& r);
   /// The first stored row of joined region `r` on this rank (its balanced share or r.first_row), or
@@ -134,13 +141,13 @@ class Restorer {
   /// (only when it is ok are `bounces` acquired). Agreed: the same failure on every rank. `mine`: this
   /// rank's own outcome before agreement (`local`, or its reading of its shares; for m_mine).
   Result<std::vector<std::pair<std::string, std::vector<std::uint64_t>>>> resolve_keys(
-      const Index& idx, const IndexLookup& look, const std::vector<Region>& regions, BlockReader& reader,
-      Bounces& bounces, const Status& local, Status& mine);
+      PartialIndex& idx, const std::vector<Region>& regions, BlockReader& reader, Bounces& bounces, const Status& local,
+      Status& mine);
   /// The extents `r` gets from checkpoint `idx` on this rank (what Source::resize is asked for), or
   /// nullopt when the checkpoint does not say (missing, another kind: restore_region() reports it).
   std::optional<Shape> stored_extents(const Index& idx, const IndexLookup& look, const Region& r) const;
-  Status restore_region(const Index& idx, const IndexLookup& look, const Region& r, BlockReader& reader,
-                        Bounces& bounces);
+  /// Restores region `r` from the blocks of `idx` that meet it (read into `idx` first, when it is partial).
+  Status restore_region(PartialIndex& idx, const Region& r, BlockReader& reader, Bounces& bounces);
   /// Copies the packed elements `from` (n bytes, a shadow of an optional region) into region `r`'s
   /// memory: its box, when it has a memory selection.
   Status copy_packed(const Region& r, const std::uint8_t* from, std::size_t n);
@@ -158,6 +165,7 @@ class Restorer {
   Tracer* m_tracer;
   std::vector<std::string> m_skipped;  ///< optional regions the last restart(step) left untouched
   Status m_mine;                       ///< this rank's own outcome of the last restart_from(), before agreement
+  std::uint64_t m_index_bytes = 0;     ///< index_bytes()
 };
 
 }  // namespace ckpt::detail

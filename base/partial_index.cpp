@@ -1,0 +1,274 @@
+#include "base/partial_index.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/box.hpp"
+#include "base/posix_io.hpp"
+#include "base/store.hpp"
+
+namespace ckpt::detail {
+
+namespace {
+
+std::string num(std::uint64_t v) { return std::to_string(v); }
+
+/// `n` bytes at `off` of the regular file `path` (open_regular()); corrupt when the file is shorter.
+Result<std::vector<std::uint8_t>> read_at(const std::string& path, std::uint64_t off, std::uint64_t n) {
+  if (n > kMaxIndexBytes) return Status(Code::corrupt, path + ": an index object of " + num(n) + " bytes");
+  auto fd = open_regular(path, nullptr);
+  if (!fd.ok()) return fd.status();
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(n));
+  Status s = pread_all(fd.value(), out.data(), out.size(), off, path);
+  ::close(fd.value());
+  if (!s.ok()) return s;
+  return out;
+}
+
+/// Elements of the box (count), as a 128-bit sum can hold several.
+unsigned __int128 volume(const Shape& count) {
+  unsigned __int128 v = 1;
+  for (const std::uint64_t c : count) v *= c;
+  return v;
+}
+
+}  // namespace
+
+PartialIndex::PartialIndex(Index whole, std::uint64_t decoded_bytes)
+    : m_idx(std::move(whole)), m_look(m_idx), m_bytes(decoded_bytes) {}
+
+Status PartialIndex::corrupt(const std::string& what) const {
+  return Status(Code::corrupt, "corrupt checkpoint " + m_dir + ": " + what);
+}
+
+Result<PartialIndex> PartialIndex::open_v2(std::string dir, const std::vector<std::uint8_t>& root_bytes,
+                                           std::int64_t step) {
+  PartialIndex p;
+  p.m_whole = false;
+  p.m_dir = std::move(dir);
+  auto root = decode_root_index(root_bytes.data(), root_bytes.size());
+  if (!root.ok()) return p.corrupt(root.status().message());
+  if (root->step != step) return p.corrupt("its index describes step " + std::to_string(root->step));
+  p.m_root = std::move(root).value();
+  p.m_bytes = root_bytes.size();
+  p.m_loaded.assign(p.m_root.writers, false);
+  Index& idx = p.m_idx;
+  idx.step = p.m_root.step;
+  idx.nranks = p.m_root.nranks;
+  idx.ckpt_id = p.m_root.ckpt_id;
+  idx.created_unix = p.m_root.created_unix;
+  idx.transport = p.m_root.transport;
+  idx.attrs = p.m_root.attrs;
+  idx.vars.reserve(p.m_root.vars.size());
+  for (const Var2& v : p.m_root.vars) idx.vars.push_back(v.var);
+  p.m_look = IndexLookup(idx);
+  return p;
+}
+
+Result<std::vector<std::uint8_t>> PartialIndex::read_catalog(std::uint64_t at, std::uint64_t n) {
+  std::uint64_t end = 0;
+  if (__builtin_add_overflow(at, n, &end) || end > m_root.catalog_length)
+    return corrupt("the root index points past its catalog (" + num(n) + " bytes at " + num(at) + " of " +
+                   num(m_root.catalog_length) + ")");
+  auto b = read_at(m_dir + "/catalog", m_root.catalog_offset + at, n);
+  if (!b.ok()) return corrupt("its version-2 index's catalog: " + b.status().message());
+  m_bytes += n;
+  return b;
+}
+
+Status PartialIndex::load_rank(std::uint32_t rank) {
+  if (m_whole || m_writer_of_rank.count(rank) != 0) return Status::OK();
+  auto at = locate_rank(m_root, rank);
+  if (!at.ok()) return at.status();
+  if (at->needs_map) {
+    auto entry = read_catalog(at->map_offset - m_root.catalog_offset, 4);
+    if (!entry.ok()) return entry.status();
+    at = locate_rank_by_map(m_root, rank, entry->data(), entry->size());
+    if (!at.ok()) return corrupt(at.status().message());
+  }
+  CKPT_RETURN_IF_ERROR(load_writers({{at->writer, 1}}));
+  if (m_writer_of_rank.count(rank) == 0)
+    return corrupt("the rank map names writer " + num(at->writer) + " for rank " + num(rank) +
+                   ", whose sub-index does not hold it");
+  return Status::OK();
+}
+
+Status PartialIndex::load_writers(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& ranges) {
+  bool added = false;
+  for (auto [first, count] : ranges) {
+    // Skip the loaded ones at both ends; the entries of those in between are read with the rest (one read).
+    while (count > 0 && m_loaded[first]) ++first, --count;
+    while (count > 0 && m_loaded[first + count - 1]) --count;
+    if (count == 0) continue;
+    auto entries = read_catalog(catalog_entry_position(first), static_cast<std::uint64_t>(count) * kCatalogEntryBytes);
+    if (!entries.ok()) return entries.status();
+    for (std::uint32_t k = 0; k < count; ++k) {
+      const std::uint32_t w = first + k;
+      if (m_loaded[w]) continue;
+      auto e = decode_catalog_entry(entries->data() + static_cast<std::size_t>(k) * kCatalogEntryBytes,
+                                    kCatalogEntryBytes, m_root, w);
+      if (!e.ok()) return corrupt(e.status().message());
+      CKPT_RETURN_IF_ERROR(add_subindex(w, e.value()));
+      added = true;
+    }
+  }
+  if (!added) return Status::OK();
+  m_look = IndexLookup(m_idx);
+  for (std::uint32_t v = 0; v < m_idx.vars.size(); ++v)
+    if (m_dirs.count(v) != 0 || m_idx.vars[v].kind == RegionKind::joined) CKPT_RETURN_IF_ERROR(check_var(v));
+  return Status::OK();
+}
+
+Status PartialIndex::add_subindex(std::uint32_t w, const CatalogEntry& e) {
+  const std::string name = "index." + num(w);
+  auto bytes = read_at(m_dir + "/" + name, e.offset, e.length);
+  if (!bytes.ok()) return corrupt("its version-2 index's " + name + ": " + bytes.status().message());
+  m_bytes += bytes->size();
+  auto s = decode_writer_subindex(bytes->data(), bytes->size(), m_root, e, w);
+  if (!s.ok()) return corrupt(name + ": " + s.status().message());
+  SubIndex sub = std::move(s).value();
+  for (const std::uint32_t r : sub.ranks) {
+    auto [it, fresh] = m_writer_of_rank.emplace(r, w);
+    if (!fresh) return corrupt("rank " + num(r) + " is in sub-indices " + num(it->second) + " and " + num(w));
+  }
+  std::vector<std::uint32_t> file_map;
+  for (const FileRecord& f : sub.files) {
+    auto [it, added] = m_file_ix.emplace(f.name, static_cast<std::uint32_t>(m_idx.files.size()));
+    if (added) {
+      m_idx.files.push_back(f);
+    } else {
+      const FileRecord& have = m_idx.files[it->second];
+      if (have.writer != f.writer || have.bytes != f.bytes)
+        return corrupt("file '" + f.name + "' is listed with writer " + num(f.writer) + " and " + num(f.bytes) +
+                       " bytes by sub-index " + num(w) + ", with writer " + num(have.writer) + " and " +
+                       num(have.bytes) + " bytes before");
+    }
+    file_map.push_back(it->second);
+  }
+  for (BlockRecord& b : sub.blocks) {
+    b.file = file_map[b.file];
+    m_idx.blocks.push_back(std::move(b));
+  }
+  m_loaded[w] = true;
+  ++m_subindices;
+  return Status::OK();
+}
+
+Status PartialIndex::check_var(std::uint32_t var) const {
+  const std::string& name = m_idx.vars[var].name;
+  const auto& blocks = m_look.blocks(var);
+  auto dir = m_dirs.find(var);
+  if (dir != m_dirs.end())
+    for (const std::uint32_t bi : blocks) {
+      const BlockRecord& b = m_idx.blocks[bi];
+      const std::uint32_t w = m_writer_of_rank.at(b.rank);
+      const auto& entries = dir->second;
+      auto it = std::upper_bound(entries.begin(), entries.end(), w,
+                                 [](std::uint32_t x, const DirEntry& e) { return x < e.first; });
+      bool inside =
+          it != entries.begin() && w < std::prev(it)->first + static_cast<std::uint64_t>(std::prev(it)->writers);
+      for (std::size_t d = 0; inside && d < b.start.size(); ++d)
+        inside = b.start[d] >= std::prev(it)->start[d] &&
+                 b.start[d] + b.count[d] <= std::prev(it)->start[d] + std::prev(it)->count[d];
+      if (!inside)
+        return corrupt("directory of '" + name + "': the block of rank " + num(b.rank) + " (writer " + num(w) +
+                       ") lies outside the entries that name its writer");
+    }
+  if (m_idx.vars[var].kind != RegionKind::joined) return Status::OK();
+  // The rows of the ranks follow each other in rank order (check_joined_rows() of what is here).
+  std::vector<std::uint32_t> by_rank(blocks.begin(), blocks.end());
+  std::sort(by_rank.begin(), by_rank.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return m_idx.blocks[a].rank < m_idx.blocks[b].rank; });
+  for (std::size_t k = 1; k < by_rank.size(); ++k) {
+    const BlockRecord& a = m_idx.blocks[by_rank[k - 1]];
+    const BlockRecord& b = m_idx.blocks[by_rank[k]];
+    if (b.start[0] < a.start[0] + a.count[0])
+      return corrupt("joined array '" + name + "': the rows of rank " + num(b.rank) + " start at row " +
+                     num(b.start[0]) + ", before the end of rank " + num(a.rank) + "'s (row " +
+                     num(a.start[0] + a.count[0]) + ")");
+  }
+  return Status::OK();
+}
+
+Status PartialIndex::cover(std::uint32_t var, const std::vector<Box>& boxes) {
+  if (m_whole || var >= m_idx.vars.size() || !has_global_shape(m_idx.vars[var].kind)) return Status::OK();
+  // A joined array's boxes are row ranges (a restart by rows or keys may ask for one per row): merged first.
+  const bool joined = m_idx.vars[var].kind == RegionKind::joined;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> rows;  // [lo, hi), sorted, disjoint
+  if (joined) {
+    for (const Box& b : boxes)
+      if (b.second[0] > 0) rows.emplace_back(b.first[0], b.first[0] + b.second[0]);
+    std::sort(rows.begin(), rows.end());
+    std::size_t n = 0;
+    for (const auto& iv : rows) {
+      if (n > 0 && iv.first <= rows[n - 1].second)
+        rows[n - 1].second = std::max(rows[n - 1].second, iv.second);
+      else
+        rows[n++] = iv;
+    }
+    rows.resize(n);
+  }
+  const auto meets = [&](const Shape& start, const Shape& count) {
+    Shape lo, hi;
+    if (!joined) {
+      for (const Box& box : boxes)
+        if (intersect_boxes(box.first, box.second, start, count, lo, hi)) return true;
+      return false;
+    }
+    auto it = std::upper_bound(rows.begin(), rows.end(), start[0],
+                               [](std::uint64_t x, const std::pair<std::uint64_t, std::uint64_t>& iv) {
+                                 return x < iv.second;
+                               });  // the first range ending after the block's first row
+    return count[0] > 0 && it != rows.end() && it->first < start[0] + count[0];
+  };
+  // Covered already (the blocks of a variable do not overlap)? The usual N->N restart: this rank's block.
+  unsigned __int128 want = 0, got = 0;
+  if (joined) {
+    for (const auto& iv : rows) want += iv.second - iv.first;
+  } else {
+    for (const Box& box : boxes) want += volume(box.second);
+  }
+  Shape lo, hi;
+  for (const std::uint32_t bi : m_look.blocks(var)) {
+    const BlockRecord& b = m_idx.blocks[bi];
+    if (joined) {
+      auto it = std::upper_bound(
+          rows.begin(), rows.end(), b.start[0],
+          [](std::uint64_t x, const std::pair<std::uint64_t, std::uint64_t>& iv) { return x < iv.second; });
+      for (; it != rows.end() && it->first < b.start[0] + b.count[0]; ++it)
+        got += std::min(it->second, b.start[0] + b.count[0]) - std::max(it->first, b.start[0]);
+      continue;
+    }
+    for (const Box& box : boxes)
+      if (intersect_boxes(box.first, box.second, b.start, b.count, lo, hi)) {
+        unsigned __int128 v = 1;
+        for (std::size_t d = 0; d < lo.size(); ++d) v *= hi[d] - lo[d];
+        got += v;
+      }
+  }
+  if (got >= want) return Status::OK();
+  auto dir = m_dirs.find(var);
+  if (dir == m_dirs.end()) {
+    const Var2& v = m_root.vars[var];
+    auto bytes = read_catalog(v.dir.offset, v.dir.length);
+    if (!bytes.ok()) return bytes.status();
+    auto entries = decode_directory(bytes->data(), bytes->size(), v, m_root.writers);
+    if (!entries.ok()) return corrupt(entries.status().message());
+    dir = m_dirs.emplace(var, std::move(entries).value()).first;
+    CKPT_RETURN_IF_ERROR(check_var(var));
+  }
+  // The writers of the entries that meet the boxes, neighbouring ranges read together.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> ranges;  // (first, count)
+  for (const DirEntry& e : dir->second) {
+    if (!meets(e.start, e.count)) continue;
+    if (!ranges.empty() && ranges.back().first + ranges.back().second == e.first)
+      ranges.back().second += e.writers;
+    else
+      ranges.emplace_back(e.first, e.writers);
+  }
+  return load_writers(ranges);
+}
+
+}  // namespace ckpt::detail

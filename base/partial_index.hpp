@@ -1,0 +1,85 @@
+// The index of one checkpoint as a restart reads it (internal): whole (version 1, or a version-2 index
+// assembled), or a version-2 root with only the sub-indices that this rank has asked for so far, so that
+// what a rank reads and decodes at an N->N restart does not grow with the rank count (docs/design.md,
+// "Restart", and docs/format.md, "Version 2 index: two levels": how a reader finds a rank's or a box's
+// sub-indices).
+#ifndef CKPT_BASE_PARTIAL_INDEX_HPP
+#define CKPT_BASE_PARTIAL_INDEX_HPP
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/format.hpp"
+#include "base/index_v2.hpp"
+#include "ckpt/status.hpp"
+
+namespace ckpt::detail {
+
+class PartialIndex {
+ public:
+  /// A box of a variable: start and count, ndim each (a joined array's rows: whole rows).
+  using Box = std::pair<Shape, Shape>;
+
+  PartialIndex() = default;  ///< an empty whole index
+  /// A whole index (`decoded_bytes`: the size of its encoding): load_rank() and cover() find everything.
+  PartialIndex(Index whole, std::uint64_t decoded_bytes);
+  /// The version-2 checkpoint in directory `dir` (every object at offset 0 of its own file) whose root index
+  /// is `root_bytes` (read by whoever; decoded and checked here, and that it describes `step`). Holds the
+  /// variables and no block until asked. corrupt "corrupt checkpoint <dir>: ..." as every reader says it.
+  static Result<PartialIndex> open_v2(std::string dir, const std::vector<std::uint8_t>& root_bytes, std::int64_t step);
+
+  /// Variables (all), and the files and blocks of the sub-indices loaded so far. Stays the same object
+  /// (references to it and to lookup() hold across load_rank() and cover(), which append to it).
+  const Index& index() const { return m_idx; }
+  const IndexLookup& lookup() const { return m_look; }
+  bool whole() const { return m_whole; }
+  /// The index, moved out (a whole one to hand to a reader); this object is left empty.
+  Index take() { return std::move(m_idx); }
+
+  /// Loads the sub-index of the writer that holds rank `rank` (its catalog entry, with rule 2 its rank map
+  /// entry, then the sub-index). invalid_argument when `rank` is not a rank of the checkpoint.
+  Status load_rank(std::uint32_t rank);
+  /// Loads what variable `var`'s blocks inside `boxes` need: nothing when the blocks loaded so far cover
+  /// every box; else the variable's directory (once) and every writer whose entry meets a box. Local
+  /// and scalar variables have no directory: nothing is loaded for them.
+  Status cover(std::uint32_t var, const std::vector<Box>& boxes);
+
+  /// Index bytes read so far: the root, catalog entries, map entries, directories and sub-indices (whole:
+  /// the encoded index).
+  std::uint64_t bytes_read() const { return m_bytes; }
+  /// Sub-indices loaded so far (whole: 0).
+  std::size_t subindices_read() const { return m_subindices; }
+
+ private:
+  Status corrupt(const std::string& what) const;
+  /// `n` bytes at catalog offset `at` (from the catalog's first byte).
+  Result<std::vector<std::uint8_t>> read_catalog(std::uint64_t at, std::uint64_t n);
+  /// The writers of each range (first, count) not loaded yet: their entries (one read per range) and
+  /// sub-indices; then the lookup and the checks of what is loaded, once.
+  Status load_writers(const std::vector<std::pair<std::uint32_t, std::uint32_t>>& ranges);
+  /// Appends writer w's sub-index (checked against `e`) to the index.
+  Status add_subindex(std::uint32_t w, const CatalogEntry& e);
+  /// The blocks of `var` loaded so far inside its directory entries (once the directory is read), and
+  /// a joined array's in rank order without overlapping rows.
+  Status check_var(std::uint32_t var) const;
+
+  bool m_whole = true;
+  std::string m_dir;
+  RootIndex m_root;
+  Index m_idx;
+  IndexLookup m_look{Index{}};
+  std::uint64_t m_bytes = 0;
+  std::size_t m_subindices = 0;
+  std::vector<bool> m_loaded;                                         ///< per writer
+  std::unordered_map<std::uint32_t, std::uint32_t> m_writer_of_rank;  ///< the ranks of the loaded sub-indices
+  std::unordered_map<std::string, std::uint32_t> m_file_ix;           ///< file name -> index of m_idx.files
+  std::map<std::uint32_t, std::vector<DirEntry>> m_dirs;              ///< directories read, by variable
+};
+
+}  // namespace ckpt::detail
+
+#endif  // CKPT_BASE_PARTIAL_INDEX_HPP
