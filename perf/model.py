@@ -161,7 +161,11 @@ def scale_projection(a):
             "|---|---|---|---|---|---|---|---|"]
     for (fmt, nl, ng), rs in sorted(groups.items()):
         commit = fit_line([(int(r["ranks"]), float(r["commit_root_bytes"])) for r in rs])
-        restart = fit_line([(int(r["ranks"]), float(r["nn_other_bytes"])) for r in rs])
+        # What a rank reads or receives of the index at restart N->N (Runtime::restart_index_bytes; older
+        # CSVs without it: what the broadcast delivered).
+        restart = fit_line([(int(r["ranks"]), max(float(r.get("nn_index_root_bytes") or r["nn_other_bytes"]),
+                                                  float(r.get("nn_index_other_bytes") or r["nn_other_bytes"])))
+                            for r in rs])
         coll = max(int(r["commit_collectives"]) for r in rs)
         lines.append(f"| {fmt} | {nl}, {ng} | {commit[0] / 1024:.1f}, {commit[1] / 1024:.3f} | "
                      f"{restart[0] / 1024:.1f}, {restart[1] / 1024:.3f} | {coll} |")

@@ -11,7 +11,9 @@
 //               of rank 0 (all of ckpt's threads), and committed_s (Ticket stats)
 //   restart     a fresh Runtime registering everything, restart(step) N->N: bytes received by the rank
 //               that received most and by rank 0 (which also reads the index file: its size is the
-//               `index` column), collective calls, time (max over ranks)
+//               `index` column), collective calls, time (max over ranks), and the index bytes each rank
+//               read or received (Runtime::restart_index_bytes(): the whole index with format 1; with
+//               format 2 the root and only the catalog pieces and sub-indices its regions needed)
 //   restart N->M  the global and joined arrays only, restarted by the first half of the ranks (a
 //               sub-communicator): the same figures
 // "received" counts what an MPI call delivers into this rank's buffers: a rooted gather's receive
@@ -22,6 +24,7 @@
 //   ... --index-format 2: the two-level index (posix: each rank writes its own sub-index)
 //   ... --fsync 0: no fdatasync (the protocol's cost without the disk's)
 //   ... --max-commit-root-kib K --max-commit-other-kib K: exit non-zero when a commit moves more (ctest scale_bytes_64)
+//   ... --max-restart-kib K: exit non-zero when a rank's N->N restart reads more index bytes (the same test)
 //   python3 perf/model.py --scale /tmp/scale.csv   (the projection to 27,648 and 65,536 ranks)
 #include <mpi.h>
 #include <sys/stat.h>
@@ -169,6 +172,7 @@ namespace {
 struct Args {
   int locals = 100, globals = 0, reps = 3, index_format = 1, fsync = 1;
   double max_root_kib = 0, max_other_kib = 0;  ///< > 0: fail when a commit moves more (the scale test)
+  double max_restart_kib = 0;                  ///< > 0: fail when a rank's N->N restart reads more index bytes
   std::string dir = "/tmp/ckpt-scale", csv;
 };
 
@@ -257,7 +261,8 @@ int main(int argc, char** argv) {
   Args a;
   parse_options(
       argc, argv,
-      "--locals --globals --reps --dir --csv --index-format --fsync --max-commit-root-kib --max-commit-other-kib",
+      "--locals --globals --reps --dir --csv --index-format --fsync --max-commit-root-kib --max-commit-other-kib "
+      "--max-restart-kib",
       [&](const std::string& k, const std::string& v) {
         if (k == "--locals")
           a.locals = std::atoi(v.c_str());
@@ -277,6 +282,8 @@ int main(int argc, char** argv) {
           a.max_root_kib = std::atof(v.c_str());
         else if (k == "--max-commit-other-kib")
           a.max_other_kib = std::atof(v.c_str());
+        else if (k == "--max-restart-kib")
+          a.max_restart_kib = std::atof(v.c_str());
         else
           return false;
         return true;
@@ -336,6 +343,7 @@ int main(int argc, char** argv) {
   // ---- restart N->N ----
   State back(a, rank, 0.25);  // other values: the restart must bring them back
   Count nn;
+  std::uint64_t nn_read = 0;  // index bytes this rank read or received
   {
     ckpt::Runtime rt(MPI_COMM_WORLD, o);
     protect_all(rt, back, true, rank, size);
@@ -344,15 +352,17 @@ int main(int argc, char** argv) {
       if (auto s = rt.restart(last); !s.ok()) fail("restart N->N: " + s.to_string());
     });
     if (back.locals != st.locals || back.globals != st.globals || back.rows != st.rows) fail("restart N->N: wrong data");
+    nn_read = rt.restart_index_bytes();
   }
   const Spread nn_bytes = spread(nn.bytes, MPI_COMM_WORLD), nn_coll = spread(nn.collectives, MPI_COMM_WORLD);
   const double nn_s = max_s(nn.s, MPI_COMM_WORLD);
+  const Spread nn_index = spread(nn_read, MPI_COMM_WORLD);
 
   // ---- restart N->M: the global and joined arrays, on the first half of the ranks ----
   const int half = std::max(1, size / 2);
   MPI_Comm sub = MPI_COMM_NULL;
   PMPI_Comm_split(MPI_COMM_WORLD, rank < half ? 0 : MPI_UNDEFINED, rank, &sub);
-  Spread nm_bytes{}, nm_coll{};
+  Spread nm_bytes{}, nm_coll{}, nm_index{};
   double nm_s = 0;
   if (sub != MPI_COMM_NULL) {
     const std::uint64_t n = static_cast<std::uint64_t>(half), r = static_cast<std::uint64_t>(rank);
@@ -376,6 +386,7 @@ int main(int argc, char** argv) {
       c = counted([&] {
         if (auto s = rt.restart(last); !s.ok()) fail("restart N->M: " + s.to_string());
       });
+      nm_index = spread(rt.restart_index_bytes(), sub);
     }
     nm_bytes = spread(c.bytes, sub), nm_coll = spread(c.collectives, sub);
     nm_s = max_s(c.s, sub);
@@ -397,6 +408,10 @@ int main(int argc, char** argv) {
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", ("restart N->" + std::to_string(half)).c_str(),
                 nm_bytes.root / 1024.0, nm_bytes.others / 1024.0, static_cast<unsigned long long>(nm_coll.root),
                 nm_s * 1e3);
+    std::printf("%-24s %12.1f %12.1f %12s %10s\n", "N->N index read", nn_index.root / 1024.0, nn_index.others / 1024.0,
+                "-", "-");
+    std::printf("%-24s %12.1f %12.1f %12s %10s\n", ("N->" + std::to_string(half) + " index read").c_str(),
+                nm_index.root / 1024.0, nm_index.others / 1024.0, "-", "-");
     if (!a.csv.empty()) {
       const bool fresh = !std::filesystem::exists(a.csv);
       FILE* f = std::fopen(a.csv.c_str(), "a");
@@ -406,20 +421,29 @@ int main(int argc, char** argv) {
             f,
             "ranks,locals,globals,index_bytes,commit_root_bytes,commit_other_bytes,commit_collectives,commit_ms,"
             "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
-            "nm_collectives,nm_ms,index_format,catalog_bytes\n");
+            "nm_collectives,nm_ms,index_format,catalog_bytes,nn_index_root_bytes,nn_index_other_bytes,"
+            "nm_index_root_bytes,nm_index_other_bytes\n");
       std::fprintf(
-          f, "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu\n", size, a.locals,
-          a.globals, static_cast<unsigned long long>(index_bytes), static_cast<unsigned long long>(commit_bytes.root),
-          static_cast<unsigned long long>(commit_bytes.others), static_cast<unsigned long long>(commit_coll.root),
-          commit_s * 1e3, static_cast<unsigned long long>(nn_bytes.root),
-          static_cast<unsigned long long>(nn_bytes.others), static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3,
-          half, static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
+          f,
+          "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%llu,%llu\n",
+          size, a.locals, a.globals, static_cast<unsigned long long>(index_bytes),
+          static_cast<unsigned long long>(commit_bytes.root), static_cast<unsigned long long>(commit_bytes.others),
+          static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3,
+          static_cast<unsigned long long>(nn_bytes.root), static_cast<unsigned long long>(nn_bytes.others),
+          static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3, half,
+          static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
           static_cast<unsigned long long>(nm_coll.root), nm_s * 1e3, a.index_format,
-          static_cast<unsigned long long>(catalog_bytes));
+          static_cast<unsigned long long>(catalog_bytes), static_cast<unsigned long long>(nn_index.root),
+          static_cast<unsigned long long>(nn_index.others), static_cast<unsigned long long>(nm_index.root),
+          static_cast<unsigned long long>(nm_index.others));
       std::fclose(f);
     }
   }
-  // The bounds (ctest scale_bytes_64): what rank 0 and the other ranks receive per commit.
+  // The bounds (ctest scale_bytes_64): what rank 0 and the other ranks receive per commit, and the index
+  // bytes a rank reads at an N->N restart.
+  if (a.max_restart_kib > 0 && std::max(nn_index.root, nn_index.others) / 1024.0 > a.max_restart_kib)
+    fail("restart N->N: a rank read " + std::to_string(std::max(nn_index.root, nn_index.others) / 1024.0) +
+         " KiB of index, above the bound of " + std::to_string(a.max_restart_kib) + " KiB");
   if (a.max_root_kib > 0 && commit_bytes.root / 1024.0 > a.max_root_kib)
     fail("commit: rank 0 received " + std::to_string(commit_bytes.root / 1024.0) + " KiB, above the bound of " +
          std::to_string(a.max_root_kib) + " KiB");

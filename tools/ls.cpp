@@ -1,9 +1,13 @@
-// `ckpt ls`: what is in a checkpoint root or in one checkpoint, from the index only (no data read).
+// `ckpt ls`: what is in a checkpoint root or in one checkpoint, from the index only (no data read); of a
+// version-2 checkpoint (without -l or --json), from its root index only.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/index_v2.hpp"
 #include "tools/commands.hpp"
 #include "tools/json_util.hpp"
 #include "tools/output.hpp"
@@ -179,6 +183,53 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
   return kExitOk;
 }
 
+/// `ckpt ls` of a version-2 checkpoint directory (without -l and --json): what its root index says, which
+/// is O(variables) - no catalog or sub-index is read (docs/format.md, "Version 2 index: two levels"; `ckpt
+/// ls -l` and `ckpt verify` read them all). nullopt when `path` is no such directory (a version-1 index, a
+/// series step, a name ls_checkpoint() refuses): the whole index is read then, and its errors said.
+std::optional<int> ls_from_root(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  const auto name = detail::parse_step_name(detail::split_last(path).second);
+  if (name && name->kind == EntryKind::tmp) return std::nullopt;
+  auto bytes = detail::read_root_file(path);
+  if (!bytes.ok() || detail::index_header_version(bytes->data(), bytes->size()) != detail::kIndexV2Version)
+    return std::nullopt;
+  auto root = detail::decode_root_index(bytes->data(), bytes->size());
+  if (!root.ok()) return fail("ls", "corrupt checkpoint " + path + ": " + root.status().message());
+  if (name && root->step != name->step)
+    return fail("ls", "corrupt checkpoint " + path + ": its index describes step " + std::to_string(root->step));
+  const detail::RootIndex& r = root.value();
+  std::uint64_t blocks = 0, bytes_total = 0;
+  for (const detail::Var2& v : r.vars) blocks += v.n_blocks, bytes_total += v.bytes;
+  say("checkpoint %s: step %lld, %u ranks, transport %s, created %s\n", path, static_cast<long long>(r.step), r.nranks,
+      r.transport, utc_time(r.created_unix));
+  say("  %zu variables, %llu blocks, %s of data, %u sub-indices, id %s\n", r.vars.size(),
+      static_cast<unsigned long long>(blocks), human_bytes(bytes_total), r.writers, hex64(r.ckpt_id));
+  say("  (the root index only: `ckpt ls -l` lists files and blocks, `ckpt verify` checks them)\n");
+  for (auto& kv : r.attrs) say("  attribute %s = %s\n", kv.first, kv.second);
+  std::size_t w = 8;
+  for (auto& v : r.vars) w = std::max(w, v.var.name.size());
+  say("\n%-*s  %-5s  %-7s  %-20s  %6s  %10s  %-24s  %-24s\n", static_cast<int>(w), "variable", "dtype", "kind", "shape",
+      "blocks", "bytes", "min", "max");
+  bool any_uniform = false;
+  for (const detail::Var2& v : r.vars) {
+    const VarRecord& rec = v.var;
+    std::string kind = detail::region_kind_name(rec.kind);
+    if (rec.uniform) kind += "*";
+    any_uniform = any_uniform || rec.uniform;
+    const std::string shape = detail::has_global_shape(rec.kind) ? shape_to_string(rec.global)
+                              : rec.kind == RegionKind::scalar   ? "-"
+                                                                 : "per rank";
+    say("%-*s  %-5s  %-7s  %-20s  %6llu  %10s  %-24s  %s\n", static_cast<int>(w), rec.name, dtype_name(rec.dtype), kind,
+        shape, static_cast<unsigned long long>(v.n_blocks), human_bytes(v.bytes),
+        v.has_stats ? stat_human(rec.dtype, v.min_bits) : "-", v.has_stats ? stat_human(rec.dtype, v.max_bits) : "-");
+    for (auto& kv : rec.attrs) say("    attribute %s = %s\n", kv.first, kv.second);
+  }
+  if (any_uniform) say("\n* uniform: every rank stored the same value (restarts on any rank count)\n");
+  return kExitOk;
+}
+
 int ls_root(const std::string& path, const LsArgs& a) {
   const auto store = detail::open_store(path);
   auto steps = store->list();
@@ -251,7 +302,10 @@ int ls_root(const std::string& path, const LsArgs& a) {
 int run_ls(const LsArgs& a) {
   Status s = names_checkpoint(a.path) ? Status::OK() : check_directory(a.path);  // a series step is a name
   if (!s.ok()) return fail("ls", s.message());
-  return names_checkpoint(a.path) ? ls_checkpoint(a.path, a) : ls_root(a.path, a);
+  if (!names_checkpoint(a.path)) return ls_root(a.path, a);
+  if (!a.long_format && !a.json)
+    if (auto done = ls_from_root(a.path)) return *done;
+  return ls_checkpoint(a.path, a);
 }
 
 }  // namespace ckpt::tools

@@ -91,6 +91,9 @@ def main():
     newest = max(committed_steps(killed))
     print(f"killed with SIGKILL; newest committed checkpoint: step {newest}")
     ok &= check(newest < a.steps, f"killed before the end (step {newest} < {a.steps})")
+    if os.environ.get("CKPT_INDEX_FORMAT") == "2":  # ctest mini_amr_kill_restart_index2
+        ok &= check(os.path.isfile(os.path.join(killed, f"ckpt.{newest}", "catalog")),
+                    "written with the two-level index (CKPT_INDEX_FORMAT=2: a catalog beside the root)")
 
     for n in a.ranks_after:
         name = f"restart{n}"

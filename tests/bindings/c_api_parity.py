@@ -69,6 +69,7 @@ TWINS = {
     "latest()": ["ckpt_latest"],
     "steps()": ["ckpt_steps"],
     "restart_level()": ["ckpt_restart_level"],
+    "restart_index_bytes()": ["ckpt_restart_index_bytes"],
     "joined_rows(std::int64_t, const std::string&)": ["ckpt_joined_rows"],
     "restart(std::int64_t)": ["ckpt_restart_step"],
     "restart(std::int64_t, void*)": ["ckpt_restart_step_stream"],

@@ -3,9 +3,9 @@
  * in total, attributes), a restart through ckpt_protect_source whose resize callback is asked again for
  * each step ckpt_restart tries (step 2 is damaged: it falls back to step 1 and the regions get step 1's
  * extents), the resolved options (ckpt_dir after the YAML file and CKPT_DIR, ckpt_options_yaml),
- * ckpt_funneled, ckpt_restart_level, ckpt_skipped_optional, the fall-back's warning (ckpt_restart_warning),
- * and the error paths. C99, built with -Wall
- * -Wextra -pedantic -Werror. Scratch directory: $CKPTTEST_TMP. Exit status 0 when every check held. */
+ * ckpt_funneled, ckpt_restart_level, ckpt_restart_index_bytes, ckpt_skipped_optional, the fall-back's
+ * warning (ckpt_restart_warning), and the error paths. C99, built with -Wall -Wextra -pedantic -Werror. Scratch
+ * directory: $CKPTTEST_TMP. Exit status 0 when every check held. */
 #define _POSIX_C_SOURCE 200809L /* setenv, truncate */
 #include <mpi.h>
 #include <stdio.h>
@@ -275,6 +275,10 @@ int main(int argc, char** argv) {
     const char* level = NULL;
     CHECK_RC(ckpt_restart_level(rt, &level), CKPT_OK, rt);
     CHECK(level != NULL && strcmp(level, "") == 0);
+    uint64_t index_bytes = 1;
+    CHECK_RC(ckpt_restart_index_bytes(rt, &index_bytes), CKPT_OK, rt);
+    CHECK(index_bytes == 0);
+    CHECK_RC(ckpt_restart_index_bytes(rt, NULL), CKPT_INVALID_ARGUMENT, NULL);
     Buffer back = {NULL, 0, WIDTH, 1, 0, {0}, 0};
     Buffer hback = {NULL, 0, 1, 0, 0, {0}, 0};
     double extra = 42.0;
@@ -308,6 +312,8 @@ int main(int argc, char** argv) {
     CHECK(extra == 42.0);
     CHECK_RC(ckpt_restart_level(rt, &level), CKPT_OK, rt);
     CHECK(level != NULL && strcmp(level, "global") == 0);
+    CHECK_RC(ckpt_restart_index_bytes(rt, &index_bytes), CKPT_OK, rt);
+    CHECK(index_bytes > 0); /* the one-level index of the step restored, whole on every rank */
     const char* name = NULL;
     CHECK_RC(ckpt_skipped_optional(rt, 0, &count, &name), CKPT_OK, rt);
     CHECK(count == 1 && name != NULL && strcmp(name, "extra") == 0);

@@ -93,7 +93,7 @@ def case_gen():
            ARGS.transport] + ARGS.layout.split("+")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"{cmd}: exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    if ARGS.layout == "directory":
+    if ARGS.layout.split("+")[0] == "directory":
         assert os.path.isfile(os.path.join(out, "ckpt.20", "index")), os.listdir(out)
     else:  # one segment per step, no checkpoint directory
         names = sorted(n for n in os.listdir(out) if not n.startswith("."))
@@ -130,6 +130,65 @@ def case_ls():
     assert len(block_rows) == 28, out
     assert all(re.search(r"0x[0-9a-f]{16}$", l) for l in block_rows), block_rows
     assert "ranks -> files:" in out, out
+
+
+def ls_table(text):
+    """The variable rows of a `ckpt ls <checkpoint>` listing: name -> its columns (2+ spaces apart)."""
+    lines = text.splitlines()
+    at = next(i for i, l in enumerate(lines) if l.startswith("variable "))
+    rows = {}
+    for l in lines[at + 1:]:
+        if not l.strip() or l.startswith(" ") or l.startswith("*"):
+            continue
+        f = re.split(r"\s{2,}", l.strip())
+        rows[f[0]] = f[1:]
+    return rows
+
+
+def case_ls_index2():
+    """`ckpt ls` of a version-2 checkpoint reads its root index only, and says per variable what the
+    one-level listing of the same content says (shape of a local array aside: per rank); -l reads every
+    sub-index; a damaged sub-index leaves the root's listing whole and fails -l and verify."""
+    v2 = data("v2from4/ckpt.20")
+    assert os.path.isfile(os.path.join(v2, "catalog")), os.listdir(v2)
+    assert all(os.path.isfile(os.path.join(v2, f"index.{r}")) for r in range(4)), os.listdir(v2)
+    out, _ = ckpt("ls", v2)
+    assert "step 20, 4 ranks, transport posix" in out, out
+    assert "4 sub-indices" in out and "the root index only" in out, out
+    assert "attribute units = K" in out, out
+    one, _ = ckpt("ls", data("from4/ckpt.20"))
+    want, got = ls_table(one), ls_table(out)
+    assert sorted(want) == sorted(got), (one, out)
+    for name, w in want.items():
+        g = got[name]
+        # dtype, kind, blocks, bytes, min, max
+        assert [w[0], w[1]] + w[3:] == [g[0], g[1]] + g[3:], (name, w, g)
+        assert g[2] == (w[2] if w[1].startswith(("global", "joined")) or w[2] == "-" else "per rank"), (name, w, g)
+    # -l: every block, from the sub-indices.
+    out, _ = ckpt("ls", "-l", v2)
+    block_rows = [l for l in out.splitlines() if re.match(r"^\s+\d+\s+\S+\s+\d+\s+\d+\s+\[", l)]
+    assert len(block_rows) == 28, out
+    # Damage in a sub-index: not seen by the root's listing, seen by -l and verify.
+    d = workdir("ls_index2")
+    c = os.path.join(d, "ckpt.20")
+    shutil.copytree(v2, c)
+    sub = os.path.join(c, "index.1")
+    b = bytearray(open(sub, "rb").read())
+    b[len(b) // 2] ^= 0x20
+    open(sub, "wb").write(bytes(b))
+    out, _ = ckpt("ls", c)
+    assert ls_table(out) == got, out
+    _, err = ckpt("ls", "-l", c, rc=2)
+    one_line_error(err, "corrupt checkpoint", "sub-index 1")
+    p = subprocess.run([ARGS.ckpt, "verify", c], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0, p.stdout + p.stderr
+    # A damaged root is refused as any damaged index is.
+    root = os.path.join(c, "index")
+    b = bytearray(open(root, "rb").read())
+    b[len(b) // 2] ^= 0x20
+    open(root, "wb").write(bytes(b))
+    _, err = ckpt("ls", c, rc=2)
+    one_line_error(err, "corrupt checkpoint")
 
 
 def case_ls_json():

@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &np);
   if (argc < 3 || argc > 6) {
-    if (rank == 0) std::fprintf(stderr, "usage: gen_checkpoints <dir> <variant> [<transport> [<layout> [rollback]]]\n");
+    if (rank == 0)
+      std::fprintf(stderr, "usage: gen_checkpoints <dir> <variant> [<transport> [<layout> [rollback | index2]]]\n");
     MPI_Finalize();
     return 1;
   }
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   const std::string transport = argc >= 4 ? argv[3] : "posix";
   const bool series = argc >= 5 && std::string(argv[4]) == "series";
   const bool rollback = argc == 6 && std::string(argv[5]) == "rollback";
+  const bool index2 = argc == 6 && std::string(argv[5]) == "index2";  // the two-level index (index_format 2)
   const bool split_rows = transport.rfind("hdf5", 0) == 0;
   bool ok = true;
   {
@@ -69,6 +71,7 @@ int main(int argc, char** argv) {
     opts.fsync = false;  // test data: durability is not what is tested here
     opts.keep = 10;
     opts.transport = transport;
+    if (index2) opts.index_format = 2;
     if (series) {
       opts.layout = ckpt::Options::Layout::series;
       opts.segment_steps = rollback ? 2 : 1;

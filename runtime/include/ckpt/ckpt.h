@@ -413,6 +413,10 @@ CKPT_API int ckpt_funneled(const ckpt_runtime* rt, int* funneled);
 /** *level = the level the last successful restart read from: "local", "partner", "xor", "global", or ""
  *  before any (ckpt::Runtime::restart_level). Owned by rt, valid until the next restart. */
 CKPT_API int ckpt_restart_level(const ckpt_runtime* rt, const char** level);
+/** *bytes = the index bytes this rank read or received in the last restart: with index_format 2, the root
+ *  and only the catalog pieces and sub-indices its regions needed; the whole index otherwise; 0 before
+ *  any (ckpt::Runtime::restart_index_bytes). */
+CKPT_API int ckpt_restart_index_bytes(const ckpt_runtime* rt, uint64_t* bytes);
 /** The optional regions the last restart left untouched because its checkpoint lacked them
  *  (ckpt::Runtime::skipped_optional): *count receives how many; when index < *count, *name (if not
  *  NULL) receives the index-th name (owned by rt, valid until the next restart). */

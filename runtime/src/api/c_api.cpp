@@ -972,6 +972,15 @@ int ckpt_funneled(const ckpt_runtime* rt, int* funneled) {
   });
 }
 
+int ckpt_restart_index_bytes(const ckpt_runtime* rt, uint64_t* bytes) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need_runtime(rt));
+    CKPT_RETURN_IF_ERROR(need(bytes, "ckpt_restart_index_bytes: bytes"));
+    *bytes = rt->rt->restart_index_bytes();
+    return ckpt::Status::OK();
+  });
+}
+
 int ckpt_restart_level(const ckpt_runtime* rt, const char** level) {
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need_runtime(rt));
