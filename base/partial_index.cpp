@@ -15,11 +15,20 @@ namespace {
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
 
-/// `n` bytes at `off` of the regular file `path` (open_regular()); corrupt when the file is shorter.
-Result<std::vector<std::uint8_t>> read_at(const std::string& path, std::uint64_t off, std::uint64_t n) {
-  if (n > kMaxIndexBytes) return Status(Code::corrupt, path + ": an index object of " + num(n) + " bytes");
-  auto fd = open_regular(path, nullptr);
+/// `n` bytes at `off` of the regular file `path` (open_regular()), which must hold exactly `size` bytes
+/// (every object of the directory layout is a file of its own): its size is checked before anything is
+/// allocated, as an untrusted index may claim any length.
+Result<std::vector<std::uint8_t>> read_at(const std::string& path, std::uint64_t off, std::uint64_t n,
+                                          std::uint64_t size) {
+  std::uint64_t have = 0;
+  auto fd = open_regular(path, &have);
   if (!fd.ok()) return fd.status();
+  std::uint64_t end = 0;
+  if (have != size || __builtin_add_overflow(off, n, &end) || end > have) {
+    ::close(fd.value());
+    return Status(Code::corrupt, path + " holds " + num(have) + " bytes, the index names " + num(size) +
+                                     " (a read of " + num(n) + " at " + num(off) + ")");
+  }
   std::vector<std::uint8_t> out(static_cast<std::size_t>(n));
   Status s = pread_all(fd.value(), out.data(), out.size(), off, path);
   ::close(fd.value());
@@ -53,7 +62,10 @@ Result<PartialIndex> PartialIndex::open_v2(std::string dir, const std::vector<st
   if (root->step != step) return p.corrupt("its index describes step " + std::to_string(root->step));
   p.m_root = std::move(root).value();
   p.m_bytes = root_bytes.size();
-  p.m_loaded.assign(p.m_root.writers, false);
+  // The directory layout: every object from offset 0 of its own file (a series segment is read whole).
+  if (p.m_root.catalog_offset != 0)
+    return p.corrupt("the root index puts its catalog at offset " + num(p.m_root.catalog_offset) +
+                     " of a checkpoint directory's catalog file (0 there)");
   Index& idx = p.m_idx;
   idx.step = p.m_root.step;
   idx.nranks = p.m_root.nranks;
@@ -72,14 +84,21 @@ Result<std::vector<std::uint8_t>> PartialIndex::read_catalog(std::uint64_t at, s
   if (__builtin_add_overflow(at, n, &end) || end > m_root.catalog_length)
     return corrupt("the root index points past its catalog (" + num(n) + " bytes at " + num(at) + " of " +
                    num(m_root.catalog_length) + ")");
-  auto b = read_at(m_dir + "/catalog", m_root.catalog_offset + at, n);
+  auto b = read_at(m_dir + "/catalog", at, n, m_root.catalog_length);
   if (!b.ok()) return corrupt("its version-2 index's catalog: " + b.status().message());
   m_bytes += n;
   return b;
 }
 
 Status PartialIndex::load_rank(std::uint32_t rank) {
+  if (!m_failed.ok()) return m_failed;
   if (m_whole || m_writer_of_rank.count(rank) != 0) return Status::OK();
+  Status st = load_rank_once(rank);
+  if (st.code() != Code::invalid_argument) m_failed = st;  // not a rank of the checkpoint: nothing was read
+  return st;
+}
+
+Status PartialIndex::load_rank_once(std::uint32_t rank) {
   auto at = locate_rank(m_root, rank);
   if (!at.ok()) return at.status();
   if (at->needs_map) {
@@ -99,14 +118,14 @@ Status PartialIndex::load_writers(const std::vector<std::pair<std::uint32_t, std
   bool added = false;
   for (auto [first, count] : ranges) {
     // Skip the loaded ones at both ends; the entries of those in between are read with the rest (one read).
-    while (count > 0 && m_loaded[first]) ++first, --count;
-    while (count > 0 && m_loaded[first + count - 1]) --count;
+    while (count > 0 && m_loaded.count(first) != 0) ++first, --count;
+    while (count > 0 && m_loaded.count(first + count - 1) != 0) --count;
     if (count == 0) continue;
     auto entries = read_catalog(catalog_entry_position(first), static_cast<std::uint64_t>(count) * kCatalogEntryBytes);
     if (!entries.ok()) return entries.status();
     for (std::uint32_t k = 0; k < count; ++k) {
       const std::uint32_t w = first + k;
-      if (m_loaded[w]) continue;
+      if (m_loaded.count(w) != 0) continue;
       auto e = decode_catalog_entry(entries->data() + static_cast<std::size_t>(k) * kCatalogEntryBytes,
                                     kCatalogEntryBytes, m_root, w);
       if (!e.ok()) return corrupt(e.status().message());
@@ -123,7 +142,10 @@ Status PartialIndex::load_writers(const std::vector<std::pair<std::uint32_t, std
 
 Status PartialIndex::add_subindex(std::uint32_t w, const CatalogEntry& e) {
   const std::string name = "index." + num(w);
-  auto bytes = read_at(m_dir + "/" + name, e.offset, e.length);
+  if (e.offset != 0)
+    return corrupt("catalog entry of writer " + num(w) + " puts its sub-index at offset " + num(e.offset) + " of " +
+                   name + " (0 in a checkpoint directory)");
+  auto bytes = read_at(m_dir + "/" + name, 0, e.length, e.length);
   if (!bytes.ok()) return corrupt("its version-2 index's " + name + ": " + bytes.status().message());
   m_bytes += bytes->size();
   auto s = decode_writer_subindex(bytes->data(), bytes->size(), m_root, e, w);
@@ -151,7 +173,7 @@ Status PartialIndex::add_subindex(std::uint32_t w, const CatalogEntry& e) {
     b.file = file_map[b.file];
     m_idx.blocks.push_back(std::move(b));
   }
-  m_loaded[w] = true;
+  m_loaded.insert(w);
   ++m_subindices;
   return Status::OK();
 }
@@ -193,61 +215,81 @@ Status PartialIndex::check_var(std::uint32_t var) const {
 }
 
 Status PartialIndex::cover(std::uint32_t var, const std::vector<Box>& boxes) {
-  if (m_whole || var >= m_idx.vars.size() || !has_global_shape(m_idx.vars[var].kind)) return Status::OK();
-  // A joined array's boxes are row ranges (a restart by rows or keys may ask for one per row): merged first.
-  const bool joined = m_idx.vars[var].kind == RegionKind::joined;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> rows;  // [lo, hi), sorted, disjoint
-  if (joined) {
-    for (const Box& b : boxes)
-      if (b.second[0] > 0) rows.emplace_back(b.first[0], b.first[0] + b.second[0]);
-    std::sort(rows.begin(), rows.end());
-    std::size_t n = 0;
-    for (const auto& iv : rows) {
-      if (n > 0 && iv.first <= rows[n - 1].second)
-        rows[n - 1].second = std::max(rows[n - 1].second, iv.second);
-      else
-        rows[n++] = iv;
-    }
-    rows.resize(n);
+  if (!m_failed.ok()) return m_failed;
+  if (m_whole || var >= m_idx.vars.size() || m_idx.vars[var].kind != RegionKind::global) return Status::OK();
+  m_failed = cover_once(var, &boxes, {});
+  return m_failed;
+}
+
+Status PartialIndex::cover_rows(std::uint32_t var, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows) {
+  if (!m_failed.ok()) return m_failed;
+  if (m_whole || var >= m_idx.vars.size() || m_idx.vars[var].kind != RegionKind::joined) return Status::OK();
+  // [lo, hi), sorted and merged (a restart by rows or keys may ask for one range per row).
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> merged;
+  merged.reserve(rows.size());
+  for (const auto& [first, count] : rows)
+    if (count > 0) merged.emplace_back(first, first + count);
+  std::sort(merged.begin(), merged.end());
+  std::size_t n = 0;
+  for (const auto& iv : merged) {
+    if (n > 0 && iv.first <= merged[n - 1].second)
+      merged[n - 1].second = std::max(merged[n - 1].second, iv.second);
+    else
+      merged[n++] = iv;
   }
+  merged.resize(n);
+  m_failed = cover_once(var, nullptr, merged);
+  return m_failed;
+}
+
+Status PartialIndex::cover_once(std::uint32_t var, const std::vector<Box>* boxes,
+                                const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows) {
+  const auto first_ending_after = [&](std::uint64_t row) {  // the first range [lo, hi) with hi > row
+    return std::upper_bound(
+        rows.begin(), rows.end(), row,
+        [](std::uint64_t x, const std::pair<std::uint64_t, std::uint64_t>& iv) { return x < iv.second; });
+  };
+  Shape lo, hi;
   const auto meets = [&](const Shape& start, const Shape& count) {
-    Shape lo, hi;
-    if (!joined) {
-      for (const Box& box : boxes)
+    if (boxes != nullptr) {
+      for (const Box& box : *boxes)
         if (intersect_boxes(box.first, box.second, start, count, lo, hi)) return true;
       return false;
     }
-    auto it = std::upper_bound(rows.begin(), rows.end(), start[0],
-                               [](std::uint64_t x, const std::pair<std::uint64_t, std::uint64_t>& iv) {
-                                 return x < iv.second;
-                               });  // the first range ending after the block's first row
+    auto it = first_ending_after(start[0]);
     return count[0] > 0 && it != rows.end() && it->first < start[0] + count[0];
   };
-  // Covered already (the blocks of a variable do not overlap)? The usual N->N restart: this rank's block.
+  // Covered already? The usual N->N restart: this rank's block. A sum of overlaps counts only when the
+  // blocks that meet the boxes do not overlap one another (a joined array's: check_var() saw to it).
   unsigned __int128 want = 0, got = 0;
-  if (joined) {
-    for (const auto& iv : rows) want += iv.second - iv.first;
+  if (boxes != nullptr) {
+    for (const Box& box : *boxes) want += volume(box.second);
   } else {
-    for (const Box& box : boxes) want += volume(box.second);
+    for (const auto& iv : rows) want += iv.second - iv.first;
   }
-  Shape lo, hi;
+  std::vector<const BlockRecord*> meeting;
   for (const std::uint32_t bi : m_look.blocks(var)) {
     const BlockRecord& b = m_idx.blocks[bi];
-    if (joined) {
-      auto it = std::upper_bound(
-          rows.begin(), rows.end(), b.start[0],
-          [](std::uint64_t x, const std::pair<std::uint64_t, std::uint64_t>& iv) { return x < iv.second; });
-      for (; it != rows.end() && it->first < b.start[0] + b.count[0]; ++it)
+    if (boxes == nullptr) {
+      for (auto it = first_ending_after(b.start[0]); it != rows.end() && it->first < b.start[0] + b.count[0]; ++it)
         got += std::min(it->second, b.start[0] + b.count[0]) - std::max(it->first, b.start[0]);
       continue;
     }
-    for (const Box& box : boxes)
+    bool met = false;
+    for (const Box& box : *boxes)
       if (intersect_boxes(box.first, box.second, b.start, b.count, lo, hi)) {
         unsigned __int128 v = 1;
         for (std::size_t d = 0; d < lo.size(); ++d) v *= hi[d] - lo[d];
         got += v;
+        met = true;
       }
+    if (met) meeting.push_back(&b);
   }
+  for (std::size_t i = 0; i < meeting.size(); ++i)
+    for (std::size_t j = i + 1; j < meeting.size(); ++j)
+      if (intersect_boxes(meeting[i]->start, meeting[i]->count, meeting[j]->start, meeting[j]->count, lo, hi))
+        return corrupt("the blocks of '" + m_idx.vars[var].name + "' of ranks " + num(meeting[i]->rank) + " and " +
+                       num(meeting[j]->rank) + " overlap");
   if (got >= want) return Status::OK();
   auto dir = m_dirs.find(var);
   if (dir == m_dirs.end()) {

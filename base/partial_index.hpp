@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -43,10 +44,13 @@ class PartialIndex {
   /// Loads the sub-index of the writer that holds rank `rank` (its catalog entry, with rule 2 its rank map
   /// entry, then the sub-index). invalid_argument when `rank` is not a rank of the checkpoint.
   Status load_rank(std::uint32_t rank);
-  /// Loads what variable `var`'s blocks inside `boxes` need: nothing when the blocks loaded so far cover
-  /// every box; else the variable's directory (once) and every writer whose entry meets a box. Local
-  /// and scalar variables have no directory: nothing is loaded for them.
+  /// Loads what global array `var`'s blocks inside `boxes` need: nothing when the blocks loaded so far
+  /// cover every box; else the variable's directory (once) and every writer whose entry meets a box.
+  /// Nothing for the other kinds (local and scalar variables have no directory; joined: cover_rows()).
   Status cover(std::uint32_t var, const std::vector<Box>& boxes);
+  /// As cover(), for joined array `var`'s stored rows [first, first + count) of each (first, count).
+  Status cover_rows(std::uint32_t var, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows);
+  /// After a failure every call returns it again: the index may be half-extended (the restart gives up).
 
   /// Index bytes read so far: the root, catalog entries, map entries, directories and sub-indices (whole:
   /// the encoded index).
@@ -56,6 +60,10 @@ class PartialIndex {
 
  private:
   Status corrupt(const std::string& what) const;
+  Status load_rank_once(std::uint32_t rank);
+  /// cover() of `boxes` (a global array), or with `boxes` null cover_rows() of the merged ranges `rows` [lo, hi).
+  Status cover_once(std::uint32_t var, const std::vector<Box>* boxes,
+                    const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows);
   /// `n` bytes at catalog offset `at` (from the catalog's first byte).
   Result<std::vector<std::uint8_t>> read_catalog(std::uint64_t at, std::uint64_t n);
   /// The writers of each range (first, count) not loaded yet: their entries (one read per range) and
@@ -74,7 +82,8 @@ class PartialIndex {
   IndexLookup m_look{Index{}};
   std::uint64_t m_bytes = 0;
   std::size_t m_subindices = 0;
-  std::vector<bool> m_loaded;                                         ///< per writer
+  Status m_failed;                                                    ///< the first failure, returned ever after
+  std::unordered_set<std::uint32_t> m_loaded;                         ///< the writers loaded
   std::unordered_map<std::uint32_t, std::uint32_t> m_writer_of_rank;  ///< the ranks of the loaded sub-indices
   std::unordered_map<std::string, std::uint32_t> m_file_ix;           ///< file name -> index of m_idx.files
   std::map<std::uint32_t, std::vector<DirEntry>> m_dirs;              ///< directories read, by variable

@@ -1192,7 +1192,7 @@ TEST(PartialIndex, ABoxReadsTheWritersItsDirectoryNamesAndNoOther) {
   // row ranges (a restart by keys) merge: rows 1..2 and 4 meet ranks 2 and 5 (and rank 4's row 3 is not asked).
   auto q = PartialIndex::open_v2(dir, root, 7);
   ASSERT_TRUE(q.ok());
-  ASSERT_TRUE(q.value().cover(3, {{{2, 0}, {1, 3}}, {{1, 0}, {1, 3}}, {{4, 0}, {1, 3}}}).ok());
+  ASSERT_TRUE(q.value().cover_rows(3, {{2, 1}, {1, 1}, {4, 1}}).ok());
   ranks.clear();
   for (const auto& b : blocks_of(q->index(), 3)) ranks.push_back(std::get<0>(b));
   EXPECT_EQ(ranks, (std::vector<std::uint32_t>{2, 5}));
@@ -1266,4 +1266,44 @@ TEST(PartialIndex, ADirectoryThatLeavesABlockOutIsCaughtWhenBothAreRead) {
   ASSERT_TRUE(p.value().load_rank(1).ok());
   expect_corrupt(p.value().cover(0, {{{2, 0}, {2, 8}}}), "outside");
   std::filesystem::remove_all(dir);
+}
+
+TEST(PartialIndex, WhatAnIndexClaimsIsCheckedAgainstTheFilesBeforeItIsRead) {
+  const Index idx = rich(4);
+  const SplitIndex s = split(idx, WriterRule::per_rank);
+  const auto root = encode_root_index(s.root);
+  {
+    // A sub-index file longer than its entry says (or an entry claiming more than the file holds): refused
+    // before anything the size of the claim is allocated; and after a failure every call fails alike.
+    const std::string dir = write_split(s, "longer");
+    std::ofstream(dir + "/index.2", std::ios::binary | std::ios::app).write("xx", 2);
+    auto p = PartialIndex::open_v2(dir, root, 7);
+    ASSERT_TRUE(p.ok());
+    const Status st = p.value().load_rank(2);
+    expect_corrupt(st, "holds");
+    EXPECT_EQ(p.value().load_rank(0).message(), st.message()) << "a failed index stays failed";
+    EXPECT_EQ(p.value().cover(0, {{{0, 0}, {2, 8}}}).message(), st.message());
+    std::filesystem::remove_all(dir);
+  }
+  {
+    // The catalog elsewhere than at offset 0 of its file: not the directory layout.
+    SplitIndex moved = s;
+    moved.root.catalog_offset = 64;
+    const std::string dir = write_split(moved, "offset");
+    expect_corrupt(PartialIndex::open_v2(dir, encode_root_index(moved.root), 7).status(), "offset 64");
+    std::filesystem::remove_all(dir);
+  }
+  {
+    // Two blocks of one writer that overlap in the box asked for: their sum cannot say it is covered.
+    Index ov = rich(4);
+    for (BlockRecord& b : ov.blocks)
+      if (b.var == 0 && b.rank == 1) b.start = {1, 0};  // rows [1, 3): overlaps rank 0's [0, 2)
+    const SplitIndex g = split(ov, WriterRule::groups, 2);
+    const std::string dir = write_split(g, "overlap");
+    auto p = PartialIndex::open_v2(dir, encode_root_index(g.root), 7);
+    ASSERT_TRUE(p.ok());
+    ASSERT_TRUE(p.value().load_rank(0).ok());  // writer 0: ranks 0 and 1
+    expect_corrupt(p.value().cover(0, {{{0, 0}, {2, 8}}}), "overlap");
+    std::filesystem::remove_all(dir);
+  }
 }

@@ -568,19 +568,20 @@ Status Restorer::restore_region(PartialIndex& partial, const Region& r, BlockRea
   };
   // The blocks that meet the region: read first when the index is partial (the directory says whose).
   Result<std::vector<RowRun>> runs = std::vector<RowRun>{};
-  std::vector<PartialIndex::Box> boxes;
   if (r.kind == RegionKind::joined) {
     runs = joined_runs(v, r);
     if (!runs.ok()) return mismatch(runs.status().message());
-    for (const RowRun& run : runs.value()) {
-      boxes.emplace_back(Shape(v.global.size(), 0), v.global);
-      boxes.back().first[0] = run.src;
-      boxes.back().second[0] = run.len;
+    if (!partial.whole()) {
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> rows;
+      rows.reserve(runs->size());
+      for (const RowRun& run : runs.value()) rows.emplace_back(run.src, run.len);
+      CKPT_RETURN_IF_ERROR(partial.cover_rows(static_cast<std::uint32_t>(vi), rows));
     }
   } else if (want_global) {
-    boxes.emplace_back(r.start, r.count);
+    if (v.global != r.global)
+      return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
+    CKPT_RETURN_IF_ERROR(partial.cover(static_cast<std::uint32_t>(vi), {{r.start, r.count}}));
   }
-  CKPT_RETURN_IF_ERROR(partial.cover(static_cast<std::uint32_t>(vi), boxes));
   const std::vector<std::uint32_t>& blocks = look.blocks(vi);
   std::vector<std::vector<Target>> targets(blocks.size());  // per block of the variable
   if (r.kind == RegionKind::joined) {
@@ -622,8 +623,6 @@ Status Restorer::restore_region(PartialIndex& partial, const Region& r, BlockRea
       }
     }
   } else if (want_global) {
-    if (v.global != r.global)
-      return mismatch("stored global shape " + shape_text(v.global) + ", registered " + shape_text(r.global));
     for (std::size_t k = 0; k < blocks.size(); ++k) {
       const BlockRecord& b = idx.blocks[blocks[k]];
       Target t{Shape(r.count.size()), Shape(r.count.size()), selection_origin(r.start, 0)};
