@@ -198,6 +198,26 @@ Result<std::vector<std::uint8_t>> stage_index_v2(const std::string& tmp, const I
   return encode_root_index(split->root);
 }
 
+Status check_committed(const std::string& dir, std::int64_t step) {
+  auto bytes = read_root_file(dir);
+  if (!bytes.ok()) return bytes.status();
+  if (index_header_version(bytes->data(), bytes->size()) != kIndexV2Version)
+    return decode_checkpoint_index(bytes.value(), dir, step).status();
+  auto corrupt = [&](const std::string& what) {
+    return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + what);
+  };
+  auto root = decode_root_index(bytes->data(), bytes->size());
+  if (!root.ok()) return corrupt(root.status().message());
+  if (root->step != step) return corrupt("its index describes step " + std::to_string(root->step));
+  if (root->catalog_offset != 0) return corrupt("its catalog is not at offset 0 of its file");
+  auto catalog = read_file(dir + "/catalog", kMaxIndexBytes);
+  if (!catalog.ok()) return corrupt("its version-2 index's catalog: " + catalog.status().message());
+  auto c = decode_catalog(catalog->data(), catalog->size(), root->rule);
+  if (!c.ok()) return corrupt(c.status().message());
+  const Status st = check_catalog(c.value(), root.value(), catalog->data(), catalog->size());
+  return st.ok() ? st : corrupt(st.message());
+}
+
 Result<Index> decode_checkpoint_index(const std::vector<std::uint8_t>& bytes, const std::string& dir,
                                       std::optional<std::int64_t> step) {
   auto idx = decode_index(bytes.data(), bytes.size());
@@ -350,9 +370,9 @@ class DirectoryStore final : public Store {
 
   std::optional<std::int64_t> newest_complete(std::vector<std::string>* skipped) const override {
     for (auto s : committed_steps()) {
-      auto idx = load_index(s);
-      if (idx.ok()) return s;
-      if (skipped != nullptr) skipped->push_back("step " + std::to_string(s) + ": " + idx.status().message());
+      const Status st = check_committed(checkpoint_dir(s), s);
+      if (st.ok()) return s;
+      if (skipped != nullptr) skipped->push_back("step " + std::to_string(s) + ": " + st.message());
     }
     return std::nullopt;
   }

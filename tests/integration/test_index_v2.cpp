@@ -275,6 +275,11 @@ TEST(IndexV2, ADamagedOrMissingSubIndexMakesItsStepDamaged) {
     want.fill(1);
     Runtime rt(MPI_COMM_WORLD, v2_options(dir));
     ASSERT_TRUE(got.protect(rt).ok());
+    // latest() checks the root and the catalog, not every rank's sub-index (rank 0 would read them all):
+    // step 2 was committed; its restart finds the damage and restart() falls back.
+    const auto newest = rt.latest();
+    ASSERT_TRUE(newest.ok()) << newest.status().to_string();
+    EXPECT_EQ(newest.value(), std::optional<std::int64_t>(2));
     const Result<std::int64_t> s = rt.restart();
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     EXPECT_EQ(s.value(), 1) << "the step before the damaged one";
@@ -347,6 +352,34 @@ TEST(IndexV2, RestartReadsTheRootAndOnlyTheSubIndicesItsRegionsMeet) {
     }
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A damaged or missing catalog or root makes latest() pass the step over (what it reads of a two-level
+// index), as a damaged one-level index does.
+TEST(IndexV2, LatestPassesOverADamagedRootOrCatalog) {
+  for (const char* victim : {"catalog", "index"}) {
+    for (const bool remove : {false, true}) {
+      SCOPED_TRACE(std::string(victim) + (remove ? " removed" : " flipped"));
+      const std::string dir = scratch_dir(std::string("-") + victim + (remove ? "-removed" : "-flipped"));
+      write_steps(v2_options(dir), {1, 2});
+      if (world_rank() == 0) {
+        const std::string f = dir + "/ckpt.2/" + victim;
+        if (remove) {
+          EXPECT_EQ(std::remove(f.c_str()), 0);
+        } else {
+          auto b = file_bytes(f);
+          if (b.size() > 60) b[b.size() / 2] ^= 0x40;
+          std::ofstream(f, std::ios::binary | std::ios::trunc)
+              .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+        }
+      }
+      MPI_Barrier(MPI_COMM_WORLD);
+      Runtime rt(MPI_COMM_WORLD, v2_options(dir));
+      const auto newest = rt.latest();
+      ASSERT_TRUE(newest.ok()) << newest.status().to_string();
+      EXPECT_EQ(newest.value(), std::optional<std::int64_t>(1));
+    }
+  }
 }
 
 TEST(IndexV2, BothVersionsInOneRoot) {
