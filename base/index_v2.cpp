@@ -806,6 +806,27 @@ std::vector<std::uint8_t> build_catalog(RootIndex& root, std::vector<CatalogEntr
   return bytes;
 }
 
+Result<std::vector<std::uint32_t>> merge_files(std::vector<FileRecord>& files,
+                                               std::unordered_map<std::string, std::uint32_t>& by_name,
+                                               const std::vector<FileRecord>& add, std::uint32_t w) {
+  std::vector<std::uint32_t> at;
+  at.reserve(add.size());
+  for (const FileRecord& f : add) {
+    auto [it, added] = by_name.emplace(f.name, static_cast<std::uint32_t>(files.size()));
+    if (added) {
+      files.push_back(f);
+    } else {
+      const FileRecord& have = files[it->second];
+      if (have.writer != f.writer || have.bytes != f.bytes)
+        return corrupt("file '" + f.name + "' is listed with writer " + num(f.writer) + " and " + num(f.bytes) +
+                       " bytes by sub-index " + num(w) + ", with writer " + num(have.writer) + " and " +
+                       num(have.bytes) + " bytes before");
+    }
+    at.push_back(it->second);
+  }
+  return at;
+}
+
 Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog, std::size_t catalog_bytes,
                              const std::vector<std::vector<std::uint8_t>>& subindices) {
   auto cat = decode_catalog(catalog, catalog_bytes, root.rule);
@@ -848,19 +869,9 @@ Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog,
         return corrupt("rank " + num(r) + " is in sub-indices " + num(owner[r]) + " and " + num(w));
       owner[r] = w;
     }
-    for (const FileRecord& f : subs[w].files) {
-      auto [it, added] = file_ix.emplace(f.name, static_cast<std::uint32_t>(idx.files.size()));
-      if (added) {
-        idx.files.push_back(f);
-      } else {
-        const FileRecord& have = idx.files[it->second];
-        if (have.writer != f.writer || have.bytes != f.bytes)
-          return corrupt("file '" + f.name + "' is listed with writer " + num(f.writer) + " and " + num(f.bytes) +
-                         " bytes by sub-index " + num(w) + ", with writer " + num(have.writer) + " and " +
-                         num(have.bytes) + " bytes before");
-      }
-      file_map[w].push_back(it->second);
-    }
+    auto files = merge_files(idx.files, file_ix, subs[w].files, w);
+    if (!files.ok()) return files.status();
+    file_map[w] = std::move(files).value();
     for (std::uint32_t i = 0; i < subs[w].blocks.size(); ++i) order.push_back(Ref{subs[w].blocks[i].rank, w, i});
   }
   for (std::uint32_t r = 0; r < root.nranks; ++r)

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/format.hpp"
@@ -248,6 +249,12 @@ std::vector<std::uint8_t> build_catalog(RootIndex& root, std::vector<CatalogEntr
 Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog, std::size_t catalog_bytes,
                              const std::vector<std::vector<std::uint8_t>>& subindices);
 
+/// Adds sub-index w's files `add` to `files` by name (`by_name`: name -> position in `files`): a file that
+/// several sub-indices list must be the same record in each (corrupt otherwise). Returns the position in
+/// `files` of each of `add`. assemble_index() and restart's partial reading (PartialIndex) merge so.
+Result<std::vector<std::uint32_t>> merge_files(std::vector<FileRecord>& files,
+                                               std::unordered_map<std::string, std::uint32_t>& by_name,
+                                               const std::vector<FileRecord>& add, std::uint32_t w);
 /// Version 1's writer map, derived from files and blocks: rank r's first file (in `files` order) whose
 /// writer is r, else the file of r's first block, else 0.
 std::vector<std::uint32_t> derive_rank_file(const Index& idx);

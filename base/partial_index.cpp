@@ -155,20 +155,9 @@ Status PartialIndex::add_subindex(std::uint32_t w, const CatalogEntry& e) {
     auto [it, fresh] = m_writer_of_rank.emplace(r, w);
     if (!fresh) return corrupt("rank " + num(r) + " is in sub-indices " + num(it->second) + " and " + num(w));
   }
-  std::vector<std::uint32_t> file_map;
-  for (const FileRecord& f : sub.files) {
-    auto [it, added] = m_file_ix.emplace(f.name, static_cast<std::uint32_t>(m_idx.files.size()));
-    if (added) {
-      m_idx.files.push_back(f);
-    } else {
-      const FileRecord& have = m_idx.files[it->second];
-      if (have.writer != f.writer || have.bytes != f.bytes)
-        return corrupt("file '" + f.name + "' is listed with writer " + num(f.writer) + " and " + num(f.bytes) +
-                       " bytes by sub-index " + num(w) + ", with writer " + num(have.writer) + " and " +
-                       num(have.bytes) + " bytes before");
-    }
-    file_map.push_back(it->second);
-  }
+  auto files = merge_files(m_idx.files, m_file_ix, sub.files, w);
+  if (!files.ok()) return corrupt(files.status().message());
+  const std::vector<std::uint32_t>& file_map = files.value();
   for (BlockRecord& b : sub.blocks) {
     b.file = file_map[b.file];
     m_idx.blocks.push_back(std::move(b));

@@ -80,6 +80,19 @@ void write_steps(const Options& o, const std::vector<std::int64_t>& steps) {
   }
 }
 
+/// A fresh Runtime with `o` restarts step `step` (written by write_steps) exactly; returns the index bytes
+/// this rank read (Runtime::restart_index_bytes).
+std::uint64_t restarts_exactly(const Options& o, std::int64_t step) {
+  State want, got;
+  want.fill(static_cast<int>(step));
+  Runtime rt(MPI_COMM_WORLD, o);
+  EXPECT_TRUE(got.protect(rt).ok());
+  const Status st = rt.restart(step);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(all_true(got == want));
+  return rt.restart_index_bytes();
+}
+
 std::vector<unsigned char> file_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -181,14 +194,7 @@ TEST(IndexV2, RanksWriteTheirOwnSubIndicesTheIndexTheGatherWould) {
     EXPECT_GE(t, 0);
     if (t >= 0) EXPECT_TRUE(idx->vars[static_cast<std::size_t>(t)].uniform);  // the same scalar on every rank
   }
-  // And it restarts exactly.
-  State want, got;
-  want.fill(3);
-  Runtime rt(MPI_COMM_WORLD, v2_options(spread));
-  ASSERT_TRUE(got.protect(rt).ok());
-  const Status st = rt.restart(3);
-  ASSERT_TRUE(st.ok()) << st.to_string();
-  EXPECT_TRUE(all_true(got == want));
+  restarts_exactly(v2_options(spread), 3);
 }
 
 // The ordered reduction (when the one allreduce cannot decide) gives the same index: ranks that register
@@ -300,25 +306,16 @@ TEST(IndexV2, RestartReadsTheRootAndOnlyTheSubIndicesItsRegionsMeet) {
   const std::string ck = dir + "/ckpt.5/";
   const std::uint64_t root = file_bytes(ck + "index").size();
   {
-    State want, got;
-    want.fill(5);
-    Runtime rt(MPI_COMM_WORLD, v2_options(dir));
-    ASSERT_TRUE(got.protect(rt).ok());
-    const Status st = rt.restart(5);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    EXPECT_TRUE(all_true(got == want));
     const std::uint64_t own = file_bytes(ck + "index." + std::to_string(world_rank())).size();
-    EXPECT_EQ(rt.restart_index_bytes(), root + 40 + own) << "the root, its catalog entry, its sub-index";
+    const std::uint64_t lazy = restarts_exactly(v2_options(dir), 5);
+    EXPECT_EQ(lazy, root + 40 + own) << "the root, its catalog entry, its sub-index";
     // The one-level index of the same checkpoint, for comparison: every rank decoded all of it before.
     Options o1 = v2_options(scratch_dir("index2-lazy-v1"));
     o1.index_format = 1;
     write_steps(o1, {5});
-    Runtime rt1(MPI_COMM_WORLD, o1);
-    State got1;
-    ASSERT_TRUE(got1.protect(rt1).ok());
-    ASSERT_TRUE(rt1.restart(5).ok());
-    EXPECT_EQ(rt1.restart_index_bytes(), file_bytes(o1.dir + "/ckpt.5/index").size());
-    if (world_size() > 2) EXPECT_LT(rt.restart_index_bytes(), rt1.restart_index_bytes());
+    const std::uint64_t whole = restarts_exactly(o1, 5);
+    EXPECT_EQ(whole, file_bytes(o1.dir + "/ckpt.5/index").size());
+    if (world_size() > 2) EXPECT_LT(lazy, whole);
   }
   // N->1 on rank 0: writer W-1's sub-index damaged. The grid rows of rank 0 need rank 0's sub-index only
   // (read first: the scalar t is uniform, stored the same by every rank); all the rows need every writer's.

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -117,6 +119,32 @@ Index rich(std::uint32_t nranks) {
     fl.max_bits = 2;
     idx.blocks.push_back(fl);
     if (r != 1) idx.blocks.push_back(block(5, r, data, {0}, {3}, 3, 77 + r));
+  }
+  return idx;
+}
+
+/// A writer rule with its parameters, and the three of them for rich(6).
+struct RuleCase {
+  WriterRule rule;
+  std::uint32_t g;
+  std::vector<std::uint32_t> map;
+};
+std::vector<RuleCase> rules_of_six() {
+  return {{WriterRule::per_rank, 0, {}}, {WriterRule::groups, 4, {}}, {WriterRule::mapped, 0, {1, 0, 0, 2, 1, 2}}};
+}
+
+/// One global u8 array "x" of 2 elements per rank over `n` ranks (posix: a file per rank); rank r's block is
+/// elements [2r, 2r + count(r)), or none when count(r) is nullopt.
+Index one_global_array(std::uint32_t n, const std::function<std::optional<std::uint64_t>(std::uint32_t)>& count) {
+  Index idx;
+  idx.step = 1;
+  idx.nranks = n;
+  idx.transport = "posix";
+  idx.vars = {var("x", DType::u8, RegionKind::global, {2ull * n}, 1)};
+  for (std::uint32_t r = 0; r < n; ++r) {
+    idx.files.push_back({"data." + std::to_string(r), r, 64});
+    idx.rank_file.push_back(r);
+    if (const auto c = count(r)) idx.blocks.push_back(block(0, r, r, {2ull * r}, {*c}, *c, r));
   }
   return idx;
 }
@@ -430,16 +458,8 @@ TEST(IndexV2, UniformIsWhatTheBlocksGive) {
 
 TEST(IndexV2, ManyWritersHoldingBlocksAreMergedIntoAtMost4096Entries) {
   const std::uint32_t n = 5000;
-  Index idx;
-  idx.step = 1;
-  idx.nranks = n;
-  idx.transport = "posix";
-  idx.vars = {var("x", DType::u8, RegionKind::global, {2ull * n}, 1)};
-  for (std::uint32_t r = 0; r < n; ++r) {
-    idx.files.push_back({"data." + std::to_string(r), r, 64});
-    idx.rank_file.push_back(r);
-    if (r % 7 != 3) idx.blocks.push_back(block(0, r, r, {2ull * r}, {r % 5 == 0 ? 0ull : 2ull}, r % 5 == 0 ? 0 : 2, r));
-  }
+  const Index idx = one_global_array(
+      n, [](std::uint32_t r) { return r % 7 == 3 ? std::nullopt : std::optional<std::uint64_t>(r % 5 == 0 ? 0 : 2); });
   const SplitIndex s = split(idx, WriterRule::per_rank);
   const Var2& x = s.root.vars[0];
   EXPECT_LE(x.dir.entries, kMaxDirEntries);
@@ -456,13 +476,7 @@ TEST(IndexV2, ManyWritersHoldingBlocksAreMergedIntoAtMost4096Entries) {
 
 TEST(IndexV2, EachRankFindsItsBlocksFromOneEntryAndOneSubIndex) {
   const Index idx = rich(6);
-  struct Case {
-    WriterRule rule;
-    std::uint32_t g;
-    std::vector<std::uint32_t> map;
-  };
-  for (const Case& c : {Case{WriterRule::per_rank, 0, {}}, Case{WriterRule::groups, 4, {}},
-                        Case{WriterRule::mapped, 0, {1, 0, 0, 2, 1, 2}}}) {
+  for (const RuleCase& c : rules_of_six()) {
     SplitIndex s = split(idx, c.rule, c.g, c.map);
     // The catalog at offset 1000 of its file, as in a series segment.
     std::vector<std::uint8_t> file(1000, 0xee);
@@ -1128,13 +1142,7 @@ std::vector<std::tuple<std::uint32_t, std::uint64_t, std::string>> blocks_of(con
 
 TEST(PartialIndex, EachRankReadsTheRootOneEntryAndItsOwnSubIndex) {
   const Index idx = rich(6);
-  struct Case {
-    WriterRule rule;
-    std::uint32_t g;
-    std::vector<std::uint32_t> map;
-  };
-  for (const Case& c : {Case{WriterRule::per_rank, 0, {}}, Case{WriterRule::groups, 4, {}},
-                        Case{WriterRule::mapped, 0, {1, 0, 0, 2, 1, 2}}}) {
+  for (const RuleCase& c : rules_of_six()) {
     SCOPED_TRACE("rule " + std::to_string(static_cast<int>(c.rule)));
     const SplitIndex s = split(idx, c.rule, c.g, c.map);
     const std::string dir = write_split(s, "own");
@@ -1306,4 +1314,28 @@ TEST(PartialIndex, WhatAnIndexClaimsIsCheckedAgainstTheFilesBeforeItIsRead) {
     expect_corrupt(p.value().cover(0, {{{0, 0}, {2, 8}}}), "overlap");
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST(PartialIndex, AMergedDirectoryEntryReadsItsWritersAndNoOther) {
+  // 5000 writers holding blocks of one global array: the directory merges neighbours (at most 4096
+  // entries), so a box may meet an entry of two writers of which one holds nothing inside it.
+  const std::uint32_t n = 5000;
+  const Index idx = one_global_array(n, [](std::uint32_t) { return std::optional<std::uint64_t>(2); });
+  const SplitIndex s = split(idx, WriterRule::per_rank);
+  const std::string dir = write_split(s, "merged");
+  auto p = PartialIndex::open_v2(dir, encode_root_index(s.root), 1);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p.value().cover(0, {{{4001}, {4}}}).ok());  // elements 4001..4004: ranks 2000, 2001, 2002
+  std::vector<std::uint32_t> ranks;
+  for (const auto& b : blocks_of(p->index(), 0)) ranks.push_back(std::get<0>(b));
+  ASSERT_GE(ranks.size(), 3u);
+  EXPECT_LE(ranks.size(), 6u) << "only the writers of the entries that meet the box";
+  for (const std::uint32_t r : {2000u, 2001u, 2002u})
+    EXPECT_NE(std::find(ranks.begin(), ranks.end(), r), ranks.end()) << r;
+  EXPECT_EQ(p->subindices_read(), ranks.size());
+  // The directory (at most 4096 entries) and those sub-indices: far less than every sub-index.
+  std::uint64_t all = 0;
+  for (const auto& b : s.subindices) all += b.size();
+  EXPECT_LT(p->bytes_read(), all / 10);
+  std::filesystem::remove_all(dir);
 }
