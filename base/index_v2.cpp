@@ -272,6 +272,12 @@ Result<RootIndex> decode_root_index(const std::uint8_t* p, std::size_t n) {
 
 // ---- catalog -----------------------------------------------------------------------------------------
 
+Status check_directory_layout(const RootIndex& root) {
+  if (root.catalog_offset == 0) return Status::OK();
+  return corrupt("the root index puts its catalog at offset " + num(root.catalog_offset) +
+                 " of its file (a checkpoint directory's catalog starts at 0)");
+}
+
 std::uint64_t catalog_entry_position(std::uint32_t w) {
   return kObjectHeaderBytes + kCatalogFixedBytes + kCatalogEntryBytes * static_cast<std::uint64_t>(w);
 }

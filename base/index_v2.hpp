@@ -138,6 +138,9 @@ std::vector<std::uint8_t> encode_root_index(const RootIndex& root);
 /// each VAR2 (flags, zero bytes, at most nranks blocks, its directory's size and place in the catalog).
 Result<RootIndex> decode_root_index(const std::uint8_t* p, std::size_t n);
 
+/// The directory layout keeps every object from offset 0 of its own file: corrupt when the root puts its
+/// catalog elsewhere (every reader of a checkpoint directory checks it alike).
+Status check_directory_layout(const RootIndex& root);
 /// Catalog offset (from its first byte) of writer entry w: 16 + 32 + 40 w.
 std::uint64_t catalog_entry_position(std::uint32_t w);
 /// Catalog offset where the directories begin: after the entries, and with rule 2 the rank map.

@@ -63,9 +63,7 @@ Result<PartialIndex> PartialIndex::open_v2(std::string dir, const std::vector<st
   p.m_root = std::move(root).value();
   p.m_bytes = root_bytes.size();
   // The directory layout: every object from offset 0 of its own file (a series segment is read whole).
-  if (p.m_root.catalog_offset != 0)
-    return p.corrupt("the root index puts its catalog at offset " + num(p.m_root.catalog_offset) +
-                     " of a checkpoint directory's catalog file (0 there)");
+  if (Status st = check_directory_layout(p.m_root); !st.ok()) return p.corrupt(st.message());
   Index& idx = p.m_idx;
   idx.step = p.m_root.step;
   idx.nranks = p.m_root.nranks;

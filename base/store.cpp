@@ -147,6 +147,7 @@ Result<std::vector<std::uint8_t>> assemble_v2(const std::string& dir, const std:
   };
   auto root = decode_root_index(root_bytes.data(), root_bytes.size());
   if (!root.ok()) return corrupt(root.status().message());
+  if (Status st = check_directory_layout(root.value()); !st.ok()) return corrupt(st.message());
   auto read = [&](const std::string& name) -> Result<std::vector<std::uint8_t>> {
     auto b = read_file(dir + "/" + name, kMaxIndexBytes);
     if (!b.ok()) return corrupt("its version-2 index's " + name + ": " + b.status().message());
@@ -206,10 +207,11 @@ Status check_committed(const std::string& dir, std::int64_t step) {
   auto corrupt = [&](const std::string& what) {
     return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + what);
   };
+  auto prefixed = [&](const Status& st) { return st.ok() ? st : corrupt(st.message()); };
   auto root = decode_root_index(bytes->data(), bytes->size());
   if (!root.ok()) return corrupt(root.status().message());
   if (root->step != step) return corrupt("its index describes step " + std::to_string(root->step));
-  if (root->catalog_offset != 0) return corrupt("its catalog is not at offset 0 of its file");
+  CKPT_RETURN_IF_ERROR(prefixed(check_directory_layout(root.value())));
   auto catalog = read_file(dir + "/catalog", kMaxIndexBytes);
   if (!catalog.ok()) return corrupt("its version-2 index's catalog: " + catalog.status().message());
   auto c = decode_catalog(catalog->data(), catalog->size(), root->rule);
@@ -370,9 +372,9 @@ class DirectoryStore final : public Store {
 
   std::optional<std::int64_t> newest_complete(std::vector<std::string>* skipped) const override {
     for (auto s : committed_steps()) {
-      const Status st = check_committed(checkpoint_dir(s), s);
-      if (st.ok()) return s;
-      if (skipped != nullptr) skipped->push_back("step " + std::to_string(s) + ": " + st.message());
+      auto idx = load_index(s);
+      if (idx.ok()) return s;
+      if (skipped != nullptr) skipped->push_back("step " + std::to_string(s) + ": " + idx.status().message());
     }
     return std::nullopt;
   }

@@ -88,11 +88,10 @@ Result<std::vector<std::uint8_t>> read_root_file(const std::string& dir);
 /// commit attempt's, non-zero.
 Result<std::vector<std::uint8_t>> stage_index_v2(const std::string& tmp, const Index& idx, std::uint64_t token,
                                                  bool sync);
-/// Whether checkpoint directory `dir` was committed as step `step` (what latest() asks of each step, newest
-/// first): its index validates and names the step; with a version-2 root, the root and its catalog, which
-/// holds every sub-index's checksum - not the sub-indices, which restart reads (each rank its own) and
-/// checks, so that latest() costs rank 0 O(writers x 40 bytes), not every rank's records. Errors as
-/// read_index_file()'s.
+/// What can be checked of checkpoint directory `dir` of step `step` without every rank's records: its index
+/// validates and names the step; with a version-2 root, the root and its catalog, which holds every
+/// sub-index's checksum - not the sub-indices (`ckpt ls` of a checkpoint; latest() validates everything).
+/// Errors as read_index_file()'s.
 Status check_committed(const std::string& dir, std::int64_t step);
 /// Decodes and validates the index bytes of checkpoint `dir` (magic, version, footer, checksum, every
 /// field); when `step` is given, the index must describe that step. Errors: corrupt "corrupt
@@ -210,8 +209,7 @@ class Store {
   virtual Result<std::vector<std::uint8_t>> read_index(std::int64_t step) const = 0;
   /// The validated index of committed step `step`.
   virtual Result<Index> load_index(std::int64_t step) const = 0;
-  /// The newest step whose index validates (directory layout: check_committed(), which with a version-2
-  /// index reads the root and catalog only). `skipped` (optional) gets one line per newer step passed over.
+  /// The newest step whose index validates. `skipped` (optional) gets one line per newer step passed over.
   virtual std::optional<std::int64_t> newest_complete(std::vector<std::string>* skipped = nullptr) const = 0;
   /// The step the `latest` link names, if it exists and names a committed entry.
   virtual std::optional<std::int64_t> latest_link() const = 0;

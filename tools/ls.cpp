@@ -184,9 +184,10 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
 }
 
 /// `ckpt ls` of a version-2 checkpoint directory (without -l and --json): what its root index says, which
-/// is O(variables) - no catalog or sub-index is read (docs/format.md, "Version 2 index: two levels"; `ckpt
-/// ls -l` and `ckpt verify` read them all). nullopt when `path` is no such directory (a version-1 index, a
-/// series step, a name ls_checkpoint() refuses): the whole index is read then, and its errors said.
+/// is O(variables), after the root and its catalog are checked (check_committed) - no sub-index is read
+/// (docs/format.md, "Version 2 index: two levels"; `ckpt ls -l` and `ckpt verify` read them all). nullopt when `path`
+/// is no such directory (a version-1 index, a series step, a name ls_checkpoint() refuses): the whole index is read
+/// then, and its errors said.
 std::optional<int> ls_from_root(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
@@ -197,8 +198,10 @@ std::optional<int> ls_from_root(const std::string& path) {
     return std::nullopt;
   auto root = detail::decode_root_index(bytes->data(), bytes->size());
   if (!root.ok()) return fail("ls", "corrupt checkpoint " + path + ": " + root.status().message());
-  if (name && root->step != name->step)
-    return fail("ls", "corrupt checkpoint " + path + ": its index describes step " + std::to_string(root->step));
+  // The root against the step of its name and its catalog (the hash chain that names every sub-index):
+  // what can be checked without the sub-indices.
+  if (Status st = detail::check_committed(path, name ? name->step : root->step); !st.ok())
+    return fail("ls", st.message());
   const detail::RootIndex& r = root.value();
   std::uint64_t blocks = 0, bytes_total = 0;
   for (const detail::Var2& v : r.vars) blocks += v.n_blocks, bytes_total += v.bytes;
@@ -218,9 +221,9 @@ std::optional<int> ls_from_root(const std::string& path) {
     std::string kind = detail::region_kind_name(rec.kind);
     if (rec.uniform) kind += "*";
     any_uniform = any_uniform || rec.uniform;
-    const std::string shape = detail::has_global_shape(rec.kind) ? shape_to_string(rec.global)
-                              : rec.kind == RegionKind::scalar   ? "-"
-                                                                 : "per rank";
+    const std::string shape = detail::has_global_shape(rec.kind)                  ? shape_to_string(rec.global)
+                              : rec.kind == RegionKind::scalar || v.n_blocks == 0 ? "-"
+                                                                                  : "per rank";
     say("%-*s  %-5s  %-7s  %-20s  %6llu  %10s  %-24s  %s\n", static_cast<int>(w), rec.name, dtype_name(rec.dtype), kind,
         shape, static_cast<unsigned long long>(v.n_blocks), human_bytes(v.bytes),
         v.has_stats ? stat_human(rec.dtype, v.min_bits) : "-", v.has_stats ? stat_human(rec.dtype, v.max_bits) : "-");
