@@ -96,6 +96,14 @@ Status PartialIndex::load_rank(std::uint32_t rank) {
   return st;
 }
 
+Status PartialIndex::load_writer(std::uint32_t w) {
+  if (!m_failed.ok()) return m_failed;
+  if (m_whole) return Status::OK();
+  if (w >= m_root.writers) return Status(Code::invalid_argument, "writer " + num(w) + " of " + num(m_root.writers));
+  m_failed = load_writers({{w, 1}});
+  return m_failed;
+}
+
 Status PartialIndex::load_rank_once(std::uint32_t rank) {
   auto at = locate_rank(m_root, rank);
   if (!at.ok()) return at.status();

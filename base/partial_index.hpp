@@ -44,6 +44,10 @@ class PartialIndex {
   /// Loads the sub-index of the writer that holds rank `rank` (its catalog entry, with rule 2 its rank map
   /// entry, then the sub-index). invalid_argument when `rank` is not a rank of the checkpoint.
   Status load_rank(std::uint32_t rank);
+  /// Loads the sub-index of writer `w` (< writers()): its catalog entry, then the sub-index, each checked.
+  Status load_writer(std::uint32_t w);
+  /// The root's writer count W (whole: 0).
+  std::uint32_t writers() const { return m_whole ? 0 : m_root.writers; }
   /// Loads what global array `var`'s blocks inside `boxes` need: nothing when the blocks loaded so far
   /// cover every box; else the variable's directory (once) and every writer whose entry meets a box.
   /// Nothing for the other kinds (local and scalar variables have no directory; joined: cover_rows()).

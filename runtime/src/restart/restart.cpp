@@ -226,17 +226,64 @@ Result<std::optional<std::int64_t>> Restorer::latest() {
   long long found = local.empty() ? -1 : static_cast<long long>(local.front().step);
   Status s;
   if (m_rank == 0) s = listable();
-  if (m_rank == 0 && s.ok() && m_persistent) {
-    std::vector<std::string> skipped;
-    if (auto n = m_store.newest_complete(&skipped)) found = std::max<long long>(found, *n);
-    if (m_opts.verbose >= 1)
-      for (auto& why : skipped) std::fprintf(stderr, "ckpt: latest(): skipping %s\n", why.c_str());
-  }
   s = bcast_status(m_app_comm, s, 0);
-  MPI_Bcast(&found, 1, MPI_LONG_LONG, 0, m_app_comm);
   if (!s.ok()) return s;
+  if (m_persistent)
+    if (auto n = newest_validated()) found = std::max<long long>(found, *n);
   if (found < 0) return std::optional<std::int64_t>();
   return std::optional<std::int64_t>(static_cast<std::int64_t>(found));
+}
+
+std::optional<std::int64_t> Restorer::newest_validated() {
+  auto skip = [&](std::int64_t step, const std::string& why) {
+    if (m_rank == 0 && m_opts.verbose >= 1)
+      std::fprintf(stderr, "ckpt: latest(): skipping step %lld: %s\n", static_cast<long long>(step), why.c_str());
+  };
+  if (m_store.layout() == Layout::series) {  // rank 0 validates alone (its store has read the step logs)
+    long long n = -1;
+    if (m_rank == 0) {
+      std::vector<std::string> skipped;
+      if (auto s = m_store.newest_complete(&skipped)) n = *s;
+      if (m_opts.verbose >= 1)
+        for (auto& why : skipped) std::fprintf(stderr, "ckpt: latest(): skipping %s\n", why.c_str());
+    }
+    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, m_app_comm);
+    return n < 0 ? std::nullopt : std::optional<std::int64_t>(n);
+  }
+  std::vector<long long> steps;
+  if (m_rank == 0)
+    for (const std::int64_t step : m_store.committed_steps()) steps.push_back(step);
+  bcast_steps(m_app_comm, steps);
+  for (const long long step : steps) {
+    // Rank 0 checks what needs no rank's records (check_committed: a one-level index whole, a two-level
+    // one's root against its catalog) and sends a two-level root; then every rank checks the sub-indices
+    // of its writers (w = rank, rank + P, ...) against the catalog: one agreement a candidate, O(W / P)
+    // reads a rank, not O(W) on rank 0.
+    const std::string dir = m_store.checkpoint_dir(step);
+    Result<std::vector<std::uint8_t>> root = std::vector<std::uint8_t>{};
+    if (m_rank == 0) {
+      const Status st = check_committed(dir, step);
+      root = st.ok() ? read_root_file(dir) : Result<std::vector<std::uint8_t>>(st);
+      if (root.ok() && index_header_version(root->data(), root->size()) != kIndexV2Version)
+        root = std::vector<std::uint8_t>{};  // one-level: validated whole
+    }
+    auto got = bcast_result(m_app_comm, std::move(root), 0);
+    if (!got.ok()) {
+      skip(step, got.status().message());
+      continue;
+    }
+    if (got->empty()) return step;
+    auto partial = PartialIndex::open_v2(dir, got.value(), step);
+    Status mine = partial.status();
+    if (mine.ok())
+      for (std::uint64_t w = static_cast<std::uint64_t>(m_rank); mine.ok() && w < partial->writers();
+           w += static_cast<std::uint64_t>(m_size))
+        mine = partial.value().load_writer(static_cast<std::uint32_t>(w));
+    const Status all = agree(m_app_comm, mine);
+    if (all.ok()) return step;
+    skip(step, all.message());
+  }
+  return std::nullopt;
 }
 
 Result<std::vector<std::int64_t>> Restorer::candidate_steps(bool validated) {

@@ -88,6 +88,9 @@ class Restorer {
   Result<JoinedRows> joined_rows(std::int64_t step, const std::string& name, Capture& capture);
 
  private:
+  /// Collective: the newest committed step of `dir` whose index validates, the same on every rank. A
+  /// two-level index's sub-indices are checked by every rank, each its writers' (w = rank, rank + P, ...).
+  std::optional<std::int64_t> newest_validated();
   /// Rank 0: `dir` is a directory that can be listed (or nothing is persistent): an empty listing of
   /// an unreadable root must not read as "no checkpoint" (the application would start afresh).
   Status listable() const;
