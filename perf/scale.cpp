@@ -9,6 +9,8 @@
 //               every rank, median of --reps: the bytes rank 0 received in that time (gathered reports,
 //               reduced values, broadcasts), the largest any other rank received, the collective calls
 //               of rank 0 (all of ckpt's threads), and committed_s (Ticket stats)
+//   latest      latest() of that Runtime (validation of the newest step: rank 0 alone with format 1; with
+//               format 2 rank 0 the root and catalog, every rank its own sub-index): time, collectives
 //   restart     a fresh Runtime registering everything, restart(step) N->N: bytes received by the rank
 //               that received most and by rank 0 (which also reads the index file: its size is the
 //               `index` column), collective calls, time (max over ranks), and the index bytes each rank
@@ -342,11 +344,16 @@ int main(int argc, char** argv) {
 
   // ---- restart N->N ----
   State back(a, rank, 0.25);  // other values: the restart must bring them back
-  Count nn;
+  Count nn, newest;
   std::uint64_t nn_read = 0;  // index bytes this rank read or received
   {
     ckpt::Runtime rt(MPI_COMM_WORLD, o);
     protect_all(rt, back, true, rank, size);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    newest = counted([&] {
+      auto l = rt.latest();
+      if (!l.ok() || !l.value() || *l.value() != last) fail("latest(): not step " + std::to_string(last));
+    });
     PMPI_Barrier(MPI_COMM_WORLD);
     nn = counted([&] {
       if (auto s = rt.restart(last); !s.ok()) fail("restart N->N: " + s.to_string());
@@ -357,6 +364,8 @@ int main(int argc, char** argv) {
   const Spread nn_bytes = spread(nn.bytes, MPI_COMM_WORLD), nn_coll = spread(nn.collectives, MPI_COMM_WORLD);
   const double nn_s = max_s(nn.s, MPI_COMM_WORLD);
   const Spread nn_index = spread(nn_read, MPI_COMM_WORLD);
+  const double latest_s = max_s(newest.s, MPI_COMM_WORLD);
+  const Spread latest_coll = spread(newest.collectives, MPI_COMM_WORLD);
 
   // ---- restart N->M: the global and joined arrays, on the first half of the ranks ----
   const int half = std::max(1, size / 2);
@@ -403,6 +412,8 @@ int main(int argc, char** argv) {
       std::printf("%-24s %12.1f %12s %12s %10s\n", "catalog", catalog_bytes / 1024.0, "-", "-", "-");
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "commit (received)", commit_bytes.root / 1024.0,
                 commit_bytes.others / 1024.0, static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3);
+    std::printf("%-24s %12s %12s %12llu %10.1f\n", "latest()", "-", "-",
+                static_cast<unsigned long long>(latest_coll.root), latest_s * 1e3);
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "restart N->N (received)", nn_bytes.root / 1024.0,
                 nn_bytes.others / 1024.0, static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3);
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", ("restart N->" + std::to_string(half)).c_str(),
@@ -422,20 +433,22 @@ int main(int argc, char** argv) {
             "ranks,locals,globals,index_bytes,commit_root_bytes,commit_other_bytes,commit_collectives,commit_ms,"
             "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
             "nm_collectives,nm_ms,index_format,catalog_bytes,nn_index_root_bytes,nn_index_other_bytes,"
-            "nm_index_root_bytes,nm_index_other_bytes\n");
-      std::fprintf(
-          f,
-          "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%llu,%llu\n",
-          size, a.locals, a.globals, static_cast<unsigned long long>(index_bytes),
-          static_cast<unsigned long long>(commit_bytes.root), static_cast<unsigned long long>(commit_bytes.others),
-          static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3,
-          static_cast<unsigned long long>(nn_bytes.root), static_cast<unsigned long long>(nn_bytes.others),
-          static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3, half,
-          static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
-          static_cast<unsigned long long>(nm_coll.root), nm_s * 1e3, a.index_format,
-          static_cast<unsigned long long>(catalog_bytes), static_cast<unsigned long long>(nn_index.root),
-          static_cast<unsigned long long>(nn_index.others), static_cast<unsigned long long>(nm_index.root),
-          static_cast<unsigned long long>(nm_index.others));
+            "nm_index_root_bytes,nm_index_other_bytes,latest_ms,latest_collectives\n");
+      std::fprintf(f,
+                   "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%"
+                   "llu,%llu,%.3f,%llu\n",
+                   size, a.locals, a.globals, static_cast<unsigned long long>(index_bytes),
+                   static_cast<unsigned long long>(commit_bytes.root),
+                   static_cast<unsigned long long>(commit_bytes.others),
+                   static_cast<unsigned long long>(commit_coll.root), commit_s * 1e3,
+                   static_cast<unsigned long long>(nn_bytes.root), static_cast<unsigned long long>(nn_bytes.others),
+                   static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3, half,
+                   static_cast<unsigned long long>(nm_bytes.root), static_cast<unsigned long long>(nm_bytes.others),
+                   static_cast<unsigned long long>(nm_coll.root), nm_s * 1e3, a.index_format,
+                   static_cast<unsigned long long>(catalog_bytes), static_cast<unsigned long long>(nn_index.root),
+                   static_cast<unsigned long long>(nn_index.others), static_cast<unsigned long long>(nm_index.root),
+                   static_cast<unsigned long long>(nm_index.others), latest_s * 1e3,
+                   static_cast<unsigned long long>(latest_coll.root));
       std::fclose(f);
     }
   }
