@@ -140,29 +140,41 @@ VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::u
 
 namespace {
 
+Status corrupt_checkpoint(const std::string& dir, const std::string& what) {
+  return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + what);
+}
+
+/// A version-2 root of checkpoint directory `dir` decoded and checked (the step it describes when `step`
+/// is given, the directory layout), and the bytes of its catalog.
+struct RootAndCatalog {
+  RootIndex root;
+  std::vector<std::uint8_t> catalog;
+};
+Result<RootAndCatalog> read_root_and_catalog(const std::string& dir, const std::vector<std::uint8_t>& root_bytes,
+                                             std::optional<std::int64_t> step) {
+  auto root = decode_root_index(root_bytes.data(), root_bytes.size());
+  if (!root.ok()) return corrupt_checkpoint(dir, root.status().message());
+  if (step && root->step != *step)
+    return corrupt_checkpoint(dir, "its index describes step " + std::to_string(root->step));
+  if (Status st = check_directory_layout(root.value()); !st.ok()) return corrupt_checkpoint(dir, st.message());
+  auto catalog = read_file(dir + "/catalog", kMaxIndexBytes);
+  if (!catalog.ok()) return corrupt_checkpoint(dir, "its version-2 index's catalog: " + catalog.status().message());
+  return RootAndCatalog{std::move(root).value(), std::move(catalog).value()};
+}
+
 /// The one-level index of the version-2 checkpoint `dir` whose root is `root_bytes`, encoded as version 1.
 Result<std::vector<std::uint8_t>> assemble_v2(const std::string& dir, const std::vector<std::uint8_t>& root_bytes) {
-  auto corrupt = [&](const std::string& what) {
-    return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + what);
-  };
-  auto root = decode_root_index(root_bytes.data(), root_bytes.size());
-  if (!root.ok()) return corrupt(root.status().message());
-  if (Status st = check_directory_layout(root.value()); !st.ok()) return corrupt(st.message());
-  auto read = [&](const std::string& name) -> Result<std::vector<std::uint8_t>> {
-    auto b = read_file(dir + "/" + name, kMaxIndexBytes);
-    if (!b.ok()) return corrupt("its version-2 index's " + name + ": " + b.status().message());
-    return b;
-  };
-  auto catalog = read("catalog");
-  if (!catalog.ok()) return catalog.status();
+  auto rc = read_root_and_catalog(dir, root_bytes, std::nullopt);
+  if (!rc.ok()) return rc.status();
   std::vector<std::vector<std::uint8_t>> subs;  // no reserve(W): W is untrusted, the first missing file ends it
-  for (std::uint32_t w = 0; w < root->writers; ++w) {
-    auto b = read("index." + std::to_string(w));
-    if (!b.ok()) return b.status();
+  for (std::uint32_t w = 0; w < rc->root.writers; ++w) {
+    const std::string name = "index." + std::to_string(w);
+    auto b = read_file(dir + "/" + name, kMaxIndexBytes);
+    if (!b.ok()) return corrupt_checkpoint(dir, "its version-2 index's " + name + ": " + b.status().message());
     subs.push_back(std::move(b).value());
   }
-  auto idx = assemble_index(root.value(), catalog->data(), catalog->size(), subs);
-  if (!idx.ok()) return corrupt(idx.status().message());
+  auto idx = assemble_index(rc->root, rc->catalog.data(), rc->catalog.size(), subs);
+  if (!idx.ok()) return corrupt_checkpoint(dir, idx.status().message());
   return encode_index(idx.value());
 }
 
@@ -199,25 +211,16 @@ Result<std::vector<std::uint8_t>> stage_index_v2(const std::string& tmp, const I
   return encode_root_index(split->root);
 }
 
-Status check_committed(const std::string& dir, std::int64_t step) {
-  auto bytes = read_root_file(dir);
-  if (!bytes.ok()) return bytes.status();
-  if (index_header_version(bytes->data(), bytes->size()) != kIndexV2Version)
-    return decode_checkpoint_index(bytes.value(), dir, step).status();
-  auto corrupt = [&](const std::string& what) {
-    return Status(Code::corrupt, "corrupt checkpoint " + dir + ": " + what);
-  };
-  auto prefixed = [&](const Status& st) { return st.ok() ? st : corrupt(st.message()); };
-  auto root = decode_root_index(bytes->data(), bytes->size());
-  if (!root.ok()) return corrupt(root.status().message());
-  if (root->step != step) return corrupt("its index describes step " + std::to_string(root->step));
-  CKPT_RETURN_IF_ERROR(prefixed(check_directory_layout(root.value())));
-  auto catalog = read_file(dir + "/catalog", kMaxIndexBytes);
-  if (!catalog.ok()) return corrupt("its version-2 index's catalog: " + catalog.status().message());
-  auto c = decode_catalog(catalog->data(), catalog->size(), root->rule);
-  if (!c.ok()) return corrupt(c.status().message());
-  const Status st = check_catalog(c.value(), root.value(), catalog->data(), catalog->size());
-  return st.ok() ? st : corrupt(st.message());
+Status check_committed(const std::string& dir, const std::vector<std::uint8_t>& root_bytes,
+                       std::optional<std::int64_t> step) {
+  if (index_header_version(root_bytes.data(), root_bytes.size()) != kIndexV2Version)
+    return decode_checkpoint_index(root_bytes, dir, step).status();
+  auto rc = read_root_and_catalog(dir, root_bytes, step);
+  if (!rc.ok()) return rc.status();
+  auto c = decode_catalog(rc->catalog.data(), rc->catalog.size(), rc->root.rule);
+  if (!c.ok()) return corrupt_checkpoint(dir, c.status().message());
+  const Status st = check_catalog(c.value(), rc->root, rc->catalog.data(), rc->catalog.size());
+  return st.ok() ? st : corrupt_checkpoint(dir, st.message());
 }
 
 Result<Index> decode_checkpoint_index(const std::vector<std::uint8_t>& bytes, const std::string& dir,

@@ -88,11 +88,12 @@ Result<std::vector<std::uint8_t>> read_root_file(const std::string& dir);
 /// commit attempt's, non-zero.
 Result<std::vector<std::uint8_t>> stage_index_v2(const std::string& tmp, const Index& idx, std::uint64_t token,
                                                  bool sync);
-/// What can be checked of checkpoint directory `dir` of step `step` without every rank's records: its index
-/// validates and names the step; with a version-2 root, the root and its catalog, which holds every
-/// sub-index's checksum - not the sub-indices (`ckpt ls` of a checkpoint; latest() validates everything).
-/// Errors as read_index_file()'s.
-Status check_committed(const std::string& dir, std::int64_t step);
+/// What can be checked of checkpoint directory `dir` without every rank's records, given the bytes of its
+/// `index` (read_root_file()): the index validates and describes `step` (when given); with a version-2 root,
+/// the root and its catalog, which holds every sub-index's checksum - not the sub-indices (`ckpt ls` of a
+/// checkpoint; latest() has the ranks check those). Errors as read_index_file()'s.
+Status check_committed(const std::string& dir, const std::vector<std::uint8_t>& root_bytes,
+                       std::optional<std::int64_t> step);
 /// Decodes and validates the index bytes of checkpoint `dir` (magic, version, footer, checksum, every
 /// field); when `step` is given, the index must describe that step. Errors: corrupt "corrupt
 /// checkpoint <dir>: ...".

@@ -196,12 +196,14 @@ std::optional<int> ls_from_root(const std::string& path) {
   auto bytes = detail::read_root_file(path);
   if (!bytes.ok() || detail::index_header_version(bytes->data(), bytes->size()) != detail::kIndexV2Version)
     return std::nullopt;
-  auto root = detail::decode_root_index(bytes->data(), bytes->size());
-  if (!root.ok()) return fail("ls", "corrupt checkpoint " + path + ": " + root.status().message());
   // The root against the step of its name and its catalog (the hash chain that names every sub-index):
   // what can be checked without the sub-indices.
-  if (Status st = detail::check_committed(path, name ? name->step : root->step); !st.ok())
+  if (Status st =
+          detail::check_committed(path, bytes.value(), name ? std::optional<std::int64_t>(name->step) : std::nullopt);
+      !st.ok())
     return fail("ls", st.message());
+  auto root = detail::decode_root_index(bytes->data(), bytes->size());  // checked above
+  if (!root.ok()) return fail("ls", root.status().message());
   const detail::RootIndex& r = root.value();
   std::uint64_t blocks = 0, bytes_total = 0;
   for (const detail::Var2& v : r.vars) blocks += v.n_blocks, bytes_total += v.bytes;

@@ -262,9 +262,11 @@ std::optional<std::int64_t> Restorer::newest_validated() {
     const std::string dir = m_store.checkpoint_dir(step);
     Result<std::vector<std::uint8_t>> root = std::vector<std::uint8_t>{};
     if (m_rank == 0) {
-      const Status st = check_committed(dir, step);
-      root = st.ok() ? read_root_file(dir) : Result<std::vector<std::uint8_t>>(st);
-      if (root.ok() && index_header_version(root->data(), root->size()) != kIndexV2Version)
+      root = read_root_file(dir);
+      const Status st = root.ok() ? check_committed(dir, root.value(), step) : root.status();
+      if (!st.ok())
+        root = st;
+      else if (index_header_version(root->data(), root->size()) != kIndexV2Version)
         root = std::vector<std::uint8_t>{};  // one-level: validated whole
     }
     auto got = bcast_result(m_app_comm, std::move(root), 0);
