@@ -110,8 +110,8 @@ class _Region:
 class _Held:
     """An object of region `name` (piece `piece` of a scattered region; None: the region's array) whose
     holding by the application checkpoint() checks, and how many references to it this region holds (its
-    own, and its slot in Runtime._watch_objs). An object protected under several names has one entry per
-    name: the Runtime holds the sum (see Runtime._watch())."""
+    slot in Runtime._watch_objs not included: Runtime._rebuild_watch() adds it). An object protected under
+    several names has one entry per name: the Runtime holds the sum (see Runtime._rebuild_watch())."""
 
     __slots__ = ("obj", "name", "piece", "our_refs")
 
@@ -148,7 +148,7 @@ def _owns_memory(obj):
 def _counted(obj):
     """Whether checkpoint() counts the references to `obj`: a numpy or CuPy array, its memory's owner (checked
     itself, _owns_memory()) or a view (not checked itself; it vouches for its base when the base is
-    protected too, see Runtime._watch())."""
+    protected too, see Runtime._rebuild_watch())."""
     return isinstance(obj, np.ndarray) or type(obj).__module__.partition(".")[0] == "cupy"
 
 
@@ -337,7 +337,7 @@ class Runtime:
         if not isinstance(name, str):
             raise error("invalid_argument", f"protect: the name must be a str, not {type(name).__name__}")
         old = self._regions.get(name)
-        objs = [array]  # alive until _watch(): its reference is in both counts
+        objs = [array]  # alive until _count_held(): its reference is in both counts
         before = self._refs_before(old, objs)
         mem = _arrays.describe(array, what)
         self._check_device(name, mem, what)
@@ -367,39 +367,49 @@ class Runtime:
         r.held = [_Held(array, name, None)] if _getrefcount is not None and _counted(array) else []
         self._regions[name] = r  # replaces `old`, whose references (and DLPack capsule) go now
         del old, mem
-        self._watch(r, before)
+        self._count_held(r, before)
         return array
 
-    @staticmethod
-    def _refs_before(old, objs):
+    def _refs_before(self, old, objs):
         """{id: references} of each of `objs` now, less those of the earlier registration `old` of the same
         name: after the new one is stored (and `old` dropped), the difference is what this Runtime holds (see
-        _watch() and checkpoint()). `objs` must stay alive until _watch() counts again."""
+        _count_held() and checkpoint()). `objs` must stay alive until _count_held() counts again. Drops what
+        checkpoint() checks first (_forget_watch()): its lists hold the objects and `old`'s entries, and must
+        not change between the two counts."""
+        self._forget_watch()
         if _getrefcount is None:
             return {}
         old_refs = {id(h.obj): h.our_refs for h in old.held} if old is not None else {}
-        return {id(o): _getrefcount(o) - old_refs.get(id(o), 0) for o in objs}  # `o`: one reference, as in _watch
+        return {id(o): _getrefcount(o) - old_refs.get(id(o), 0) for o in objs}  # `o`: one reference, as below
 
-    def _watch(self, r=None, before=None):
-        """Rebuilds what checkpoint() checks from the regions' held objects, after region `r` (if any) was
-        stored; r's references to each of its objects are counted with `before` (_refs_before()).
+    @staticmethod
+    def _count_held(r, before):
+        """After region `r` was stored: how many references to each of its objects it holds, the count now less
+        `before` (_refs_before())."""
+        for h in r.held:
+            o = h.obj  # one reference, as the loop variable of _refs_before had
+            h.our_refs = _getrefcount(o) - before[id(o)]
+        o = None
 
-        The limit of an object - the count at or below which only this Runtime reaches it - is the sum of
-        the references of all its entries (an array protected under two names is held twice by the
-        Runtime), plus, for an array that owns its memory, one per protected view of it (a view's `.base`,
-        a reference the Runtime keeps through the view). Such an array at its limit is still held when
-        the application holds one of those views (a view above its own limit): _watch_via lists them."""
+    def _forget_watch(self):
+        """Drops what checkpoint() checks, after the regions changed; the next checkpoint() rebuilds it
+        (_rebuild_watch()), so that protecting N arrays costs O(N), not O(N^2). Dropped, not kept stale: a
+        replaced or unprotected array is let go at once."""
+        self._watched = self._watch_objs = self._watch_limits = self._watch_via = None
+        self._watch_passed = None  # other objects or limits: no check has passed yet
+
+    def _rebuild_watch(self):
+        """What checkpoint() checks, from the regions' held objects: the objects (one slot each entry in
+        _watch_objs), and the limit of each - the count at or below which only this Runtime reaches it: the
+        references of all its entries (an array protected under two names is held twice by the Runtime) and
+        their slots in _watch_objs, plus, for an array that owns its memory, one per protected view of it (a
+        view's `.base`, a reference the Runtime keeps through the view). Such an array at its limit is still
+        held when the application holds one of those views (a view above its own limit): _watch_via lists
+        them."""
         watched = [h for x in self._regions.values() for h in x.held]
-        self._watched = watched
-        self._watch_objs = [h.obj for h in watched]
-        if r is not None:
-            for h in r.held:
-                o = h.obj  # one reference, as the loop variable of _refs_before had
-                h.our_refs = _getrefcount(o) - before[id(o)]  # what this region holds
-            o = None
         ours = {}  # id -> references this Runtime holds, over every name the object is protected under
         for h in watched:
-            ours[id(h.obj)] = ours.get(id(h.obj), 0) + h.our_refs
+            ours[id(h.obj)] = ours.get(id(h.obj), 0) + h.our_refs + 1  # + 1: its slot in _watch_objs
         owners = {id(h.obj) for h in watched if _owns_memory(h.obj)}
         views = {}  # id of an owner -> {id of a protected view of it: [its entries' indices in watched]}
         for i, h in enumerate(watched):
@@ -408,11 +418,13 @@ class Runtime:
                 if base is not None and id(base) in owners:
                     views.setdefault(id(base), {}).setdefault(id(h.obj), []).append(i)
                 base = None
+        self._watched = watched
+        self._watch_objs = [h.obj for h in watched]
         self._watch_limits = [ours[id(h.obj)] + len(views.get(id(h.obj), ())) + _MAP_REFS for h in watched]
         # None: not checked itself (a view); else the entries of the protected views that may hold it.
         self._watch_via = [tuple(i for v in views.get(id(h.obj), {}).values() for i in v)
                            if id(h.obj) in owners else None for h in watched]
-        self._watch_passed = None  # other objects or limits: no check has passed yet
+        self._watch_passed = None
 
     def _replace(self, h, bname, old, ptr, mem, kind, dims):
         """ckpt_update* of a registered region to `mem`, with its memory selection: the old one is cleared
@@ -648,7 +660,7 @@ class Runtime:
         r.held = [_Held(pieces[i], name, i) for i in first_at.values()]
         self._regions[name] = r  # replaces `old`, whose references (and DLPack capsules) go now
         del old, mems
-        self._watch(r, before)
+        self._count_held(r, before)
         return pieces
 
     def unprotect(self, name):
@@ -657,7 +669,7 @@ class Runtime:
         check(lib.ckpt_unprotect(h, to_bytes(name)))
         r = self._regions.pop(name, None)
         if r is not None and r.held:
-            self._watch()
+            self._forget_watch()
 
     def set_optional(self, name, optional=True):
         """Marks region `name` optional (or not): a restart from a checkpoint without it leaves it as it is."""
@@ -747,6 +759,8 @@ class Runtime:
             self._handle(f"checkpoint({step})")
         if type(step) is not int:
             step = operator.index(step)
+        if self._watch_objs is None:  # regions changed since the last checkpoint(): O(regions), once
+            self._rebuild_watch()
         if self._watch_objs:
             counts = [*map(_getrefcount, self._watch_objs)]
             if counts != self._watch_passed:  # the same counts as a check that passed pass again

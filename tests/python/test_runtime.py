@@ -469,6 +469,21 @@ def test_rebound_array_found_among_many(scratch):
     rt.unprotect("a/42")
     step += 1
     rt.checkpoint(step).wait()
+    # protect() and unprotect() only mark what checkpoint() checks for a rebuild (protecting N arrays is
+    # O(N)): rebound between a protect of other names, a re-protect of the same array and an unprotect,
+    # the array is still refused by the next checkpoint(), and the others pass.
+    more = [rt.protect(f"b/{i}", np.zeros(4)) for i in range(3)]
+    arrays[7] = arrays[7] * 2
+    rt.protect("a/8", arrays[8])
+    rt.unprotect("b/1")
+    kind, msg = outcome(lambda: rt.checkpoint(step + 1))
+    agree(kind == "PreconditionError" and "'a/7'" in msg, f"a/7 refused after other protects: {msg}")
+    rt.protect("a/7", arrays[7])
+    step += 1
+    rt.checkpoint(step).wait()
+    del more
+    kind, msg = outcome(lambda: rt.checkpoint(step + 1))
+    agree(kind == "PreconditionError" and "'b/0'" in msg, f"b/0 refused once dropped: {msg}")
     rt.close()
 
 
