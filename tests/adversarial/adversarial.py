@@ -174,21 +174,50 @@ def start_holder(d, steps, hold_ms):
     return a
 
 
+def two_jobs(name, index_format):
+    """Job A holds `name`, job B is refused; A's checkpoints commit and restart, with `index_format`."""
+    d = fresh(name)
+    saved = os.environ.get("CKPT_INDEX_FORMAT")
+    os.environ["CKPT_INDEX_FORMAT"] = str(index_format)  # both jobs and the check
+    try:
+        a = start_holder(d, steps=2, hold_ms=3000)
+        try:
+            rc, out = run(mpi(2, "--dir", d, "--steps", "1"), timeout=60)
+            check(rc == 4 and "in use" in out and ".lock" in out, "job B: rc %s: %s" % (rc, out[-1500:]))
+            out_a, _ = a.communicate(timeout=60)
+            check(a.returncode == 0, "job A failed: " + out_a[-1500:])
+        finally:
+            kill_session(a)
+        rc, out = app_check(d)
+        check(rc == 0 and "check: ok step 2" in out, out[-800:])
+    finally:
+        if saved is None:
+            del os.environ["CKPT_INDEX_FORMAT"]
+        else:
+            os.environ["CKPT_INDEX_FORMAT"] = saved
+    committed = sorted(n for n in os.listdir(d) if n.startswith("ckpt.") and not n.endswith(".tmp"))
+    check(committed == ["ckpt.1", "ckpt.2"], "job A's checkpoints: %s" % committed)
+    return d
+
+
 @case
 def two_jobs_one_directory():
     """A second job on a directory a live job uses fails at once with a clear error (in use, the lock
     file), deletes nothing of the first job, whose checkpoints all commit and restart."""
-    d = fresh("two_jobs")
-    a = start_holder(d, steps=2, hold_ms=3000)
-    try:
-        rc, out = run(mpi(2, "--dir", d, "--steps", "1"), timeout=60)
-        check(rc == 4 and "in use" in out and ".lock" in out, "job B: rc %s: %s" % (rc, out[-1500:]))
-        out_a, _ = a.communicate(timeout=60)
-        check(a.returncode == 0, "job A failed: " + out_a[-1500:])
-    finally:
-        kill_session(a)
-    rc, out = app_check(d)
-    check(rc == 0 and "check: ok step 2" in out, out[-800:])
+    two_jobs("two_jobs", 1)
+
+
+@case
+def two_jobs_one_directory_index2():
+    """The same with the two-level index (issue 33): job B, refused, leaves job A's sub-indices and catalogs
+    alone; each of A's checkpoints has its root, catalog and one sub-index per rank, and verifies."""
+    d = two_jobs("two_jobs_index2", 2)
+    for step in (1, 2):
+        c = os.path.join(d, "ckpt.%d" % step)
+        names = set(os.listdir(c))
+        check({"index.0", "index.1"} <= names, "ckpt.%d: sub-indices missing: %s" % (step, sorted(names)))
+        rc, out = cli("verify", c)
+        check(rc == 0, "ckpt verify ckpt.%d: rc %s: %s" % (step, rc, out[-800:]))
 
 
 @case
