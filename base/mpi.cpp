@@ -15,6 +15,7 @@ namespace {
 
 constexpr int kGatherTag = 7201;
 constexpr int kReduceTag = 7202;
+constexpr int kScanTag = 7203;
 
 thread_local bool t_sleeping_waits = false;
 
@@ -79,9 +80,29 @@ void allreduce(const void* in, void* out, int count, MPI_Datatype type, MPI_Op o
              [&](MPI_Request* req) { MPI_Iallreduce(in, out, count, type, op, comm, req); });
 }
 
-void exscan(const void* in, void* out, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  collective([&] { MPI_Exscan(in, out, count, type, op, comm); },
-             [&](MPI_Request* req) { MPI_Iexscan(in, out, count, type, op, comm, req); });
+void exscan_sum(const std::uint64_t* in, std::uint64_t* out, int count, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const auto n = static_cast<std::size_t>(count);
+  std::vector<std::uint64_t> window(in, in + n), sent(n), got(n);  // window: the sum over ranks (rank-2^k, rank]
+  std::fill(out, out + n, 0);
+  for (long long step = 1; step < size; step *= 2) {
+    const int d = static_cast<int>(step);
+    MPI_Request send = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
+    if (rank + d < size) {
+      sent = window;
+      MPI_Isend(sent.data(), count, MPI_UINT64_T, rank + d, kScanTag, comm, &send);
+    }
+    if (rank - d >= 0) MPI_Irecv(got.data(), count, MPI_UINT64_T, rank - d, kScanTag, comm, &recv);
+    if (send != MPI_REQUEST_NULL) wait_request(send);
+    if (recv == MPI_REQUEST_NULL) continue;
+    wait_request(recv);
+    for (std::size_t i = 0; i < n; ++i) {  // the ranks (rank-2d, rank-d]: before this one, not yet counted
+      out[i] += got[i];
+      window[i] += got[i];
+    }
+  }
 }
 
 void bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/format.hpp"
+#include "base/mpi.hpp"
 #include "transports/mpi_util.hpp"
 #include "transports/transport.hpp"
 
@@ -102,10 +103,9 @@ class MpiioTransport final : public Transport {
     const std::uint64_t align = std::max<std::uint64_t>(m_opts.alignment, kDataHeaderBytes);
     const std::uint64_t mine = round_up_to(ctx.bytes(), align);
     std::uint64_t before = 0, total = 0;
-    MPI_Exscan(&mine, &before, 1, MPI_UINT64_T, MPI_SUM, m_comm);
+    exscan_sum(&mine, &before, 1, m_comm);  // log2 P rounds, not MPI_Exscan's chain through every rank
     int grank = 0;
     MPI_Comm_rank(m_comm, &grank);
-    if (grank == 0) before = 0;
     std::uint64_t my_end = align + before + ctx.bytes();  // the file ends where the last stream ends
     MPI_Allreduce(&my_end, &total, 1, MPI_UINT64_T, MPI_MAX, m_comm);
     // The collective calls this rank will make: one per write() and 1 GiB piece of it. The writes'

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "base/format.hpp"
+#include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "transports/mpi_util.hpp"
 #include "transports/transport.hpp"
@@ -208,10 +209,8 @@ class RbioTransport final : public Transport {
     std::uint64_t group_base = align;
     if (shared && m_grank == 0) {
       std::uint64_t before = 0;
-      MPI_Exscan(&group_total, &before, 1, MPI_UINT64_T, MPI_SUM, m_writers);
-      int wrank = 0;
-      MPI_Comm_rank(m_writers, &wrank);
-      group_base = align + (wrank == 0 ? 0 : before);
+      exscan_sum(&group_total, &before, 1, m_writers);  // log2 P rounds, not MPI_Exscan's chain
+      group_base = align + before;
     }
     std::vector<std::uint64_t> base(static_cast<std::size_t>(m_gsize));
     if (m_grank == 0) {

@@ -155,6 +155,33 @@ TEST_P(MpiHelpers, AllreduceAndBcast) {
   EXPECT_EQ(b, 42);
 }
 
+// exscan_sum over every sub-communicator size 1..P (the first k ranks), several values per rank, twice in
+// a row on one communicator (the rounds of one call must not take the messages of the next), against the
+// prefix sums computed here; rank 0 gets 0 and a sum wraps.
+TEST_P(MpiHelpers, ExscanSumIsTheExclusivePrefixSum) {
+  const int me = rank_of(m_comm), n = size_of(m_comm);
+  for (int k = 1; k <= n; ++k) {
+    MPI_Comm sub = MPI_COMM_NULL;
+    MPI_Comm_split(m_comm, me < k ? 0 : MPI_UNDEFINED, me, &sub);
+    if (sub == MPI_COMM_NULL) continue;
+    auto value = [](int r, int i, int call) {
+      return i == 2 ? ~std::uint64_t{0} - static_cast<std::uint64_t>(r)  // wraps
+                    : static_cast<std::uint64_t>((r + 1) * (i + 3) + 1000 * call);
+    };
+    for (int call = 0; call < 2; ++call) {
+      std::uint64_t in[3], out[3] = {7, 7, 7};
+      for (int i = 0; i < 3; ++i) in[i] = value(me, i, call);
+      on_thread(GetParam(), [&] { exscan_sum(in, out, 3, sub); });
+      for (int i = 0; i < 3; ++i) {
+        std::uint64_t want = 0;
+        for (int r = 0; r < me; ++r) want += value(r, i, call);
+        EXPECT_EQ(out[i], want) << "size " << k << " rank " << me << " value " << i << " call " << call;
+      }
+    }
+    MPI_Comm_free(&sub);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Waits, MpiHelpers, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "sleeping" : "blocking"; });
 

@@ -330,8 +330,7 @@ Status Committer::commit_spread(Job& job) {
   for (const BlockRecord& b : rep.blocks)
     if (const int j = joined_at[root_var[b.var]]; j >= 0) rows[static_cast<std::size_t>(j)] = b.count.at(0);
   if (joined > 0) {
-    exscan(rows.data(), first_row.data(), static_cast<int>(rows.size()), MPI_UINT64_T, MPI_SUM, m_commit_comm);
-    if (m_rank == 0) std::fill(first_row.begin(), first_row.end(), 0);  // MPI leaves rank 0's undefined
+    exscan_sum(rows.data(), first_row.data(), static_cast<int>(rows.size()), m_commit_comm);
   }
 
   // 3. This rank's sub-index, written beside its data; its entry and boxes to rank 0.
