@@ -228,6 +228,52 @@ TEST(IndexV2, TheOrderedReductionGivesTheSameIndex) {
   }
 }
 
+// The allreduce of a commit takes the variables' count of the last agreement that held instead of
+// agreeing on it again (one collective less per commit): registrations that change between commits of one
+// Runtime - one rank adds a variable, then drops it, every rank adds one, one rank renames one at the same
+// count - commit the same index as the one-level gather of the same sequence, step by step, and restart.
+TEST(IndexV2, RegistrationsThatChangeBetweenCommitsAgreeAlike) {
+  const std::string spread = scratch_dir("index2-changing-2"), gathered = scratch_dir("index2-changing-1");
+  const int r = world_rank();
+  for (const int format : {2, 1}) {
+    Options o = v2_options(format == 2 ? spread : gathered);
+    o.index_format = format;
+    o.keep = 10;  // every step compared below
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    std::vector<double> a(4, 1.0 + r), extra(2 + static_cast<std::size_t>(r), -1.0 * r), w(3, 0.5 * r);
+    ASSERT_TRUE(rt.protect("a", a.data(), DType::f64, {a.size()}).ok());
+    auto commit = [&](std::int64_t step) {
+      a[0] = static_cast<double>(step);
+      const Status st = rt.checkpoint(step).wait();
+      EXPECT_TRUE(st.ok()) << "step " << step << ": " << st.to_string();
+    };
+    commit(1);  // the same count everywhere: kept
+    if (r == 1) EXPECT_TRUE(rt.protect("extra", extra.data(), DType::f64, {extra.size()}).ok());
+    commit(2);  // rank 1 sends another count than the kept one: the ordered reduction decides
+    commit(3);  // no count kept: agreed again, they differ
+    if (r == 1) EXPECT_TRUE(rt.unprotect("extra").ok());
+    commit(4);  // the same count again: kept
+    EXPECT_TRUE(rt.protect("w", w.data(), DType::f64, {w.size()}).ok());
+    commit(5);  // every rank one more than the kept count
+    commit(6);
+    if (r == world_size() - 1) {  // the same count, another name
+      EXPECT_TRUE(rt.unprotect("w").ok());
+      EXPECT_TRUE(rt.protect("w_renamed", w.data(), DType::f64, {w.size()}).ok());
+    }
+    commit(7);
+    commit(8);
+  }
+  for (std::int64_t step = 1; step <= 8; ++step) expect_same_index(spread, gathered, step);
+  Runtime rt(MPI_COMM_WORLD, v2_options(spread));
+  std::vector<double> a(4, 0.0), w(3, 0.0);
+  ASSERT_TRUE(rt.protect("a", a.data(), DType::f64, {a.size()}).ok());
+  ASSERT_TRUE(rt.protect(r == world_size() - 1 ? "w_renamed" : "w", w.data(), DType::f64, {w.size()}).ok());
+  const Status st = rt.restart(8);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_TRUE(all_true(a[0] == 8.0 && a[1] == 1.0 + r && w[2] == 0.5 * r));
+}
+
 // The agreement of that commit is the reduction's: a variable one rank registers with another dtype
 // fails the checkpoint on every rank with the same message, naming the first such rank, and nothing is
 // committed.

@@ -386,7 +386,7 @@ Status Committer::commit_spread(Job& job) {
 Result<AgreedSummary> Committer::agree_spread(const Job& job, const Index& rep) {
   const std::string ckpt = "checkpoint " + std::to_string(job.step);
   const auto nranks = static_cast<std::uint32_t>(m_size);
-  if (auto fast = allreduce_summary(m_commit_comm, rep, random64())) {
+  if (auto fast = allreduce_summary(m_commit_comm, rep, random64(), m_agreed_vars)) {
     CKPT_RETURN_IF_ERROR(summary_status(fast->summary, nranks, job.step));  // the same data on every rank
     return std::move(*fast);
   }

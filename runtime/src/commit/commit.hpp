@@ -162,6 +162,7 @@ class Committer {
   std::vector<bool> m_group_persistent;  ///< per transport group: whether it writes files
   bool m_persistent = false;             ///< some group writes files
   bool m_spread = false;                 ///< commit_spread(): index_format 2, every group posix
+  std::optional<std::uint64_t> m_agreed_vars;  ///< allreduce_summary()'s count, kept between commits
   Store& m_store;
   std::uint64_t m_run_id;
   Tracer* m_tracer;

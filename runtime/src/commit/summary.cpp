@@ -147,17 +147,28 @@ std::uint64_t registration_hash(const Index& report) {
 
 }  // namespace
 
-std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw) {
+std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw,
+                                               std::optional<std::uint64_t>& count) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   bool failed = false;
   for (const auto& kv : report.attrs) failed = failed || kv.first == "error";
   const std::size_t nvars = report.vars.size();
-  std::uint64_t counts[2] = {nvars, ~static_cast<std::uint64_t>(nvars)}, agreed[2] = {0, 0};
-  allreduce(counts, agreed, 2, MPI_UINT64_T, MPI_MAX, comm);  // the records' count must agree first
-  const bool same_count = agreed[0] == nvars && ~agreed[1] == nvars;
-  // With other counts every rank still takes part with a header only, and learns the same "no".
-  const std::size_t records = 1 + (same_count ? nvars : 0);
+  // The records' count must be the same on every rank before they are reduced: the count of the last
+  // agreement that held (the same on every rank, set below from reduced values only), else agreed now.
+  std::uint64_t records_of_vars = 0;
+  bool same_count = false;  // this rank's count is the one every rank sends
+  if (count.has_value()) {
+    records_of_vars = *count;
+    same_count = nvars == *count;  // if not, the header says so and every rank learns the same "no"
+  } else {
+    std::uint64_t counts[2] = {nvars, ~static_cast<std::uint64_t>(nvars)}, agreed[2] = {0, 0};
+    allreduce(counts, agreed, 2, MPI_UINT64_T, MPI_MAX, comm);
+    same_count = agreed[0] == nvars && ~agreed[1] == nvars;  // then on every rank
+    // With other counts every rank still takes part with a header only, and learns the same "no".
+    records_of_vars = same_count ? nvars : 0;
+  }
+  const std::size_t records = 1 + static_cast<std::size_t>(records_of_vars);
   std::vector<std::uint64_t> mine(records * kWords, 0), all(records * kWords, 0);
   const std::uint64_t h = registration_hash(report);
   mine[1] = h;
@@ -185,6 +196,9 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
   }
   const RecordOp& op = record_op();
   allreduce(mine.data(), all.data(), static_cast<int>(records), op.type, op.op, comm);
+  // No rank failed or sent another count: every rank's count is records_of_vars, kept for the next
+  // agreement (which then needs no count round); else the next one agrees on its count first.
+  count = all[3] == 0 ? std::optional<std::uint64_t>(records_of_vars) : std::nullopt;
   if (all[3] != 0 || all[1] != all[2]) return std::nullopt;
   AgreedSummary out;
   out.token = all[4] != 0 ? all[4] : 1;

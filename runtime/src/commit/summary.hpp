@@ -53,15 +53,18 @@ struct AgreedSummary {
   CommitSummary summary;
   std::uint64_t token = 0;
 };
-/// The agreement in two MPI_Allreduce calls (the variables' count, then O(variables) words), for the
-/// common case: no rank failed and
+/// The agreement in one or two MPI_Allreduce calls (the variables' count unless `count` holds the count of
+/// the last agreement, then O(variables) words), for the common case: no rank failed and
 /// every rank registered the same variables (names, dtypes, kinds, shapes, attributes) in the same
 /// order. Every rank passes its report and a random 64-bit draw; every rank gets the same answer: the
 /// summary of all ranks with the commit token (the draws XORed; non-zero), or nullopt when the case does
 /// not hold - or when merging min/max without the ranks' order could differ from merging them in rank
 /// order (a NaN, or values equal but with other bits, such as -0.0 and 0.0, or a sum that overflows) -
 /// and the ordered reduction must decide (reduce_bytes of encode_summary()). Collective over `comm`.
-std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw);
+/// `count`: the same on every rank (the caller keeps it from one call to the next, starting empty); set to
+/// the variables' count when every rank sent it and none failed, else emptied (from reduced values only).
+std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw,
+                                               std::optional<std::uint64_t>& count);
 
 /// Whether two ranks registered a variable alike: dtype, kind, rank and global shape (a joined array's
 /// row count may differ).
