@@ -338,7 +338,7 @@ class Runtime:
             raise error("invalid_argument", f"protect: the name must be a str, not {type(name).__name__}")
         old = self._regions.get(name)
         objs = [array]  # alive until _count_held(): its reference is in both counts
-        before = self._refs_before(old, objs)
+        before = self._refs_before(objs)
         mem = _arrays.describe(array, what)
         self._check_device(name, mem, what)
         kind, dims = self._geometry(mem, global_shape, start, joined, first_row, what)
@@ -365,27 +365,27 @@ class Runtime:
         r = _Region()
         r.obj, r.kind, r.mem, r.dims, r.pieces = array, kind, mem, dims, None
         r.held = [_Held(array, name, None)] if _getrefcount is not None and _counted(array) else []
-        self._regions[name] = r  # replaces `old`, whose references (and DLPack capsule) go now
-        del old, mem
+        self._regions[name] = r  # replaces `old`, alive (the local) until counted
         self._count_held(r, before)
+        del old, mem  # its references (and DLPack capsule) go now
         return array
 
-    def _refs_before(self, old, objs):
-        """{id: references} of each of `objs` now, less those of the earlier registration `old` of the same
-        name: after the new one is stored (and `old` dropped), the difference is what this Runtime holds (see
-        _count_held() and checkpoint()). `objs` must stay alive until _count_held() counts again. Drops what
-        checkpoint() checks first (_forget_watch()): its lists hold the objects and `old`'s entries, and must
-        not change between the two counts."""
+    def _refs_before(self, objs):
+        """{id: references} of each of `objs` now, with the earlier registration of the same name still alive:
+        _count_held() counts again after the new one is stored, the old one still alive (the caller keeps it
+        until then), and the difference is what the new registration holds (see checkpoint()). What the old one
+        held - directly, or through a view's `.base` - goes when the caller lets it go, after the count.
+        `objs` must stay alive until _count_held(). Drops what checkpoint() checks first (_forget_watch()):
+        its lists hold the objects and must not change between the two counts."""
         self._forget_watch()
         if _getrefcount is None:
             return {}
-        old_refs = {id(h.obj): h.our_refs for h in old.held} if old is not None else {}
-        return {id(o): _getrefcount(o) - old_refs.get(id(o), 0) for o in objs}  # `o`: one reference, as below
+        return {id(o): _getrefcount(o) for o in objs}  # `o`: one reference, as below
 
     @staticmethod
     def _count_held(r, before):
-        """After region `r` was stored: how many references to each of its objects it holds, the count now less
-        `before` (_refs_before())."""
+        """After region `r` was stored (the registration it replaces still alive): how many references to each of
+        its objects it holds, the count now less `before` (_refs_before())."""
         for h in r.held:
             o = h.obj  # one reference, as the loop variable of _refs_before had
             h.our_refs = _getrefcount(o) - before[id(o)]
@@ -574,7 +574,7 @@ class Runtime:
                     raise error("invalid_argument", f"{what}: the box of a row, start {start} + row {row}, exceeds "
                                                     f"the allocation {alloc} in dimension {d}")
         old = self._regions.get(name)
-        before = self._refs_before(old, pieces)
+        before = self._refs_before(pieces)
         mems = [_arrays.describe(p, f"{what}: piece {i}") for i, p in enumerate(pieces)]
         want = None
         if dtype is not None:
@@ -658,9 +658,9 @@ class Runtime:
             if id(pieces[i]) not in first_at and _counted(pieces[i]):
                 first_at[id(pieces[i])] = i
         r.held = [_Held(pieces[i], name, i) for i in first_at.values()]
-        self._regions[name] = r  # replaces `old`, whose references (and DLPack capsules) go now
-        del old, mems
+        self._regions[name] = r  # replaces `old`, alive (the local) until counted
         self._count_held(r, before)
+        del old, mems  # its references (and DLPack capsules) go now
         return pieces
 
     def unprotect(self, name):

@@ -488,6 +488,23 @@ def test_rebound_array_found_among_many(scratch):
 
 
 
+def test_reprotected_from_a_view_to_its_base(scratch):
+    """A name protected as a temporary view (X[2:], held by the Runtime only) and then as its base X: the
+    view's reference to X (.base) goes with the old registration, after the Runtime counted what the new
+    one holds, so X rebound later is still refused (the count came out one too low, and accepted it)."""
+    rt = runtime(scratch)
+    x = np.arange(8.0)
+    rt.protect("a", x[2:])
+    rt.protect("a", x)
+    rt.checkpoint(1).wait()
+    x = x + 1  # rebound: only the Runtime holds the protected array
+    kind, msg = outcome(lambda: rt.checkpoint(2))
+    agree(kind == "PreconditionError" and "'a'" in msg, f"rebound base refused: {msg}")
+    rt.protect("a", x)  # the new array: accepted
+    rt.checkpoint(2).wait()
+    rt.close()
+
+
 def test_array_under_several_names_or_with_its_views(scratch):
     """The Runtime holds an array once per name it is protected under, and through every protected view of
     it (the view's .base): checkpoint() refuses it once the application holds none of them - dropped,
