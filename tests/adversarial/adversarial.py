@@ -13,6 +13,7 @@ MPI ranks have process groups of their own), a crash, a wrong outcome or an uncl
 docs/reliability.md has the table of every case (tests/adversarial/test_api.cpp has the others).
 """
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -174,6 +175,16 @@ def start_holder(d, steps, hold_ms):
     return a
 
 
+def committed_files(d):
+    """{path: sha256} of every file of the committed checkpoints in d."""
+    got = {}
+    for c in sorted(n for n in os.listdir(d) if n.startswith("ckpt.") and not n.endswith(".tmp")):
+        for f in sorted(os.listdir(os.path.join(d, c))):
+            with open(os.path.join(d, c, f), "rb") as fh:
+                got[c + "/" + f] = hashlib.sha256(fh.read()).hexdigest()
+    return got
+
+
 def two_jobs(name, index_format):
     """Job A holds `name`, job B is refused; A's checkpoints commit and restart, with `index_format`."""
     d = fresh(name)
@@ -182,8 +193,10 @@ def two_jobs(name, index_format):
     try:
         a = start_holder(d, steps=2, hold_ms=3000)
         try:
+            before = committed_files(d)  # job A has committed and holds the directory
             rc, out = run(mpi(2, "--dir", d, "--steps", "1"), timeout=60)
             check(rc == 4 and "in use" in out and ".lock" in out, "job B: rc %s: %s" % (rc, out[-1500:]))
+            check(committed_files(d) == before, "job B changed job A's checkpoints")
             out_a, _ = a.communicate(timeout=60)
             check(a.returncode == 0, "job A failed: " + out_a[-1500:])
         finally:
@@ -215,7 +228,11 @@ def two_jobs_one_directory_index2():
     for step in (1, 2):
         c = os.path.join(d, "ckpt.%d" % step)
         names = set(os.listdir(c))
-        check({"index.0", "index.1"} <= names, "ckpt.%d: sub-indices missing: %s" % (step, sorted(names)))
+        check({"catalog", "index.0", "index.1"} <= names, "ckpt.%d: catalog or sub-indices missing: %s" %
+              (step, sorted(names)))
+        with open(os.path.join(c, "index"), "rb") as fh:
+            version = int.from_bytes(fh.read(12)[8:12], "little")  # the header's version (format.md)
+        check(version == 2, "ckpt.%d: the root index has version %d" % (step, version))
         rc, out = cli("verify", c)
         check(rc == 0, "ckpt verify ckpt.%d: rc %s: %s" % (step, rc, out[-800:]))
 

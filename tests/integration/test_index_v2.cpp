@@ -238,7 +238,7 @@ TEST(IndexV2, RegistrationsThatChangeBetweenCommitsAgreeAlike) {
   for (const int format : {2, 1}) {
     Options o = v2_options(format == 2 ? spread : gathered);
     o.index_format = format;
-    o.keep = 10;  // every step compared below
+    o.keep = 20;  // every step compared below
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     std::vector<double> a(4, 1.0 + r), extra(2 + static_cast<std::size_t>(r), -1.0 * r), w(3, 0.5 * r);
@@ -248,30 +248,33 @@ TEST(IndexV2, RegistrationsThatChangeBetweenCommitsAgreeAlike) {
       const Status st = rt.checkpoint(step).wait();
       EXPECT_TRUE(st.ok()) << "step " << step << ": " << st.to_string();
     };
-    commit(1);  // the same count everywhere: kept
+    commit(1);  // the count agreed first, the same everywhere: kept
+    commit(2);  // the kept count, the one allreduce decides
     if (r == 1) EXPECT_TRUE(rt.protect("extra", extra.data(), DType::f64, {extra.size()}).ok());
-    commit(2);  // rank 1 sends another count than the kept one: the ordered reduction decides
-    commit(3);  // no count kept: agreed again, they differ
+    commit(3);  // rank 1 sends another count than the kept one: the ordered reduction decides, none kept
+    commit(4);  // the count agreed first: they differ, the ordered reduction again
     if (r == 1) EXPECT_TRUE(rt.unprotect("extra").ok());
-    commit(4);  // the same count again: kept
+    commit(5);  // agreed first, the same again: kept
+    commit(6);  // the kept count, the one allreduce
     EXPECT_TRUE(rt.protect("w", w.data(), DType::f64, {w.size()}).ok());
-    commit(5);  // every rank one more than the kept count
-    commit(6);
+    commit(7);  // every rank one more than the kept count: the ordered reduction, none kept
+    commit(8);  // agreed first: kept
+    commit(9);  // the kept count, the one allreduce
     if (r == world_size() - 1) {  // the same count, another name
       EXPECT_TRUE(rt.unprotect("w").ok());
       EXPECT_TRUE(rt.protect("w_renamed", w.data(), DType::f64, {w.size()}).ok());
     }
-    commit(7);
-    commit(8);
+    commit(10);  // the kept count, registrations that differ: the ordered reduction, the count kept
+    commit(11);
   }
-  for (std::int64_t step = 1; step <= 8; ++step) expect_same_index(spread, gathered, step);
+  for (std::int64_t step = 1; step <= 11; ++step) expect_same_index(spread, gathered, step);
   Runtime rt(MPI_COMM_WORLD, v2_options(spread));
   std::vector<double> a(4, 0.0), w(3, 0.0);
   ASSERT_TRUE(rt.protect("a", a.data(), DType::f64, {a.size()}).ok());
   ASSERT_TRUE(rt.protect(r == world_size() - 1 ? "w_renamed" : "w", w.data(), DType::f64, {w.size()}).ok());
-  const Status st = rt.restart(8);
+  const Status st = rt.restart(11);
   EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_TRUE(all_true(a[0] == 8.0 && a[1] == 1.0 + r && w[2] == 0.5 * r));
+  EXPECT_TRUE(all_true(a[0] == 11.0 && a[1] == 1.0 + r && w[2] == 0.5 * r));
 }
 
 // The agreement of that commit is the reduction's: a variable one rank registers with another dtype
