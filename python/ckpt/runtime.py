@@ -263,6 +263,7 @@ class Runtime:
         # The regions whose holding checkpoint() checks; for speed (one pass in C over them), their
         # objects and the reference count at or below which nothing but this Runtime holds each one.
         self._watched, self._watch_objs, self._watch_limits, self._watch_via = [], [], [], []
+        self._watch_count, self._watch_bases = {}, set()  # see _rebuild_watch()
         self._watch_passed = None  # the reference counts of the last check that passed (checkpoint())
         self._abandoned = False
         self.last_restart_warning = None  # the RestartWarning of the last restart(), or None
@@ -338,7 +339,8 @@ class Runtime:
             raise error("invalid_argument", f"protect: the name must be a str, not {type(name).__name__}")
         old = self._regions.get(name)
         objs = [array]  # alive until _count_held(): its reference is in both counts
-        before = self._refs_before(objs)
+        slot = self._patchable(old, array)  # the common re-protect: the check's lists patched, not rebuilt
+        before = self._refs_before(objs, keep_lists=slot is not None)
         mem = _arrays.describe(array, what)
         self._check_device(name, mem, what)
         kind, dims = self._geometry(mem, global_shape, start, joined, first_row, what)
@@ -367,17 +369,20 @@ class Runtime:
         r.held = [_Held(array, name, None)] if _getrefcount is not None and _counted(array) else []
         self._regions[name] = r  # replaces `old`, alive (the local) until counted
         self._count_held(r, before)
+        if slot is not None:
+            self._patch_watch(slot, r.held[0])
         del old, mem  # its references (and DLPack capsule) go now
         return array
 
-    def _refs_before(self, objs):
+    def _refs_before(self, objs, keep_lists=False):
         """{id: references} of each of `objs` now, with the earlier registration of the same name still alive:
         _count_held() counts again after the new one is stored, the old one still alive (the caller keeps it
         until then), and the difference is what the new registration holds (see checkpoint()). What the old one
         held - directly, or through a view's `.base` - goes when the caller lets it go, after the count.
-        `objs` must stay alive until _count_held(). Drops what checkpoint() checks first (_forget_watch()):
-        its lists hold the objects and must not change between the two counts."""
-        self._forget_watch()
+        `objs` must stay alive until _count_held(). Drops what checkpoint() checks first (_forget_watch()),
+        unless `keep_lists` (_patchable()): its lists hold objects and must not change between the two counts."""
+        if not keep_lists:
+            self._forget_watch()
         if _getrefcount is None:
             return {}
         return {id(o): _getrefcount(o) for o in objs}  # `o`: one reference, as below
@@ -391,11 +396,48 @@ class Runtime:
             h.our_refs = _getrefcount(o) - before[id(o)]
         o = None
 
+    def _patchable(self, old, array):
+        """The index in what checkpoint() checks of `old`'s one entry when `array` can take its place there
+        without a rebuild (_patch_watch()), else None. So when the lists are built, `old` holds one array that
+        owns its memory, is protected under no other name and has no protected view, and `array` owns its
+        memory and is in the lists neither under another name nor as a protected view's base: then the
+        entry's limit depends on the new registration alone. One pass in C (the entry's index), no rebuild."""
+        if self._watch_objs is None or old is None or len(old.held) != 1 or _getrefcount is None:
+            return None
+        if not (_counted(array) and _owns_memory(array)):
+            return None
+        gone = old.held[0]
+        try:
+            at = self._watched.index(gone)  # _Held has no __eq__: by identity
+        except ValueError:
+            return None
+        if self._watch_via[at] != ():  # None: a view; a non-empty tuple: protected views of it
+            return None
+        counts = self._watch_count
+        if counts.get(id(gone.obj)) != 1 or id(array) in self._watch_bases:
+            return None
+        if array is not gone.obj and id(array) in counts:
+            return None
+        return at
+
+    def _patch_watch(self, at, held):
+        """Puts `held` (the new registration's one entry, counted by _count_held()) in place of entry `at`
+        (_patchable()): its slot in _watch_objs, and its limit as _rebuild_watch() would compute it."""
+        counts = self._watch_count
+        del counts[id(self._watch_objs[at])]  # one entry (_patchable())
+        counts[id(held.obj)] = 1
+        self._watched[at] = held
+        self._watch_objs[at] = held.obj
+        self._watch_limits[at] = held.our_refs + 1 + _MAP_REFS  # + 1: its slot in _watch_objs
+        self._watch_via[at] = ()
+        self._watch_passed = None
+
     def _forget_watch(self):
         """Drops what checkpoint() checks, after the regions changed; the next checkpoint() rebuilds it
         (_rebuild_watch()), so that protecting N arrays costs O(N), not O(N^2). Dropped, not kept stale: a
         replaced or unprotected array is let go at once."""
         self._watched = self._watch_objs = self._watch_limits = self._watch_via = None
+        self._watch_count = self._watch_bases = None
         self._watch_passed = None  # other objects or limits: no check has passed yet
 
     def _rebuild_watch(self):
@@ -420,6 +462,11 @@ class Runtime:
                 base = None
         self._watched = watched
         self._watch_objs = [h.obj for h in watched]
+        # For _patchable(): entries per object, and the objects that are the base of a protected view.
+        self._watch_count = {}
+        for h in watched:
+            self._watch_count[id(h.obj)] = self._watch_count.get(id(h.obj), 0) + 1
+        self._watch_bases = {id(b) for b in (getattr(h.obj, "base", None) for h in watched) if b is not None}
         self._watch_limits = [ours[id(h.obj)] + len(views.get(id(h.obj), ())) + _MAP_REFS for h in watched]
         # None: not checked itself (a view); else the entries of the protected views that may hold it.
         self._watch_via = [tuple(i for v in views.get(id(h.obj), {}).values() for i in v)
@@ -851,6 +898,7 @@ class Runtime:
         finally:
             lib.ckpt_free(h)  # no collective left: ckpt_close ran
             self._regions, self._watched, self._watch_objs, self._watch_limits, self._watch_via = {}, [], [], [], []
+            self._watch_count, self._watch_bases = {}, set()
             self._watch_passed = None
             if self in _open_runtimes:
                 _open_runtimes.remove(self)

@@ -505,6 +505,68 @@ def test_reprotected_from_a_view_to_its_base(scratch):
     rt.close()
 
 
+def test_reprotect_after_a_checkpoint_patches_the_check(scratch):
+    """A re-protect after a checkpoint() updates the holding check in place when the old and the new array
+    stand alone (one name each, no protected view of either): what the next checkpoint() checks is what a
+    rebuild would check - the new array refused once rebound or dropped, the same array re-protected still
+    checked - and where they do not stand alone (another name, a protected view) the check is rebuilt."""
+    rt = runtime(scratch)
+    step = 0
+
+    def ok(what):
+        nonlocal step
+        step += 1
+        kind, msg = outcome(lambda: rt.checkpoint(step).wait())
+        agree(kind is None, f"{what}: {kind} {msg}")
+
+    def refused(what, name):
+        kind, msg = outcome(lambda: rt.checkpoint(step + 1))
+        agree(kind == "PreconditionError" and f"'{name}'" in msg, f"{what}: {kind} {msg}")
+
+    others = [rt.protect(f"o/{i}", np.zeros(4)) for i in range(5)]
+    u = rt.protect("u", np.zeros(5))
+    ok("first")
+    u = u + 1
+    rt.protect("u", u)  # patched
+    ok("re-protected")
+    u = u + 1  # rebound again, not re-protected
+    refused("rebound after a patched re-protect", "u")
+    rt.protect("u", u)
+    rt.protect("u", u)  # the same array again
+    ok("the same array re-protected")
+    u = None
+    refused("dropped after the same array was re-protected", "u")
+    u = rt.protect("u", np.ones(3))
+    ok("again")
+    # The new array also protected under another name: rebuilt, held twice.
+    w = np.full(4, 2.0)
+    rt.protect("w", w)
+    ok("w")
+    rt.protect("u", w)
+    ok("u and w one array")
+    rt.unprotect("w")
+    w = None
+    refused("u's array dropped once w is gone", "u")
+    # A protected view of the new array: the view that the program holds keeps it accepted.
+    base = np.arange(10.0)
+    view = rt.protect("v", base[2:])
+    rt.protect("u", base)
+    ok("u's array has a protected view")
+    base = None
+    ok("the program holds the view, and through it the array")
+    view = None
+    refused("neither held", "u")
+    rt.unprotect("v")
+    # The old array had a protected view: rebuilt; the view's name keeps its checks.
+    a = rt.protect("u", np.arange(6.0))
+    av = rt.protect("v", a[1:])
+    ok("u with a view")
+    rt.protect("u", np.zeros(2) + 7)  # a temporary: nothing else holds it
+    refused("the new array is held by the Runtime only", "u")
+    del others, av
+    rt.close()
+
+
 def test_array_under_several_names_or_with_its_views(scratch):
     """The Runtime holds an array once per name it is protected under, and through every protected view of
     it (the view's .base): checkpoint() refuses it once the application holds none of them - dropped,
