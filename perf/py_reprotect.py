@@ -40,9 +40,9 @@ def main(arrays=100, steps=60):
             res.setdefault(mode, []).extend(got[5:])
         if comm.rank == 0:
             for mode, got in res.items():
-                print(f"{mode:10} protect() {1e6 * statistics.median(x[0] for x in got):8.1f} us   checkpoint() outside "
-                      f"the C++ call {1e6 * statistics.median(x[1] for x in got):8.1f} us  ({len(got)} checkpoints, "
-                      f"{arrays} arrays, {comm.size} rank(s))")
+                p, c = (1e6 * statistics.median(x[k] for x in got) for k in (0, 1))
+                print(f"{mode:10} protect() {p:8.1f} us   checkpoint() outside the C++ call {c:8.1f} us  "
+                      f"({len(got)} checkpoints, {arrays} arrays, {comm.size} rank(s))")
     return 0
 
 

@@ -505,64 +505,73 @@ def test_reprotected_from_a_view_to_its_base(scratch):
     rt.close()
 
 
+class Checkpoints:
+    """A test's checkpoints, numbered: accepted(what) takes the next step and requires it to commit;
+    refused(what, *names) requires the next one, twice (a refusal is not remembered as a check that passed),
+    to be refused with PreconditionError naming every region in `names`."""
+
+    def __init__(self, rt):
+        self.rt, self.step = rt, 0
+
+    def accepted(self, what):
+        self.step += 1
+        kind, msg = outcome(lambda: self.rt.checkpoint(self.step).wait())
+        agree(kind is None, f"{what}: accepted ({kind}: {msg})")
+
+    def refused(self, what, *names):
+        for _ in range(2):
+            kind, msg = outcome(lambda: self.rt.checkpoint(self.step + 1))
+            agree(kind == "PreconditionError" and all(f"'{n}'" in msg for n in names) and "no longer held" in msg,
+                  f"{what}: refused naming {names} ({kind}: {msg})")
+
+
 def test_reprotect_after_a_checkpoint_patches_the_check(scratch):
     """A re-protect after a checkpoint() updates the holding check in place when the old and the new array
     stand alone (one name each, no protected view of either): what the next checkpoint() checks is what a
     rebuild would check - the new array refused once rebound or dropped, the same array re-protected still
     checked - and where they do not stand alone (another name, a protected view) the check is rebuilt."""
     rt = runtime(scratch)
-    step = 0
-
-    def ok(what):
-        nonlocal step
-        step += 1
-        kind, msg = outcome(lambda: rt.checkpoint(step).wait())
-        agree(kind is None, f"{what}: {kind} {msg}")
-
-    def refused(what, name):
-        kind, msg = outcome(lambda: rt.checkpoint(step + 1))
-        agree(kind == "PreconditionError" and f"'{name}'" in msg, f"{what}: {kind} {msg}")
-
+    c = Checkpoints(rt)
     others = [rt.protect(f"o/{i}", np.zeros(4)) for i in range(5)]
     u = rt.protect("u", np.zeros(5))
-    ok("first")
+    c.accepted("first")
     u = u + 1
     rt.protect("u", u)  # patched
-    ok("re-protected")
+    c.accepted("re-protected")
     u = u + 1  # rebound again, not re-protected
-    refused("rebound after a patched re-protect", "u")
+    c.refused("rebound after a patched re-protect", "u")
     rt.protect("u", u)
     rt.protect("u", u)  # the same array again
-    ok("the same array re-protected")
+    c.accepted("the same array re-protected")
     u = None
-    refused("dropped after the same array was re-protected", "u")
+    c.refused("dropped after the same array was re-protected", "u")
     u = rt.protect("u", np.ones(3))
-    ok("again")
+    c.accepted("again")
     # The new array also protected under another name: rebuilt, held twice.
     w = np.full(4, 2.0)
     rt.protect("w", w)
-    ok("w")
+    c.accepted("w")
     rt.protect("u", w)
-    ok("u and w one array")
+    c.accepted("u and w one array")
     rt.unprotect("w")
     w = None
-    refused("u's array dropped once w is gone", "u")
+    c.refused("u's array dropped once w is gone", "u")
     # A protected view of the new array: the view that the program holds keeps it accepted.
     base = np.arange(10.0)
     view = rt.protect("v", base[2:])
     rt.protect("u", base)
-    ok("u's array has a protected view")
+    c.accepted("u's array has a protected view")
     base = None
-    ok("the program holds the view, and through it the array")
+    c.accepted("the program holds the view, and through it the array")
     view = None
-    refused("neither held", "u")
+    c.refused("neither held", "u")
     rt.unprotect("v")
     # The old array had a protected view: rebuilt; the view's name keeps its checks.
     a = rt.protect("u", np.arange(6.0))
     av = rt.protect("v", a[1:])
-    ok("u with a view")
+    c.accepted("u with a view")
     rt.protect("u", np.zeros(2) + 7)  # a temporary: nothing else holds it
-    refused("the new array is held by the Runtime only", "u")
+    c.refused("the new array is held by the Runtime only", "u")
     del others, av
     rt.close()
 
@@ -574,61 +583,48 @@ def test_array_under_several_names_or_with_its_views(scratch):
     and accepts it while the application holds the array, another name's alias of it, or one of its
     protected views. Each refusal names every region the array is protected under."""
     rt = runtime(scratch)
-    step = 0
-
-    def accepted(what):
-        nonlocal step
-        step += 1
-        kind, msg = outcome(lambda: rt.checkpoint(step).wait())
-        agree(kind is None, f"{what}: accepted ({kind}: {msg})")
-
-    def refused(what, *names):
-        for _ in range(2):  # a refusal is not remembered as a check that passed
-            kind, msg = outcome(lambda: rt.checkpoint(step + 1))
-            agree(kind == "PreconditionError" and all(f"'{n}'" in msg for n in names) and "no longer held" in msg,
-                  f"{what}: refused naming {names} ({kind}: {msg})")
-
+    c = Checkpoints(rt)
     # One array under two names: held while any reference of the application's remains.
     a = np.full(8, 1.0)
     rt.protect("a", a)
     rt.protect("b", a)
-    accepted("two names, held")
-    accepted("two names, held (the counts of a check that passed)")
+    c.accepted("two names, held")
+    c.accepted("two names, held (the counts of a check that passed)")
     alias = a
     del a
-    accepted("two names, held through an alias")
+    c.accepted("two names, held through an alias")
     gone = weakref.ref(alias)
     del alias
     gc.collect()
-    refused("two names, dropped", "a", "b")
+    c.refused("two names, dropped", "a", "b")
     a = rt.protect("a", np.full(8, 2.0))  # replaced under one name: the other still holds the orphan
-    refused("one name replaced, the other still the dropped array", "b")
+    c.refused("one name replaced, the other still the dropped array", "b")
     rt.protect("b", a)
     gc.collect()
     agree(gone() is None, "the dropped array was let go once both names were replaced")
-    accepted("both names replaced")
+    c.accepted("both names replaced")
     a = a + 1  # rebound: the application holds only the new array
-    refused("two names, rebound", "a", "b")
+    c.refused("two names, rebound", "a", "b")
     rt.protect("a", a)
     rt.protect("b", a)
-    accepted("both names re-protected")
+    c.accepted("both names re-protected")
     rt.unprotect("a")
-    accepted("one name left, held")
+    c.accepted("one name left, held")
     del a
-    refused("one name left, dropped", "b")
+    c.refused("one name left, dropped", "b")
     rt.unprotect("b")
 
     # Three names, the dropped array found after checkpoints that passed.
     x = np.arange(5.0)
     for n in ("x/1", "x/2", "x/3"):
         rt.protect(n, x)
-    accepted("three names")
-    accepted("three names again")
+    c.accepted("three names")
+    c.accepted("three names again")
     x = None
-    refused("three names, dropped", "x/1", "x/2", "x/3")
+    c.refused("three names, dropped", "x/1", "x/2", "x/3")
     for n in ("x/1", "x/2", "x/3"):
         rt.unprotect(n)
-    accepted("unprotected")
+    c.accepted("unprotected")
 
     # An array and a view of it, both protected: the view the Runtime holds does not hold the array for
     # the application; one the application holds does.
@@ -636,15 +632,15 @@ def test_array_under_several_names_or_with_its_views(scratch):
     rt.protect("u", u)
     inner = rt.protect("inner", u[1:-1])
     u[...] = 3.0
-    accepted("array and view, both held")
+    c.accepted("array and view, both held")
     del u
-    accepted("the array held through its protected view")
+    c.accepted("the array held through its protected view")
     inner += 1.0
-    step += 1
-    in_flight, t = step, rt.checkpoint(step)  # in flight while the application lets go
+    c.step += 1
+    in_flight, t = c.step, rt.checkpoint(c.step)  # in flight while the application lets go
     del inner
     gc.collect()
-    refused("array and view, both dropped", "u")
+    c.refused("array and view, both dropped", "u")
     agree(t.wait() is True, "the checkpoint in flight commits")
     # The view protected first, then its base; the application holds an unprotected view, then nothing.
     w = np.zeros((6, 4))
@@ -652,13 +648,13 @@ def test_array_under_several_names_or_with_its_views(scratch):
     rt.protect("u", w)
     keep = w[2:]
     del w
-    accepted("held through an unprotected view")
+    c.accepted("held through an unprotected view")
     del keep
-    refused("view first, then base, both dropped", "u")
+    c.refused("view first, then base, both dropped", "u")
     w = rt.protect("u", np.zeros((6, 4)))
     rt.protect("inner", w[1:-1])
     w[...] = 7.0
-    accepted("re-protected")
+    c.accepted("re-protected")
     w[...] = 0.0
     rt.restart(in_flight)  # the checkpoint in flight at the drop: the values from before it
     agree((w[0] == 3.0).all() and (w[-1] == 3.0).all() and (w[1:-1] == 4.0).all(),
@@ -670,9 +666,9 @@ def test_array_under_several_names_or_with_its_views(scratch):
     p = np.zeros((2, 3))
     rt.protect("p", p, joined=True)
     rt.protect_scattered("s", [p, p])
-    accepted("piece and joined array, held")
+    c.accepted("piece and joined array, held")
     del p
-    refused("piece and joined array, dropped", "p", "s")
+    c.refused("piece and joined array, dropped", "p", "s")
     rt.close()
 
 
