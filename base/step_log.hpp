@@ -75,6 +75,7 @@ struct StepLog {
   std::vector<LogRecord> records;  ///< complete and damaged records, in log order
   std::uint64_t size = 0;          ///< the log's size as read
   std::uint64_t end = 0;           ///< where the next record goes: after the last complete or damaged record
+                                   ///< (version 1: padded to 8 bytes, up to 7 past `size`; never appended to)
   std::uint64_t next_seq = 0;      ///< the seq of the next record (version 2)
   std::string torn;                ///< why bytes [end, size) are not a record: a torn tail (empty: there are none)
   std::vector<std::string> notes;  ///< damage that costs no step (a damaged trailer, bytes between records)
