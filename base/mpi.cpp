@@ -85,17 +85,14 @@ void exscan_sum(const std::uint64_t* in, std::uint64_t* out, int count, MPI_Comm
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   const auto n = static_cast<std::size_t>(count);
-  std::vector<std::uint64_t> window(in, in + n), sent(n), got(n);  // window: the sum over ranks (rank-2^k, rank]
+  std::vector<std::uint64_t> window(in, in + n), got(n);  // window: the sum over ranks (rank-2^k, rank]
   std::fill(out, out + n, 0);
   for (long long step = 1; step < size; step *= 2) {
     const int d = static_cast<int>(step);
     MPI_Request send = MPI_REQUEST_NULL, recv = MPI_REQUEST_NULL;
-    if (rank + d < size) {
-      sent = window;
-      MPI_Isend(sent.data(), count, MPI_UINT64_T, rank + d, kScanTag, comm, &send);
-    }
+    if (rank + d < size) MPI_Isend(window.data(), count, MPI_UINT64_T, rank + d, kScanTag, comm, &send);
     if (rank - d >= 0) MPI_Irecv(got.data(), count, MPI_UINT64_T, rank - d, kScanTag, comm, &recv);
-    if (send != MPI_REQUEST_NULL) wait_request(send);
+    if (send != MPI_REQUEST_NULL) wait_request(send);  // before `window` changes below
     if (recv == MPI_REQUEST_NULL) continue;
     wait_request(recv);
     for (std::size_t i = 0; i < n; ++i) {  // the ranks (rank-2d, rank-d]: before this one, not yet counted

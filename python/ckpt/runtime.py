@@ -450,23 +450,24 @@ class Runtime:
         them."""
         watched = [h for x in self._regions.values() for h in x.held]
         ours = {}  # id -> references this Runtime holds, over every name the object is protected under
+        entries = {}  # id -> its entries (for _patchable())
         for h in watched:
             ours[id(h.obj)] = ours.get(id(h.obj), 0) + h.our_refs + 1  # + 1: its slot in _watch_objs
+            entries[id(h.obj)] = entries.get(id(h.obj), 0) + 1
         owners = {id(h.obj) for h in watched if _owns_memory(h.obj)}
         views = {}  # id of an owner -> {id of a protected view of it: [its entries' indices in watched]}
+        bases = set()  # ids of the bases of protected views (for _patchable())
         for i, h in enumerate(watched):
             if id(h.obj) not in owners:
                 base = getattr(h.obj, "base", None)  # numpy and CuPy: the owner, also for a view of a view
-                if base is not None and id(base) in owners:
-                    views.setdefault(id(base), {}).setdefault(id(h.obj), []).append(i)
+                if base is not None:
+                    bases.add(id(base))
+                    if id(base) in owners:
+                        views.setdefault(id(base), {}).setdefault(id(h.obj), []).append(i)
                 base = None
         self._watched = watched
         self._watch_objs = [h.obj for h in watched]
-        # For _patchable(): entries per object, and the objects that are the base of a protected view.
-        self._watch_count = {}
-        for h in watched:
-            self._watch_count[id(h.obj)] = self._watch_count.get(id(h.obj), 0) + 1
-        self._watch_bases = {id(b) for b in (getattr(h.obj, "base", None) for h in watched) if b is not None}
+        self._watch_count, self._watch_bases = entries, bases
         self._watch_limits = [ours[id(h.obj)] + len(views.get(id(h.obj), ())) + _MAP_REFS for h in watched]
         # None: not checked itself (a view); else the entries of the protected views that may hold it.
         self._watch_via = [tuple(i for v in views.get(id(h.obj), {}).values() for i in v)
