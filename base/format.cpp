@@ -4,6 +4,7 @@
 #include "base/bytes.hpp"
 #include "base/hash.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,7 +18,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "format v1 codec assume
 constexpr char kDataMagic[8] = {'C', 'K', 'P', 'T', 'D', 'A', 'T', 'A'};
 constexpr char kIndexMagic[8] = {'C', 'K', 'P', 'T', 'I', 'N', 'D', 'X'};
 constexpr char kEndMagic[8] = {'C', 'K', 'P', 'T', 'E', 'N', 'D', '1'};
-constexpr std::uint32_t kBlockFlagStats = 1;  // BLOCK flags bit 0: min/max present; other bits must be 0
+constexpr std::uint32_t kBlockFlagStats = 1;   // BLOCK flags bit 0: min/max present; other bits must be 0
+constexpr std::uint32_t kBlockFlagPieces = 2;  // BLOCK2 flags bit 1: pieced (incremental)
+
+constexpr std::size_t kMinRefBytes = 4 + 4 + 8 + 8 + 4;  // a REF with an empty name (refused, but counted so)
 
 Status corrupt(const std::string& what) { return Status(Code::corrupt, what); }
 
@@ -27,6 +31,66 @@ bool mul_overflows(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { retur
 
 bool valid_file_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\0') == std::string::npos;
+}
+
+/// The pieces of block `i` after its checksum (its flag bit 1 set, pieces allowed): `u32 log2, u32 0`, then
+/// ceil(length / 2^log2) PIECE records. `b` has its other fields.
+Status get_pieces(ByteReader& r, const PieceLimits& limits, std::uint64_t i, BlockRecord& b) {
+  const std::string what = "pieced block " + std::to_string(i);
+  std::uint32_t log2 = 0, zero = 0;
+  if (!r.get(log2) || !r.get(zero)) return corrupt(what + ": bad piece header");
+  if (log2 < kMinPieceLog2 || log2 > kMaxPieceLog2)
+    return corrupt(what + " has pieces of 2^" + std::to_string(log2) + " bytes (2^16 to 2^24)");
+  if (zero != 0) return corrupt(what + " has a non-zero reserved field");
+  if (b.length == 0) return corrupt(what + " is empty (an empty block has no pieces)");
+  if (b.offset != 0) return corrupt(what + " has offset " + std::to_string(b.offset) + " (0 for a pieced block)");
+  const std::uint64_t n = piece_count(b.length, log2);
+  if (n > r.left() / kPieceRecordBytes)  // before anything of that size is allocated
+    return corrupt(what + ": its " + std::to_string(n) + " pieces (" + std::to_string(b.length) +
+                   " bytes) do not fit in the index");
+  b.piece_log2 = log2;
+  b.pieces.resize(static_cast<std::size_t>(n));
+  for (std::size_t k = 0; k < b.pieces.size(); ++k) {
+    PieceRecord& pc = b.pieces[k];
+    if (!r.get(pc.ref) || !r.get(zero) || !r.get(pc.offset) || !r.get(pc.hash.lo) || !r.get(pc.hash.hi))
+      return corrupt(what + ": bad piece " + std::to_string(k));
+    if (zero != 0) return corrupt(what + ", piece " + std::to_string(k) + " has a non-zero reserved field");
+    if (pc.ref > limits.nrefs)
+      return corrupt(what + ", piece " + std::to_string(k) + " names REF " + std::to_string(pc.ref) + " of " +
+                     std::to_string(limits.nrefs));
+    std::uint64_t end = 0;
+    if (__builtin_add_overflow(pc.offset, piece_bytes(b, k), &end))
+      return corrupt(what + ", piece " + std::to_string(k) + ": its offset overflows");
+  }
+  return Status::OK();
+}
+
+/// The REFs of the transfer encoding (after the writer map) into `idx`, whose blocks are decoded: unique, of
+/// kind 0 a step below the index's, every piece's ref naming one; and something incremental at all (else the
+/// index is version 1's). `pieced`: whether a block is.
+Status get_transfer_refs(ByteReader& r, bool pieced, Index& idx) {
+  auto fail = [&](const std::string& what) {
+    return corrupt("index: " + what + (r.error().empty() ? "" : " (" + r.error() + ")"));
+  };
+  std::uint32_t nrefs = 0;
+  if (!r.count(nrefs, kMinRefBytes, 1u << 24)) return fail("bad REF count");
+  idx.refs.resize(nrefs);
+  std::unordered_set<std::string> keys;
+  keys.reserve(nrefs);
+  for (RefFile& f : idx.refs) {
+    const Status st = get_ref_record(r, f);
+    if (!st.ok()) return fail(st.message());
+    if (f.kind == 0 && f.step >= idx.step)
+      return fail("REF of step " + std::to_string(f.step) + ", not before step " + std::to_string(idx.step));
+    if (!keys.insert(ref_key(f)).second) return fail("REF '" + f.name + "' listed twice");
+  }
+  if (nrefs == 0 && !pieced) return fail("transfer encoding of an index without references or pieces");
+  for (std::size_t i = 0; i < idx.blocks.size(); ++i)
+    for (const PieceRecord& pc : idx.blocks[i].pieces)
+      if (pc.ref > nrefs)
+        return fail("block " + std::to_string(i) + " has a piece naming REF " + std::to_string(pc.ref) + " of " +
+                    std::to_string(nrefs));
+  return Status::OK();
 }
 
 }  // namespace
@@ -87,6 +151,24 @@ long Index::find_var(const std::string& name) const {
   return -1;
 }
 
+bool Index::incremental() const {
+  if (!refs.empty()) return true;
+  for (const BlockRecord& b : blocks)
+    if (b.pieced()) return true;
+  return false;
+}
+
+std::uint64_t piece_count(std::uint64_t length, std::uint32_t log2) {
+  return (length >> log2) + ((length & ((std::uint64_t{1} << log2) - 1)) != 0);
+}
+
+std::uint64_t piece_begin(const BlockRecord& b, std::size_t i) { return static_cast<std::uint64_t>(i) << b.piece_log2; }
+
+std::uint64_t piece_bytes(const BlockRecord& b, std::size_t i) {
+  const std::uint64_t begin = piece_begin(b, i);
+  return std::min<std::uint64_t>(b.length - begin, std::uint64_t{1} << b.piece_log2);
+}
+
 std::uint64_t Index::payload_bytes() const {
   std::uint64_t n = 0;
   for (auto& b : blocks) n += b.length;
@@ -128,7 +210,7 @@ void put_block_record(ByteWriter& w, const BlockRecord& b) {
   w.put<std::uint32_t>(b.var);
   w.put<std::uint32_t>(b.rank);
   w.put<std::uint32_t>(b.file);
-  w.put<std::uint32_t>(b.has_stats ? kBlockFlagStats : 0u);
+  w.put<std::uint32_t>((b.has_stats ? kBlockFlagStats : 0u) | (b.pieced() ? kBlockFlagPieces : 0u));
   w.put<std::uint64_t>(b.offset);
   w.put<std::uint64_t>(b.length);
   for (auto s : b.start) w.put<std::uint64_t>(s);
@@ -136,6 +218,44 @@ void put_block_record(ByteWriter& w, const BlockRecord& b) {
   w.put<std::uint64_t>(b.min_bits);
   w.put<std::uint64_t>(b.max_bits);
   w.put<std::uint64_t>(b.checksum);
+  if (!b.pieced()) return;
+  w.put<std::uint32_t>(b.piece_log2);
+  w.put<std::uint32_t>(0);
+  for (const PieceRecord& pc : b.pieces) {
+    w.put<std::uint32_t>(pc.ref);
+    w.put<std::uint32_t>(0);
+    w.put<std::uint64_t>(pc.offset);
+    w.put<std::uint64_t>(pc.hash.lo);
+    w.put<std::uint64_t>(pc.hash.hi);
+  }
+}
+
+void put_ref_record(ByteWriter& w, const RefFile& f) {
+  w.put<std::uint32_t>(f.kind);
+  w.put<std::uint32_t>(0);
+  w.put<std::int64_t>(f.step);
+  w.put<std::uint64_t>(f.ckpt_id);
+  w.str(f.name);
+}
+
+std::string ref_key(const RefFile& f) {
+  std::string k(20, '\0');
+  std::memcpy(&k[0], &f.kind, 4);
+  std::memcpy(&k[4], &f.step, 8);
+  std::memcpy(&k[12], &f.ckpt_id, 8);
+  return k + f.name;
+}
+
+Status get_ref_record(ByteReader& r, RefFile& f) {
+  std::uint32_t zero = 0;
+  if (!r.get(f.kind) || !r.get(zero) || !r.get(f.step) || !r.get(f.ckpt_id) || !r.str(f.name, 4096))
+    return corrupt("bad REF");
+  if (f.kind > 1) return corrupt("REF of unknown kind " + std::to_string(f.kind));
+  if (zero != 0) return corrupt("REF with a non-zero reserved field");
+  if (f.kind == 1 && f.ckpt_id != 0) return corrupt("REF of a segment with a checkpoint id");
+  if (f.step < 0) return corrupt("REF of " + std::string(f.kind == 0 ? "step " : "segment ") + std::to_string(f.step));
+  if (!valid_file_name(f.name)) return corrupt("REF file name '" + f.name + "' not allowed");
+  return Status::OK();
 }
 
 Status get_file_record(ByteReader& r, std::uint32_t nranks, FileRecord& fr) {
@@ -178,13 +298,15 @@ Status get_var_record(ByteReader& r, VarRecord& v) {
 }
 
 Status get_block_record(ByteReader& r, std::size_t nvars, const std::function<const VarRecord&(std::uint32_t)>& var,
-                        std::size_t nfiles, std::uint32_t nranks, std::uint64_t i, BlockRecord& b) {
+                        std::size_t nfiles, std::uint32_t nranks, std::uint64_t i, BlockRecord& b,
+                        const PieceLimits& pieces) {
   std::uint32_t flags = 0;
   if (!r.get(b.var) || !r.get(b.rank) || !r.get(b.file) || !r.get(flags) || !r.get(b.offset) || !r.get(b.length))
     return corrupt("bad block record " + std::to_string(i));
   if (b.var >= nvars || b.file >= nfiles || b.rank >= nranks)
     return corrupt("block " + std::to_string(i) + " refers to a missing variable, file or rank");
-  if ((flags & ~kBlockFlagStats) != 0) return corrupt("block " + std::to_string(i) + " has unknown flag bits");
+  const std::uint32_t known = kBlockFlagStats | (pieces.allowed ? kBlockFlagPieces : 0u);
+  if ((flags & ~known) != 0) return corrupt("block " + std::to_string(i) + " has unknown flag bits");
   const VarRecord& v = var(b.var);
   b.start.resize(v.ndim);
   b.count.resize(v.ndim);
@@ -211,13 +333,18 @@ Status get_block_record(ByteReader& r, std::size_t nvars, const std::function<co
     return corrupt("block " + std::to_string(i) + " of '" + v.name + "' length disagrees with its extents");
   std::uint64_t end = 0;
   if (__builtin_add_overflow(b.offset, b.length, &end)) return corrupt("block offset overflows");
-  return Status::OK();
+  b.piece_log2 = 0;
+  b.pieces.clear();
+  if ((flags & kBlockFlagPieces) == 0) return Status::OK();
+  return get_pieces(r, pieces, i, b);
 }
 
 std::vector<std::uint8_t> encode_index(const Index& idx) {
+  const bool transfer = idx.incremental();
+  const std::uint32_t version = transfer ? kTransferIndexVersion : kFormatVersion;
   ByteWriter w;
   w.raw(kIndexMagic, 8);
-  w.put<std::uint32_t>(kFormatVersion);
+  w.put<std::uint32_t>(version);
   w.put<std::uint32_t>(0);  // flags
   const std::size_t body_start = w.bytes().size();
   w.put<std::int64_t>(idx.step);
@@ -234,12 +361,16 @@ std::vector<std::uint8_t> encode_index(const Index& idx) {
   for (auto& b : idx.blocks) put_block_record(w, b);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.rank_file.size()));
   for (auto f : idx.rank_file) w.put<std::uint32_t>(f);
+  if (transfer) {
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(idx.refs.size()));
+    for (const RefFile& f : idx.refs) put_ref_record(w, f);
+  }
   const std::uint64_t body_len = w.bytes().size() - body_start;
   const std::uint64_t body_hash = hash64(w.bytes().data() + body_start, body_len);
   w.put<std::uint64_t>(body_start);
   w.put<std::uint64_t>(body_len);
   w.put<std::uint64_t>(body_hash);
-  w.put<std::uint32_t>(kFormatVersion);
+  w.put<std::uint32_t>(version);
   w.put<std::uint32_t>(0);
   w.raw(kEndMagic, 8);
   return std::move(w.bytes());
@@ -290,9 +421,10 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   std::memcpy(&body_hash, f + 16, 8);
   std::memcpy(&version, f + 24, 4);
   std::memcpy(&hversion, p + 8, 4);
-  if (version != kFormatVersion || hversion != kFormatVersion)
-    return corrupt("index version " + std::to_string(version) + " unsupported (this build reads " +
-                   std::to_string(kFormatVersion) + ")");
+  if (version != hversion || (version != kFormatVersion && version != kTransferIndexVersion))
+    return corrupt("index version " + std::to_string(version != kFormatVersion ? version : hversion) +
+                   " unsupported (this build reads " + std::to_string(kFormatVersion) + ")");
+  const bool transfer = version == kTransferIndexVersion;
   if (body_off != kIndexHeaderBytes || body_len != n - kIndexHeaderBytes - kIndexFooterBytes)
     return corrupt("index footer offsets inconsistent with file size");
   if (hash64(p + body_off, body_len) != body_hash) return corrupt("index checksum mismatch");
@@ -330,9 +462,13 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
   std::unordered_set<std::uint64_t> var_rank;  // a variable has at most one block per rank
   var_rank.reserve(static_cast<std::size_t>(nblocks));
   auto var_of = [&idx](std::uint32_t v) -> const VarRecord& { return idx.vars[v]; };
+  // The transfer encoding's REFs follow the writer map: pieces' refs are checked once they are known.
+  const PieceLimits pieces{transfer, std::numeric_limits<std::uint32_t>::max()};
+  bool pieced = false;
   for (std::uint64_t i = 0; i < nblocks; ++i) {
     auto& b = idx.blocks[i];
-    const Status st = get_block_record(r, idx.vars.size(), var_of, idx.files.size(), idx.nranks, i, b);
+    const Status st = get_block_record(r, idx.vars.size(), var_of, idx.files.size(), idx.nranks, i, b, pieces);
+    pieced = pieced || b.pieced();
     if (!st.ok()) return fail(st.message());
     if (!var_rank.insert((static_cast<std::uint64_t>(b.var) << 32) | b.rank).second)
       return fail("rank " + std::to_string(b.rank) + " has two blocks of '" + idx.vars[b.var].name + "'");
@@ -346,8 +482,15 @@ Result<Index> decode_index(const std::uint8_t* p, std::size_t n) {
     if (!r.get(m)) return fail("bad writer map entry");
     if (m >= idx.files.size()) return fail("writer map names a missing file");
   }
+  if (transfer) CKPT_RETURN_IF_ERROR(get_transfer_refs(r, pieced, idx));
   if (r.left() != 0) return fail("trailing bytes in index body");
   return idx;
+}
+
+Status check_stored_index_version(const std::uint8_t* p, std::size_t n) {
+  const std::uint32_t v = index_header_version(p, n);
+  if (v == 0 || v == kFormatVersion || v == 2) return Status::OK();
+  return corrupt("index version " + std::to_string(v) + " unsupported (an index file is version 1 or 2)");
 }
 
 std::string human_bytes(std::uint64_t n) {

@@ -28,6 +28,15 @@ void Hasher::reset() { XXH3_64bits_reset(static_cast<XXH3_state_t*>(m_state)); }
 void Hasher::update(const void* p, std::size_t n) { XXH3_64bits_update(static_cast<XXH3_state_t*>(m_state), p, n); }
 std::uint64_t Hasher::digest() const { return XXH3_64bits_digest(static_cast<XXH3_state_t*>(m_state)); }
 
+Hasher128::Hasher128() : m_state(XXH3_createState()) { reset(); }
+Hasher128::~Hasher128() { XXH3_freeState(static_cast<XXH3_state_t*>(m_state)); }
+void Hasher128::reset() { XXH3_128bits_reset(static_cast<XXH3_state_t*>(m_state)); }
+void Hasher128::update(const void* p, std::size_t n) { XXH3_128bits_update(static_cast<XXH3_state_t*>(m_state), p, n); }
+Hash128 Hasher128::digest() const {
+  const XXH128_hash_t h = XXH3_128bits_digest(static_cast<XXH3_state_t*>(m_state));
+  return Hash128{h.low64, h.high64};
+}
+
 bool dtype_has_stats(DType t) noexcept { return t != DType::bytes; }
 
 namespace {

@@ -34,6 +34,22 @@ class Hasher {
   void* m_state;
 };
 
+/// Streaming XXH3-128 (seed 0): the hash of an incremental checkpoint's piece (docs/format.md) when the
+/// piece arrives in parts. digest() equals hash128() of the bytes given since reset().
+class Hasher128 {
+ public:
+  Hasher128();
+  ~Hasher128();
+  Hasher128(const Hasher128&) = delete;
+  Hasher128& operator=(const Hasher128&) = delete;
+  void reset();
+  void update(const void* p, std::size_t n);
+  Hash128 digest() const;
+
+ private:
+  void* m_state;
+};
+
 /// Running min/max over elements of a numeric dtype; NaNs are ignored.
 class MinMax {
  public:

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -26,6 +27,7 @@ constexpr std::uint64_t kMinObjectBytes = kObjectHeaderBytes + kObjectFooterByte
 /// Fixed bytes of a VAR2 after the version-1 VAR (flags .. directory checksum), and its smallest size.
 constexpr std::size_t kVar2TailBytes = 8 + 8 + 8 + 8 + 8 + 4 + 4 + 8 + 8 + 8;
 constexpr std::size_t kMinVar2Bytes = 16 + kVar2TailBytes;
+constexpr std::size_t kMinRefBytes = 4 + 4 + 8 + 8 + 4;  // a REF with an empty name (refused, but counted so)
 
 Status corrupt(const std::string& what) { return Status(Code::corrupt, what); }
 Status bad_arg(const std::string& what) { return Status(Code::invalid_argument, "split_index: " + what); }
@@ -461,7 +463,8 @@ const BlockRecord* SubIndex::find(std::uint32_t var, std::uint32_t rank) const {
 }
 
 std::vector<std::uint8_t> encode_subindex(const SubIndex& s) {
-  ByteWriter w = open_object(kSubMagic, 0);
+  const bool pieced = std::any_of(s.blocks.begin(), s.blocks.end(), [](const BlockRecord& b) { return b.pieced(); });
+  ByteWriter w = open_object(kSubMagic, pieced ? kSubFlagPieces : 0u);
   w.put<std::int64_t>(s.step);
   w.put<std::uint64_t>(s.ckpt_id);
   w.put<std::uint64_t>(s.token);
@@ -472,7 +475,8 @@ std::vector<std::uint8_t> encode_subindex(const SubIndex& s) {
   for (std::uint32_t r : s.ranks) w.put<std::uint32_t>(r);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(s.files.size()));
   for (const FileRecord& f : s.files) put_file_record(w, f);
-  w.put<std::uint32_t>(0);  // n_refs: no pieces
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(s.refs.size()));
+  for (const RefFile& f : s.refs) put_ref_record(w, f);
   w.put<std::uint64_t>(s.blocks.size());
   for (const BlockRecord& b : s.blocks) put_block_record(w, b);
   return close_object(w);
@@ -481,10 +485,10 @@ std::vector<std::uint8_t> encode_subindex(const SubIndex& s) {
 Result<SubIndex> decode_subindex(const std::uint8_t* p, std::size_t n, const RootIndex& root) {
   auto fr = open_frame(p, n, kSubMagic, "sub-index");
   if (!fr.ok()) return fr.status();
-  if (fr->flags == kSubFlagPieces && !root.refs.empty())
-    return corrupt("sub-index with pieces: incremental references are unsupported by this build");
-  if (fr->flags == kSubFlagPieces) return corrupt("sub-index with pieces in a checkpoint without references");
-  if (fr->flags != 0) return corrupt("sub-index flags " + num(fr->flags) + " unknown to this version");
+  if ((fr->flags & ~kSubFlagPieces) != 0)
+    return corrupt("sub-index flags " + num(fr->flags) + " unknown to this version");
+  const bool pieces = fr->flags == kSubFlagPieces;
+  if (pieces && root.refs.empty()) return corrupt("sub-index with pieces in a checkpoint without references");
   ByteReader r(fr->body, fr->body_len);
   SubIndex s;
   auto fail = [&](const std::string& why) { return fail_at("sub-index", r, why); };
@@ -506,23 +510,50 @@ Result<SubIndex> decode_subindex(const std::uint8_t* p, std::size_t n, const Roo
     if (!st.ok()) return fail(st.message());
   }
   std::uint32_t nrefs = 0;
-  if (!r.get(nrefs)) return fail("bad REF count");
-  // REFs serve pieces only, which this build does not code (and a sub-index without flag bit 0 has none).
-  if (nrefs != 0) return fail(num(nrefs) + " REFs without pieces");
+  if (!r.count(nrefs, kMinRefBytes, 1u << 24)) return fail("bad REF count");
+  if (nrefs != 0 && !pieces) return fail(num(nrefs) + " REFs without pieces");  // REFs serve pieces only
+  s.refs.resize(nrefs);
+  std::unordered_set<std::string> ref_keys;
+  ref_keys.reserve(nrefs);
+  // The root's list, sorted once: W sub-indices of many REFs each must not cost a scan of it per REF.
+  using Sum = std::tuple<std::uint32_t, std::int64_t, std::uint64_t>;
+  std::vector<Sum> listed;
+  if (nrefs != 0)
+    for (const RefSummary& x : root.refs) listed.emplace_back(x.kind, x.step, x.ckpt_id);
+  std::sort(listed.begin(), listed.end());
+  for (std::uint32_t k = 0; k < nrefs; ++k) {
+    RefFile& f = s.refs[k];
+    const Status st = get_ref_record(r, f);
+    if (!st.ok()) return fail(st.message());
+    const std::string what = "REF " + num(k + 1) + " ('" + f.name + "' of step " + std::to_string(f.step) + ")";
+    // The sub-indices this build reads are in a checkpoint directory (a version-2 root in a step-log record is
+    // refused): it refers to checkpoint directories, not to series segments.
+    if (f.kind != 0) return fail(what + ": a series segment, in a checkpoint directory");
+    if (f.step < root.base_step || f.step >= root.step)
+      return fail(what + " outside [base step " + std::to_string(root.base_step) + ", step " +
+                  std::to_string(root.step) + ")");
+    if (!std::binary_search(listed.begin(), listed.end(), Sum{f.kind, f.step, f.ckpt_id}))
+      return fail(what + " of checkpoint id " + num(f.ckpt_id) + " is not in the root index's list");
+    if (!ref_keys.insert(ref_key(f)).second) return fail(what + " listed twice");
+  }
   std::uint64_t nblocks = 0;
   if (!r.count(nblocks, 56, std::numeric_limits<std::uint32_t>::max())) return fail("bad block count");
   s.blocks.resize(nblocks);
   std::unordered_set<std::uint64_t> var_rank;
   var_rank.reserve(static_cast<std::size_t>(nblocks));
   auto var_of = [&root](std::uint32_t v) -> const VarRecord& { return root.vars[v].var; };
+  bool pieced = false;
   for (std::uint64_t i = 0; i < nblocks; ++i) {
     BlockRecord& b = s.blocks[i];
-    const Status st = get_block_record(r, root.vars.size(), var_of, s.files.size(), root.nranks, i, b);
+    const Status st =
+        get_block_record(r, root.vars.size(), var_of, s.files.size(), root.nranks, i, b, PieceLimits{pieces, nrefs});
     if (!st.ok()) return fail(st.message());
+    pieced = pieced || b.pieced();
     if (!s.holds(b.rank)) return fail("block " + num(i) + " of rank " + num(b.rank) + ", which it does not hold");
     if (!var_rank.insert((static_cast<std::uint64_t>(b.var) << 32) | b.rank).second)
       return fail("rank " + num(b.rank) + " has two blocks of '" + root.vars[b.var].var.name + "'");
   }
+  if (pieces && !pieced) return fail("flag bit 0 says it has pieces, but no block is pieced");
   if (r.left() != 0) return fail("trailing bytes in its body");
   return s;
 }
@@ -692,9 +723,21 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
   std::unordered_set<std::string> names;
   for (const FileRecord& f : idx.files)
     if (!names.insert(f.name).second) return bad_arg("file '" + f.name + "' is listed twice");
-  for (const BlockRecord& b : idx.blocks)
+  for (const BlockRecord& b : idx.blocks) {
     if (b.var >= idx.vars.size() || b.rank >= nranks || b.file >= idx.files.size())
       return bad_arg("a block names a missing variable, rank or file");
+    if (b.pieced() ? b.piece_log2 < kMinPieceLog2 || b.piece_log2 > kMaxPieceLog2 ||
+                         b.pieces.size() != piece_count(b.length, b.piece_log2)
+                   : !b.pieces.empty())
+      return bad_arg("a block of " + num(b.length) + " bytes in " + num(b.pieces.size()) + " pieces of 2^" +
+                     num(b.piece_log2));
+    for (const PieceRecord& pc : b.pieces)
+      if (pc.ref > idx.refs.size()) return bad_arg("a piece names REF " + num(pc.ref) + " of " + num(idx.refs.size()));
+  }
+  for (const RefFile& f : idx.refs)
+    if (f.kind != 0 || f.step < 0 || f.step >= idx.step)
+      return bad_arg("a REF of " + std::string(f.kind != 0 ? "a series segment" : "step " + std::to_string(f.step)) +
+                     " in checkpoint directory " + std::to_string(idx.step));
 
   RootIndex root;
   root.step = idx.step;
@@ -708,6 +751,12 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
   root.rule = rule;
   root.g = g;
   root.base_step = idx.step;
+  // References: every REF's checkpoint once; the base is the lowest one (the caller may know an older one).
+  for (const RefFile& f : idx.refs) {
+    const RefSummary sum{f.kind, f.step, f.ckpt_id};
+    if (std::find(root.refs.begin(), root.refs.end(), sum) == root.refs.end()) root.refs.push_back(sum);
+    root.base_step = std::min(root.base_step, f.step);
+  }
 
   // Sub-indices: ranks, files (global indices, sorted: the index's order), blocks. A sub-index lists its
   // blocks' files and the files its ranks are the writers of, nothing else: not the version-1 writer map,
@@ -732,11 +781,19 @@ Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t 
     s.nranks = nranks;
     for (const std::uint32_t f : fs) s.files.push_back(idx.files[f]);
   }
+  // Each sub-index lists the REFs its pieces name, in the order they are first named.
+  std::vector<std::unordered_map<std::uint32_t, std::uint32_t>> sub_ref(writers);  // index's ref -> the sub-index's
   for (const BlockRecord& b : idx.blocks) {
     const std::uint32_t w = owner[b.rank];
     const auto& fs = sub_files[w];
     BlockRecord local = b;
     local.file = static_cast<std::uint32_t>(std::lower_bound(fs.begin(), fs.end(), b.file) - fs.begin());
+    for (PieceRecord& pc : local.pieces) {
+      if (pc.ref == 0) continue;
+      auto [it, fresh] = sub_ref[w].emplace(pc.ref, static_cast<std::uint32_t>(subs[w].refs.size() + 1));
+      if (fresh) subs[w].refs.push_back(idx.refs[pc.ref - 1]);
+      pc.ref = it->second;
+    }
     subs[w].blocks.push_back(std::move(local));
   }
 
@@ -833,6 +890,26 @@ Result<std::vector<std::uint32_t>> merge_files(std::vector<FileRecord>& files,
   return at;
 }
 
+std::vector<std::uint32_t> merge_refs(std::vector<RefFile>& refs,
+                                      std::unordered_map<std::string, std::uint32_t>& by_key,
+                                      const std::vector<RefFile>& add) {
+  std::vector<std::uint32_t> at;
+  at.reserve(add.size());
+  for (const RefFile& f : add) {
+    auto [it, added] = by_key.emplace(ref_key(f), static_cast<std::uint32_t>(refs.size()));
+    if (added) refs.push_back(f);
+    at.push_back(it->second);
+  }
+  return at;
+}
+
+void renumber_block(BlockRecord& b, const std::vector<std::uint32_t>& file_map,
+                    const std::vector<std::uint32_t>& ref_map) {
+  b.file = file_map[b.file];
+  for (PieceRecord& pc : b.pieces)
+    if (pc.ref != 0) pc.ref = ref_map[pc.ref - 1] + 1;
+}
+
 Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog, std::size_t catalog_bytes,
                              const std::vector<std::vector<std::uint8_t>>& subindices) {
   auto cat = decode_catalog(catalog, catalog_bytes, root.rule);
@@ -855,13 +932,14 @@ Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog,
   // Every sub-index against the root and its entry; every rank in exactly one; files merged by name.
   const std::uint32_t unowned = ~0u;
   std::vector<std::uint32_t> owner(root.nranks, unowned);
-  std::unordered_map<std::string, std::uint32_t> file_ix;
+  std::unordered_map<std::string, std::uint32_t> file_ix, ref_ix;
   struct Ref {
     std::uint32_t rank, w, i;
   };
   std::vector<Ref> order;
   std::vector<SubIndex> subs(root.writers);
   std::vector<std::vector<std::uint32_t>> file_map(root.writers);  // sub-index file -> idx.files
+  std::vector<std::vector<std::uint32_t>> ref_map(root.writers);   // sub-index REF -> idx.refs (from 0)
   for (std::uint32_t w = 0; w < root.writers; ++w) {
     const auto& bytes = subindices[w];
     auto s = decode_writer_subindex(bytes.data(), bytes.size(), root, cat->entries[w], w);
@@ -878,6 +956,7 @@ Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog,
     auto files = merge_files(idx.files, file_ix, subs[w].files, w);
     if (!files.ok()) return files.status();
     file_map[w] = std::move(files).value();
+    ref_map[w] = merge_refs(idx.refs, ref_ix, subs[w].refs);
     for (std::uint32_t i = 0; i < subs[w].blocks.size(); ++i) order.push_back(Ref{subs[w].blocks[i].rank, w, i});
   }
   for (std::uint32_t r = 0; r < root.nranks; ++r)
@@ -888,8 +967,8 @@ Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog,
   std::stable_sort(order.begin(), order.end(), [](const Ref& a, const Ref& b) { return a.rank < b.rank; });
   idx.blocks.reserve(order.size());
   for (const Ref& at : order) {
-    BlockRecord b = subs[at.w].blocks[at.i];
-    b.file = file_map[at.w][b.file];
+    BlockRecord b = std::move(subs[at.w].blocks[at.i]);
+    renumber_block(b, file_map[at.w], ref_map[at.w]);
     idx.blocks.push_back(std::move(b));
   }
   subs.clear();

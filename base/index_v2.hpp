@@ -3,9 +3,10 @@
 // index_format: 2) and assembles it into the one-level index for every reader (read_index_file). Every decode is
 // bounds-checked: a checkpoint on disk is untrusted input, and what the spec calls invalid is `corrupt`.
 //
-// Incremental references (docs/format.md, "Version 2 index: incremental references") are decoded in
-// the root only (flag bit 0, base step, REFSUM list); a sub-index with pieces or REFs is refused
-// (corrupt, "unsupported by this build") until pieces are coded.
+// Incremental references (docs/format.md, "Version 2 index: incremental references"): the root's flag bit 0,
+// base step and REFSUM list; a sub-index's REF list and pieced BLOCK2s (its flag bit 0), allowed only under a
+// root with references, each REF in the root's list. Assembled, a sub-index's REFs become Index::refs (one
+// list across the sub-indices) and its pieces name them there.
 #ifndef CKPT_BASE_INDEX_V2_HPP
 #define CKPT_BASE_INDEX_V2_HPP
 
@@ -120,8 +121,9 @@ struct SubIndex {
   std::uint32_t w = 0, writers = 0, nranks = 0;
   std::vector<std::uint32_t> ranks;  ///< ascending
   std::vector<FileRecord> files;     ///< as version 1: its blocks' files (and its ranks' placeholders)
-  /// BLOCK2: `var` indexes the root's variables, `file` these files, `rank` is one of `ranks`. The REF
-  /// list (n_refs) and pieces (flag bit 1) are not coded: a sub-index with either is refused.
+  std::vector<RefFile> refs;         ///< incremental: the files its pieces refer to (PieceRecord::ref k: refs[k - 1])
+  /// BLOCK2: `var` indexes the root's variables, `file` these files, `rank` is one of `ranks`; a pieced
+  /// block (flag bit 1) names `refs`. The header's flag bit 0 says whether any block is pieced.
   std::vector<BlockRecord> blocks;
   /// Whether `rank` is one of `ranks` (binary search).
   bool holds(std::uint32_t rank) const;
@@ -155,12 +157,15 @@ std::vector<std::uint8_t> encode_catalog(const Catalog& c);
 /// zero fields, each entry's own checksum (with the catalog's token), the map's entries below W.
 Result<Catalog> decode_catalog(const std::uint8_t* p, std::size_t n, WriterRule rule);
 
-/// The sub-index object (magic CKPTSUBX, flags 0).
+/// The sub-index object (magic CKPTSUBX; flag bit 0 when a block is pieced).
 std::vector<std::uint8_t> encode_subindex(const SubIndex& s);
 /// Needs the root for the variables (a BLOCK2's size and checks depend on its variable's kind, dtype and
-/// shape) and the rank count. Checks the frame, ranks ascending and < nranks, files and blocks as
-/// version 1 does, each block's rank one of its ranks, one block per (variable, rank), no REF or pieces.
-/// Does not compare step, id, token, w, W or nranks with the root: check_subindex() does.
+/// shape), the rank count and the references. Checks the frame, ranks ascending and < nranks, files and
+/// blocks as version 1 does, each block's rank one of its ranks, one block per (variable, rank); flag bit 0
+/// exactly when a block is pieced, and only under a root with references (bit 0); REFs only with pieces,
+/// unique, each of kind 0 (a checkpoint directory: the sub-indices this build reads are in one) with a step in
+/// [base step, step) and its (kind, step, id) in the root's REFSUM list; pieces as get_block_record() checks
+/// them. Does not compare step, id, token, w, W or nranks with the root: check_subindex() does.
 Result<SubIndex> decode_subindex(const std::uint8_t* p, std::size_t n, const RootIndex& root);
 
 /// A directory's bytes: entries x (u32 first, u32 writers, ndim x u64 start, ndim x u64 count).
@@ -216,15 +221,19 @@ struct SplitIndex {
   std::vector<std::uint8_t> catalog;
   std::vector<std::vector<std::uint8_t>> subindices;  ///< one per writer
 };
-/// Splits a valid version-1 index by `rule` (`g`: rule 1's ranks per writer, else 0; `rank_map`: rule 2's
-/// writer of each rank, W = its largest entry + 1), with commit token `token` (non-zero). The root gets
-/// each variable's merged statistics, block count, bytes and `uniform` from the blocks (uniform_blocks());
-/// every global or joined variable a directory of one entry per writer holding blocks, with the bounding
-/// box of those blocks (neighbouring writers merged when more than 4096 hold blocks). Sub-index w lists,
+/// Splits a valid version-1 index (or one with references: pieced blocks and Index::refs) by `rule` (`g`: rule 1's
+/// ranks per writer, else 0; `rank_map`: rule 2's writer of each rank, W = its largest entry + 1), with commit token
+/// `token` (non-zero). The root gets each variable's merged statistics, block count, bytes and `uniform` from the
+/// blocks (uniform_blocks()); every global or joined variable a directory of one entry per writer holding blocks, with
+/// the bounding box of those blocks (neighbouring writers merged when more than 4096 hold blocks). Sub-index w lists,
 /// in the index's order, its ranks' blocks and the files they name, its ranks' `rank_file` files and the
-/// files its ranks are the writer of (so a placeholder no block names is kept). invalid_argument for a
-/// bad rule, g, map or token, a block naming a missing variable, rank or file, a file name listed twice
-/// (files are identified by name across sub-indices) and a variable whose bytes overflow 64 bits.
+/// files its ranks are the writer of (so a placeholder no block names is kept), and the REFs its pieces name
+/// (renumbered to its own list). With references the root lists every REF's checkpoint (REFSUM) and its base
+/// step is the lowest step referred to: a writer that knows an older base of its chain sets root.base_step
+/// before encoding the root (nothing else depends on it). invalid_argument for a bad rule, g, map or token, a
+/// block naming a missing variable, rank, file or REF, a file name listed twice (files are identified by name
+/// across sub-indices), a variable whose bytes overflow 64 bits, a REF of a series segment (kind 1: the directory
+/// layout refers to checkpoint directories) or of a step not below the index's.
 Result<SplitIndex> split_index(const Index& idx, WriterRule rule, std::uint32_t g, std::uint64_t token,
                                const std::vector<std::uint32_t>& rank_map = {});
 /// The catalog of `root` (directory layout: every object at offset 0 of its own file), filling in the
@@ -245,13 +254,24 @@ std::vector<std::uint8_t> build_catalog(RootIndex& root, std::vector<CatalogEntr
 /// to what the blocks give. Not checked (as in version 1's decoder): that global blocks are disjoint.
 ///
 /// The result's order: files by first appearance over the sub-indices in writer order (each in its own
-/// order), blocks by rank (each rank's in its sub-index's order), variables as the root's. Version 2
+/// order), blocks by rank (each rank's in its sub-index's order), variables as the root's; REFs, likewise by
+/// first appearance, merged into Index::refs (each (kind, step, id, name) once) and every piece's ref renumbered
+/// to it. A REF is checked against the root by decode_subindex(); a REFSUM no sub-index uses is accepted. Version 2
 /// has no writer map: `rank_file` is derive_rank_file()'s. So encode_index(assemble(split(idx))) ==
 /// encode_index(idx) when idx's files and blocks are in that order, its uniform flags are what the blocks
 /// give and its rank_file is derive_rank_file(idx) - as for the indexes commit builds, rank_file aside.
 Result<Index> assemble_index(const RootIndex& root, const std::uint8_t* catalog, std::size_t catalog_bytes,
                              const std::vector<std::vector<std::uint8_t>>& subindices);
 
+/// Adds a sub-index's REFs `add` to `refs` (`by_key`: ref_key() -> position in `refs`): REFs are one list
+/// across the sub-indices, each REF once. Returns the position in `refs` of each of `add`.
+std::vector<std::uint32_t> merge_refs(std::vector<RefFile>& refs,
+                                      std::unordered_map<std::string, std::uint32_t>& by_key,
+                                      const std::vector<RefFile>& add);
+/// A block of a sub-index renumbered into the merged lists: its file by `file_map` (merge_files()), its
+/// pieces' refs by `ref_map` (merge_refs(); ref k >= 1 becomes ref_map[k - 1] + 1). Both must be in range.
+void renumber_block(BlockRecord& b, const std::vector<std::uint32_t>& file_map,
+                    const std::vector<std::uint32_t>& ref_map);
 /// Adds sub-index w's files `add` to `files` by name (`by_name`: name -> position in `files`): a file that
 /// several sub-indices list must be the same record in each (corrupt otherwise). Returns the position in
 /// `files` of each of `add`. assemble_index() and restart's partial reading (PartialIndex) merge so.

@@ -161,8 +161,9 @@ Status PartialIndex::add_subindex(std::uint32_t w, const CatalogEntry& e) {
   auto files = merge_files(m_idx.files, m_file_ix, sub.files, w);
   if (!files.ok()) return corrupt(files.status().message());
   const std::vector<std::uint32_t>& file_map = files.value();
+  const std::vector<std::uint32_t> ref_map = merge_refs(m_idx.refs, m_ref_ix, sub.refs);
   for (BlockRecord& b : sub.blocks) {
-    b.file = file_map[b.file];
+    renumber_block(b, file_map, ref_map);
     m_idx.blocks.push_back(std::move(b));
   }
   m_loaded.insert(w);

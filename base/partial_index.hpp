@@ -33,7 +33,7 @@ class PartialIndex {
   /// variables and no block until asked. corrupt "corrupt checkpoint <dir>: ..." as every reader says it.
   static Result<PartialIndex> open_v2(std::string dir, const std::vector<std::uint8_t>& root_bytes, std::int64_t step);
 
-  /// Variables (all), and the files and blocks of the sub-indices loaded so far. Stays the same object
+  /// Variables (all), and the files, REFs and blocks of the sub-indices loaded so far. Stays the same object
   /// (references to it and to lookup() hold across load_rank() and cover(), which append to it).
   const Index& index() const { return m_idx; }
   const IndexLookup& lookup() const { return m_look; }
@@ -90,6 +90,7 @@ class PartialIndex {
   std::unordered_set<std::uint32_t> m_loaded;                         ///< the writers loaded
   std::unordered_map<std::uint32_t, std::uint32_t> m_writer_of_rank;  ///< the ranks of the loaded sub-indices
   std::unordered_map<std::string, std::uint32_t> m_file_ix;           ///< file name -> index of m_idx.files
+  std::unordered_map<std::string, std::uint32_t> m_ref_ix;            ///< ref_key() -> index of m_idx.refs
   std::map<std::uint32_t, std::vector<DirEntry>> m_dirs;              ///< directories read, by variable
 };
 

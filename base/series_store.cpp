@@ -182,6 +182,10 @@ Result<std::vector<std::uint8_t>> read_record(const LogSegment& seg, const Recor
   Status s = pread_all(fd.value(), bytes.data(), bytes.size(), r.offset, path);
   ::close(fd.value());
   if (!s.ok()) return s;
+  // A record's payload is an index file's bytes: version 1 or 2, never the transfer encoding ranks send.
+  if (Status st = check_stored_index_version(bytes.data(), bytes.size()); !st.ok())
+    return Status(Code::corrupt,
+                  "corrupt checkpoint " + seg.dir + " (step " + std::to_string(r.step) + "): " + st.message());
   return bytes;
 }
 
@@ -333,6 +337,9 @@ class SeriesStore final : public Store {
     if (!k)
       return Status(Code::internal,
                     "series commit of step " + std::to_string(step) + ": " + staged + " is not a segment directory");
+    if (!check_stored_index_version(index.data(), index.size()).ok())  // read_record() would refuse it
+      return Status(Code::internal, "series commit of step " + std::to_string(step) +
+                                        ": an index with references or pieces in the transfer encoding");
     CKPT_RETURN_IF_ERROR(open_log(*k, sync));
     Segment& seg = m_segments[*k];
     const auto rec = encode_step_record(seg.log_id, seg.next_seq, step, index.data(), index.size());

@@ -189,7 +189,12 @@ Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir) {
 
 Result<std::vector<std::uint8_t>> read_root_file(const std::string& dir) {
   auto bytes = read_file(dir + "/index", kMaxIndexBytes);
-  if (bytes.ok()) return bytes;
+  if (bytes.ok()) {
+    // A file holds version 1 or 2, never the transfer encoding (kTransferIndexVersion) that ranks send.
+    if (Status st = check_stored_index_version(bytes->data(), bytes->size()); !st.ok())
+      return corrupt_checkpoint(dir, st.message());
+    return bytes;
+  }
   if (bytes.status().code() == Code::not_found) {
     if (!is_directory(dir)) return Status(Code::not_found, "no checkpoint directory " + dir);
     return Status(Code::not_found, "incomplete checkpoint " + dir + ": no index (the commit did not finish)");
@@ -252,10 +257,35 @@ Status BlockReader::verify(const BlockRecord& b, std::uint8_t* buf, std::size_t 
   return Status::OK();
 }
 
+BlockReader::BlockReader(std::string dir, const Index& idx)
+    : m_dir(std::move(dir)), m_parent(split_last(m_dir).first), m_idx(idx), m_files(m_dir) {}
+
 std::string BlockReader::where(const BlockRecord& b) const {
-  return "variable '" + m_idx.vars[b.var].name + "', block of rank " + std::to_string(b.rank) + " (" + m_dir + "/" +
-         m_idx.files[b.file].name + " at offset " + std::to_string(b.offset) + ", " + std::to_string(b.length) +
-         " bytes)";
+  const std::string head = "variable '" + m_idx.vars[b.var].name + "', block of rank " + std::to_string(b.rank) + " (" +
+                           m_dir + "/" + m_idx.files[b.file].name;
+  if (b.pieced())  // an index made in memory may hold any log2: claim() refuses it, a message still names it
+    return head + ", " + std::to_string(b.length) + " bytes in " + std::to_string(b.pieces.size()) + " pieces of " +
+           (b.piece_log2 < 64 ? human_bytes(std::uint64_t{1} << b.piece_log2) : "2^" + std::to_string(b.piece_log2)) +
+           ")";
+  return head + " at offset " + std::to_string(b.offset) + ", " + std::to_string(b.length) + " bytes)";
+}
+
+std::string BlockReader::ref_dir(const RefFile& f) const {
+  return m_parent + "/" + (f.kind == 0 ? step_name(f.step) : segment_name(f.step));
+}
+
+std::string BlockReader::piece_where(const BlockRecord& b, std::size_t i) const {
+  const PieceRecord& pc = b.pieces[i];
+  std::string file;
+  if (pc.ref == 0)
+    file = m_dir + "/" + m_idx.files[b.file].name;
+  else if (pc.ref <= m_idx.refs.size())
+    file = ref_dir(m_idx.refs[pc.ref - 1]) + "/" + m_idx.refs[pc.ref - 1].name;
+  else
+    file = "REF " + std::to_string(pc.ref) + " of " + std::to_string(m_idx.refs.size());
+  return "variable '" + m_idx.vars[b.var].name + "', block of rank " + std::to_string(b.rank) + ", piece " +
+         std::to_string(i) + " of " + std::to_string(b.pieces.size()) + " (" + file + " at offset " +
+         std::to_string(pc.offset) + ", " + std::to_string(piece_bytes(b, i)) + " bytes)";
 }
 
 Status BlockReader::stream(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn) {
@@ -267,24 +297,44 @@ Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const Bu
   if (buf_bytes == 0) return Status(Code::internal, "BlockReader::stream without a buffer");
   CKPT_RETURN_IF_ERROR(claim(b));
   Hasher h;
-  const std::string& file = m_idx.files[b.file].name;
-  for (std::uint64_t p0 = 0; p0 < b.length;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(b.length - p0, buf_bytes));
-    auto buf_or = next();
-    if (!buf_or.ok()) return buf_or.status();
-    std::uint8_t* buf = buf_or.value();
-    Status s = m_files.read(file, b.offset + p0, buf, n);
-    if (!s.ok()) return Status(s.code(), where(b) + ": " + s.message());
-    h.update(buf, n);
-    CKPT_RETURN_IF_ERROR(fn(buf, n, p0));
-    p0 += n;
+  // `len` bytes at `off` of `name` (read by `files`) in parts of at most buf_bytes, handed to fn as payload
+  // bytes from `p0` on; `part` gets them too when given (a piece's hash).
+  auto read = [&](FileReader& files, const std::string& name, std::uint64_t off, std::uint64_t len, std::uint64_t p0,
+                  Hasher128* part, const std::function<std::string()>& what) -> Status {
+    for (std::uint64_t done = 0; done < len;) {
+      const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(len - done, buf_bytes));
+      auto buf_or = next();
+      if (!buf_or.ok()) return buf_or.status();
+      std::uint8_t* buf = buf_or.value();
+      Status s = files.read(name, off + done, buf, n);
+      if (!s.ok()) return Status(s.code(), what() + ": " + s.message());
+      h.update(buf, n);
+      if (part != nullptr) part->update(buf, n);
+      CKPT_RETURN_IF_ERROR(fn(buf, n, p0 + done));
+      done += n;
+    }
+    return Status::OK();
+  };
+  if (!b.pieced()) {
+    CKPT_RETURN_IF_ERROR(
+        read(m_files, m_idx.files[b.file].name, b.offset, b.length, 0, nullptr, [&] { return where(b); }));
+  } else {
+    Hasher128 part;
+    for (std::size_t i = 0; i < b.pieces.size(); ++i) {
+      const PieceRecord& pc = b.pieces[i];
+      FileReader& files = pc.ref == 0 ? m_files : *m_refs[pc.ref - 1].files;  // claim() opened it
+      const std::string& name = pc.ref == 0 ? m_idx.files[b.file].name : m_idx.refs[pc.ref - 1].name;
+      part.reset();
+      CKPT_RETURN_IF_ERROR(
+          read(files, name, pc.offset, piece_bytes(b, i), piece_begin(b, i), &part, [&] { return piece_where(b, i); }));
+      if (part.digest() != pc.hash) return Status(Code::corrupt, "checksum mismatch in " + piece_where(b, i));
+    }
   }
   if (h.digest() != b.checksum) return Status(Code::corrupt, "checksum mismatch in " + where(b));
   return Status::OK();
 }
 
-Status BlockReader::claim(const BlockRecord& b) {
-  if (b.length == 0) return Status::OK();  // an empty block has no bytes: where it points need not exist
+Result<std::uint64_t> BlockReader::own_size(const BlockRecord& b) {
   if (m_sizes.size() < m_idx.files.size()) m_sizes.resize(m_idx.files.size(), UINT64_MAX);  // files grow (PartialIndex)
   std::uint64_t& size = m_sizes[b.file];
   if (size == UINT64_MAX) {
@@ -292,9 +342,87 @@ Status BlockReader::claim(const BlockRecord& b) {
     if (!s.ok()) return Status(s.status().code(), where(b) + ": " + s.status().message());
     size = s.value();
   }
-  if (b.offset <= size && b.length <= size - b.offset) return Status::OK();
-  return Status(Code::corrupt, where(b) + ": its file holds " + std::to_string(size) +
-                                   " bytes (a truncated file, or an index that claims more than was written)");
+  return size;
+}
+
+Result<const BlockReader::RefState*> BlockReader::open_ref(const BlockRecord& b, std::size_t i) {
+  const std::uint32_t ref = b.pieces[i].ref;
+  if (ref > m_idx.refs.size()) return Status(Code::corrupt, piece_where(b, i) + ": no such REF");
+  if (m_refs.size() < m_idx.refs.size()) m_refs.resize(m_idx.refs.size());  // REFs grow (PartialIndex)
+  RefState& st = m_refs[ref - 1];
+  if (st.files != nullptr) return &st;
+  const RefFile& f = m_idx.refs[ref - 1];
+  const std::string dir = ref_dir(f);
+  if (f.kind == 0) {
+    // The checkpoint referred to must still be the one the REF names (a segment's files never move).
+    auto it = m_ref_roots.find(dir);
+    if (it == m_ref_roots.end()) {
+      RefRoot rr;
+      auto bytes = read_root_file(dir);
+      if (!bytes.ok()) {
+        rr.error = std::string(bytes.status().code() == Code::not_found ? "which is gone" : "whose index is unusable") +
+                   " (" + bytes.status().message() + ")";
+      } else if (index_header_version(bytes->data(), bytes->size()) != kIndexV2Version) {
+        rr.error = "which was replaced (its index is not a version-2 root)";
+      } else if (auto root = decode_root_index(bytes->data(), bytes->size()); !root.ok()) {
+        rr.error = "whose index is damaged (" + root.status().message() + ")";
+      } else if (root->step != f.step) {
+        rr.error = "whose index describes step " + std::to_string(root->step);
+      } else {
+        rr.ckpt_id = root->ckpt_id;
+      }
+      it = m_ref_roots.emplace(dir, std::move(rr)).first;
+    }
+    const std::string refers = piece_where(b, i) + ": refers to step " + std::to_string(f.step) + " (" + dir + "), ";
+    if (!it->second.error.empty()) return Status(Code::corrupt, refers + it->second.error);
+    if (it->second.ckpt_id != f.ckpt_id)
+      return Status(Code::corrupt, refers + "which was replaced (it holds checkpoint id " +
+                                       std::to_string(it->second.ckpt_id) + ", the reference names " +
+                                       std::to_string(f.ckpt_id) + ")");
+  }
+  std::unique_ptr<FileReader>& files = m_ref_dirs[dir];
+  if (!files) files = std::make_unique<FileReader>(dir);
+  auto size = files->size(f.name);
+  if (!size.ok()) {
+    // A referenced file that is gone while its checkpoint is there: the referring checkpoint is damaged.
+    const Code code = size.status().code() == Code::not_found ? Code::corrupt : size.status().code();
+    return Status(code, piece_where(b, i) + ": " + size.status().message());
+  }
+  st.files = files.get();
+  st.size = size.value();
+  return &st;
+}
+
+Status BlockReader::claim(const BlockRecord& b) {
+  if (b.length == 0) return Status::OK();  // an empty block has no bytes: where it points need not exist
+  const std::string claims = " bytes (a truncated file, or an index that claims more than was written)";
+  if (!b.pieced()) {
+    auto size = own_size(b);
+    if (!size.ok()) return size.status();
+    if (b.offset <= *size && b.length <= *size - b.offset) return Status::OK();
+    return Status(Code::corrupt, where(b) + ": its file holds " + std::to_string(*size) + claims);
+  }
+  // An index made in memory (not decoded) is held to what the decoder checks too.
+  if (b.piece_log2 < kMinPieceLog2 || b.piece_log2 > kMaxPieceLog2 ||
+      b.pieces.size() != piece_count(b.length, b.piece_log2))
+    return Status(Code::corrupt, where(b) + ": not the piece count its length needs");
+  for (std::size_t i = 0; i < b.pieces.size(); ++i) {
+    const PieceRecord& pc = b.pieces[i];
+    std::uint64_t size = 0;
+    if (pc.ref == 0) {
+      auto own = own_size(b);
+      if (!own.ok()) return own.status();
+      size = own.value();
+    } else {
+      auto st = open_ref(b, i);
+      if (!st.ok()) return st.status();
+      size = st.value()->size;
+    }
+    const std::uint64_t len = piece_bytes(b, i);
+    if (pc.offset > size || len > size - pc.offset)
+      return Status(Code::corrupt, piece_where(b, i) + ": its file holds " + std::to_string(size) + claims);
+  }
+  return Status::OK();
 }
 
 // ---- the directory layout ------------------------------------------------------------------------
@@ -442,6 +570,10 @@ class DirectoryStore final : public Store {
   /// points at it) or commit_rebuilt() (neither).
   Status publish(std::int64_t step, const std::vector<std::uint8_t>& index, bool sync, bool timeline) {
     const std::string tmp = staging_dir(step), fin = checkpoint_dir(step), old = path_of(step, EntryKind::old);
+    if (!check_stored_index_version(index.data(), index.size()).ok())  // read_root_file() would refuse it
+      return Status(Code::internal, "commit of step " + std::to_string(step) +
+                                        ": an index with references or pieces in the transfer encoding (only a "
+                                        "version-2 index stores them)");
     CKPT_RETURN_IF_ERROR(write_file(tmp + "/index", index.data(), index.size(), sync));
     CKPT_RETURN_IF_ERROR(fsync_dir(tmp, sync));
     if (timeline) CKPT_RETURN_IF_ERROR(abandon_newer_than(step, sync));
@@ -526,6 +658,15 @@ class DirectoryStore final : public Store {
       if (!s.ok() && first.ok()) first = s;
     };
     int kept = 0;
+    // Incremental: the steps a kept checkpoint refers to are kept with it (its root's REFSUM list).
+    std::set<std::int64_t> referenced;
+    auto keep_refs = [&](const StepEntry& e) {
+      auto root = read_root_file(e.path);
+      if (!root.ok() || index_header_version(root->data(), root->size()) != kIndexV2Version) return;
+      if (auto r = decode_root_index(root->data(), root->size()); r.ok())
+        for (const RefSummary& ref : r->refs)
+          if (ref.kind == 0) referenced.insert(ref.step);
+    };
     for (auto& e : scan()) {  // newest first
       if (e.kind == EntryKind::doomed) {
         note(remove_tree(e.path));  // left by a retention that died
@@ -538,13 +679,18 @@ class DirectoryStore final : public Store {
       if (e.kind != EntryKind::committed) continue;
       if (e.step == just_committed) {
         ++kept;
+        keep_refs(e);
         continue;
       }
       if (kept < keep) {
-        if (load_index(e.step).ok()) ++kept;  // an incomplete one is not counted, and not removed yet
+        if (load_index(e.step).ok()) {  // an incomplete one is not counted, and not removed yet
+          ++kept;
+          keep_refs(e);
+        }
         continue;
       }
       if (e.step == durable) continue;  // the newer ones may not be on disk yet
+      if (referenced.count(e.step) != 0) continue;  // a kept checkpoint's pieces are stored there
       const std::string doomed = path_of(e.step, EntryKind::doomed);
       note(remove_tree(doomed));
       if (::rename(e.path.c_str(), doomed.c_str()) != 0) {

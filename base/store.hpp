@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,8 +77,10 @@ bool is_store_name(const std::string& name);
 /// Reads `dir`/index: a regular file (no link, no FIFO) of at most kMaxIndexBytes.
 /// not_found "incomplete checkpoint <dir>: no index ..." when the directory has none. A version-2 root
 /// (docs/format.md, "Version 2 index") is assembled with `dir`/catalog and every `dir`/index.<w> into the
-/// one-level index, returned encoded as version 1 (corrupt "corrupt checkpoint <dir>: ..." when they do
-/// not make one): every reader of a checkpoint reads both versions through here.
+/// one-level index, returned encoded as version 1 - or, when it has references or pieces, in the transfer
+/// encoding (encode_index()), which only decode_index() reads and no file may hold (corrupt "corrupt
+/// checkpoint <dir>: ..." when they do not make one): every reader of a checkpoint reads both versions through
+/// here. An `index` of any version but 1 and 2 is corrupt "... index version N unsupported".
 Result<std::vector<std::uint8_t>> read_index_file(const std::string& dir);
 /// Reads `dir`/index as it is, a version-2 root not assembled (restart reads the rest lazily: PartialIndex);
 /// read_index_file()'s checks and errors.
@@ -125,10 +128,17 @@ struct VarStats {
 VarStats var_stats(const Index& idx, std::uint32_t var, const std::vector<std::uint32_t>& blocks);
 
 /// Reads the blocks of one checkpoint directory and verifies each against the checksum in its index.
-/// Not thread-safe (one open file at a time). `idx` must outlive the reader.
+/// Not thread-safe (one open file per directory at a time). `idx` must outlive the reader.
+///
+/// A pieced block (incremental: docs/format.md, "Version 2 index: incremental references") is read piece by
+/// piece, from the block's own file or from the file of an earlier checkpoint it refers to: REF k of kind 0 is
+/// `<parent of dir>/ckpt.<step>/<name>` (kind 1: `<parent of dir>/series.<step>/<name>`), opened as the own
+/// files are (no link, a regular file). Before such a file is read, the checkpoint it belongs to is checked,
+/// once per directory: its `index` must be a version-2 root of that step with the REF's checkpoint id (a step
+/// that was removed, replaced or abandoned no longer is), else `corrupt` "... refers to step S, which ...".
 class BlockReader {
  public:
-  BlockReader(std::string dir, const Index& idx) : m_dir(std::move(dir)), m_idx(idx), m_files(m_dir) {}
+  BlockReader(std::string dir, const Index& idx);
 
   /// Callback of stream(): `n` bytes at byte `offset` of the block's payload. A non-ok Status stops.
   using PieceFn = std::function<Status(const std::uint8_t* p, std::size_t n, std::uint64_t offset)>;
@@ -136,6 +146,9 @@ class BlockReader {
   /// Streams the payload of `b` in order through `buf` (`buf_bytes` at a time) into `fn`, then compares
   /// the XXH3 of the payload with the index: a mismatch is `corrupt` "checksum mismatch in <where>".
   /// Read errors name the block too. Pieces hold whole elements when `buf_bytes` is a multiple of 16.
+  /// A pieced block is read in its pieces' order, each in parts of at most `buf_bytes` (`fn` still gets
+  /// payload offsets, in order), and each piece's XXH3-128 is checked after its last part: a mismatch is
+  /// `corrupt` "checksum mismatch in <where>, piece i of n (<its file> ...)"; then the payload's XXH3-64.
   Status stream(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn);
   /// Where the next piece is read into (`buf_bytes` bytes); may block until a buffer is free again.
   using BufferFn = std::function<Result<std::uint8_t*>()>;
@@ -145,22 +158,48 @@ class BlockReader {
   /// Checks, reading no data, that `b` lies inside its file as the file is (its size is looked up once
   /// per file): an index - damaged, or crafted with valid checksums - may claim more bytes than were
   /// written, and a reader must learn that before it allocates what the claim says. `corrupt` "<where>:
-  /// its file holds N bytes ...", or the error opening the file. stream() starts with it.
+  /// its file holds N bytes ...", or the error opening the file. stream() starts with it. A pieced block:
+  /// as many pieces as its length needs, each inside its file (a referenced one after its checkpoint is
+  /// checked, as the class comment says; a referenced file that is missing is `corrupt`).
   Status claim(const BlockRecord& b);
   /// stream() of `b` (pieces also handed to `fn` when given), then, when the block carries
   /// statistics, its min/max recomputed against the index: a difference is `corrupt` "... data
   /// matches its checksum but not the min/max in the index". What `ckpt verify` and Reader::verify check.
   Status verify(const BlockRecord& b, std::uint8_t* buf, std::size_t buf_bytes, const PieceFn& fn = nullptr);
-  /// "variable 'x', block of rank 3 (<dir>/<file> at offset N, L bytes)": how messages name a block.
+  /// "variable 'x', block of rank 3 (<dir>/<file> at offset N, L bytes)": how messages name a block
+  /// ("(<dir>/<file>, L bytes in n pieces of P bytes)" when it is pieced).
   std::string where(const BlockRecord& b) const;
   /// The checkpoint directory.
   const std::string& dir() const { return m_dir; }
 
  private:
+  /// A referenced file (Index::refs[k]), once claim() has checked its checkpoint and looked up its size.
+  struct RefState {
+    FileReader* files = nullptr;  ///< its directory's reader (m_ref_dirs); nullptr until checked
+    std::uint64_t size = 0;
+  };
+  /// What the `index` of a referenced checkpoint directory gave: its id, or why it is not usable.
+  struct RefRoot {
+    std::string error;  ///< "which is gone (...)", ...; empty when the root is a version-2 root of its step
+    std::uint64_t ckpt_id = 0;
+  };
+  /// The size of `b`'s own file (looked up once).
+  Result<std::uint64_t> own_size(const BlockRecord& b);
+  /// Piece i of `b` names a REF: checks its checkpoint and opens its file (once per REF).
+  Result<const RefState*> open_ref(const BlockRecord& b, std::size_t i);
+  /// `<parent>/ckpt.<step>` (kind 0) or `<parent>/series.<step>` (kind 1).
+  std::string ref_dir(const RefFile& f) const;
+  /// "variable 'x', block of rank 3, piece i of n (<its file> at offset N, L bytes)".
+  std::string piece_where(const BlockRecord& b, std::size_t i) const;
+
   std::string m_dir;
+  std::string m_parent;  ///< the directory `m_dir` is in: where the checkpoints it refers to are
   const Index& m_idx;
   FileReader m_files;
   std::vector<std::uint64_t> m_sizes;  ///< per file of the index; UINT64_MAX until looked up
+  std::vector<RefState> m_refs;        ///< per REF of the index (grows with it, as m_sizes)
+  std::map<std::string, std::unique_ptr<FileReader>> m_ref_dirs;  ///< by referenced directory
+  std::map<std::string, RefRoot> m_ref_roots;                     ///< by referenced checkpoint directory
 };
 
 // ---- a checkpoint root ---------------------------------------------------------------------------

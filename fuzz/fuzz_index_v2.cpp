@@ -5,11 +5,14 @@
 //   0 a root index, 1 a catalog (rule: the second byte), 2 a sub-index of a fixed sample root,
 //   3 a directory of the sample's global or joined variable, 4 the sample with its catalog or one
 //   sub-index replaced (the catalog entry and the root's hash made to agree, so that assemble_index's
-//   cross-checks are reached).
+//   cross-checks are reached). In modes 2 and 4 the second byte's top bit frames the sub-index with flag
+//   bit 0 (pieces) under the sample root given references (REFSUMs of steps 3 and 4), so that pieced
+//   blocks and REFs are decoded, and assembled into Index::refs.
 // An input that is a version-1 index (the seed corpus: fuzz/make_corpus.sh copies every index) is split
 // by each rule and assembled again. Properties (std::abort when broken): a decoded object re-encodes to
 // the very bytes it came from; whatever split_index accepts, assemble_index accepts, and assembling is a
-// fixed point; an assembled index is a valid version-1 index.
+// fixed point; an assembled index is a valid index (version 1, or the transfer encoding when it has
+// references or pieces).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -82,6 +85,7 @@ Index sample_index() {
 struct Sample {
   SplitIndex split;
   RootIndex root;
+  RootIndex with_refs;  ///< root with references: base step 3, REFSUMs of steps 3 and 4 (ids 30, 40)
 };
 
 const Sample& sample() {
@@ -96,12 +100,19 @@ const Sample& sample() {
     out.root = root.value();
     auto back = assemble_index(out.root, out.split.catalog.data(), out.split.catalog.size(), out.split.subindices);
     check(back.ok());
+    RootIndex refs = out.split.root;
+    refs.base_step = 3;
+    refs.refs = {{0, 3, 30}, {0, 4, 40}};
+    const auto rb = encode_root_index(refs);
+    auto with_refs = decode_root_index(rb.data(), rb.size());
+    check(with_refs.ok());
+    out.with_refs = with_refs.value();
     return out;
   }();
   return s;
 }
 
-/// assemble_index's result must be a valid version-1 index.
+/// assemble_index's result must be a valid index (the transfer encoding when it has references or pieces).
 void check_assembled(const Result<Index>& idx) {
   if (!idx.ok()) return;
   const auto bytes = encode_index(idx.value());
@@ -168,8 +179,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 2: {
-      const auto b = wrap("CKPTSUBX", kIndexV2Version, 0, body, n);
-      auto sub = decode_subindex(b.data(), b.size(), s.root);
+      const bool pieces = (arg & 0x80) != 0;
+      const auto b = wrap("CKPTSUBX", kIndexV2Version, pieces ? 1 : 0, body, n);
+      auto sub = decode_subindex(b.data(), b.size(), pieces ? s.with_refs : s.root);
       if (sub.ok()) check(encode_subindex(sub.value()) == b);
       break;
     }
@@ -184,13 +196,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     default: {
       SplitIndex t = s.split;
-      const std::uint32_t which = arg % (t.subindices.size() + 1);
+      const bool pieces = (arg & 0x80) != 0;
+      if (pieces) t.root = s.with_refs;  // the catalog does not depend on the references
+      const std::uint32_t which = (arg & 0x7f) % (t.subindices.size() + 1);
       auto cat = decode_catalog(t.catalog.data(), t.catalog.size(), t.root.rule);
       check(cat.ok());
       if (which == t.subindices.size()) {
         t.catalog = wrap("CKPTCATL", kIndexV2Version, 0, body, n);
       } else {
-        t.subindices[which] = wrap("CKPTSUBX", kIndexV2Version, 0, body, n);
+        t.subindices[which] = wrap("CKPTSUBX", kIndexV2Version, pieces ? 1 : 0, body, n);
         CatalogEntry& e = cat.value().entries[which];
         e.length = t.subindices[which].size();
         e.checksum = hash64(t.subindices[which].data(), t.subindices[which].size());

@@ -116,13 +116,20 @@ void check_files(const Checkpoint& c, Report& rep) {
   for (auto& kv : idx.attrs) series = series || (kv.first == "layout" && kv.second == "series");
   std::vector<Ranges> ranges(idx.files.size(), series ? Ranges{} : Ranges{{0, detail::kDataHeaderBytes}});
   std::vector<std::uint64_t> start(idx.files.size(), UINT64_MAX);
+  auto add = [&](std::uint32_t f, std::uint64_t lo, std::uint64_t hi) {
+    start[f] = std::min(start[f], lo);
+    end[f] = std::max(end[f], hi);
+    ranges[f].emplace_back(lo, hi);
+  };
   for (auto& b : idx.blocks) {
     used[b.file] = true;
-    // An empty block (a rank without rows) has no bytes: where it points need not exist.
-    if (b.length > 0) {
-      start[b.file] = std::min(start[b.file], b.offset);
-      end[b.file] = std::max(end[b.file], b.offset + b.length);
-      ranges[b.file].emplace_back(b.offset, b.offset + b.length);
+    // An empty block (a rank without rows) has no bytes: where it points need not exist. A pieced block's
+    // bytes in its file are its stored pieces (the others are an earlier checkpoint's).
+    if (b.pieced()) {
+      for (std::size_t i = 0; i < b.pieces.size(); ++i)
+        if (b.pieces[i].ref == 0) add(b.file, b.pieces[i].offset, b.pieces[i].offset + detail::piece_bytes(b, i));
+    } else if (b.length > 0) {
+      add(b.file, b.offset, b.offset + b.length);
     }
   }
   for (std::size_t f = 0; f < idx.files.size(); ++f) {

@@ -926,7 +926,8 @@ TEST(IndexV2, SubIndexRecordsAreCheckedAsVersionOneChecksThem) {
   rejected([](SubIndex& x) { x.blocks[0].length = 1; }, "length disagrees with its extents");
   rejected([](SubIndex& x) { x.files[0].name = "../x"; }, "not allowed");
   rejected([](SubIndex& x) { x.files[0].writer = 4; }, "names writer rank 4");
-  // Pieces (flag bit 0) and REFs are not coded: refused.
+  // Pieces (flag bit 0) only under a root with references, and then only with a pieced block (unit_incremental
+  // has the rest).
   const auto b = s.subindices[1];
   auto pieces = b;
   pieces[12] = 1;
@@ -935,7 +936,7 @@ TEST(IndexV2, SubIndexRecordsAreCheckedAsVersionOneChecksThem) {
   with_refs.step = 9;
   with_refs.base_step = 8;
   with_refs.refs = {{0, 8, 1}};
-  expect_corrupt(decode_subindex(pieces.data(), pieces.size(), with_refs).status(), "unsupported by this build");
+  expect_corrupt(decode_subindex(pieces.data(), pieces.size(), with_refs).status(), "no block is pieced");
   pieces[12] = 2;
   expect_corrupt(decode_subindex(pieces.data(), pieces.size(), s.root).status(), "flags 2");
   // n_refs sits just before the u64 block count.
