@@ -1,5 +1,6 @@
 #include "base/layout.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -126,7 +127,7 @@ std::size_t StreamPlan::segment_of_var(std::uint32_t var) const {
 }
 
 StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment, std::uint64_t chunk_bytes,
-                       std::uint32_t ngroups) {
+                       std::uint32_t ngroups, std::uint64_t piece_bytes) {
   constexpr std::uint64_t kLarge = 64 * 1024;
   StreamPlan p;
   std::uint64_t off = 0;
@@ -138,7 +139,10 @@ StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignme
       BlockPlan b;
       b.var = static_cast<std::uint32_t>(p.vars.size());
       b.length = r.bytes();
-      off = round_up(off, b.length >= kLarge ? alignment : 8);
+      if (piece_bytes > 0 && b.length >= piece_bytes)
+        off = round_up(off, std::max(alignment, piece_bytes));  // incremental: pieces never straddle chunks
+      else
+        off = round_up(off, b.length >= kLarge ? alignment : 8);
       b.offset = off;
       b.mem = r.mem;
       if (r.pieces) b.parts = memory_parts(r);

@@ -136,9 +136,11 @@ struct StreamPlan {
 
 /// Lays out `regions` end to end, group by group (registration order within a group): blocks of
 /// >= 64 KiB aligned to `alignment`, smaller ones to 8 bytes; each group's segment starts at a
-/// multiple of `chunk_bytes`. Every group in [0, ngroups) gets a segment, possibly empty.
+/// multiple of `chunk_bytes`. Every group in [0, ngroups) gets a segment, possibly empty. `piece_bytes` (a
+/// power of two dividing `chunk_bytes`; incremental checkpoints): blocks of at least that many bytes are aligned
+/// to it too, so that each of their pieces lies in one chunk; 0: none.
 StreamPlan plan_stream(const std::vector<Region>& regions, std::uint64_t alignment, std::uint64_t chunk_bytes = 4096,
-                       std::uint32_t ngroups = 1);
+                       std::uint32_t ngroups = 1, std::uint64_t piece_bytes = 0);
 
 /// Checks a region name: [A-Za-z0-9_./-], no "..", no leading '/', no empty component, <= 255 bytes.
 Status check_name(const std::string& name);

@@ -2,10 +2,12 @@
 // version-2 checkpoint (without -l or --json), from its root index only.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/index_v2.hpp"
 #include "tools/commands.hpp"
@@ -42,6 +44,26 @@ std::uint64_t bytes_of(const Blocks& blocks) {
   return n;
 }
 
+/// Incremental checkpoints: the payload bytes of `b` that its pieces refer to in earlier checkpoints.
+std::uint64_t referred_bytes(const BlockRecord& b) {
+  std::uint64_t n = 0;
+  const std::uint64_t p = b.pieced() ? std::uint64_t{1} << b.piece_log2 : 0;
+  for (std::size_t i = 0; i < b.pieces.size(); ++i)
+    if (b.pieces[i].ref != 0) n += std::min<std::uint64_t>(p, b.length - i * p);
+  return n;
+}
+
+/// The steps the pieces of `idx` refer to, ascending, as text ("3, 5").
+std::string referred_steps(const Index& idx) {
+  std::vector<std::int64_t> steps;
+  for (const auto& f : idx.refs)
+    if (std::find(steps.begin(), steps.end(), f.step) == steps.end()) steps.push_back(f.step);
+  std::sort(steps.begin(), steps.end());
+  std::string out;
+  for (auto s : steps) out += (out.empty() ? "" : ", ") + std::to_string(s);
+  return out;
+}
+
 /// A stored min/max for people: f32 with the 9 digits that round-trip a float, the rest as stored.
 std::string stat_human(DType t, std::uint64_t bits) {
   if (t != DType::f32) return detail::stat_to_string(t, bits);
@@ -66,6 +88,11 @@ json block_json(const Index& idx, const BlockRecord& b) {
   j["min"] = b.has_stats ? stat_json(idx.vars[b.var].dtype, b.min_bits) : json(nullptr);
   j["max"] = b.has_stats ? stat_json(idx.vars[b.var].dtype, b.max_bits) : json(nullptr);
   j["checksum"] = hex64(b.checksum);
+  if (b.pieced()) {
+    j["piece_bytes"] = std::uint64_t{1} << b.piece_log2;
+    j["pieces"] = b.pieces.size();
+    j["bytes_referred"] = referred_bytes(b);
+  }
   return j;
 }
 
@@ -81,6 +108,12 @@ json checkpoint_json(const Checkpoint& c, bool with_blocks) {
   j["created_unix"] = idx.created_unix;
   j["created"] = utc_time(idx.created_unix);
   j["bytes"] = idx.payload_bytes();
+  std::uint64_t referred = 0;
+  for (const auto& b : idx.blocks) referred += referred_bytes(b);
+  j["bytes_referred"] = referred;  // incremental: of `bytes`, what earlier checkpoints store
+  json refs = json::array();
+  for (const auto& f : idx.refs) refs.push_back({{"step", f.step}, {"file", f.name}, {"ckpt_id", hex64(f.ckpt_id)}});
+  j["refs"] = refs;
   j["attrs"] = attrs_json(idx.attrs);
   json files = json::array();
   for (auto& f : idx.files) files.push_back({{"name", f.name}, {"writer", f.writer}, {"bytes", f.bytes}});
@@ -140,6 +173,12 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
       idx.nranks, idx.transport, utc_time(idx.created_unix));
   say("  %zu variables, %zu blocks, %s of data in %zu files, id %s\n", idx.vars.size(), idx.blocks.size(),
       human_bytes(idx.payload_bytes()), idx.files.size(), hex64(idx.ckpt_id));
+  if (!idx.refs.empty()) {
+    std::uint64_t referred = 0;
+    for (const auto& b : idx.blocks) referred += referred_bytes(b);
+    say("  incremental: %s stored here, %s referred to in steps %s\n", human_bytes(idx.payload_bytes() - referred),
+        human_bytes(referred), referred_steps(idx));
+  }
   if (c->data_dir != c->dir) say("  data in %s\n", c->data_dir);  // a series step's segment
   for (auto& kv : idx.attrs) say("  attribute %s = %s\n", kv.first, kv.second);
   // Writers: which file each rank's stream went to; compact when every rank has its own file.
@@ -175,6 +214,9 @@ int ls_checkpoint(const std::string& path, const LsArgs& a) {
           static_cast<unsigned long long>(b->offset), static_cast<unsigned long long>(b->length),
           shape_to_string(b->start), shape_to_string(b->count), b->has_stats ? stat_human(r.dtype, b->min_bits) : "-",
           b->has_stats ? stat_human(r.dtype, b->max_bits) : "-", hex64(b->checksum));
+      if (b->pieced())
+        say("           %zu pieces of %s, %s of them referred to\n", b->pieces.size(),
+            human_bytes(std::uint64_t{1} << b->piece_log2), human_bytes(referred_bytes(*b)));
     }
   }
   bool any_uniform = false;
@@ -211,6 +253,12 @@ std::optional<int> ls_from_root(const std::string& path) {
       r.transport, utc_time(r.created_unix));
   say("  %zu variables, %llu blocks, %s of data, %u sub-indices, id %s\n", r.vars.size(),
       static_cast<unsigned long long>(blocks), human_bytes(bytes_total), r.writers, hex64(r.ckpt_id));
+  if (!r.refs.empty()) {
+    std::string steps;
+    for (const auto& ref : r.refs) steps += (steps.empty() ? "" : ", ") + std::to_string(ref.step);
+    say("  incremental: refers to steps %s (chain from step %lld; `ckpt ls -l` says how much)\n", steps,
+        static_cast<long long>(r.base_step));
+  }
   say("  (the root index only: `ckpt ls -l` lists files and blocks, `ckpt verify` checks them)\n");
   for (auto& kv : r.attrs) say("  attribute %s = %s\n", kv.first, kv.second);
   std::size_t w = 8;

@@ -41,9 +41,18 @@ struct State {
     field.resize(n);
     tag.resize(513);
   }
+  /// CKPTTEST_SPARSE (incremental checkpoints): each 64 KiB region of the global array changes about every
+  /// tenth step only, so that most pieces of a checkpoint are the previous one's.
+  bool sparse = std::getenv("CKPTTEST_SPARSE") != nullptr;
+  /// The step whose value element g holds at step s: s, or with `sparse` the last step its region changed.
+  std::int64_t written_at(std::uint64_t g, std::int64_t s) const {
+    const std::uint64_t region = g / 8192;
+    while (sparse && s > 1 && (region * 7 + static_cast<std::uint64_t>(s)) % 10 != 0) --s;
+    return s;
+  }
   void fill(std::int64_t s) {
     for (std::uint64_t i = 0; i < n; ++i) {
-      std::uint64_t bits = mix(static_cast<std::uint64_t>(s) << 40 ^ (lo + i));
+      std::uint64_t bits = mix(static_cast<std::uint64_t>(written_at(lo + i, s)) << 40 ^ (lo + i));
       std::memcpy(&field[i], &bits, 8);  // any bit pattern, NaNs included: compared bytewise
     }
     for (std::size_t i = 0; i < tag.size(); ++i) tag[i] = mix(static_cast<std::uint64_t>(s) * 977 + i);

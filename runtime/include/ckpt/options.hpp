@@ -63,6 +63,12 @@ using AutoDoubleBuffer = std::optional<DoubleBuffer>;
     "per-block min/max of numeric data in the index") \
   X(storage, job, int, index_format, 1, range(1, 2), \
     "1: one index per checkpoint; 2: a root, a catalog and a sub-index per rank (format.md; directory layout)") \
+  X(storage, job, bool, incremental, false, boolean(), \
+    "write only the pieces changed since the previous checkpoint, refer to the rest (index_format 2, posix)") \
+  X(storage, job, std::uint64_t, incremental_piece_bytes, 256 << 10, power_of_two(1 << 16, 1 << 24), \
+    "incremental: piece size; blocks of at least one piece are hashed and written piece by piece") \
+  X(storage, job, int, incremental_full_every, 10, range(1, 64), \
+    "incremental: a full checkpoint (every piece written) every n checkpoints, so that a chain is at most n long") \
   X(staging, rank, AutoBytes, pool_bytes, std::nullopt, auto_or(bytes(8192, 1ull << 50)), \
     "staging pool budget; auto: a whole checkpoint x max_in_flight (+1 with coalesce), capped by pool_max_fraction") \
   X(staging, rank, double, pool_max_fraction, 0.25, fraction(0.9), \

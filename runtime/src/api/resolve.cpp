@@ -123,6 +123,26 @@ Result<Resolved> resolve(const Options& o, const ResolveEnv& env) {
                   "posix transport without transport groups (transport is '" +
                       o.transport + "'" + (o.groups.empty() ? "" : ", with groups") +
                       "); use layout directory for the others");
+  // Incremental checkpoints: this build writes them where every rank writes its own file and sub-index
+  // (docs/format.md, "Version 2 index: incremental references"; the other layouts and transports next).
+  if (o.incremental) {
+    std::string why;
+    if (o.index_format != 2) why = "index_format 2 (the references are version-2 records)";
+    if (why.empty() && (r.series || r.levels)) why = "layout directory and no local_dir";
+    if (why.empty() && (o.transport != "posix" || !o.groups.empty()))
+      why = "the posix transport without transport groups (transport is '" + o.transport + "')";
+    if (why.empty() && r.funneled)
+      why =
+          "ckpt's own threads calling MPI (mpi_threads multiple: each checkpoint waits for the previous "
+          "one's commit on a thread of ckpt's, which funneled mode runs on the application thread)";
+    if (why.empty() && o.durable_every_ms > 0)
+      why = "durable_every_ms 0 (a checkpoint refers only to bytes already synced)";
+    if (why.empty() && o.chunk_bytes && *o.chunk_bytes % o.incremental_piece_bytes != 0)
+      why = "chunk_bytes a multiple of incremental_piece_bytes (" + std::to_string(o.incremental_piece_bytes) + ")";
+    if (!why.empty())
+      return Status(Code::invalid_argument, "option 'incremental': this build writes incremental checkpoints with " +
+                                                why + "; set incremental off or change the option");
+  }
   // The version-2 index is written by rank 0 into a checkpoint directory of the one (global) level:
   // format.md places it in the series files and node directories too, but this build does not yet.
   if (o.index_format == 2 && (r.series || r.levels))

@@ -377,7 +377,10 @@ Status RuntimeImpl::start_device() {
 }
 
 void RuntimeImpl::make_pipeline() {
-  m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, m_opts.alignment, [this](const Region& r) {
+  // Incremental: blocks of a piece or more start at a piece boundary (plan_stream), which the bound allows for.
+  const std::uint64_t alignment =
+      m_opts.incremental ? std::max(m_opts.alignment, m_opts.incremental_piece_bytes) : m_opts.alignment;
+  m_registry = std::make_unique<Registry>(*m_device, m_opts.groups, alignment, [this](const Region& r) {
     return m_transports[r.group]->check_region(r);  // e.g. hdf5: the block must be contiguous in its dataset
   });
   // durable_every_ms: writers and the store's commit skip their fsyncs; the commit thread syncs.
@@ -391,6 +394,10 @@ void RuntimeImpl::make_pipeline() {
   commit_cfg.verbose = m_opts.verbose;
   commit_cfg.funneled = m_funneled;
   commit_cfg.timeline = m_timeline.get();
+  if (m_opts.incremental) {
+    m_chain = std::make_unique<Chain>(m_opts.incremental_full_every);
+    commit_cfg.chain = m_chain.get();
+  }
   if (m_node)
     commit_cfg = m_node->attach(
         m_app_comm, commit_cfg,
@@ -406,7 +413,7 @@ void RuntimeImpl::make_pipeline() {
   flush_open.comm = m_flush_comm;
   flush_open.agreed_before = m_funneled;  // checkpoint() agreed on the application thread
   m_flush = std::make_unique<FlushPipeline>(FlushConfig{m_opts.stats, m_cfg.flush_delay_ms, m_cfg.threads}, flush_open,
-                                            *m_device, *m_pool, *m_committer, m_tracer.get());
+                                            *m_device, *m_pool, *m_committer, m_tracer.get(), m_chain.get());
   m_flush_comm = MPI_COMM_NULL;  // the FlushPipeline's now
   if (m_opts.on_busy == Options::OnBusy::coalesce) {
     MPI_Comm launch_comm = MPI_COMM_NULL;
@@ -655,7 +662,9 @@ Status RuntimeImpl::restart(std::int64_t step, void* stream) {
     (void)m_capture->wait_all();  // then the drains those commits started
     wait_drains();
   }
-  return m_restorer->restart(step, stream, *m_registry, *m_capture);
+  Status s = m_restorer->restart(step, stream, *m_registry, *m_capture);
+  if (m_chain) m_chain->reset();  // a restart starts a new chain (docs/format.md): the next checkpoint is full
+  return s;
 }
 Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   CKPT_RETURN_IF_ERROR(usable());
@@ -680,7 +689,9 @@ Result<std::int64_t> RuntimeImpl::restart_newest(void* stream) {
     (void)m_capture->wait_all();
     wait_drains();
   }
-  return m_restorer->restart_newest(stream, *m_registry, *m_capture);
+  auto s = m_restorer->restart_newest(stream, *m_registry, *m_capture);
+  if (m_chain) m_chain->reset();
+  return s;
 }
 
 }  // namespace detail

@@ -144,6 +144,7 @@ class RuntimeImpl {
   std::unique_ptr<Device> m_device;
   std::unique_ptr<StagingPool> m_pool;
   std::unique_ptr<Registry> m_registry;
+  std::unique_ptr<Chain> m_chain;  ///< option incremental: what the next checkpoint compares with
   std::unique_ptr<Committer> m_committer;
   std::unique_ptr<FlushPipeline> m_flush;
   std::unique_ptr<Launcher> m_launcher;  ///< on_busy = coalesce

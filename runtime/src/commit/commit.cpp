@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -118,6 +119,7 @@ void Committer::loop() {
 void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
   Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
   Status s = commit(job);
+  if (m_cfg.chain != nullptr && job->incremental.started) m_cfg.chain->settle();  // the next one may compare
   const bool synced = periodic_sync(s.ok()) && s.ok();
   if (m_retain_after >= 0) apply_retention(std::exchange(m_retain_after, -1));  // knows what the sync made durable
   span.end();
@@ -196,6 +198,8 @@ Index Committer::report_of(const Job& job) const {
       b.offset =
           pl.block_offsets.empty() ? pl.base_offset + (bp.offset - job.plan.segments[g].begin) : pl.block_offsets.at(i);
       b.length = bp.length;
+      // Incremental: the pieces, when some refer to an earlier checkpoint (the REFs go to rep.refs).
+      (void)pieced_block(job.incremental, i, r.name, b.offset, b, rep.refs);
       b.start = r.kind == RegionKind::global ? r.start : Shape(r.count.size(), 0);
       b.count = r.count;
       b.checksum = pr.digest.checksum;
@@ -256,6 +260,10 @@ struct WriterReport {
   CatalogEntry entry;
   std::uint32_t files = 0;
   std::vector<BlockRecord> boxes;  ///< var, start, count
+  /// Incremental: the steps its pieces refer to (checkpoints of this run) and the full checkpoint their
+  /// chain started with; none: no reference.
+  std::vector<std::int64_t> ref_steps;
+  std::int64_t base_step = 0;
 };
 
 std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
@@ -273,6 +281,9 @@ std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
     for (const auto x : b.start) w.put<std::uint64_t>(x);
     for (const auto x : b.count) w.put<std::uint64_t>(x);
   }
+  w.put<std::int64_t>(r.base_step);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(r.ref_steps.size()));
+  for (const auto s : r.ref_steps) w.put<std::int64_t>(s);
   return std::move(w.bytes());
 }
 
@@ -295,6 +306,10 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
     for (auto& x : b.count)
       if (!r.get(x)) return Status(Code::internal, "writer report: " + r.error());
   }
+  if (!r.get(out.base_step) || !r.count(n, 8, 1u << 20)) return Status(Code::internal, "writer report: bad references");
+  out.ref_steps.resize(n);
+  for (auto& s : out.ref_steps)
+    if (!r.get(s)) return Status(Code::internal, "writer report: " + r.error());
   if (!r.at_end()) return Status(Code::internal, "writer report: trailing bytes");
   return out;
 }
@@ -348,6 +363,11 @@ Status Committer::commit_spread(Job& job) {
     for (const FileRecord& f : rep.files)
       if (f.writer != rank) mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer);
     sub.files = rep.files;
+    sub.refs = rep.refs;
+    for (const RefFile& f : rep.refs)
+      if (std::find(mine.ref_steps.begin(), mine.ref_steps.end(), f.step) == mine.ref_steps.end())
+        mine.ref_steps.push_back(f.step);
+    mine.base_step = job.incremental.previous ? job.incremental.previous->base_step : job.step;
     for (BlockRecord b : rep.blocks) {
       b.var = root_var[b.var];
       if (const int j = joined_at[b.var]; j >= 0) b.start.at(0) = first_row[static_cast<std::size_t>(j)];
@@ -380,6 +400,15 @@ Status Committer::commit_spread(Job& job) {
   outcome = bcast_status(m_commit_comm, outcome, 0);
   if (outcome.ok() && m_rank == 0) m_newest_committed = job.step;
   if (outcome.ok() && m_rank == 0 && m_cfg.keep > 0) m_retain_after = job.step;
+  if (outcome.ok() && m_cfg.chain != nullptr && !job.write.placements.empty()) {
+    // The chain's newest: where this checkpoint's pieces are (its own file, or where it referred to).
+    std::vector<std::uint64_t> own(job.plan.blocks.size(), 0);
+    for (std::uint32_t i = 0; i < own.size(); ++i) {
+      const std::size_t g = job.plan.segment_of_var(i);
+      own[i] = job.write.placements[g].base_offset + (job.plan.blocks[i].offset - job.plan.segments[g].begin);
+    }
+    m_cfg.chain->committed(job.step, ckpt_id, job.write.placements[0].file, job.incremental, job.plan, own);
+  }
   return outcome;
 }
 
@@ -434,6 +463,8 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   std::string failures;
   int files = 0;
   Code first_code = Code::ok;
+  std::int64_t base_step = job.step;  // incremental: the oldest chain base any rank refers from
+  std::set<std::int64_t> ref_steps;   // every step some rank refers to
   for (std::uint32_t r = 0; r < nranks; ++r) {
     auto decoded = decode_writer_report(reports[r], all.vars.size());
     if (!decoded.ok())
@@ -446,6 +477,10 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     }
     entries[r] = wr.entry;
     files += static_cast<int>(wr.files);
+    if (!wr.ref_steps.empty()) {
+      base_step = std::min(base_step, wr.base_step);
+      ref_steps.insert(wr.ref_steps.begin(), wr.ref_steps.end());
+    }
     for (BlockRecord& b : wr.boxes) {
       b.rank = r;
       boxes.blocks.push_back(std::move(b));
@@ -466,7 +501,8 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   root.token = token;
   root.writers = nranks;
   root.rule = WriterRule::per_rank;
-  root.base_step = job.step;
+  root.base_step = base_step;
+  for (const std::int64_t s : ref_steps) root.refs.push_back(RefSummary{0, s, checkpoint_id(m_run_id, s)});
   for (const SummaryVar& v : all.vars) {
     Var2 out;
     out.var = v.var;

@@ -65,6 +65,8 @@ struct CommitConfig {
   /// The level this Committer commits into through hooks instead of its store's plain commit: the
   /// node level (levels/node_level.hpp), or null.
   CommitLevel* node = nullptr;
+  /// Option incremental: this rank's chain, which each committed checkpoint extends (commit_spread).
+  Chain* chain = nullptr;
 };
 
 /// Funneled mode: the commits, run on the application thread at the collective points of the API.

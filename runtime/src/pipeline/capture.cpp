@@ -53,8 +53,11 @@ std::shared_ptr<Job> Capture::new_job(std::int64_t step, const std::vector<Regio
   job->ticket = std::move(ticket);
   job->step = step;
   job->chunk_bytes = m_env.pool->chunk_bytes();
-  job->plan =
-      plan_stream(regions, m_opts.alignment, job->chunk_bytes, static_cast<std::uint32_t>(m_env.transports->size()));
+  const std::uint64_t piece = m_opts.incremental ? m_opts.incremental_piece_bytes : 0;
+  job->plan = plan_stream(regions, m_opts.alignment, job->chunk_bytes,
+                          static_cast<std::uint32_t>(m_env.transports->size()), piece);
+  if (piece > 0)
+    init_incremental(job->incremental, job->plan, static_cast<std::uint32_t>(__builtin_ctzll(piece)), job->chunk_bytes);
   job->tmp_dir = m_env.store->staging_dir(step);
   job->digest.progress.resize(job->plan.blocks.size());
   static const std::uint64_t empty_digest = Hasher().digest();

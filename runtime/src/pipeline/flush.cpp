@@ -90,8 +90,14 @@ Status open_writers(const OpenEnv& env, Job& job, Status setup) {
 }
 
 FlushPipeline::FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device& device, StagingPool& pool,
-                             Committer& committer, Tracer* tracer)
-    : m_cfg(cfg), m_open(open), m_device(device), m_pool(pool), m_committer(committer), m_tracer(tracer) {
+                             Committer& committer, Tracer* tracer, const Chain* chain)
+    : m_cfg(cfg),
+      m_open(open),
+      m_device(device),
+      m_pool(pool),
+      m_committer(committer),
+      m_tracer(tracer),
+      m_chain(chain) {
   m_digest_thread = std::thread([this] {
     start_ckpt_thread("ckpt digest", "ckpt flush: digest", m_cfg.threads);
     digest_loop();
@@ -155,6 +161,11 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
   if (!item.error.ok()) return;
   Job& j = *item.job;
   Span span(m_tracer, "ckpt:digest", TraceThread::digest, j.step, item.length);
+  IncrementalJob& inc = j.incremental;
+  if (inc.on && !inc.started) {  // what this checkpoint compares with: the chain's newest committed one
+    inc.started = true;
+    inc.previous = m_chain != nullptr ? m_chain->previous(j.step, m_incremental_started++) : nullptr;
+  }
   // Checksums and statistics of the blocks in this window, in stream order.
   const std::uint64_t a = item.offset, b = item.offset + item.length;
   while (s.ok() && j.digest.next_block < j.plan.blocks.size()) {
@@ -173,7 +184,17 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
       else
         j.digest.minmax.reset();
       j.digest.block_open = true;
+      inc.hasher.reset();
     }
+    // Incremental: the block's pieces, each hashed (XXH3-128) in the same pass and compared with the same
+    // piece of the previous checkpoint of the chain (a block of another length is new).
+    const std::size_t bi = j.digest.next_block;
+    const bool pieced = inc.on && !inc.hashes[bi].empty();
+    const std::vector<ChainPiece>* before = nullptr;
+    if (pieced && inc.previous != nullptr)
+      if (auto f = inc.previous->blocks.find(j.plan.vars[bi].name);
+          f != inc.previous->blocks.end() && f->second.first == bp.length)
+        before = &f->second.second;
     const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
     // Hash and min/max in one pass over 64 KiB pieces: the second reader finds the piece in cache,
     // so the digest reads the chunk from memory once, not twice (the flush competes with the
@@ -185,6 +206,14 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
       const std::size_t n = static_cast<std::size_t>(std::min(kPiece, hi - x));
       j.digest.hasher.update(p, n);
       if (j.digest.minmax) j.digest.minmax->update(p, n);
+      if (!pieced) continue;
+      inc.hasher.update(p, n);
+      const std::uint64_t end = x + n - bp.offset;  // in the block; 64 KiB steps meet every piece end
+      if (end % inc.piece_bytes() != 0 && end != bp.length) continue;
+      const std::size_t k = static_cast<std::size_t>((end - 1) >> inc.piece_log2);
+      inc.hashes[bi][k] = inc.hasher.digest();
+      inc.reused[bi][k] = before != nullptr && (*before)[k].hash == inc.hashes[bi][k] ? 1 : 0;
+      inc.hasher.reset();
     }
     if (bp.offset + bp.length > b) break;  // continues in the next chunk
     pr.digest.checksum = j.digest.hasher.digest();
@@ -268,9 +297,13 @@ void FlushPipeline::write_item(WorkItem& item) {
       Span span(m_tracer, "ckpt:write", TraceThread::write, j.step, item.length);
       if (m_cfg.flush_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(m_cfg.flush_delay_ms));
       const Segment& seg = j.plan.segments[si];
-      Status s = j.write.writers[si]
-                     ? j.write.writers[si]->write(item.offset - seg.begin, item.chunk->data, item.length)
-                     : Status(Code::internal, "chunk for a segment without a writer");
+      Status s = j.write.writers[si] ? Status::OK() : Status(Code::internal, "chunk for a segment without a writer");
+      // Incremental: only the pieces that changed (and no padding); otherwise the whole chunk.
+      for (const auto& [lo, hi] : dirty_ranges(j.incremental, j.plan, item.offset, item.offset + item.length)) {
+        if (!s.ok()) break;
+        s = j.write.writers[si]->write(lo - seg.begin, item.chunk->data + (lo - item.offset), hi - lo);
+        j.write.stream_bytes += hi - lo;
+      }
       if (!s.ok()) j.write.error = s;
     }
     give_back();
@@ -280,6 +313,10 @@ void FlushPipeline::write_item(WorkItem& item) {
   close_segments(j, 0, true);
   std::uint64_t written = 0;
   for (auto& p : j.write.placements) written += p.file_bytes - std::min(p.appended_at, p.file_bytes);
+  if (j.incremental.on) {  // the data files have holes where reused pieces would be: what was written
+    written = j.write.stream_bytes;
+    for (auto& p : j.write.placements) written += p.base_offset;  // the data headers
+  }
   {
     std::lock_guard<std::mutex> lk(j.ticket->mu);
     j.ticket->stats.flush_s = seconds_since(j.flush_start);

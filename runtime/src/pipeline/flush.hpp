@@ -79,8 +79,9 @@ class FlushPipeline {
   /// `device`, `pool`, `committer` and open.transports must outlive the pipeline; open.comm (a
   /// communicator of its own, for the setup agreement on the write thread) is freed by close().
   /// Starts the threads.
+  /// `chain` (option incremental; else null) says what each checkpoint compares its pieces with.
   FlushPipeline(const FlushConfig& cfg, const OpenEnv& open, Device& device, StagingPool& pool, Committer& committer,
-                Tracer* tracer);
+                Tracer* tracer, const Chain* chain = nullptr);
   ~FlushPipeline();
   FlushPipeline(const FlushPipeline&) = delete;
   FlushPipeline& operator=(const FlushPipeline&) = delete;
@@ -113,6 +114,8 @@ class FlushPipeline {
   StagingPool& m_pool;
   Committer& m_committer;
   Tracer* m_tracer;
+  const Chain* m_chain;
+  std::uint64_t m_incremental_started = 0;  ///< digest thread: incremental jobs it has started
   BlockingQueue<WorkItem> m_flush_q;  // capture -> digest thread
   BlockingQueue<WorkItem> m_write_q;  // digest thread -> write thread
   std::thread m_digest_thread, m_write_thread;

@@ -16,6 +16,7 @@
 #include "base/format.hpp"
 #include "base/layout.hpp"
 #include "ckpt/ckpt.hpp"
+#include "runtime/src/pipeline/incremental.hpp"
 #include "runtime/src/pipeline/pool.hpp"
 #include "runtime/src/pipeline/trace.hpp"
 #include "transports/transport.hpp"
@@ -85,6 +86,7 @@ struct WriteState {
   std::size_t next_segment = 0;                  ///< next segment to finish
   std::size_t next_start = 0;                    ///< next segment to start
   Status error;                                  ///< first failure on this rank
+  std::uint64_t stream_bytes = 0;                ///< bytes of the stream handed to write()
   bool opened = false;                           ///< open_writers() ran
   bool handed_over = false;                      ///< the job went to the commit thread
 };
@@ -102,6 +104,7 @@ struct Job {
   Clock::time_point t0;
   Clock::time_point flush_start;  ///< when the first chunk was handed over
   DigestState digest;
+  IncrementalJob incremental;  ///< option incremental: the digest thread's, then the commit thread's
   WriteState write;
   /// The node level: some rank's node disk was full, so the commit thread commits this checkpoint in
   /// `dir` (through the drain thread, which finishes `spill_done` with the outcome).

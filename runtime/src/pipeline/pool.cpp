@@ -35,8 +35,15 @@ std::uint64_t auto_chunk_bytes(std::uint64_t stream_bound, std::size_t groups) {
 std::uint64_t initial_chunk_bytes(const Options& opts) {
   if (opts.chunk_bytes) return *opts.chunk_bytes;
   if (opts.pool_bytes)
-    return std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, *opts.pool_bytes / 2 / 4096 * 4096));
-  return 4096;
+    return incremental_chunk(
+        opts, std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, *opts.pool_bytes / 2 / 4096 * 4096)));
+  return incremental_chunk(opts, 4096);
+}
+
+std::uint64_t incremental_chunk(const Options& opts, std::uint64_t chunk_bytes) {
+  if (!opts.incremental) return chunk_bytes;
+  const std::uint64_t p = opts.incremental_piece_bytes;
+  return (chunk_bytes + p - 1) / p * p;
 }
 
 StagingPool::StagingPool(Device& device, std::size_t chunk_bytes) : m_device(device), m_chunk_bytes(chunk_bytes) {}
@@ -177,7 +184,8 @@ Status reserve_for_stream(StagingPool& pool, const Options& opts, std::uint64_t 
 Status reserve_for_regions(StagingPool& pool, const Options& opts, std::uint64_t stream_bound, std::size_t groups,
                            Resize when) {
   if (!opts.chunk_bytes && !opts.pool_bytes) {
-    const std::uint64_t want = auto_chunk_bytes(stream_bound, groups), have = pool.chunk_bytes();
+    const std::uint64_t want = incremental_chunk(opts, auto_chunk_bytes(stream_bound, groups)),
+                        have = pool.chunk_bytes();
     bool rechunk = false;
     switch (when) {
       case Resize::protect: rechunk = want != have; break;

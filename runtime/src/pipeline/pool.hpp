@@ -45,6 +45,9 @@ std::uint64_t auto_chunk_bytes(std::uint64_t stream_bound, std::size_t groups);
 /// The chunk size a Runtime starts with: chunk_bytes when set; with chunk_bytes = 0, half of a fixed
 /// pool_bytes (at most kMaxAutoChunk), or 4 KiB until regions are protected (see reserve_for_regions).
 std::uint64_t initial_chunk_bytes(const Options& opts);
+/// `chunk_bytes`, with option incremental rounded up to a multiple of incremental_piece_bytes (so that no
+/// piece of a block straddles two chunks: the plan aligns pieced blocks to the piece size).
+std::uint64_t incremental_chunk(const Options& opts, std::uint64_t chunk_bytes);
 
 /// Thread-safety: all methods are safe to call from any thread.
 class StagingPool {
