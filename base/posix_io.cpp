@@ -259,6 +259,11 @@ Status FileReader::read(const std::string& file, std::uint64_t offset, void* dst
   return pread_all(m_fd, dst, n, offset, m_dir + "/" + file);
 }
 
+void FileReader::prefetch(const std::string& file, std::uint64_t offset, std::uint64_t n) {
+  if (open(file).ok())
+    (void)::posix_fadvise(m_fd, static_cast<off_t>(offset), static_cast<off_t>(n), POSIX_FADV_WILLNEED);
+}
+
 Result<std::uint64_t> FileReader::size(const std::string& file) {
   CKPT_RETURN_IF_ERROR(open(file));
   return m_size;

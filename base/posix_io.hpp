@@ -76,6 +76,9 @@ class FileReader {
   FileReader& operator=(const FileReader&) = delete;
   /// Reads exactly `n` bytes at `offset` of `file` (a name from the index); short files are `corrupt`.
   Status read(const std::string& file, std::uint64_t offset, void* dst, std::size_t n);
+  /// Tells the kernel that `n` bytes at `offset` of `file` will be read soon (posix_fadvise WILLNEED: it
+  /// starts reading them in the background). A hint: errors are ignored.
+  void prefetch(const std::string& file, std::uint64_t offset, std::uint64_t n);
   /// The size of `file` when it was opened (opens it as read() does, and keeps it open).
   Result<std::uint64_t> size(const std::string& file);
 

@@ -319,15 +319,69 @@ Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const Bu
     CKPT_RETURN_IF_ERROR(
         read(m_files, m_idx.files[b.file].name, b.offset, b.length, 0, nullptr, [&] { return where(b); }));
   } else {
-    Hasher128 part;
+    // Runs of pieces that follow one another in one file are read as one range (a chain's pieces of one
+    // step are neighbours), each piece's hash taken where it ends; the kernel is told of the runs ahead
+    // (FileReader::prefetch: up to kAhead bytes), so that reads from the chain's files overlap.
+    constexpr std::uint64_t kAhead = 64 << 20;
+    struct Run {
+      std::size_t first, last;  // pieces [first, last)
+      std::uint64_t offset, bytes;
+    };
+    std::vector<Run> runs;
     for (std::size_t i = 0; i < b.pieces.size(); ++i) {
       const PieceRecord& pc = b.pieces[i];
-      FileReader& files = pc.ref == 0 ? m_files : *m_refs[pc.ref - 1].files;  // claim() opened it
-      const std::string& name = pc.ref == 0 ? m_idx.files[b.file].name : m_idx.refs[pc.ref - 1].name;
+      if (!runs.empty()) {
+        Run& r = runs.back();
+        if (b.pieces[r.first].ref == pc.ref && r.offset + r.bytes == pc.offset) {
+          r.last = i + 1;
+          r.bytes += piece_bytes(b, i);
+          continue;
+        }
+      }
+      runs.push_back(Run{i, i + 1, pc.offset, piece_bytes(b, i)});
+    }
+    auto files_of = [&](const Run& r) -> FileReader& {
+      const std::uint32_t ref = b.pieces[r.first].ref;
+      return ref == 0 ? m_files : *m_refs[ref - 1].files;  // claim() opened it
+    };
+    auto name_of = [&](const Run& r) -> const std::string& {
+      const std::uint32_t ref = b.pieces[r.first].ref;
+      return ref == 0 ? m_idx.files[b.file].name : m_idx.refs[ref - 1].name;
+    };
+    std::size_t hinted = 0;
+    std::uint64_t hinted_bytes = 0, read_bytes = 0;
+    Hasher128 part;
+    for (const Run& r : runs) {
+      for (; hinted < runs.size() && hinted_bytes < read_bytes + kAhead; ++hinted) {
+        files_of(runs[hinted]).prefetch(name_of(runs[hinted]), runs[hinted].offset, runs[hinted].bytes);
+        hinted_bytes += runs[hinted].bytes;
+      }
+      std::size_t i = r.first;  // the piece being hashed
+      std::uint64_t left = piece_bytes(b, i);
       part.reset();
-      CKPT_RETURN_IF_ERROR(
-          read(files, name, pc.offset, piece_bytes(b, i), piece_begin(b, i), &part, [&] { return piece_where(b, i); }));
-      if (part.digest() != pc.hash) return Status(Code::corrupt, "checksum mismatch in " + piece_where(b, i));
+      for (std::uint64_t done = 0; done < r.bytes;) {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(r.bytes - done, buf_bytes));
+        auto buf_or = next();
+        if (!buf_or.ok()) return buf_or.status();
+        std::uint8_t* buf = buf_or.value();
+        Status st = files_of(r).read(name_of(r), r.offset + done, buf, n);
+        if (!st.ok()) return Status(st.code(), piece_where(b, i) + ": " + st.message());
+        h.update(buf, n);
+        for (std::size_t at = 0; at < n;) {
+          const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(left, n - at));
+          part.update(buf + at, m);
+          at += m;
+          left -= m;
+          if (left != 0) continue;
+          if (part.digest() != b.pieces[i].hash)
+            return Status(Code::corrupt, "checksum mismatch in " + piece_where(b, i));
+          if (++i < r.last) left = piece_bytes(b, i);
+          part.reset();
+        }
+        CKPT_RETURN_IF_ERROR(fn(buf, n, piece_begin(b, r.first) + done));
+        done += n;
+      }
+      read_bytes += r.bytes;
     }
   }
   if (h.digest() != b.checksum) return Status(Code::corrupt, "checksum mismatch in " + where(b));
