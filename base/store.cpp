@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 
@@ -258,7 +259,7 @@ Status BlockReader::verify(const BlockRecord& b, std::uint8_t* buf, std::size_t 
 }
 
 BlockReader::BlockReader(std::string dir, const Index& idx)
-    : m_dir(std::move(dir)), m_parent(split_last(m_dir).first), m_idx(idx), m_files(m_dir) {}
+    : m_dir(std::move(dir)), m_parent(root_of_checkpoint(m_dir)), m_idx(idx), m_files(m_dir) {}
 
 std::string BlockReader::where(const BlockRecord& b) const {
   const std::string head = "variable '" + m_idx.vars[b.var].name + "', block of rank " + std::to_string(b.rank) + " (" +
@@ -268,6 +269,15 @@ std::string BlockReader::where(const BlockRecord& b) const {
            (b.piece_log2 < 64 ? human_bytes(std::uint64_t{1} << b.piece_log2) : "2^" + std::to_string(b.piece_log2)) +
            ")";
   return head + " at offset " + std::to_string(b.offset) + ", " + std::to_string(b.length) + " bytes)";
+}
+
+std::string BlockReader::root_of_checkpoint(const std::string& dir) {
+  // The directory the checkpoint's name is in, whatever path named it: `.`, `ckpt.7/.` or a link to it.
+  char* real = ::realpath(dir.c_str(), nullptr);
+  if (real == nullptr) return split_last(dir).first;  // reading it fails on its own then
+  std::string path(real);
+  std::free(real);
+  return split_last(path).first;
 }
 
 std::string BlockReader::ref_dir(const RefFile& f) const {
@@ -316,8 +326,22 @@ Status BlockReader::stream(const BlockRecord& b, std::size_t buf_bytes, const Bu
     return Status::OK();
   };
   if (!b.pieced()) {
-    CKPT_RETURN_IF_ERROR(
-        read(m_files, m_idx.files[b.file].name, b.offset, b.length, 0, nullptr, [&] { return where(b); }));
+    // The kernel is told of the next kAhead bytes as the read proceeds (posix_fadvise WILLNEED, in steps of
+    // a quarter of it): its reads then overlap ours and each other, where its own read-ahead keeps one
+    // small window in flight.
+    constexpr std::uint64_t kAhead = 64 << 20;
+    const std::string& name = m_idx.files[b.file].name;
+    std::uint64_t hinted = 0;
+    for (std::uint64_t done = 0; done < b.length;) {
+      if (hinted < b.length && hinted < done + kAhead / 4 * 3) {
+        const std::uint64_t n = std::min(b.length - hinted, done + kAhead - hinted);
+        m_files.prefetch(name, b.offset + hinted, n);
+        hinted += n;
+      }
+      const std::uint64_t part = std::min<std::uint64_t>(b.length - done, kAhead / 4);
+      CKPT_RETURN_IF_ERROR(read(m_files, name, b.offset + done, part, done, nullptr, [&] { return where(b); }));
+      done += part;
+    }
   } else {
     // Runs of pieces that follow one another in one file are read as one range (a chain's pieces of one
     // step are neighbours), each piece's hash taken where it ends; the kernel is told of the runs ahead
@@ -712,14 +736,25 @@ class DirectoryStore final : public Store {
       if (!s.ok() && first.ok()) first = s;
     };
     int kept = 0;
-    // Incremental: the steps a kept checkpoint refers to are kept with it (its root's REFSUM list).
+    // Incremental: the steps a kept checkpoint refers to are kept with it (its root's REFSUM list), and the
+    // steps those refer to (a step kept for its pieces still reads as a checkpoint: it must stay whole). A
+    // kept root that cannot be read may refer to anything older: then nothing older is removed.
     std::set<std::int64_t> referenced;
+    bool unsure = false;
     auto keep_refs = [&](const StepEntry& e) {
       auto root = read_root_file(e.path);
-      if (!root.ok() || index_header_version(root->data(), root->size()) != kIndexV2Version) return;
-      if (auto r = decode_root_index(root->data(), root->size()); r.ok())
-        for (const RefSummary& ref : r->refs)
-          if (ref.kind == 0) referenced.insert(ref.step);
+      if (!root.ok()) {
+        unsure = true;
+        return;
+      }
+      if (index_header_version(root->data(), root->size()) != kIndexV2Version) return;  // no references
+      auto r = decode_root_index(root->data(), root->size());
+      if (!r.ok()) {
+        unsure = true;
+        return;
+      }
+      for (const RefSummary& ref : r->refs)
+        if (ref.kind == 0) referenced.insert(ref.step);
     };
     for (auto& e : scan()) {  // newest first
       if (e.kind == EntryKind::doomed) {
@@ -744,7 +779,11 @@ class DirectoryStore final : public Store {
         continue;
       }
       if (e.step == durable) continue;  // the newer ones may not be on disk yet
-      if (referenced.count(e.step) != 0) continue;  // a kept checkpoint's pieces are stored there
+      if (unsure) continue;
+      if (referenced.count(e.step) != 0) {  // a kept checkpoint's pieces are stored there
+        keep_refs(e);
+        continue;
+      }
       const std::string doomed = path_of(e.step, EntryKind::doomed);
       note(remove_tree(doomed));
       if (::rename(e.path.c_str(), doomed.c_str()) != 0) {

@@ -189,6 +189,9 @@ class BlockReader {
   Result<const RefState*> open_ref(const BlockRecord& b, std::size_t i);
   /// `<parent>/ckpt.<step>` (kind 0) or `<parent>/series.<step>` (kind 1).
   std::string ref_dir(const RefFile& f) const;
+  /// The root a checkpoint directory is in: the parent of its real path (realpath), so that a checkpoint
+  /// named `.`, `ckpt.7/.` or through a link finds the checkpoints it refers to.
+  static std::string root_of_checkpoint(const std::string& dir);
   /// "variable 'x', block of rank 3, piece i of n (<its file> at offset N, L bytes)".
   std::string piece_where(const BlockRecord& b, std::size_t i) const;
 

@@ -60,6 +60,12 @@ class PosixWriter final : public Writer {
   }
 
   Result<Placement> finish(const std::vector<BlockDigest>&) override {
+    // The file is as long as its stream, also where the end was not written (an empty stream; incremental
+    // checkpoints skip the pieces they refer to): the rest is a hole, and the size recorded is the size.
+    const std::uint64_t size = m_data_offset + m_ctx.bytes();
+    if (m_end < size && ::ftruncate(m_file.fd, static_cast<off_t>(size)) != 0)
+      return errno_status("ftruncate " + m_file.path);
+    m_end = std::max(m_end, size);
     if (m_ctx.fsync && ::fdatasync(m_file.fd) != 0) return errno_status("fdatasync " + m_file.path);
     if (m_file.dfd >= 0) ::close(m_file.dfd);
     m_file.dfd = -1;

@@ -193,6 +193,18 @@ TEST(Incremental, AChainWritesWhatChangedAndEveryStepRestartsExactly) {
       EXPECT_TRUE(std::equal(all.begin() + r2 * static_cast<long>(kRows),
                              all.begin() + (r2 + 1) * static_cast<long>(kRows), field_of(r2, 7).begin()));
     EXPECT_TRUE(c.value().verify().ok());
+    // Named as `.`-suffixed path and through a link, a step finds the steps it refers to all the same.
+    const std::string link = dir + "-link12";
+    ::unlink(link.c_str());
+    ASSERT_EQ(::symlink((dir + "/ckpt.12").c_str(), link.c_str()), 0);
+    for (const std::string& path : {dir + "/ckpt.12/.", link}) {
+      auto one = Reader::open(path);
+      ASSERT_TRUE(one.ok()) << path << ": " << one.status().to_string();
+      auto c12 = one.value().latest();
+      ASSERT_TRUE(c12.ok()) << path << ": " << c12.status().to_string();
+      EXPECT_TRUE(c12.value().verify().ok()) << path;
+    }
+    ::unlink(link.c_str());
   }
   MPI_Barrier(MPI_COMM_WORLD);
 }
@@ -218,18 +230,48 @@ TEST(Incremental, ARestartStartsANewChain) {
 }
 
 TEST(Incremental, RetentionKeepsWhatKeptStepsReferTo) {
+  // Two pieces a and b: step 1 writes both, step 2 changes b (refers to 1 for a), step 3 changes a (refers to
+  // 2 for b). With keep 1, step 3 keeps step 2, which keeps step 1: a step kept
+  // for its pieces still reads as a checkpoint and must stay whole. Step 4 (a new run) refers to nothing:
+  // the rest goes.
   const std::string dir = scratch_dir();
   Options o = incremental_options(dir);
-  o.keep = 2;
-  write_chain(o, 6);
-  // Steps 5 and 6 are kept; they refer to pieces stored by 1 (every piece unchanged since) and later ones.
+  o.keep = 1;
+  std::vector<double> v(2 * kPerPiece, world_rank());
+  std::vector<std::vector<double>> want(5);
+  const std::size_t change[5] = {0, 0, kPerPiece, 0, 0};  // the element each step changes
+  auto write = [&](std::int64_t first, std::int64_t last) {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+    for (std::int64_t s = first; s <= last; ++s) {
+      v[change[s]] = 1000.0 * (world_rank() + 1) + static_cast<double>(s);  // differs from every earlier value
+      want[static_cast<std::size_t>(s)] = v;
+      ASSERT_TRUE(rt.checkpoint(s).wait().ok());
+    }
+  };
+  write(1, 3);
   MPI_Barrier(MPI_COMM_WORLD);
-  EXPECT_TRUE(exists(dir + "/ckpt.5") && exists(dir + "/ckpt.6"));
-  for (std::int64_t kept : {5, 6})
-    for (const auto& ref : root_of(dir, kept).refs)
-      EXPECT_TRUE(exists(dir + "/ckpt." + std::to_string(ref.step))) << "step " << kept << " refers to " << ref.step;
-  EXPECT_TRUE(restarts_exactly(o, 6));
-  EXPECT_TRUE(restarts_exactly(o, 5));
+  EXPECT_EQ(root_of(dir, 3).refs.size(), 1u);
+  EXPECT_EQ(root_of(dir, 3).refs.at(0).step, 2);
+  EXPECT_EQ(root_of(dir, 2).refs.at(0).step, 1);
+  for (std::int64_t k = 1; k <= 3; ++k) {
+    EXPECT_TRUE(exists(dir + "/ckpt." + std::to_string(k))) << "step " << k << " after step 3";
+    std::vector<double> got(v.size());
+    Runtime back(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(back.protect("v", got.data(), DType::f64, {got.size()}).ok());
+    ASSERT_TRUE(back.restart(k).ok()) << "step " << k;
+    EXPECT_TRUE(all_true(got == want[static_cast<std::size_t>(k)])) << "step " << k;
+  }
+  write(4, 4);  // a new run: its first checkpoint is full
+  MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_TRUE(root_of(dir, 4).refs.empty());
+  for (std::int64_t k = 1; k <= 3; ++k) EXPECT_FALSE(exists(dir + "/ckpt." + std::to_string(k))) << "step " << k;
+  if (world_rank() == 0) {
+    auto r = Reader::open(dir);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r.value().steps(), std::vector<std::int64_t>{4});
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST(Incremental, ADamagedReferencedCheckpointFailsTheStepsReferringToIt) {
@@ -287,6 +329,9 @@ TEST(Incremental, WhatThisBuildDoesNotWriteIsRefused) {
   o = incremental_options(dir);
   o.mpi_threads = MpiThreads::funneled;
   cases.emplace_back("funneled", o);
+  o = incremental_options(dir);
+  o.pool_bytes = kPiece;  // one piece: two chunks of whole pieces do not fit
+  cases.emplace_back("pool_bytes", o);
   for (const auto& [what, opts] : cases) {
     Runtime rt(MPI_COMM_WORLD, opts);
     EXPECT_EQ(rt.status().code(), Code::invalid_argument) << what << ": " << rt.status().to_string();

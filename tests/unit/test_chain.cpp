@@ -136,9 +136,27 @@ TEST(Chain, ACheckpointComparesWithTheNewestCommittedOneUntilTheChainIsFull) {
   IncrementalJob j3;
   init_incremental(j3, plan, kLog2, 4 * kP);
   j3.previous = t2;
+  j3.reused[2][1] = 1;
   chain.committed(3, 0x33, "data.0", j3, plan, own);
   chain.settle();
   EXPECT_EQ(chain.previous(4, 3), nullptr);  // a chain of 3 is full: the next checkpoint is full
+
+  // A checkpoint compared with the chain that reused nothing refers to nothing: a new chain starts there.
+  chain.reset();
+  chain.committed(5, 0x55, "data.0", j1, plan, own);
+  chain.settle();
+  auto t5 = chain.previous(6, 4);
+  IncrementalJob j6;
+  init_incremental(j6, plan, kLog2, 4 * kP);
+  j6.previous = t5;
+  chain.committed(6, 0x66, "data.0", j6, plan, own);
+  chain.settle();
+  auto t6 = chain.previous(7, 5);
+  ASSERT_NE(t6, nullptr);
+  EXPECT_EQ(t6->base_step, 6);
+  EXPECT_EQ(t6->length, 1);
+  ASSERT_EQ(t6->files.size(), 1u);
+  EXPECT_EQ(t6->files[0].step, 6);
   chain.reset();
   EXPECT_EQ(chain.previous(5, 3), nullptr);
 }

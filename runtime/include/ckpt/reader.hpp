@@ -45,7 +45,7 @@ struct BlockInfo {
   Shape count;               ///< extents of the box (local variables: the rank's array)
   std::uint64_t bytes = 0;   ///< payload bytes
   std::string file;          ///< data file holding it, relative to the checkpoint directory
-  std::uint64_t offset = 0;  ///< byte offset of its payload in `file`
+  std::uint64_t offset = 0;  ///< byte offset of its payload in `file`; 0 for a block of pieces (incremental)
 };
 
 /// A stored variable, as described by the index of its checkpoint (no data is read).

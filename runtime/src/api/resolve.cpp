@@ -137,6 +137,8 @@ Result<Resolved> resolve(const Options& o, const ResolveEnv& env) {
           "one's commit on a thread of ckpt's, which funneled mode runs on the application thread)";
     if (why.empty() && o.durable_every_ms > 0)
       why = "durable_every_ms 0 (a checkpoint refers only to bytes already synced)";
+    if (why.empty() && o.pool_bytes && *o.pool_bytes < 2 * o.incremental_piece_bytes)
+      why = "a pool_bytes of at least two pieces (2 x " + std::to_string(o.incremental_piece_bytes) + ")";
     if (why.empty() && o.chunk_bytes && *o.chunk_bytes % o.incremental_piece_bytes != 0)
       why = "chunk_bytes a multiple of incremental_piece_bytes (" + std::to_string(o.incremental_piece_bytes) + ")";
     if (!why.empty())

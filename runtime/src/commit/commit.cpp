@@ -119,7 +119,12 @@ void Committer::loop() {
 void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
   Span span(m_tracer, "ckpt:commit", TraceThread::commit, job->step);
   Status s = commit(job);
-  if (m_cfg.chain != nullptr && job->incremental.started) m_cfg.chain->settle();  // the next one may compare
+  if (m_cfg.chain != nullptr) {
+    // A failed commit may have rolled newer steps back before it failed (abandon_newer_than): the chain
+    // may name steps that are gone, so the next checkpoint is full.
+    if (!s.ok()) m_cfg.chain->reset();
+    if (job->incremental.started) m_cfg.chain->settle();  // the next one may compare
+  }
   const bool synced = periodic_sync(s.ok()) && s.ok();
   if (m_retain_after >= 0) apply_retention(std::exchange(m_retain_after, -1));  // knows what the sync made durable
   span.end();

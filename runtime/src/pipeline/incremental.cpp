@@ -66,7 +66,11 @@ void Chain::committed(std::int64_t step, std::uint64_t ckpt_id, const std::strin
   if (!inc.on) return;
   auto t = std::make_shared<ChainTable>();
   t->step = step;
-  const ChainTable* prev = inc.previous.get();
+  // A checkpoint that reused no piece refers to nothing: it is full, its own base (format.md), whatever it
+  // was compared with.
+  bool reused = false;
+  for (const auto& r : inc.reused) reused = reused || std::any_of(r.begin(), r.end(), [](std::uint8_t x) { return x; });
+  const ChainTable* prev = reused ? inc.previous.get() : nullptr;
   t->base_step = prev != nullptr ? prev->base_step : step;
   t->length = prev != nullptr ? prev->length + 1 : 1;
   // Files: the previous table's that some reused piece still names, then this checkpoint's own file.

@@ -34,9 +34,11 @@ std::uint64_t auto_chunk_bytes(std::uint64_t stream_bound, std::size_t groups) {
 
 std::uint64_t initial_chunk_bytes(const Options& opts) {
   if (opts.chunk_bytes) return *opts.chunk_bytes;
+  if (opts.pool_bytes && opts.incremental)  // two chunks of whole pieces (resolve checks the pool holds two pieces)
+    return std::max(opts.incremental_piece_bytes, std::min(kMaxAutoChunk, *opts.pool_bytes / 2) /
+                                                      opts.incremental_piece_bytes * opts.incremental_piece_bytes);
   if (opts.pool_bytes)
-    return incremental_chunk(
-        opts, std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, *opts.pool_bytes / 2 / 4096 * 4096)));
+    return std::min(kMaxAutoChunk, std::max<std::uint64_t>(4096, *opts.pool_bytes / 2 / 4096 * 4096));
   return incremental_chunk(opts, 4096);
 }
 
