@@ -14,8 +14,8 @@
 //    checkpoint instead of waiting for it, as a code that checkpoints every step does: the checkpoints are
 //    flushed while it computes (max_in_flight 1: the next checkpoint() waits for the previous commit), the
 //    run time is the whole chain's, time to durable comes from each ticket (durable_s).
-//  - restart: a fresh Runtime restarts the last step of the last chain of each variant (the
-//    incremental one reads pieces from up to --chain checkpoints), page cache warm for both.
+//  - restart: after each chain a fresh Runtime restarts its last step (the incremental one reads pieces from
+//    up to --chain checkpoints); the data were written with O_DIRECT, so mostly not in the page cache.
 //  - the peer's approach (FTI's differential checkpointing, dcp_block_size 16 KiB): the same updates
 //    cut into 16 KiB blocks, XXH3-128 of every block on the host; the bytes it would write and its
 //    hashing rate, against ckpt's pieces on the same data.
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
           }
           fig[v].run.push_back(max_over_ranks(since(run0) - peer_s));
           must(rt.close(), "close");
-          if (r == reps - 1) {  // restart the chain's last step
+          {  // restart the chain's last step
             std::vector<double> back(n);
             ckpt::Options ro = o;
             ckpt::Runtime rr(MPI_COMM_WORLD, ro);

@@ -80,13 +80,18 @@ TEST(Chain, ACheckpointComparesWithTheNewestCommittedOneUntilTheChainIsFull) {
   EXPECT_EQ(chain.previous(1, 0), nullptr);  // no chain yet: full
   std::vector<std::uint64_t> own(plan.blocks.size());
   for (std::size_t i = 0; i < own.size(); ++i) own[i] = 4096 + plan.blocks[i].offset;
+  std::uint64_t settled = 0;
+  // Checkpoint `step` (id 0x11 x step) of `job` committed: what the next checkpoint compares with.
+  auto commit = [&](std::int64_t step, const IncrementalJob& job) {
+    chain.committed(step, 0x11 * static_cast<std::uint64_t>(step), "data.0", job, plan, own);
+    chain.settle();
+    return chain.previous(step + 1, ++settled);
+  };
 
   IncrementalJob j1;
   init_incremental(j1, plan, kLog2, 4 * kP);
   for (auto& h : j1.hashes[1]) h = Hash128{1, 1};
-  chain.committed(1, 0x11, "data.0", j1, plan, own);
-  chain.settle();
-  auto t1 = chain.previous(2, 1);
+  auto t1 = commit(1, j1);
   ASSERT_NE(t1, nullptr);
   EXPECT_EQ(t1->step, 1);
   EXPECT_EQ(t1->base_step, 1);
@@ -120,9 +125,7 @@ TEST(Chain, ACheckpointComparesWithTheNewestCommittedOneUntilTheChainIsFull) {
   EXPECT_FALSE(pieced_block(j2, 2, "two", 0, whole, refs));  // nothing reused: stored whole
   EXPECT_FALSE(whole.pieced());
 
-  chain.committed(2, 0x22, "data.0", j2, plan, own);
-  chain.settle();
-  auto t2 = chain.previous(3, 2);
+  auto t2 = commit(2, j2);
   ASSERT_NE(t2, nullptr);
   EXPECT_EQ(t2->length, 2);
   EXPECT_EQ(t2->base_step, 1);
@@ -137,21 +140,15 @@ TEST(Chain, ACheckpointComparesWithTheNewestCommittedOneUntilTheChainIsFull) {
   init_incremental(j3, plan, kLog2, 4 * kP);
   j3.previous = t2;
   j3.reused[2][1] = 1;
-  chain.committed(3, 0x33, "data.0", j3, plan, own);
-  chain.settle();
-  EXPECT_EQ(chain.previous(4, 3), nullptr);  // a chain of 3 is full: the next checkpoint is full
+  EXPECT_EQ(commit(3, j3), nullptr);  // a chain of 3 is full: the next checkpoint is full
 
   // A checkpoint compared with the chain that reused nothing refers to nothing: a new chain starts there.
   chain.reset();
-  chain.committed(5, 0x55, "data.0", j1, plan, own);
-  chain.settle();
-  auto t5 = chain.previous(6, 4);
+  auto t5 = commit(5, j1);
   IncrementalJob j6;
   init_incremental(j6, plan, kLog2, 4 * kP);
   j6.previous = t5;
-  chain.committed(6, 0x66, "data.0", j6, plan, own);
-  chain.settle();
-  auto t6 = chain.previous(7, 5);
+  auto t6 = commit(6, j6);
   ASSERT_NE(t6, nullptr);
   EXPECT_EQ(t6->base_step, 6);
   EXPECT_EQ(t6->length, 1);

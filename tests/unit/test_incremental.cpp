@@ -207,8 +207,10 @@ TEST(Incremental, PiecedBlocksAndRefsRoundTripThroughTheSubIndex) {
   EXPECT_TRUE(decode_subindex(pb.data(), pb.size(), s.root).ok());
 }
 
-TEST(Incremental, TheTransferEncodingCarriesPiecesAndRefs) {
-  const Sample s = sample();
+namespace {
+
+/// The one-level index of `s` (as ranks send it, in the transfer encoding).
+Index transfer_index(const Sample& s) {
   Index idx;
   idx.step = 10;
   idx.nranks = 1;
@@ -219,6 +221,14 @@ TEST(Incremental, TheTransferEncodingCarriesPiecesAndRefs) {
   idx.vars = {s.root.vars[0].var};
   idx.blocks = s.sub.blocks;
   idx.refs = s.sub.refs;
+  return idx;
+}
+
+}  // namespace
+
+TEST(Incremental, TheTransferEncodingCarriesPiecesAndRefs) {
+  const Sample s = sample();
+  Index idx = transfer_index(s);
   ASSERT_TRUE(idx.incremental());
   const auto bytes = encode_index(idx);
   EXPECT_EQ(index_header_version(bytes.data(), bytes.size()), kTransferIndexVersion);
@@ -437,16 +447,7 @@ TEST(Incremental, EveryInvalidReferenceIsRefused) {
 TEST(Incremental, TheTransferVersionIsNeverReadFromAFile) {
   const std::string root = test::scratch_dir();
   const Sample s = sample();
-  Index idx;
-  idx.step = 10;
-  idx.nranks = 1;
-  idx.ckpt_id = 110;
-  idx.transport = "posix";
-  idx.files = {{"data.0", 0, 1 << 20}};
-  idx.rank_file = {0};
-  idx.vars = {s.root.vars[0].var};
-  idx.blocks = s.sub.blocks;
-  idx.refs = s.sub.refs;
+  Index idx = transfer_index(s);
   const auto transfer = encode_index(idx);
   ASSERT_TRUE(decode_index(transfer.data(), transfer.size()).ok());
   const std::string dir = root + "/ckpt.10";
