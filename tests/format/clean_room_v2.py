@@ -76,17 +76,26 @@ def check64(data, want, what):
 
 
 # ---- files ----
-def read_regular(path, limit=MAX_INDEX):
-    """A regular file opened O_NOFOLLOW | O_NONBLOCK (format.md, "Complete")."""
+def open_regular(path):
+    """A descriptor of `path`, a regular file opened O_NOFOLLOW | O_NONBLOCK (format.md, "Complete"), and
+    its size."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
         raise Corrupt(f"{path}: cannot open ({e.strerror})")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Corrupt(f"{path}: not a regular file")
+    return fd, st.st_size
+
+
+def read_regular(path, limit=MAX_INDEX):
+    """The whole of `path` (open_regular), at most `limit` bytes."""
+    fd, size = open_regular(path)
     try:
-        st = os.fstat(fd)
-        need(stat.S_ISREG(st.st_mode), f"{path}: not a regular file")
-        need(st.st_size <= limit, f"{path}: larger than {limit} bytes")
-        chunks, left = [], st.st_size
+        need(size <= limit, f"{path}: larger than {limit} bytes")
+        chunks, left = [], size
         while left:
             c = os.read(fd, left)
             if not c:
@@ -99,14 +108,10 @@ def read_regular(path, limit=MAX_INDEX):
 
 
 def pread_regular(path, offset, length):
+    """`length` bytes at `offset` of `path` (open_regular), all inside the file."""
+    fd, size = open_regular(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as e:
-        raise Corrupt(f"{path}: cannot open ({e.strerror})")
-    try:
-        st = os.fstat(fd)
-        need(stat.S_ISREG(st.st_mode), f"{path}: not a regular file")
-        need(offset + length <= st.st_size, f"{path}: [{offset}, {offset + length}) beyond its {st.st_size} bytes")
+        need(offset + length <= size, f"{path}: [{offset}, {offset + length}) beyond its {size} bytes")
         out = os.pread(fd, length, offset)
         need(len(out) == length, f"{path}: short read")
         return out

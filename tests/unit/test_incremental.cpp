@@ -97,12 +97,8 @@ BlockRecord pieced(std::uint32_t var, std::uint32_t rank, std::uint32_t file, st
 }
 
 /// A root with references to steps 8 and 9 (ids 108, 109) of a step-10 checkpoint with one global array
-/// "x" of 1 MiB, and a sub-index of writer 0 (its only rank) whose block of x is pieced.
-struct Sample {
-  RootIndex root;
-  SubIndex sub;
-};
-Sample sample() {
+/// Step 10 (id 110) of one rank, its file data.0; no variable, no block.
+Index one_rank_index() {
   Index idx;
   idx.step = 10;
   idx.nranks = 1;
@@ -110,6 +106,16 @@ Sample sample() {
   idx.transport = "posix";
   idx.files = {{"data.0", 0, 1 << 20}};
   idx.rank_file = {0};
+  return idx;
+}
+
+/// "x" of 1 MiB, and a sub-index of writer 0 (its only rank) whose block of x is pieced.
+struct Sample {
+  RootIndex root;
+  SubIndex sub;
+};
+Sample sample() {
+  Index idx = one_rank_index();
   idx.vars = {bytes_var("x", RegionKind::global, 5 * kPiece + 100)};
   const auto payload = pattern(5 * kPiece + 100, 1);
   idx.refs = {{0, 8, 108, "data.0"}, {0, 9, 109, "data.0"}};
@@ -211,13 +217,7 @@ namespace {
 
 /// The one-level index of `s` (as ranks send it, in the transfer encoding).
 Index transfer_index(const Sample& s) {
-  Index idx;
-  idx.step = 10;
-  idx.nranks = 1;
-  idx.ckpt_id = 110;
-  idx.transport = "posix";
-  idx.files = {{"data.0", 0, 1 << 20}};
-  idx.rank_file = {0};
+  Index idx = one_rank_index();
   idx.vars = {s.root.vars[0].var};
   idx.blocks = s.sub.blocks;
   idx.refs = s.sub.refs;

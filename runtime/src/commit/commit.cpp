@@ -159,6 +159,19 @@ void Committer::commit_and_finish(const std::shared_ptr<Job>& job) {
   }
 }
 
+namespace {
+
+/// Where plan block `i` of `job` starts in its segment's file: where the transport placed it, or its
+/// place in the stream after the file's base offset.
+std::uint64_t block_file_offset(const Job& job, std::uint32_t i) {
+  const std::size_t g = job.plan.segment_of_var(i);
+  const Placement& pl = job.write.placements[g];
+  return pl.block_offsets.empty() ? pl.base_offset + (job.plan.blocks[i].offset - job.plan.segments[g].begin)
+                                  : pl.block_offsets.at(i);
+}
+
+}  // namespace
+
 Index Committer::report_of(const Job& job) const {
   Index rep;
   rep.step = job.step;
@@ -199,9 +212,7 @@ Index Committer::report_of(const Job& job) const {
       b.var = static_cast<std::uint32_t>(rep.vars.size() - 1);
       b.rank = static_cast<std::uint32_t>(m_rank);
       b.file = seg_file[g];
-      const Placement& pl = job.write.placements[g];
-      b.offset =
-          pl.block_offsets.empty() ? pl.base_offset + (bp.offset - job.plan.segments[g].begin) : pl.block_offsets.at(i);
+      b.offset = block_file_offset(job, i);
       b.length = bp.length;
       // Incremental: the pieces, when some refer to an earlier checkpoint (the REFs go to rep.refs).
       (void)pieced_block(job.incremental, i, r.name, b.offset, b, rep.refs);
@@ -408,10 +419,7 @@ Status Committer::commit_spread(Job& job) {
   if (outcome.ok() && m_cfg.chain != nullptr && !job.write.placements.empty()) {
     // The chain's newest: where this checkpoint's pieces are (its own file, or where it referred to).
     std::vector<std::uint64_t> own(job.plan.blocks.size(), 0);
-    for (std::uint32_t i = 0; i < own.size(); ++i) {
-      const std::size_t g = job.plan.segment_of_var(i);
-      own[i] = job.write.placements[g].base_offset + (job.plan.blocks[i].offset - job.plan.segments[g].begin);
-    }
+    for (std::uint32_t i = 0; i < own.size(); ++i) own[i] = block_file_offset(job, i);
     m_cfg.chain->committed(job.step, ckpt_id, job.write.placements[0].file, job.incremental, job.plan, own);
   }
   return outcome;

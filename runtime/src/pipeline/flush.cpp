@@ -312,10 +312,11 @@ void FlushPipeline::write_item(WorkItem& item) {
   if (!item.last) return;
   close_segments(j, 0, true);
   std::uint64_t written = 0;
-  for (auto& p : j.write.placements) written += p.file_bytes - std::min(p.appended_at, p.file_bytes);
   if (j.incremental.on) {  // the data files have holes where reused pieces would be: what was written
     written = j.write.stream_bytes;
     for (auto& p : j.write.placements) written += p.base_offset;  // the data headers
+  } else {
+    for (auto& p : j.write.placements) written += p.file_bytes - std::min(p.appended_at, p.file_bytes);
   }
   {
     std::lock_guard<std::mutex> lk(j.ticket->mu);
