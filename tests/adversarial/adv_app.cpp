@@ -1,7 +1,7 @@
 // adv_app: the program adversarial.py runs, kills and restarts (issue 14).
 //   adv_app --dir D [--transport T] [--steps N] [--cells C] [--keep K] [--ack FILE] [--recommit]
 //           [--flush-delay MS] [--hold-ms MS] [--mode run|check|finalize-first|finalize-last]
-//           [--timeline T] [--rollback R] [--levels] [--layout series] [--segment-steps N]
+//           [--timeline T] [--rollback R] [--levels] [--layout series] [--segment-steps N] [--incremental]
 // run: checkpoint steps 1..N, waiting for each; rank 0 appends "<step>" to --ack after every commit
 //      that returned ok (what the application was promised). --recommit writes step N again at the end.
 //      --rollback R: restart(R) first (it must restore timeline 0's step R), then checkpoint R+1..N.
@@ -12,6 +12,10 @@
 // finalize-first: the Runtime lives in main's scope; MPI_Finalize is called with a checkpoint in
 //      flight, before the Runtime's destructor. finalize-last: the usual order.
 // --levels: the node-local level in <dir>.local, one node per rank, every 2nd checkpoint drained.
+// --incremental (issue 36): incremental checkpoints (index_format 2, pieces of 64 KiB, a full checkpoint
+//      every 4th), and each 64 KiB region of "field" changes at about every 4th step only, so that most
+//      pieces refer to earlier steps. With a roll-back the values a region got at or before step R are
+//      timeline 0's: check takes the same --rollback R to know them.
 // Every region's content is a pure function of (step, global index).
 #include <mpi.h>
 
@@ -43,6 +47,7 @@ struct Args {
   bool levels = false;   ///< the node-local level in <dir>.local
   bool series = false;   ///< layout series
   int segment_steps = 0;
+  bool incremental = false;  ///< incremental checkpoints of a sparsely changing field
 };
 
 struct State {
@@ -51,6 +56,8 @@ struct State {
   std::vector<double> walkers;  ///< --groups: 8 per rank, none on rank 1 (a zero-length block)
   std::uint64_t wlo = 0, wn = 0, wglobal = 0;
   std::int64_t step = -1;
+  bool sparse = false;     ///< --incremental: a region changes at about every 4th step
+  std::int64_t fork = -1;  ///< --rollback: values written at or before it are timeline 0's
   State(std::uint64_t cells, int rank, int size) : global(cells) {
     n = cells / static_cast<std::uint64_t>(size);
     lo = n * static_cast<std::uint64_t>(rank);
@@ -61,7 +68,12 @@ struct State {
     wlo = 8 * static_cast<std::uint64_t>(rank > 1 ? rank - 1 : rank);
     walkers.resize(wn);
   }
-  static std::uint64_t value(std::int64_t s, std::uint64_t i, std::uint64_t timeline) {
+  /// Element i at step s: the value of the step its 64 KiB region last changed at (every step without
+  /// `sparse`), in the timeline of that step.
+  std::uint64_t value(std::int64_t s, std::uint64_t i, std::uint64_t timeline) const {
+    const std::uint64_t region = i / 8192;
+    while (sparse && s > 1 && (region * 3 + static_cast<std::uint64_t>(s)) % 4 != 0) --s;
+    if (s <= fork) timeline = 0;
     return mix((static_cast<std::uint64_t>(s) << 32 ^ i) + timeline * 0x9e3779b97f4a7c15ull);
   }
   void fill(std::int64_t s, std::uint64_t timeline) {
@@ -94,6 +106,12 @@ ckpt::Options options(const Args& a) {
   }
   if (a.series) o.layout = ckpt::Options::Layout::series;
   o.segment_steps = a.segment_steps;
+  if (a.incremental) {
+    o.index_format = 2;
+    o.incremental = true;
+    o.incremental_piece_bytes = 64 << 10;
+    o.incremental_full_every = 4;
+  }
   return o;
 }
 
@@ -211,12 +229,16 @@ int main(int argc, char** argv) {
     }
     else if (k == "--segment-steps")
       a.segment_steps = std::atoi(next().c_str());
+    else if (k == "--incremental")
+      a.incremental = true;
     else {
       if (rank == 0) std::fprintf(stderr, "adv_app: unknown argument %s\n", k.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
   }
   State st(a.cells, rank, size);
+  st.sparse = a.incremental;
+  st.fork = a.rollback;
   if (a.mode == "finalize-first") {
     // The natural way: a Runtime in main's scope, destroyed after MPI_Finalize.
     ckpt::Runtime rt(MPI_COMM_WORLD, options(a));

@@ -340,12 +340,14 @@ def commit_ops(d, extra, env):
     return [l.split(" ", 2) for l in open(log).read().splitlines()]
 
 
-def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=(), prepare=None, new_timeline=False):
+def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=(), prepare=None, new_timeline=False,
+               verify=False):
     """Kills rank 0 at each of its operations `ops` from the first_step-th on, in a fresh root that
     `prepare(d)` fills first (when given); after every kill the newest checkpoint whose commit returned
     ok (or a newer one) must restore bit for bit (restarted with `check_extra`). `new_timeline`: the run
     writes timeline 1 over timeline 0 (a roll-back): once one of its steps was acknowledged, restart()
-    must find timeline 1 at that step or later - never the abandoned one; before that, either."""
+    must find timeline 1 at that step or later - never the abandoned one; before that, either.
+    `verify`: `ckpt verify` of the root must pass after every kill too."""
     def root():
         d = fresh(name)
         if prepare:
@@ -380,6 +382,10 @@ def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=(), prepare
                 failures.append("%s: step %d was committed but %s" % (what, acked[-1], out.strip()[-300:]))
             elif not new_timeline and not acked and rc not in (0, 3):
                 failures.append("%s: %s" % (what, out.strip()[-300:]))
+            elif verify and rc != 3:  # 3: nothing was committed yet
+                vrc, vout = cli("verify", d)
+                if vrc != 0:
+                    failures.append("%s: ckpt verify exited with %s: %s" % (what, vrc, vout.strip()[-300:]))
     print("  %s: %d kills over %d operations, %d %s" % (name, trials, len(steps) - first_step + 1, len(failures),
                                                         "lost, torn or mixed" if new_timeline else "lost or torn"))
     check(not failures, "\n".join(failures[:10]))
@@ -396,7 +402,7 @@ def kill_at_every_step_of_a_recommit():
                "rename,unlink,rmdir,symlink")
 
 
-def rollback_sweep(name, first, second, check_extra=()):
+def rollback_sweep(name, first, second, check_extra=(), verify=False):
     """Writes timeline 0 (`first`) once, then sweeps kills over a run `second` (a roll-back that writes
     timeline 1) in a fresh copy of it per trial (kill_sweep's `new_timeline`)."""
     pristine = fresh(name + "_first")  # the first timeline, written once and copied for every trial
@@ -412,7 +418,7 @@ def rollback_sweep(name, first, second, check_extra=()):
 
     kill_sweep(name, second + ["--keep", "2", "--transport", ARGS.kill_transport],
                "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, check_extra=check_extra,
-               prepare=first_timeline, new_timeline=True)
+               prepare=first_timeline, new_timeline=True, verify=verify)
 
 
 @store_case
@@ -481,7 +487,40 @@ def kill_at_every_step_of_commit_and_retention():
     if kills_skipped():
         return kills_skipped()
     kill_sweep("kill_retention", ["--steps", "3", "--keep", "1", "--transport", ARGS.kill_transport],
-               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride)
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, verify=True)
+
+
+# adv_app --incremental: pieces of 64 KiB, a full checkpoint every 4th; 2 x 8 regions of 64 KiB, each
+# changing at about every 4th step.
+INCREMENTAL = ["--incremental", "--cells", "131072"]
+
+
+@case
+def kill_at_every_step_of_an_incremental_chain():
+    """(issue 36) Incremental checkpoints, 6 steps with keep=2: 1 full, 2..4 refer to the steps before,
+    5 full, 6 refers to 5; retention keeps what kept steps refer to (1..3 while 4 is kept) and removes
+    them after 6. SIGKILL of rank 0 at each of its operations: no acknowledged checkpoint lost or torn,
+    every reference of what is left resolves, `ckpt verify` of the root passes."""
+    if kills_skipped():
+        return kills_skipped()
+    kill_sweep("kill_incremental", ["--steps", "6", "--keep", "2", "--transport", "posix"] + INCREMENTAL,
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, check_extra=INCREMENTAL,
+               verify=True)
+
+
+@case
+def kill_at_every_step_of_a_roll_back_across_a_chain():
+    """(issue 36) Timeline 0: an incremental chain 1..8 (5 full, 6..8 refer to it); a run restarts
+    step 6 (which refers to 5) and commits 7 (full: a restart starts a new chain) and 8 (refers to
+    7) of timeline 1 with keep=2: its first commit abandons 7..8 of timeline 0 and its retention
+    removes 5 and 6 once nothing kept refers to them. SIGKILL of rank 0 at each of its operations:
+    once a step of timeline 1 was acknowledged, restart() finds timeline 1 at that step or later;
+    `ckpt verify` of the root passes after every kill."""
+    if kills_skipped():
+        return kills_skipped()
+    rollback_sweep("kill_rollback_incremental", ["--steps", "8", "--keep", "10"] + INCREMENTAL,
+                   ["--steps", "8", "--rollback", "6", "--timeline", "1"] + INCREMENTAL,
+                   check_extra=INCREMENTAL + ["--rollback", "6"], verify=True)
 
 
 # ---- every ckpt subcommand on hostile directory contents ---------------------------------------------
