@@ -20,6 +20,7 @@
 #include "base/index_v2.hpp"
 #include "ckpt/ckpt.hpp"
 #include "ckpt/reader.hpp"
+#include "runtime/src/pipeline/incremental.hpp"
 #include "test_util.hpp"
 
 using namespace ckpt;
@@ -207,6 +208,59 @@ TEST(Incremental, AChainWritesWhatChangedAndEveryStepRestartsExactly) {
     ::unlink(link.c_str());
   }
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A checkpoint after one that found nothing unchanged probes: it writes everything, hashes every 16th
+// piece only and compares those; when one is unchanged, the next checkpoint hashes every piece again (and
+// can refer to the probed pieces only), the one after refers to all that did not change.
+TEST(Incremental, ACheckpointAfterOneThatSavedNothingProbes) {
+  const std::string dir = scratch_dir();
+  const Options o = incremental_options(dir);
+  const int rank = world_rank();
+  // Every element changes at steps 1 and 2; from step 3 on the field stays as at step 2.
+  auto version = [](std::int64_t s) { return std::min<std::int64_t>(s, 2); };
+  auto field_at = [&](std::int64_t s) {
+    std::vector<double> f(kRows);
+    for (std::uint64_t i = 0; i < kRows; ++i) f[i] = static_cast<double>(version(s)) * 1e7 + rank * 1e5 + i;
+    return f;
+  };
+  const std::uint64_t n = static_cast<std::uint64_t>(world_size()) * kRows;
+  const Block mine{{n}, {static_cast<std::uint64_t>(rank) * kRows}, {kRows}};
+  std::vector<std::uint64_t> written(6, 0);
+  {
+    std::vector<double> field(kRows);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("field", field.data(), DType::f64, mine).ok());
+    for (std::int64_t s = 1; s <= 5; ++s) {
+      const std::vector<double> f = field_at(s);
+      std::copy(f.begin(), f.end(), field.begin());  // in place: the protected pointer stays
+      Ticket t = rt.checkpoint(s);
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+      written[static_cast<std::size_t>(s)] = t.stats().bytes_written;
+    }
+  }
+  const std::uint64_t field_bytes = kRows * 8;
+  // 2 compared with 1 and found every piece changed; 3 probes (full, its own base) and finds the probed
+  // pieces unchanged; 4 refers to those (2 of 32), 5 to every piece.
+  for (std::int64_t s : {1, 2, 3}) {
+    EXPECT_GE(written[static_cast<std::size_t>(s)], field_bytes) << "step " << s;
+    EXPECT_TRUE(root_of(dir, s).refs.empty()) << "step " << s;
+  }
+  EXPECT_EQ(root_of(dir, 3).base_step, 3);
+  const std::uint64_t probed = (kPieces + detail::kProbeStride - 1) / detail::kProbeStride;
+  EXPECT_GE(written[4], field_bytes - probed * kPiece);
+  EXPECT_LE(written[4], field_bytes - probed * kPiece + 2 * 64 * 1024);  // header, alignment
+  EXPECT_EQ(root_of(dir, 4).base_step, 3);
+  EXPECT_LE(written[5], 2 * 64 * 1024u);
+  EXPECT_EQ(root_of(dir, 5).base_step, 3);
+  ASSERT_EQ(root_of(dir, 5).refs.size(), 2u);  // 3's probed pieces, 4's others
+  for (std::int64_t s = 1; s <= 5; ++s) {
+    std::vector<double> got(kRows, -1.0);
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.protect("field", got.data(), DType::f64, mine).ok());
+    const Status st = rt.restart(s);
+    EXPECT_TRUE(all_true(st.ok() && got == field_at(s))) << "step " << s << ": " << st.to_string();
+  }
 }
 
 TEST(Incremental, ARestartStartsANewChain) {

@@ -162,10 +162,8 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
   Job& j = *item.job;
   Span span(m_tracer, "ckpt:digest", TraceThread::digest, j.step, item.length);
   IncrementalJob& inc = j.incremental;
-  if (inc.on && !inc.started) {  // what this checkpoint compares with: the chain's newest committed one
-    inc.started = true;
-    inc.previous = m_chain != nullptr ? m_chain->previous(j.step, m_incremental_started++) : nullptr;
-  }
+  if (inc.on && !inc.started)  // what this checkpoint compares with: the chain's newest committed one
+    begin_incremental(inc, m_chain != nullptr ? m_chain->previous(j.step, m_incremental_started++) : nullptr);
   // Checksums and statistics of the blocks in this window, in stream order.
   const std::uint64_t a = item.offset, b = item.offset + item.length;
   while (s.ok() && j.digest.next_block < j.plan.blocks.size()) {
@@ -187,13 +185,15 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
       inc.hasher.reset();
     }
     // Incremental: the block's pieces, each hashed (XXH3-128) in the same pass and compared with the same
-    // piece of the previous checkpoint of the chain (a block of another length is new).
+    // piece of the previous checkpoint of the chain (a block of another length is new); a probing
+    // checkpoint hashes and compares every kProbeStride-th piece only, and writes every piece.
     const std::size_t bi = j.digest.next_block;
     const bool pieced = inc.on && !inc.hashes[bi].empty();
+    const ChainTable* against = inc.probe ? inc.probed.get() : inc.previous.get();
     const std::vector<ChainPiece>* before = nullptr;
-    if (pieced && inc.previous != nullptr)
-      if (auto f = inc.previous->blocks.find(j.plan.vars[bi].name);
-          f != inc.previous->blocks.end() && f->second.first == bp.length)
+    if (pieced && against != nullptr)
+      if (auto f = against->blocks.find(j.plan.vars[bi].name);
+          f != against->blocks.end() && f->second.first == bp.length)
         before = &f->second.second;
     const std::uint64_t lo = std::max(a, bp.offset), hi = std::min(b, bp.offset + bp.length);
     // Hash and min/max in one pass over 64 KiB pieces: the second reader finds the piece in cache,
@@ -207,12 +207,17 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
       j.digest.hasher.update(p, n);
       if (j.digest.minmax) j.digest.minmax->update(p, n);
       if (!pieced) continue;
-      inc.hasher.update(p, n);
       const std::uint64_t end = x + n - bp.offset;  // in the block; 64 KiB steps meet every piece end
-      if (end % inc.piece_bytes() != 0 && end != bp.length) continue;
       const std::size_t k = static_cast<std::size_t>((end - 1) >> inc.piece_log2);
+      if (!inc.hashes_piece(k)) continue;
+      inc.hasher.update(p, n);
+      if (end % inc.piece_bytes() != 0 && end != bp.length) continue;
       inc.hashes[bi][k] = inc.hasher.digest();
-      inc.reused[bi][k] = before != nullptr && (*before)[k].hash == inc.hashes[bi][k] ? 1 : 0;
+      const bool same = before != nullptr && against->knows(k) && (*before)[k].hash == inc.hashes[bi][k];
+      if (inc.probe)
+        inc.probe_hits += same ? 1 : 0;
+      else
+        inc.reused[bi][k] = same ? 1 : 0;
       inc.hasher.reset();
     }
     if (bp.offset + bp.length > b) break;  // continues in the next chunk

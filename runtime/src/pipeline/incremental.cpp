@@ -21,6 +21,16 @@ void init_incremental(IncrementalJob& inc, const StreamPlan& plan, std::uint32_t
   }
 }
 
+void begin_incremental(IncrementalJob& inc, std::shared_ptr<const ChainTable> newest) {
+  inc.started = true;
+  if (newest != nullptr && !newest->saw_unchanged) {
+    inc.probe = true;
+    inc.probed = std::move(newest);
+  } else {
+    inc.previous = std::move(newest);
+  }
+}
+
 std::vector<std::pair<std::uint64_t, std::uint64_t>> dirty_ranges(const IncrementalJob& inc, const StreamPlan& plan,
                                                                   std::uint64_t a, std::uint64_t b) {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
@@ -73,6 +83,8 @@ void Chain::committed(std::int64_t step, std::uint64_t ckpt_id, const std::strin
   const ChainTable* prev = reused ? inc.previous.get() : nullptr;
   t->base_step = prev != nullptr ? prev->base_step : step;
   t->length = prev != nullptr ? prev->length + 1 : 1;
+  t->partial = inc.probe;
+  t->saw_unchanged = inc.probe ? inc.probe_hits > 0 : inc.previous == nullptr || reused;
   // Files: the previous table's that some reused piece still names, then this checkpoint's own file.
   std::vector<std::uint32_t> renumber(prev != nullptr ? prev->files.size() : 0, UINT32_MAX);
   const std::uint64_t p = inc.piece_bytes();

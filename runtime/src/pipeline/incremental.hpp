@@ -29,6 +29,9 @@ struct ChainPiece {
   std::uint64_t offset = 0;
 };
 
+/// A probing checkpoint hashes every kProbeStride-th piece of each block only (see IncrementalJob::probe).
+inline constexpr std::uint64_t kProbeStride = 16;
+
 /// The newest committed checkpoint of this rank's chain. Immutable once published.
 struct ChainTable {
   std::int64_t step = 0;       ///< the checkpoint it describes
@@ -37,6 +40,13 @@ struct ChainTable {
   std::vector<RefFile> files;  ///< every file a piece below is stored in (kind 0)
   /// Pieced blocks by variable name: their length and pieces.
   std::unordered_map<std::string, std::pair<std::uint64_t, std::vector<ChainPiece>>> blocks;
+  /// A probing checkpoint: only the hashes of pieces k with k % kProbeStride == 0 are known.
+  bool partial = false;
+  /// It found a piece unchanged since the checkpoint it compared with (true when it compared with none):
+  /// when not, the next checkpoint probes.
+  bool saw_unchanged = true;
+  /// Whether piece k's hash is known.
+  bool knows(std::size_t k) const { return !partial || k % kProbeStride == 0; }
 };
 
 /// The digest thread's incremental part of a job (Job::incremental); the write thread reads `reused` of
@@ -47,6 +57,16 @@ struct IncrementalJob {
   bool started = false;          ///< `previous` was taken (at the job's first digested chunk)
   /// What this checkpoint is compared with; null: a full checkpoint (every piece written).
   std::shared_ptr<const ChainTable> previous;
+  /// A probing checkpoint (the previous one found no piece unchanged, as when an application changes all
+  /// of its state every step): full, its own base, it hashes only every kProbeStride-th piece and compares
+  /// those with `probed`; when one is unchanged the next checkpoint hashes every piece again. So hashing
+  /// costs 1/kProbeStride of its full price while nothing can be saved, and an application whose updates
+  /// turn sparse is written incrementally from the second checkpoint after that.
+  bool probe = false;
+  std::shared_ptr<const ChainTable> probed;
+  std::uint64_t probe_hits = 0;  ///< probed pieces found unchanged
+  /// Whether the digest thread hashes piece k.
+  bool hashes_piece(std::size_t k) const { return !probe || k % kProbeStride == 0; }
   /// Per plan block: its pieces' hashes (empty: a block shorter than a piece, stored whole) and whether
   /// each is the same as the previous checkpoint's (1: not written, referred to). Sized at the job's
   /// creation, so that the digest and write threads touch distinct elements only.
@@ -56,6 +76,9 @@ struct IncrementalJob {
   std::uint64_t piece_bytes() const { return std::uint64_t{1} << piece_log2; }
 };
 
+/// Starts the digest of a job that compares with `newest` (Chain::previous()): a probing or an
+/// incremental checkpoint (or a full one when null).
+void begin_incremental(IncrementalJob& inc, std::shared_ptr<const ChainTable> newest);
 /// Sizes a new job's `inc` for `plan` (on when piece_log2 > 0: every block of at least one piece is pieced, and the
 /// plan aligned those blocks to the piece size; `chunk_bytes` must be a multiple of it).
 void init_incremental(IncrementalJob& inc, const StreamPlan& plan, std::uint32_t piece_log2, std::uint64_t chunk_bytes);
