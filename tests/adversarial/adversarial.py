@@ -402,11 +402,13 @@ def kill_at_every_step_of_a_recommit():
                "rename,unlink,rmdir,symlink")
 
 
-def rollback_sweep(name, first, second, check_extra=(), verify=False):
+def rollback_sweep(name, first, second, check_extra=(), verify=False, transport=None):
     """Writes timeline 0 (`first`) once, then sweeps kills over a run `second` (a roll-back that writes
-    timeline 1) in a fresh copy of it per trial (kill_sweep's `new_timeline`)."""
+    timeline 1) in a fresh copy of it per trial (kill_sweep's `new_timeline`); both through `transport`
+    (default: the kill sweeps' transport)."""
+    transport = transport or ARGS.kill_transport
     pristine = fresh(name + "_first")  # the first timeline, written once and copied for every trial
-    rc, out = run(mpi(2, "--dir", pristine, *first, "--transport", ARGS.kill_transport))
+    rc, out = run(mpi(2, "--dir", pristine, *first, "--transport", transport))
     check(rc == 0, "first timeline: " + out[-1500:])
 
     def first_timeline(d):
@@ -416,7 +418,7 @@ def rollback_sweep(name, first, second, check_extra=(), verify=False):
                 shutil.copytree(pristine + suffix, d + suffix, symlinks=True)
         os.makedirs(d, exist_ok=True)
 
-    kill_sweep(name, second + ["--keep", "2", "--transport", ARGS.kill_transport],
+    kill_sweep(name, second + ["--keep", "2", "--transport", transport],
                "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=ARGS.stride, check_extra=check_extra,
                prepare=first_timeline, new_timeline=True, verify=verify)
 
@@ -520,7 +522,7 @@ def kill_at_every_step_of_a_roll_back_across_a_chain():
         return kills_skipped()
     rollback_sweep("kill_rollback_incremental", ["--steps", "8", "--keep", "10"] + INCREMENTAL,
                    ["--steps", "8", "--rollback", "6", "--timeline", "1"] + INCREMENTAL,
-                   check_extra=INCREMENTAL + ["--rollback", "6"], verify=True)
+                   check_extra=INCREMENTAL + ["--rollback", "6"], verify=True, transport="posix")
 
 
 # ---- every ckpt subcommand on hostile directory contents ---------------------------------------------

@@ -210,57 +210,84 @@ TEST(Incremental, AChainWritesWhatChangedAndEveryStepRestartsExactly) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-// A checkpoint after one that found nothing unchanged probes: it writes everything, hashes every 16th
-// piece only and compares those; when one is unchanged, the next checkpoint hashes every piece again (and
-// can refer to the probed pieces only), the one after refers to all that did not change.
-TEST(Incremental, ACheckpointAfterOneThatSavedNothingProbes) {
-  const std::string dir = scratch_dir();
+/// Writes steps 1..last of "field" (kPieces pieces per rank) in which piece k holds the values of the
+/// last step <= s at which changed(k, s); returns the bytes each step wrote on this rank, and checks that
+/// every step restores exactly.
+template <class Changed>
+std::vector<std::uint64_t> write_pattern(const std::string& dir, std::int64_t last, Changed changed) {
   const Options o = incremental_options(dir);
   const int rank = world_rank();
-  // Every element changes at steps 1 and 2; from step 3 on the field stays as at step 2.
-  auto version = [](std::int64_t s) { return std::min<std::int64_t>(s, 2); };
   auto field_at = [&](std::int64_t s) {
     std::vector<double> f(kRows);
-    for (std::uint64_t i = 0; i < kRows; ++i) f[i] = static_cast<double>(version(s)) * 1e7 + rank * 1e5 + i;
+    for (std::uint64_t k = 0; k < kPieces; ++k) {
+      std::int64_t v = s;
+      while (v > 1 && !changed(k, v)) --v;
+      for (std::uint64_t i = 0; i < kPerPiece; ++i)
+        f[k * kPerPiece + i] = static_cast<double>(v) * 1e7 + rank * 1e5 + i;
+    }
     return f;
   };
   const std::uint64_t n = static_cast<std::uint64_t>(world_size()) * kRows;
   const Block mine{{n}, {static_cast<std::uint64_t>(rank) * kRows}, {kRows}};
-  std::vector<std::uint64_t> written(6, 0);
+  std::vector<std::uint64_t> written(static_cast<std::size_t>(last) + 1, 0);
   {
     std::vector<double> field(kRows);
     Runtime rt(MPI_COMM_WORLD, o);
-    ASSERT_TRUE(rt.protect("field", field.data(), DType::f64, mine).ok());
-    for (std::int64_t s = 1; s <= 5; ++s) {
+    EXPECT_TRUE(rt.protect("field", field.data(), DType::f64, mine).ok());
+    for (std::int64_t s = 1; s <= last; ++s) {
       const std::vector<double> f = field_at(s);
       std::copy(f.begin(), f.end(), field.begin());  // in place: the protected pointer stays
       Ticket t = rt.checkpoint(s);
-      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+      EXPECT_TRUE(t.wait().ok()) << t.wait().to_string();
       written[static_cast<std::size_t>(s)] = t.stats().bytes_written;
     }
   }
-  const std::uint64_t field_bytes = kRows * 8;
-  // 2 compared with 1 and found every piece changed; 3 probes (full, its own base) and finds the probed
-  // pieces unchanged; 4 refers to those (2 of 32), 5 to every piece.
-  for (std::int64_t s : {1, 2, 3}) {
-    EXPECT_GE(written[static_cast<std::size_t>(s)], field_bytes) << "step " << s;
-    EXPECT_TRUE(root_of(dir, s).refs.empty()) << "step " << s;
-  }
-  EXPECT_EQ(root_of(dir, 3).base_step, 3);
-  const std::uint64_t probed = (kPieces + detail::kProbeStride - 1) / detail::kProbeStride;
-  EXPECT_GE(written[4], field_bytes - probed * kPiece);
-  EXPECT_LE(written[4], field_bytes - probed * kPiece + 2 * 64 * 1024);  // header, alignment
-  EXPECT_EQ(root_of(dir, 4).base_step, 3);
-  EXPECT_LE(written[5], 2 * 64 * 1024u);
-  EXPECT_EQ(root_of(dir, 5).base_step, 3);
-  ASSERT_EQ(root_of(dir, 5).refs.size(), 2u);  // 3's probed pieces, 4's others
-  for (std::int64_t s = 1; s <= 5; ++s) {
+  for (std::int64_t s = 1; s <= last; ++s) {
     std::vector<double> got(kRows, -1.0);
     Runtime rt(MPI_COMM_WORLD, o);
-    ASSERT_TRUE(rt.protect("field", got.data(), DType::f64, mine).ok());
+    EXPECT_TRUE(rt.protect("field", got.data(), DType::f64, mine).ok());
     const Status st = rt.restart(s);
     EXPECT_TRUE(all_true(st.ok() && got == field_at(s))) << "step " << s << ": " << st.to_string();
   }
+  return written;
+}
+
+/// Whether `written` is the field's bytes less `skipped` pieces (plus the header and alignment).
+bool wrote_all_but(std::uint64_t written, std::uint64_t skipped) {
+  const std::uint64_t want = (kPieces - skipped) * kPiece;
+  return written >= want && written <= want + 2 * 64 * 1024;
+}
+
+// A checkpoint after one that found fewer than one in 16 of its pieces unchanged probes: it writes
+// everything and hashes one piece in 16 only (the sample: piece g with (g + probes in a row) % 16 == 0,
+// so 15 and 31 of the 32 first); when the sample is unchanged the next checkpoint hashes every piece
+// again and can refer to the sampled ones, the one after refers to all that did not change.
+TEST(Incremental, ACheckpointAfterOneThatSavedNothingProbes) {
+  const std::string dir = scratch_dir();
+  // Every piece changes at steps 1 and 2; from step 3 on the field stays as at step 2.
+  const auto written = write_pattern(dir, 5, [](std::uint64_t, std::int64_t s) { return s <= 2; });
+  for (std::int64_t s : {1, 2, 3}) {
+    EXPECT_TRUE(wrote_all_but(written[static_cast<std::size_t>(s)], 0)) << "step " << s;
+    EXPECT_TRUE(root_of(dir, s).refs.empty()) << "step " << s;
+  }
+  EXPECT_EQ(root_of(dir, 3).base_step, 3);
+  EXPECT_TRUE(wrote_all_but(written[4], kPieces / detail::kProbeStride)) << written[4];
+  EXPECT_EQ(root_of(dir, 4).base_step, 3);
+  EXPECT_TRUE(wrote_all_but(written[5], kPieces)) << written[5];
+  EXPECT_EQ(root_of(dir, 5).base_step, 3);
+  EXPECT_EQ(root_of(dir, 5).refs.size(), 2u);  // 3's sampled pieces, 4's others
+}
+
+// The sample moves on at each probe in a row: updates that keep hitting the first probe's sample (pieces
+// 15 and 31) do not keep the chain probing - the second probe samples 14 and 30, finds them unchanged,
+// and from the fourth checkpoint after the dense ones only the two changing pieces are written.
+TEST(Incremental, TheProbeSampleMovesOn) {
+  const std::string dir = scratch_dir();
+  const auto written = write_pattern(dir, 7, [](std::uint64_t k, std::int64_t s) { return s <= 2 || k % 16 == 15; });
+  for (std::int64_t s : {1, 2, 3, 4}) EXPECT_TRUE(wrote_all_but(written[static_cast<std::size_t>(s)], 0)) << s;
+  EXPECT_TRUE(wrote_all_but(written[5], 2)) << written[5];  // refers to 4's sample
+  for (std::int64_t s : {6, 7}) EXPECT_TRUE(wrote_all_but(written[static_cast<std::size_t>(s)], kPieces - 2)) << s;
+  EXPECT_EQ(root_of(dir, 7).base_step, 4);
 }
 
 TEST(Incremental, ARestartStartsANewChain) {

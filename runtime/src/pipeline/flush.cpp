@@ -209,15 +209,15 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
       if (!pieced) continue;
       const std::uint64_t end = x + n - bp.offset;  // in the block; 64 KiB steps meet every piece end
       const std::size_t k = static_cast<std::size_t>((end - 1) >> inc.piece_log2);
-      if (!inc.hashes_piece(k)) continue;
+      if (!inc.hashes_piece(bi, k)) continue;
       inc.hasher.update(p, n);
       if (end % inc.piece_bytes() != 0 && end != bp.length) continue;
       inc.hashes[bi][k] = inc.hasher.digest();
-      const bool same = before != nullptr && against->knows(k) && (*before)[k].hash == inc.hashes[bi][k];
-      if (inc.probe)
-        inc.probe_hits += same ? 1 : 0;
-      else
-        inc.reused[bi][k] = same ? 1 : 0;
+      const bool compared = before != nullptr && (*before)[k].known;
+      const bool same = compared && (*before)[k].hash == inc.hashes[bi][k];
+      inc.compared += compared ? 1 : 0;
+      inc.unchanged += same ? 1 : 0;
+      if (!inc.probe) inc.reused[bi][k] = same ? 1 : 0;
       inc.hasher.reset();
     }
     if (bp.offset + bp.length > b) break;  // continues in the next chunk

@@ -12,12 +12,16 @@ void init_incremental(IncrementalJob& inc, const StreamPlan& plan, std::uint32_t
   inc.piece_log2 = piece_log2;
   inc.hashes.resize(plan.blocks.size());
   inc.reused.resize(plan.blocks.size());
+  inc.first_piece.resize(plan.blocks.size());
   const std::uint64_t p = inc.piece_bytes();
+  std::uint64_t pieces = 0;
   for (std::size_t i = 0; i < plan.blocks.size(); ++i) {
+    inc.first_piece[i] = pieces;
     const std::uint64_t len = plan.blocks[i].length;
     if (len < p) continue;
     inc.hashes[i].resize((len + p - 1) / p);
     inc.reused[i].assign(inc.hashes[i].size(), 0);
+    pieces += inc.hashes[i].size();
   }
 }
 
@@ -25,6 +29,7 @@ void begin_incremental(IncrementalJob& inc, std::shared_ptr<const ChainTable> ne
   inc.started = true;
   if (newest != nullptr && !newest->saw_unchanged) {
     inc.probe = true;
+    inc.probes = newest->probes + 1;
     inc.probed = std::move(newest);
   } else {
     inc.previous = std::move(newest);
@@ -83,8 +88,8 @@ void Chain::committed(std::int64_t step, std::uint64_t ckpt_id, const std::strin
   const ChainTable* prev = reused ? inc.previous.get() : nullptr;
   t->base_step = prev != nullptr ? prev->base_step : step;
   t->length = prev != nullptr ? prev->length + 1 : 1;
-  t->partial = inc.probe;
-  t->saw_unchanged = inc.probe ? inc.probe_hits > 0 : inc.previous == nullptr || reused;
+  t->saw_unchanged = inc.compared == 0 || inc.unchanged * kProbeStride >= inc.compared;
+  t->probes = inc.probes;
   // Files: the previous table's that some reused piece still names, then this checkpoint's own file.
   std::vector<std::uint32_t> renumber(prev != nullptr ? prev->files.size() : 0, UINT32_MAX);
   const std::uint64_t p = inc.piece_bytes();
@@ -97,6 +102,7 @@ void Chain::committed(std::int64_t step, std::uint64_t ckpt_id, const std::strin
     std::vector<ChainPiece> pieces(inc.hashes[i].size());
     for (std::size_t k = 0; k < pieces.size(); ++k) {
       pieces[k].hash = inc.hashes[i][k];
+      pieces[k].known = inc.hashes_piece(i, k);
       if (inc.reused[i][k] != 0 && before != nullptr) {
         const ChainPiece& was = (*before)[k];
         std::uint32_t& f = renumber[was.file];

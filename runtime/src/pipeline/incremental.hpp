@@ -25,11 +25,13 @@ namespace ckpt::detail {
 /// One piece of a committed checkpoint's block: its hash and where its bytes are stored.
 struct ChainPiece {
   Hash128 hash;
+  bool known = true;       ///< false: a probing checkpoint did not hash it (never equal to anything)
   std::uint32_t file = 0;  ///< index into ChainTable::files
   std::uint64_t offset = 0;
 };
 
-/// A probing checkpoint hashes every kProbeStride-th piece of each block only (see IncrementalJob::probe).
+/// A probing checkpoint hashes one piece in kProbeStride (see IncrementalJob::probe); a checkpoint that
+/// finds fewer than one in kProbeStride of the pieces it compared unchanged makes the next one probe.
 inline constexpr std::uint64_t kProbeStride = 16;
 
 /// The newest committed checkpoint of this rank's chain. Immutable once published.
@@ -40,13 +42,11 @@ struct ChainTable {
   std::vector<RefFile> files;  ///< every file a piece below is stored in (kind 0)
   /// Pieced blocks by variable name: their length and pieces.
   std::unordered_map<std::string, std::pair<std::uint64_t, std::vector<ChainPiece>>> blocks;
-  /// A probing checkpoint: only the hashes of pieces k with k % kProbeStride == 0 are known.
-  bool partial = false;
-  /// It found a piece unchanged since the checkpoint it compared with (true when it compared with none):
-  /// when not, the next checkpoint probes.
+  /// It found at least one in kProbeStride of the pieces it compared unchanged (true when it compared
+  /// none): when not, the next checkpoint probes.
   bool saw_unchanged = true;
-  /// Whether piece k's hash is known.
-  bool knows(std::size_t k) const { return !partial || k % kProbeStride == 0; }
+  /// Probing checkpoints in a row up to this one (0: it hashed every piece): the next probe's sample.
+  std::uint64_t probes = 0;
 };
 
 /// The digest thread's incremental part of a job (Job::incremental); the write thread reads `reused` of
@@ -57,16 +57,25 @@ struct IncrementalJob {
   bool started = false;          ///< `previous` was taken (at the job's first digested chunk)
   /// What this checkpoint is compared with; null: a full checkpoint (every piece written).
   std::shared_ptr<const ChainTable> previous;
-  /// A probing checkpoint (the previous one found no piece unchanged, as when an application changes all
-  /// of its state every step): full, its own base, it hashes only every kProbeStride-th piece and compares
-  /// those with `probed`; when one is unchanged the next checkpoint hashes every piece again. So hashing
-  /// costs 1/kProbeStride of its full price while nothing can be saved, and an application whose updates
-  /// turn sparse is written incrementally from the second checkpoint after that.
+  /// A probing checkpoint (the previous one found fewer than one in kProbeStride of its pieces unchanged,
+  /// as when an application changes all of its state every step): full, its own base, it hashes one piece
+  /// in kProbeStride and compares those with `probed`. The sample moves on by one piece at each probe in a
+  /// row (pieces numbered across this rank's blocks in stream order: piece g when (g + probes) %
+  /// kProbeStride == 0), so a run of probes sees every piece. When the sample finds enough unchanged, the
+  /// next checkpoint hashes every piece again (and can refer to the sampled pieces), the one after refers
+  /// to every unchanged piece. So hashing costs 1/kProbeStride of its full price while little can be
+  /// saved.
   bool probe = false;
   std::shared_ptr<const ChainTable> probed;
-  std::uint64_t probe_hits = 0;  ///< probed pieces found unchanged
-  /// Whether the digest thread hashes piece k.
-  bool hashes_piece(std::size_t k) const { return !probe || k % kProbeStride == 0; }
+  std::uint64_t probes = 0;  ///< probing checkpoints in a row, this one included (0: not probing)
+  /// Per plan block: the number of the block's first piece among this rank's pieces (for the sample).
+  std::vector<std::uint64_t> first_piece;
+  /// Pieces compared with a known hash of the previous checkpoint, and of those the unchanged ones.
+  std::uint64_t compared = 0, unchanged = 0;
+  /// Whether the digest thread hashes piece k of plan block i.
+  bool hashes_piece(std::size_t i, std::size_t k) const {
+    return !probe || (first_piece[i] + k + probes) % kProbeStride == 0;
+  }
   /// Per plan block: its pieces' hashes (empty: a block shorter than a piece, stored whole) and whether
   /// each is the same as the previous checkpoint's (1: not written, referred to). Sized at the job's
   /// creation, so that the digest and write threads touch distinct elements only.
