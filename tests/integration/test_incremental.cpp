@@ -39,17 +39,19 @@ constexpr std::uint64_t kRows = kPieces * kPerPiece;  // doubles per rank
 /// Whether piece k changes at step s (about one in ten per step; every piece at step 1).
 bool changes(std::uint64_t k, std::int64_t s) { return s == 1 || (k * 7 + static_cast<std::uint64_t>(s)) % 10 == 0; }
 
+using ChangeFn = bool (*)(std::uint64_t k, std::int64_t s);
+
 /// The last step <= s at which piece k changed.
-std::int64_t last_change(std::uint64_t k, std::int64_t s) {
-  while (s > 1 && !changes(k, s)) --s;
+std::int64_t last_change(std::uint64_t k, std::int64_t s, ChangeFn changed = changes) {
+  while (s > 1 && !changed(k, s)) --s;
   return s;
 }
 
-/// Rank r's rows of the global array "field" at step s.
-std::vector<double> field_of(int r, std::int64_t s) {
+/// Rank r's rows of the global array "field" at step s: piece k holds the values of its last change.
+std::vector<double> field_of(int r, std::int64_t s, ChangeFn changed = changes) {
   std::vector<double> f(kRows);
   for (std::uint64_t k = 0; k < kPieces; ++k) {
-    const double v = static_cast<double>(last_change(k, s)) * 1e7 + r * 1e5;
+    const double v = static_cast<double>(last_change(k, s, changed)) * 1e7 + r * 1e5;
     for (std::uint64_t i = 0; i < kPerPiece; ++i) f[k * kPerPiece + i] = v + static_cast<double>(i);
   }
   return f;
@@ -210,23 +212,12 @@ TEST(Incremental, AChainWritesWhatChangedAndEveryStepRestartsExactly) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/// Writes steps 1..last of "field" (kPieces pieces per rank) in which piece k holds the values of the
-/// last step <= s at which changed(k, s); returns the bytes each step wrote on this rank, and checks that
-/// every step restores exactly.
-template <class Changed>
-std::vector<std::uint64_t> write_pattern(const std::string& dir, std::int64_t last, Changed changed) {
+/// Writes steps 1..last of "field" as field_of(rank, s, changed) gives it; returns the bytes each step
+/// wrote on this rank, and checks that every step restores exactly.
+std::vector<std::uint64_t> write_pattern(const std::string& dir, std::int64_t last, ChangeFn changed) {
   const Options o = incremental_options(dir);
   const int rank = world_rank();
-  auto field_at = [&](std::int64_t s) {
-    std::vector<double> f(kRows);
-    for (std::uint64_t k = 0; k < kPieces; ++k) {
-      std::int64_t v = s;
-      while (v > 1 && !changed(k, v)) --v;
-      for (std::uint64_t i = 0; i < kPerPiece; ++i)
-        f[k * kPerPiece + i] = static_cast<double>(v) * 1e7 + rank * 1e5 + i;
-    }
-    return f;
-  };
+  auto field_at = [&](std::int64_t s) { return field_of(rank, s, changed); };
   const std::uint64_t n = static_cast<std::uint64_t>(world_size()) * kRows;
   const Block mine{{n}, {static_cast<std::uint64_t>(rank) * kRows}, {kRows}};
   std::vector<std::uint64_t> written(static_cast<std::size_t>(last) + 1, 0);

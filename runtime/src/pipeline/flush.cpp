@@ -186,10 +186,10 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
     }
     // Incremental: the block's pieces, each hashed (XXH3-128) in the same pass and compared with the same
     // piece of the previous checkpoint of the chain (a block of another length is new); a probing
-    // checkpoint hashes and compares every kProbeStride-th piece only, and writes every piece.
+    // checkpoint hashes and compares its sample only (one piece in kProbeStride), and writes every piece.
     const std::size_t bi = j.digest.next_block;
     const bool pieced = inc.on && !inc.hashes[bi].empty();
-    const ChainTable* against = inc.probe ? inc.probed.get() : inc.previous.get();
+    const ChainTable* against = inc.probing() ? inc.probed.get() : inc.previous.get();
     const std::vector<ChainPiece>* before = nullptr;
     if (pieced && against != nullptr)
       if (auto f = against->blocks.find(j.plan.vars[bi].name);
@@ -217,7 +217,7 @@ void FlushPipeline::digest_item(WorkItem& item, const Status& bound) {
       const bool same = compared && (*before)[k].hash == inc.hashes[bi][k];
       inc.compared += compared ? 1 : 0;
       inc.unchanged += same ? 1 : 0;
-      if (!inc.probe) inc.reused[bi][k] = same ? 1 : 0;
+      if (!inc.probing()) inc.reused[bi][k] = same ? 1 : 0;
       inc.hasher.reset();
     }
     if (bp.offset + bp.length > b) break;  // continues in the next chunk

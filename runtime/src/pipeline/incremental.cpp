@@ -28,7 +28,6 @@ void init_incremental(IncrementalJob& inc, const StreamPlan& plan, std::uint32_t
 void begin_incremental(IncrementalJob& inc, std::shared_ptr<const ChainTable> newest) {
   inc.started = true;
   if (newest != nullptr && !newest->saw_unchanged) {
-    inc.probe = true;
     inc.probes = newest->probes + 1;
     inc.probed = std::move(newest);
   } else {

@@ -30,7 +30,7 @@ struct ChainPiece {
   std::uint64_t offset = 0;
 };
 
-/// A probing checkpoint hashes one piece in kProbeStride (see IncrementalJob::probe); a checkpoint that
+/// A probing checkpoint hashes one piece in kProbeStride (see IncrementalJob::probes); a checkpoint that
 /// finds fewer than one in kProbeStride of the pieces it compared unchanged makes the next one probe.
 inline constexpr std::uint64_t kProbeStride = 16;
 
@@ -64,17 +64,17 @@ struct IncrementalJob {
   /// kProbeStride == 0), so a run of probes sees every piece. When the sample finds enough unchanged, the
   /// next checkpoint hashes every piece again (and can refer to the sampled pieces), the one after refers
   /// to every unchanged piece. So hashing costs 1/kProbeStride of its full price while little can be
-  /// saved.
-  bool probe = false;
-  std::shared_ptr<const ChainTable> probed;
+  /// saved. `probed` is what a probing checkpoint compares with (`previous` stays null: it is full).
   std::uint64_t probes = 0;  ///< probing checkpoints in a row, this one included (0: not probing)
+  std::shared_ptr<const ChainTable> probed;
+  bool probing() const { return probes > 0; }
   /// Per plan block: the number of the block's first piece among this rank's pieces (for the sample).
   std::vector<std::uint64_t> first_piece;
   /// Pieces compared with a known hash of the previous checkpoint, and of those the unchanged ones.
   std::uint64_t compared = 0, unchanged = 0;
   /// Whether the digest thread hashes piece k of plan block i.
   bool hashes_piece(std::size_t i, std::size_t k) const {
-    return !probe || (first_piece[i] + k + probes) % kProbeStride == 0;
+    return !probing() || (first_piece[i] + k + probes) % kProbeStride == 0;
   }
   /// Per plan block: its pieces' hashes (empty: a block shorter than a piece, stored whole) and whether
   /// each is the same as the previous checkpoint's (1: not written, referred to). Sized at the job's
