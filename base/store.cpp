@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -519,6 +520,20 @@ int kind_rank(EntryKind k) {
   return 5;
 }
 
+/// The checkpoint directories the root index in `dir` refers to (incremental: the steps whose files hold
+/// some of its pieces); none for a version-1 index.
+Result<std::vector<std::int64_t>> referenced_steps(const std::string& dir) {
+  auto root = read_root_file(dir);
+  if (!root.ok()) return root.status();
+  std::vector<std::int64_t> out;
+  if (index_header_version(root->data(), root->size()) != kIndexV2Version) return out;
+  auto r = decode_root_index(root->data(), root->size());
+  if (!r.ok()) return r.status();
+  for (const RefSummary& ref : r->refs)
+    if (ref.kind == 0) out.push_back(ref.step);
+  return out;
+}
+
 class DirectoryStore final : public Store {
  public:
   explicit DirectoryStore(std::string root) : m_root(std::move(root)) {}
@@ -630,7 +645,10 @@ class DirectoryStore final : public Store {
           break;
       }
     }
-    if (renamed) note(fsync_dir(m_root, true));
+    if (renamed) {
+      forget_newer_than(std::nullopt);
+      note(fsync_dir(m_root, true));
+    }
     return first;
   }
 
@@ -669,6 +687,11 @@ class DirectoryStore final : public Store {
     CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
     // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
     (void)remove_tree(old);
+    {
+      std::lock_guard<std::mutex> lock(m_known_mu);
+      m_complete.insert(step);  // every writer's files were written before its index
+      m_refs.erase(step);
+    }
     if (!timeline) return Status::OK();
     {
       std::lock_guard<std::mutex> lock(m_abandon_mu);
@@ -720,6 +743,7 @@ class DirectoryStore final : public Store {
     }
     m_newest = step;  // every committed step above it is now abandoned (the commit of `step` follows)
     if (newer.empty()) return Status::OK();
+    forget_newer_than(step);
     std::fprintf(stderr,
                  "ckpt: %zu checkpoint(s) newer than step %lld (steps %lld..%lld) in %s belong to a timeline that "
                  "was rolled back: renamed to ckpt.<step>.abandoned\n",
@@ -735,6 +759,7 @@ class DirectoryStore final : public Store {
     auto note = [&](const Status& s) {
       if (!s.ok() && first.ok()) first = s;
     };
+    std::lock_guard<std::mutex> lock(m_known_mu);
     int kept = 0;
     // Incremental: the steps a kept checkpoint refers to are kept with it (its root's REFSUM list), and the
     // steps those refer to (a step kept for its pieces still reads as a checkpoint: it must stay whole). A
@@ -742,19 +767,24 @@ class DirectoryStore final : public Store {
     std::set<std::int64_t> referenced;
     bool unsure = false;
     auto keep_refs = [&](const StepEntry& e) {
-      auto root = read_root_file(e.path);
-      if (!root.ok()) {
-        unsure = true;
-        return;
+      auto known = m_refs.find(e.step);
+      if (known == m_refs.end()) {
+        auto refs = referenced_steps(e.path);
+        if (!refs.ok()) {
+          unsure = true;
+          return;
+        }
+        known = m_refs.emplace(e.step, std::move(refs).value()).first;
       }
-      if (index_header_version(root->data(), root->size()) != kIndexV2Version) return;  // no references
-      auto r = decode_root_index(root->data(), root->size());
-      if (!r.ok()) {
-        unsure = true;
-        return;
-      }
-      for (const RefSummary& ref : r->refs)
-        if (ref.kind == 0) referenced.insert(ref.step);
+      referenced.insert(known->second.begin(), known->second.end());
+    };
+    // A step counts once it is known complete; it is read whole (every sub-index of a version-2 index)
+    // once per store, not at every commit.
+    auto complete = [&](const StepEntry& e) {
+      if (m_complete.count(e.step) != 0) return true;
+      if (!load_index(e.step).ok()) return false;
+      m_complete.insert(e.step);
+      return true;
     };
     for (auto& e : scan()) {  // newest first
       if (e.kind == EntryKind::doomed) {
@@ -772,7 +802,7 @@ class DirectoryStore final : public Store {
         continue;
       }
       if (kept < keep) {
-        if (load_index(e.step).ok()) {  // an incomplete one is not counted, and not removed yet
+        if (complete(e)) {  // an incomplete one is not counted, and not removed yet
           ++kept;
           keep_refs(e);
         }
@@ -790,6 +820,8 @@ class DirectoryStore final : public Store {
         note(errno_status("rename " + e.path + " to " + doomed));
         continue;
       }
+      m_complete.erase(e.step);
+      m_refs.erase(e.step);
       note(remove_tree(doomed));
     }
     return first;
@@ -820,7 +852,23 @@ class DirectoryStore final : public Store {
     return out;
   }
 
+  /// Retention forgets steps newer than `step` (rolled back), or every step (`step` unset: recovery
+  /// renamed entries back).
+  void forget_newer_than(std::optional<std::int64_t> step) {
+    std::lock_guard<std::mutex> lock(m_known_mu);
+    m_complete.erase(step ? m_complete.upper_bound(*step) : m_complete.begin(), m_complete.end());
+    m_refs.erase(step ? m_refs.upper_bound(*step) : m_refs.begin(), m_refs.end());
+  }
+
   std::string m_root;
+  /// What retention knows of committed steps without reading them again (a kept step would otherwise be
+  /// read whole at every commit: with `keep` K and a version-2 index, (K-1) x P sub-indices per commit):
+  /// the steps known complete - this store committed them (a root is published only after every writer's
+  /// files are written) or read them whole once - and the steps each root refers to, once read. A step
+  /// committed again, rolled back, recovered or removed is forgotten.
+  std::mutex m_known_mu;
+  std::set<std::int64_t> m_complete;
+  std::map<std::int64_t, std::vector<std::int64_t>> m_refs;
   std::mutex m_abandon_mu;
   /// The newest committed step, once this store knows it (it abandoned or committed it: the runtime's
   /// store on rank 0, which holds the directory's lock); unknown to any other store.

@@ -257,6 +257,31 @@ TEST(Store, RetentionCountsCompleteCheckpointsOnly) {
   EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 2}));
 }
 
+// Retention reads a kept step whole (with a version-2 index, every sub-index) once per store, not at every
+// commit: a step the store committed itself, or read whole before, counts without being read again.
+TEST(Store, RetentionReadsAKeptStepOncePerStore) {
+  const std::string root = test::scratch_dir();
+  for (std::int64_t s : {1, 2, 3}) make_entry(root, "ckpt." + std::to_string(s), s, true);
+  auto store = make_directory_store(root);
+  auto commit = [&](std::int64_t step) {
+    ASSERT_TRUE(make_dirs(store->staging_dir(step)).ok());
+    ASSERT_TRUE(store->commit(step, store->staging_dir(step), index_of(step), false).ok());
+  };
+  ASSERT_NO_FATAL_FAILURE(commit(4));
+  ASSERT_TRUE(store->retain(3, 4).ok());  // reads 3 and 2 whole
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{4, 3, 2}));
+  // Behind the store's back, step 3 loses its index: the store does not read it again and still counts it
+  // (reading it at every commit would leave it, not counted, and remove nothing).
+  ASSERT_EQ(::unlink((root + "/ckpt.3/index").c_str()), 0);
+  ASSERT_NO_FATAL_FAILURE(commit(5));
+  ASSERT_TRUE(store->retain(3, 5).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 3}));
+  // Another store (the next run) reads what it has not committed: 3 is incomplete and not counted.
+  for (std::int64_t s : {1, 2}) make_entry(root, "ckpt." + std::to_string(s), s, true);
+  ASSERT_TRUE(make_directory_store(root)->retain(3, 5).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 3, 2}));
+}
+
 // ---- the series layout ---------------------------------------------------------------------------
 
 namespace {
