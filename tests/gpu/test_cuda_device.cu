@@ -13,8 +13,8 @@
 // poisoned first) over the default, per-thread and a blocking stream, double buffering
 // off/on/half/auto, max_in_flight 1/2/4, captures back to back without a slow kernel between them, a
 // checkpoint 16 times the staging pool, managed, pinned and cudaMallocAsync memory, pageable staging, a
-// graph-captured stream (rejected), an injected write failure followed by an exact restart, and
-// restart(step, stream). Every canary round trip asserts cudaStreamQuery(stream) == cudaErrorNotReady
+// graph-captured stream (rejected), an injected write failure followed by an exact restart,
+// restart(step, stream), and a chain of incremental checkpoints of device memory. Every canary round trip asserts cudaStreamQuery(stream) == cudaErrorNotReady
 // right after checkpoint(): the slow kernel is still running, so a test cannot pass because the GPU
 // happened to be idle.
 #include <gtest/gtest.h>
@@ -773,6 +773,78 @@ TEST(CudaRuntime, ACheckpointSixteenTimesThePoolStreamsThroughIt) {
     CUDA_OK(cudaStreamSynchronize(s));
   }
   EXPECT_EQ(count_bad(dev, n, 5.0), 0u);
+  CUDA_OK(cudaFree(dev));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+// Issue 36: incremental checkpoints of device memory. The capture copies the region D2H into staging and
+// the flush thread hashes its pieces there, so a piece that a slow kernel is still writing when
+// checkpoint() returns must be hashed as the kernel left it: the change is found, written and restored.
+// A chain of four (full, then three that write only the pieces changed on the GPU since the one before),
+// each restarted into poisoned device memory on the stream, bit for bit; the checkpoints that refer write
+// their changed pieces only (Ticket stats: bytes_written).
+TEST(CudaRuntime, IncrementalCheckpointsOfDeviceMemoryWriteOnlyChangedPiecesAndRestoreThem) {
+  SKIP_WITHOUT_GPU();
+  constexpr std::size_t piece = 64 << 10, per_piece = piece / sizeof(double), pieces = 32;
+  constexpr std::size_t n = pieces * per_piece;  // 2 MiB of doubles
+  const std::string dir = ckpt::test::scratch_dir();
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  double* dev = nullptr;
+  CUDA_OK(cudaMalloc(&dev, n * sizeof(double)));
+  Options o = options_for(dir);
+  o.incremental = true;
+  o.index_format = 2;
+  o.incremental_piece_bytes = piece;
+  o.incremental_full_every = 8;
+  o.keep = 8;
+  // Pieces [first, first + count) become value + i (i from the array's start), on the stream.
+  auto change = [&](std::size_t first, std::size_t count, double value, long long cycles) {
+    const std::size_t at = first * per_piece;
+    CKPT_LAUNCH(slow_fill, 64, 256, s)(dev + at, count * per_piece, value + static_cast<double>(at), cycles);
+  };
+  const std::vector<std::vector<std::size_t>> changed = {{}, {5}, {0, 31}, {12, 13, 14}};  // per step, after 1.0 + i
+  std::vector<std::vector<double>> stored;  // what each step holds
+  std::vector<std::uint64_t> wrote;         // each step's bytes written (Ticket stats)
+  {
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    ASSERT_TRUE(rt.protect("dev", dev, DType::f64, {n}).ok());
+    change(0, pieces, 1.0, 0);
+    for (std::size_t k = 0; k < changed.size(); ++k) {
+      const auto step = static_cast<std::int64_t>(k + 1);
+      for (const std::size_t p : changed[k]) change(p, 1, 100.0 * step, kSlow);  // still running at checkpoint()
+      Ticket t = rt.checkpoint(step, s);
+      if (!changed[k].empty()) EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady) << "step " << step;
+      change(0, pieces, -7.0, 0);  // overwritten on the stream right after: the capture must not see it
+      ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+      wrote.push_back(t.stats().bytes_written);
+      std::vector<double> at_step(n);
+      for (std::size_t i = 0; i < n; ++i) at_step[i] = k == 0 ? 1.0 + static_cast<double>(i) : stored.back()[i];
+      for (const std::size_t p : changed[k])
+        for (std::size_t i = p * per_piece; i < (p + 1) * per_piece; ++i)
+          at_step[i] = 100.0 * static_cast<double>(step) + static_cast<double>(i);
+      stored.push_back(std::move(at_step));
+      // The GPU back to what was checkpointed (not -7 + i), for the next step's changes to build on.
+      CUDA_OK(cudaMemcpyAsync(dev, stored.back().data(), n * sizeof(double), cudaMemcpyHostToDevice, s));
+      CUDA_OK(cudaStreamSynchronize(s));
+    }
+    EXPECT_GE(wrote[0], n * sizeof(double));
+    for (std::size_t k = 1; k < changed.size(); ++k) {  // the changed pieces, a header and alignment
+      EXPECT_GE(wrote[k], changed[k].size() * piece) << "step " << k + 1;
+      EXPECT_LT(wrote[k], (changed[k].size() + 1) * piece) << "step " << k + 1 << ": more than its changed pieces";
+    }
+    for (std::int64_t step = 4; step >= 1; --step) {
+      CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
+      Status st = rt.restart(step, s);
+      ASSERT_TRUE(st.ok()) << "restart(" << step << "): " << st.to_string();
+      std::vector<double> got(n);
+      CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
+      std::size_t bad = 0;
+      for (std::size_t i = 0; i < n; ++i) bad += got[i] != stored[static_cast<std::size_t>(step - 1)][i];
+      EXPECT_EQ(bad, 0u) << "restart(" << step << ")";
+    }
+  }
   CUDA_OK(cudaFree(dev));
   CUDA_OK(cudaStreamDestroy(s));
 }
