@@ -317,6 +317,55 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
   return out;
 }
 
+std::vector<std::vector<std::uint8_t>> gather_slots(MPI_Comm comm, const std::vector<std::uint8_t>& mine,
+                                                    std::uint64_t slot, int root) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  constexpr std::uint64_t kLen = sizeof(std::uint64_t);
+  if (slot < kLen || slot > static_cast<std::uint64_t>(INT_MAX) / static_cast<std::uint64_t>(size))
+    return gatherv_bytes(comm, mine, root);
+  const std::uint64_t my_len = mine.size();
+  const bool fits = my_len <= slot - kLen;
+  std::vector<std::uint8_t> out_slot(static_cast<std::size_t>(slot), 0);
+  std::memcpy(out_slot.data(), &my_len, kLen);
+  if (fits && my_len > 0) std::memcpy(out_slot.data() + kLen, mine.data(), mine.size());
+  std::vector<std::uint8_t> all(rank == root ? static_cast<std::size_t>(slot) * static_cast<std::size_t>(size) : 0);
+  const int n = static_cast<int>(slot);
+  collective(
+      [&] { MPI_Gather(out_slot.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, root, comm); },
+      [&](MPI_Request* req) { MPI_Igather(out_slot.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, root, comm, req); });
+  if (rank != root) {
+    if (!fits)
+      (void)for_each_piece(my_len, [&](std::uint64_t off, int part) {
+        MPI_Send(mine.data() + off, part, MPI_BYTE, root, kGatherTag, comm);
+        return Status::OK();
+      });
+    return {};
+  }
+  std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    auto& v = out[static_cast<std::size_t>(r)];
+    if (r == root) {
+      v = mine;
+      continue;
+    }
+    const std::uint8_t* at = all.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(slot);
+    std::uint64_t len = 0;
+    std::memcpy(&len, at, kLen);
+    if (len <= slot - kLen) {
+      v.assign(at + kLen, at + kLen + len);
+      continue;
+    }
+    v.resize(static_cast<std::size_t>(len));
+    (void)for_each_piece(v.size(), [&](std::uint64_t off, int part) {
+      MPI_Recv(v.data() + off, part, MPI_BYTE, r, kGatherTag, comm, MPI_STATUS_IGNORE);
+      return Status::OK();
+    });
+  }
+  return out;
+}
+
 std::vector<std::vector<std::uint8_t>> allgatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);

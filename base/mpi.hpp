@@ -95,6 +95,14 @@ Result<MPI_Comm> comm_from_ref(const CommRef& comm, const char* who);
 /// lengths, then the bytes) when the sum fits an int count.
 std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root);
 
+/// gatherv_bytes() in one round when the ranks have agreed on `slot` (the same on every rank): one
+/// MPI_Gather of `slot` bytes per rank, each a u64 length and up to `slot` - 8 bytes. A rank whose bytes do
+/// not fit (an error message longer than what the slot was agreed for) sends them after the gather, point
+/// to point; its slot's length tells `root` to receive them. gatherv_bytes() when `slot` x the ranks
+/// exceeds an int count or `slot` < 8.
+std::vector<std::vector<std::uint8_t>> gather_slots(MPI_Comm comm, const std::vector<std::uint8_t>& mine,
+                                                    std::uint64_t slot, int root);
+
 /// merge(left, right) of reduce_bytes(): `left` holds the values of ranks below those of `right`.
 using MergeBytes =
     std::function<std::vector<std::uint8_t>(std::vector<std::uint8_t> left, const std::vector<std::uint8_t>& right)>;

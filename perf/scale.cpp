@@ -105,6 +105,12 @@ int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Data
   if (rank_in(c) == root) got(all_of(rn, c), rt);
   return PMPI_Gather(s, sn, st, r, rn, rt, root, c);
 }
+int MPI_Igather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c,
+                MPI_Request* q) {
+  collective();
+  if (rank_in(c) == root) got(all_of(rn, c), rt);
+  return PMPI_Igather(s, sn, st, r, rn, rt, root, c, q);
+}
 int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rc, const int* d, MPI_Datatype rt, int root,
                 MPI_Comm c) {
   collective();

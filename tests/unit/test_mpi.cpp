@@ -80,6 +80,28 @@ TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
   EXPECT_EQ(all[static_cast<std::size_t>(n - 1)].size(), static_cast<std::size_t>(n - 1) * 3);
 }
 
+// gather_slots: one gather of fixed slots; bytes longer than a slot (rank r > 1 here: 16 bytes fit) follow
+// point to point; the same result as gatherv_bytes at every root. A slot too small for its length word,
+// or too large for an int count, is gatherv_bytes.
+TEST_P(MpiHelpers, GatherSlotsFitOrFollowPointToPoint) {
+  const int me = rank_of(m_comm), n = size_of(m_comm);
+  std::vector<std::uint8_t> mine(static_cast<std::size_t>(me) * 9, static_cast<std::uint8_t>(me + 1));
+  for (const std::uint64_t slot : {std::uint64_t{24}, std::uint64_t{4}, std::uint64_t{1} << 40})
+    for (int root = 0; root < n; ++root) {
+      std::vector<std::vector<std::uint8_t>> got;
+      on_thread(GetParam(), [&] { got = gather_slots(m_comm, mine, slot, root); });
+      if (me != root) {
+        EXPECT_TRUE(got.empty());
+        continue;
+      }
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
+      for (int r = 0; r < n; ++r)
+        EXPECT_EQ(got[static_cast<std::size_t>(r)],
+                  std::vector<std::uint8_t>(static_cast<std::size_t>(r) * 9, static_cast<std::uint8_t>(r + 1)))
+            << "from rank " << r << " at root " << root << ", slot " << slot;
+    }
+}
+
 // reduce_bytes: a merge that concatenates gives rank 0 every rank's bytes in rank order (the tree hands
 // merge runs of consecutive ranks, the lower left), each rank sending once; on sub-communicators of
 // every size from 1 to the job's (the tree's shape depends on it).

@@ -330,6 +330,26 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
   return out;
 }
 
+/// What a rank's writer report holds before its sub-index is written (commit_spread): its files, the boxes
+/// of its blocks of global and joined variables (`rep`'s numbers and starts: the agreement renumbers them,
+/// the sizes stay) and the steps its pieces refer to. Its encoded size, error aside, is the gather's slot.
+WriterReport draft_writer_report(const Index& rep) {
+  WriterReport out;
+  out.files = static_cast<std::uint32_t>(rep.files.size());
+  for (const BlockRecord& b : rep.blocks)
+    if (has_global_shape(rep.vars[b.var].kind)) {
+      BlockRecord box;
+      box.var = b.var;
+      box.start = b.start;
+      box.count = b.count;
+      out.boxes.push_back(std::move(box));
+    }
+  for (const RefFile& f : rep.refs)
+    if (std::find(out.ref_steps.begin(), out.ref_steps.end(), f.step) == out.ref_steps.end())
+      out.ref_steps.push_back(f.step);
+  return out;
+}
+
 }  // namespace
 
 Status Committer::commit_spread(Job& job) {
@@ -339,7 +359,8 @@ Status Committer::commit_spread(Job& job) {
   // 1. The agreement: one allreduce when every rank registered alike and none failed; else every rank's
   // report reduced along a tree to rank 0 (O(variables) bytes per round), its verdict and plan broadcast.
   const Index rep = report_of(job);
-  auto agreed = agree_spread(job, rep);
+  WriterReport mine = draft_writer_report(rep);
+  auto agreed = agree_spread(job, rep, encode_writer_report(mine).size());
   if (!agreed.ok()) {
     if (m_rank == 0) m_store.discard(job.tmp_dir);
     return agreed.status();
@@ -366,7 +387,7 @@ Status Committer::commit_spread(Job& job) {
 
   // 3. This rank's sub-index, written beside its data; its entry and boxes to rank 0.
   const std::uint64_t ckpt_id = checkpoint_id(m_run_id, job.step);
-  WriterReport mine;
+  mine.boxes.clear();  // numbered as the root numbers them, below
   {
     SubIndex sub;
     sub.step = job.step;
@@ -380,9 +401,6 @@ Status Committer::commit_spread(Job& job) {
       if (f.writer != rank) mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer);
     sub.files = rep.files;
     sub.refs = rep.refs;
-    for (const RefFile& f : rep.refs)
-      if (std::find(mine.ref_steps.begin(), mine.ref_steps.end(), f.step) == mine.ref_steps.end())
-        mine.ref_steps.push_back(f.step);
     mine.base_step = job.incremental.previous ? job.incremental.previous->base_step : job.step;
     for (BlockRecord b : rep.blocks) {
       b.var = root_var[b.var];
@@ -405,9 +423,13 @@ Status Committer::commit_spread(Job& job) {
     mine.entry.length = bytes.size();
     mine.entry.checksum = hash64(bytes.data(), bytes.size());
     mine.entry.ranks = 1;
-    mine.files = static_cast<std::uint32_t>(sub.files.size());
   }
-  const auto reports = gatherv_bytes(m_commit_comm, encode_writer_report(mine), 0);
+  // One gather of fixed slots, as large as the largest report (agreed in the allreduce): a report with an
+  // error message longer than its slot follows point to point. After the ordered reduction (no slot), the
+  // lengths first.
+  const std::vector<std::uint8_t> report = encode_writer_report(mine);
+  const auto reports = agreed->slot > 0 ? gather_slots(m_commit_comm, report, agreed->slot + sizeof(std::uint64_t), 0)
+                                        : gatherv_bytes(m_commit_comm, report, 0);
 
   // 4. Rank 0: the catalog and the root from the entries, the boxes and the summary; the store's commit.
   Status outcome;
@@ -425,10 +447,10 @@ Status Committer::commit_spread(Job& job) {
   return outcome;
 }
 
-Result<AgreedSummary> Committer::agree_spread(const Job& job, const Index& rep) {
+Result<AgreedSummary> Committer::agree_spread(const Job& job, const Index& rep, std::uint64_t report_bytes) {
   const std::string ckpt = "checkpoint " + std::to_string(job.step);
   const auto nranks = static_cast<std::uint32_t>(m_size);
-  if (auto fast = allreduce_summary(m_commit_comm, rep, random64(), m_agreed_vars)) {
+  if (auto fast = allreduce_summary(m_commit_comm, rep, random64(), m_agreed_vars, report_bytes)) {
     CKPT_RETURN_IF_ERROR(summary_status(fast->summary, nranks, job.step));  // the same data on every rank
     return std::move(*fast);
   }

@@ -130,8 +130,9 @@ class Committer {
   /// gets their catalog entries and the boxes of global and joined blocks, commits catalog and root.
   Status commit_spread(Job& job);
   /// commit_spread()'s agreement: the summary of every rank's report and the commit token, the same on
-  /// every rank, or the same failure on every rank (allreduce_summary(), else the ordered reduction).
-  Result<AgreedSummary> agree_spread(const Job& job, const Index& rep);
+  /// every rank, or the same failure on every rank (allreduce_summary(), else the ordered reduction), and
+  /// the largest `report_bytes` (the writer reports' gather slot; 0 after the ordered reduction).
+  Result<AgreedSummary> agree_spread(const Job& job, const Index& rep, std::uint64_t report_bytes);
   /// Rank 0 of commit_spread(): the writers' reports checked, the catalog and the root built and committed.
   Status commit_spread_root(const Job& job, const CommitSummary& all, std::uint64_t token, std::uint64_t ckpt_id,
                             const Attributes& rank0_attrs, const std::vector<std::vector<std::uint8_t>>& reports);

@@ -68,7 +68,7 @@ constexpr int kWords = 10;
 constexpr std::uint64_t kIsVar = 1, kHasStats = 1u << 16, kAmbiguous = 1u << 17, kOverflow = 1u << 18;
 // A variable's words: 1 min, 2 max, 3 blocks, 4 bytes, 5/6 min/max of the blocks' checksums, 7/8 min/max of
 // the hashes of their extents, 9 joined rows. The header's: 1/2 min/max of the registration hashes,
-// 3 failed ranks, 4 the XOR of the draws.
+// 3 failed ranks, 4 the XOR of the draws, 5 the largest slot.
 
 DType dtype_of(const std::uint64_t* w) { return static_cast<DType>((w[0] >> 8) & 0xff); }
 
@@ -100,6 +100,7 @@ void merge_records(void* in, void* inout, int* len, MPI_Datatype*) {
       b[2] = std::max(a[2], b[2]);
       b[3] += a[3];
       b[4] ^= a[4];
+      b[5] = std::max(a[5], b[5]);
       continue;
     }
     std::uint64_t flags = (a[0] | b[0]) & (kAmbiguous | kOverflow);
@@ -148,7 +149,7 @@ std::uint64_t registration_hash(const Index& report) {
 }  // namespace
 
 std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw,
-                                               std::optional<std::uint64_t>& count) {
+                                               std::optional<std::uint64_t>& count, std::uint64_t slot) {
   int size = 1;
   MPI_Comm_size(comm, &size);
   bool failed = false;
@@ -175,6 +176,7 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
   mine[2] = h;
   mine[3] = failed || !same_count ? 1 : 0;
   mine[4] = draw;
+  mine[5] = slot;
   if (same_count && !failed) {
     for (std::size_t i = 0; i < nvars; ++i) {
       std::uint64_t* w = &mine[(1 + i) * kWords];
@@ -202,6 +204,7 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
   if (all[3] != 0 || all[1] != all[2]) return std::nullopt;
   AgreedSummary out;
   out.token = all[4] != 0 ? all[4] : 1;
+  out.slot = all[5];
   out.summary.vars.resize(nvars);
   for (std::size_t i = 0; i < nvars; ++i) {
     const std::uint64_t* w = &all[(1 + i) * kWords];

@@ -52,6 +52,9 @@ struct CommitSummary {
 struct AgreedSummary {
   CommitSummary summary;
   std::uint64_t token = 0;
+  /// The largest `slot` any rank passed to allreduce_summary() (its writer report's size, for
+  /// gather_slots()); 0 after the ordered reduction.
+  std::uint64_t slot = 0;
 };
 /// The agreement in one or two MPI_Allreduce calls (the variables' count unless `count` holds the count of
 /// the last agreement, then O(variables) words), for the common case: no rank failed and
@@ -63,8 +66,9 @@ struct AgreedSummary {
 /// and the ordered reduction must decide (reduce_bytes of encode_summary()). Collective over `comm`.
 /// `count`: the same on every rank (the caller keeps it from one call to the next, starting empty); set to
 /// the variables' count when every rank sent it and none failed, else emptied (from reduced values only).
+/// `slot`: a size every rank needs agreed (the largest comes back in AgreedSummary::slot), 0 if none.
 std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& report, std::uint64_t draw,
-                                               std::optional<std::uint64_t>& count);
+                                               std::optional<std::uint64_t>& count, std::uint64_t slot = 0);
 
 /// Whether two ranks registered a variable alike: dtype, kind, rank and global shape (a joined array's
 /// row count may differ).
