@@ -338,7 +338,9 @@ std::vector<std::vector<std::uint8_t>> gather_slots(MPI_Comm comm, const std::ve
   if (rank != root) {
     if (!fits)
       (void)for_each_piece(my_len, [&](std::uint64_t off, int part) {
-        MPI_Send(mine.data() + off, part, MPI_BYTE, root, kGatherTag, comm);
+        MPI_Request req = MPI_REQUEST_NULL;
+        MPI_Isend(mine.data() + off, part, MPI_BYTE, root, kGatherTag, comm, &req);
+        wait_request(req);
         return Status::OK();
       });
     return {};
@@ -359,7 +361,9 @@ std::vector<std::vector<std::uint8_t>> gather_slots(MPI_Comm comm, const std::ve
     }
     v.resize(static_cast<std::size_t>(len));
     (void)for_each_piece(v.size(), [&](std::uint64_t off, int part) {
-      MPI_Recv(v.data() + off, part, MPI_BYTE, r, kGatherTag, comm, MPI_STATUS_IGNORE);
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_Irecv(v.data() + off, part, MPI_BYTE, r, kGatherTag, comm, &req);
+      wait_request(req);
       return Status::OK();
     });
   }

@@ -673,6 +673,11 @@ class DirectoryStore final : public Store {
     CKPT_RETURN_IF_ERROR(write_file(tmp + "/index", index.data(), index.size(), sync));
     CKPT_RETURN_IF_ERROR(fsync_dir(tmp, sync));
     if (timeline) CKPT_RETURN_IF_ERROR(abandon_newer_than(step, sync));
+    {
+      std::lock_guard<std::mutex> lock(m_known_mu);  // the committed version is about to change
+      m_complete.erase(step);
+      m_refs.erase(step);
+    }
     bool moved = false;
     if (exists_nofollow(fin)) {
       CKPT_RETURN_IF_ERROR(remove_tree(old));  // stale: `fin` is the committed version
@@ -684,14 +689,13 @@ class DirectoryStore final : public Store {
       if (moved) (void)::rename(old.c_str(), fin.c_str());  // put the previous version back
       return s;
     }
-    CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
-    // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
-    (void)remove_tree(old);
     {
       std::lock_guard<std::mutex> lock(m_known_mu);
       m_complete.insert(step);  // every writer's files were written before its index
-      m_refs.erase(step);
     }
+    CKPT_RETURN_IF_ERROR(fsync_dir(m_root, sync));
+    // Any .old of this step is now a replaced version (also one left by an earlier failed commit).
+    (void)remove_tree(old);
     if (!timeline) return Status::OK();
     {
       std::lock_guard<std::mutex> lock(m_abandon_mu);
@@ -759,30 +763,40 @@ class DirectoryStore final : public Store {
     auto note = [&](const Status& s) {
       if (!s.ok() && first.ok()) first = s;
     };
-    std::lock_guard<std::mutex> lock(m_known_mu);
     int kept = 0;
     // Incremental: the steps a kept checkpoint refers to are kept with it (its root's REFSUM list), and the
     // steps those refer to (a step kept for its pieces still reads as a checkpoint: it must stay whole). A
     // kept root that cannot be read may refer to anything older: then nothing older is removed.
     std::set<std::int64_t> referenced;
     bool unsure = false;
+    // The memo's lock is held for its lookups and updates only, not while a file is read or removed: the
+    // node level's commit thread publishes while its drain thread applies retention.
     auto keep_refs = [&](const StepEntry& e) {
-      auto known = m_refs.find(e.step);
-      if (known == m_refs.end()) {
-        auto refs = referenced_steps(e.path);
-        if (!refs.ok()) {
-          unsure = true;
+      {
+        std::lock_guard<std::mutex> lock(m_known_mu);
+        if (auto known = m_refs.find(e.step); known != m_refs.end()) {
+          referenced.insert(known->second.begin(), known->second.end());
           return;
         }
-        known = m_refs.emplace(e.step, std::move(refs).value()).first;
       }
-      referenced.insert(known->second.begin(), known->second.end());
+      auto refs = referenced_steps(e.path);
+      if (!refs.ok()) {
+        unsure = true;
+        return;
+      }
+      referenced.insert(refs->begin(), refs->end());
+      std::lock_guard<std::mutex> lock(m_known_mu);
+      m_refs.emplace(e.step, std::move(refs).value());
     };
     // A step counts once it is known complete; it is read whole (every sub-index of a version-2 index)
     // once per store, not at every commit.
     auto complete = [&](const StepEntry& e) {
-      if (m_complete.count(e.step) != 0) return true;
+      {
+        std::lock_guard<std::mutex> lock(m_known_mu);
+        if (m_complete.count(e.step) != 0) return true;
+      }
       if (!load_index(e.step).ok()) return false;
+      std::lock_guard<std::mutex> lock(m_known_mu);
       m_complete.insert(e.step);
       return true;
     };
@@ -820,8 +834,11 @@ class DirectoryStore final : public Store {
         note(errno_status("rename " + e.path + " to " + doomed));
         continue;
       }
-      m_complete.erase(e.step);
-      m_refs.erase(e.step);
+      {
+        std::lock_guard<std::mutex> lock(m_known_mu);
+        m_complete.erase(e.step);
+        m_refs.erase(e.step);
+      }
       note(remove_tree(doomed));
     }
     return first;

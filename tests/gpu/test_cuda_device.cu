@@ -838,6 +838,7 @@ TEST(CudaRuntime, IncrementalCheckpointsOfDeviceMemoryWriteOnlyChangedPiecesAndR
       CUDA_OK(cudaMemsetAsync(dev, 0xff, n * sizeof(double), s));
       Status st = rt.restart(step, s);
       ASSERT_TRUE(st.ok()) << "restart(" << step << "): " << st.to_string();
+      CUDA_OK(cudaStreamSynchronize(s));
       std::vector<double> got(n);
       CUDA_OK(cudaMemcpy(got.data(), dev, n * sizeof(double), cudaMemcpyDeviceToHost));
       std::size_t bad = 0;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -16,6 +17,32 @@
 
 using namespace ckpt;
 using namespace ckpt::detail;
+
+// Which collectives base/mpi called: the executable's definitions stand in for libmpi's (as perf/scale's
+// do), count, and call the PMPI entry points.
+namespace {
+std::atomic<int> g_gathers{0}, g_allgathers{0};
+}  // namespace
+extern "C" {
+int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
+  ++g_gathers;
+  return PMPI_Gather(s, sn, st, r, rn, rt, root, c);
+}
+int MPI_Igather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c,
+                MPI_Request* q) {
+  ++g_gathers;
+  return PMPI_Igather(s, sn, st, r, rn, rt, root, c, q);
+}
+int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
+  ++g_allgathers;
+  return PMPI_Allgather(s, sn, st, r, rn, rt, c);
+}
+int MPI_Iallgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c,
+                   MPI_Request* q) {
+  ++g_allgathers;
+  return PMPI_Iallgather(s, sn, st, r, rn, rt, c, q);
+}
+}
 
 namespace {
 
@@ -80,16 +107,20 @@ TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
   EXPECT_EQ(all[static_cast<std::size_t>(n - 1)].size(), static_cast<std::size_t>(n - 1) * 3);
 }
 
-// gather_slots: one gather of fixed slots; bytes longer than a slot (rank r > 1 here: 16 bytes fit) follow
-// point to point; the same result as gatherv_bytes at every root. A slot too small for its length word,
-// or too large for an int count, is gatherv_bytes.
+// gather_slots: one gather of fixed slots (one MPI_Gather, no round of lengths); bytes longer than a slot
+// (rank r > 1 here: 16 bytes fit) follow point to point; the same result as gatherv_bytes at every root. A
+// slot too small for its length word, or too large for an int count, is gatherv_bytes (lengths first).
 TEST_P(MpiHelpers, GatherSlotsFitOrFollowPointToPoint) {
   const int me = rank_of(m_comm), n = size_of(m_comm);
   std::vector<std::uint8_t> mine(static_cast<std::size_t>(me) * 9, static_cast<std::uint8_t>(me + 1));
   for (const std::uint64_t slot : {std::uint64_t{24}, std::uint64_t{4}, std::uint64_t{1} << 40})
     for (int root = 0; root < n; ++root) {
       std::vector<std::vector<std::uint8_t>> got;
+      const int gathers = g_gathers, allgathers = g_allgathers;
       on_thread(GetParam(), [&] { got = gather_slots(m_comm, mine, slot, root); });
+      const bool slots = slot == 24;
+      EXPECT_EQ(g_gathers - gathers, slots ? 1 : 0) << "slot " << slot;
+      EXPECT_EQ(g_allgathers - allgathers, slots ? 0 : 1) << "slot " << slot;
       if (me != root) {
         EXPECT_TRUE(got.empty());
         continue;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/index_v2.hpp"
 #include "base/store.hpp"
 #include "test_util.hpp"
 
@@ -280,6 +281,34 @@ TEST(Store, RetentionReadsAKeptStepOncePerStore) {
   for (std::int64_t s : {1, 2}) make_entry(root, "ckpt." + std::to_string(s), s, true);
   ASSERT_TRUE(make_directory_store(root)->retain(3, 5).ok());
   EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 3, 2}));
+}
+
+// What retention remembers of a step is forgotten when the step is committed again: a re-commit of step 5
+// that refers to nothing lets step 2, which the first version of 5 referred to, go.
+TEST(Store, RetentionForgetsWhatARecommittedStepReferredTo) {
+  const std::string root = test::scratch_dir();
+  for (std::int64_t s : {1, 2, 3, 4}) make_entry(root, "ckpt." + std::to_string(s), s, true);
+  auto store = make_directory_store(root);
+  auto commit = [&](std::int64_t step, const std::vector<std::uint8_t>& index) {
+    ASSERT_TRUE(make_dirs(store->staging_dir(step)).ok());
+    ASSERT_TRUE(store->commit(step, store->staging_dir(step), index, false).ok());
+  };
+  // A version-2 root of step 5 that refers to step 2 (retention reads its root only: 5 is the store's own).
+  RootIndex r;
+  r.step = 5;
+  r.nranks = 1;
+  r.ckpt_id = 5;
+  r.token = 1;
+  r.writers = 1;
+  r.catalog_length = catalog_directories_offset(1, WriterRule::per_rank, 1) + kObjectFooterBytes;
+  r.base_step = 2;
+  r.refs.push_back(RefSummary{0, 2, 2});
+  ASSERT_NO_FATAL_FAILURE(commit(5, encode_root_index(r)));
+  ASSERT_TRUE(store->retain(2, 5).ok());  // 5 and 4, and 2 for 5's pieces
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4, 2}));
+  ASSERT_NO_FATAL_FAILURE(commit(5, index_of(5)));  // again, a version-1 index: no references
+  ASSERT_TRUE(store->retain(2, 5).ok());
+  EXPECT_EQ(store->committed_steps(), (std::vector<std::int64_t>{5, 4}));
 }
 
 // ---- the series layout ---------------------------------------------------------------------------

@@ -425,11 +425,14 @@ Status Committer::commit_spread(Job& job) {
     mine.entry.ranks = 1;
   }
   // One gather of fixed slots, as large as the largest report (agreed in the allreduce): a report with an
-  // error message longer than its slot follows point to point. After the ordered reduction (no slot), the
-  // lengths first.
+  // error message longer than its slot follows point to point. When the padding would more than double
+  // what rank 0 receives (a few ranks with many more boxes than the others), or after the ordered
+  // reduction (no slot), the lengths first, then the bytes.
   const std::vector<std::uint8_t> report = encode_writer_report(mine);
-  const auto reports = agreed->slot > 0 ? gather_slots(m_commit_comm, report, agreed->slot + sizeof(std::uint64_t), 0)
-                                        : gatherv_bytes(m_commit_comm, report, 0);
+  const std::uint64_t slot = agreed->slot + sizeof(std::uint64_t);
+  const bool slots =
+      agreed->slot > 0 && agreed->slot <= 2 * (agreed->slot_sum / nranks);  // the mean >= half the largest
+  const auto reports = slots ? gather_slots(m_commit_comm, report, slot, 0) : gatherv_bytes(m_commit_comm, report, 0);
 
   // 4. Rank 0: the catalog and the root from the entries, the boxes and the summary; the store's commit.
   Status outcome;

@@ -68,7 +68,7 @@ constexpr int kWords = 10;
 constexpr std::uint64_t kIsVar = 1, kHasStats = 1u << 16, kAmbiguous = 1u << 17, kOverflow = 1u << 18;
 // A variable's words: 1 min, 2 max, 3 blocks, 4 bytes, 5/6 min/max of the blocks' checksums, 7/8 min/max of
 // the hashes of their extents, 9 joined rows. The header's: 1/2 min/max of the registration hashes,
-// 3 failed ranks, 4 the XOR of the draws, 5 the largest slot.
+// 3 failed ranks, 4 the XOR of the draws, 5 the largest slot, 6 the sum of the slots (saturated).
 
 DType dtype_of(const std::uint64_t* w) { return static_cast<DType>((w[0] >> 8) & 0xff); }
 
@@ -101,6 +101,7 @@ void merge_records(void* in, void* inout, int* len, MPI_Datatype*) {
       b[3] += a[3];
       b[4] ^= a[4];
       b[5] = std::max(a[5], b[5]);
+      if (__builtin_add_overflow(a[6], b[6], &b[6])) b[6] = ~std::uint64_t{0};
       continue;
     }
     std::uint64_t flags = (a[0] | b[0]) & (kAmbiguous | kOverflow);
@@ -177,6 +178,7 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
   mine[3] = failed || !same_count ? 1 : 0;
   mine[4] = draw;
   mine[5] = slot;
+  mine[6] = slot;
   if (same_count && !failed) {
     for (std::size_t i = 0; i < nvars; ++i) {
       std::uint64_t* w = &mine[(1 + i) * kWords];
@@ -205,6 +207,7 @@ std::optional<AgreedSummary> allreduce_summary(MPI_Comm comm, const Index& repor
   AgreedSummary out;
   out.token = all[4] != 0 ? all[4] : 1;
   out.slot = all[5];
+  out.slot_sum = all[6];
   out.summary.vars.resize(nvars);
   for (std::size_t i = 0; i < nvars; ++i) {
     const std::uint64_t* w = &all[(1 + i) * kWords];

@@ -53,8 +53,8 @@ struct AgreedSummary {
   CommitSummary summary;
   std::uint64_t token = 0;
   /// The largest `slot` any rank passed to allreduce_summary() (its writer report's size, for
-  /// gather_slots()); 0 after the ordered reduction.
-  std::uint64_t slot = 0;
+  /// gather_slots()), and their sum (saturated); both 0 after the ordered reduction.
+  std::uint64_t slot = 0, slot_sum = 0;
 };
 /// The agreement in one or two MPI_Allreduce calls (the variables' count unless `count` holds the count of
 /// the last agreement, then O(variables) words), for the common case: no rank failed and
