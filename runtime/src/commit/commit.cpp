@@ -282,13 +282,21 @@ struct WriterReport {
   std::int64_t base_step = 0;
 };
 
+// A report's first byte says which optional parts follow: the error (message and code) and the references
+// (base step and steps). A rank that refers to nothing and wrote its sub-index sends neither: rank 0
+// receives one report per rank at every commit.
+constexpr std::uint8_t kReportError = 1, kReportRefs = 2;
+
 std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
   ByteWriter w;
-  w.str(r.error);
-  w.put<std::int32_t>(r.code);
+  const std::uint8_t parts = (r.error.empty() ? 0 : kReportError) | (r.ref_steps.empty() ? 0 : kReportRefs);
+  w.put<std::uint8_t>(parts);
+  if ((parts & kReportError) != 0) {
+    w.str(r.error);
+    w.put<std::int32_t>(r.code);
+  }
   w.put<std::uint64_t>(r.entry.length);
   w.put<std::uint64_t>(r.entry.checksum);
-  w.put<std::uint64_t>(r.entry.ranks);
   w.put<std::uint32_t>(r.files);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(r.boxes.size()));
   for (const BlockRecord& b : r.boxes) {
@@ -297,18 +305,26 @@ std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
     for (const auto x : b.start) w.put<std::uint64_t>(x);
     for (const auto x : b.count) w.put<std::uint64_t>(x);
   }
-  w.put<std::int64_t>(r.base_step);
-  w.put<std::uint32_t>(static_cast<std::uint32_t>(r.ref_steps.size()));
-  for (const auto s : r.ref_steps) w.put<std::int64_t>(s);
+  if ((parts & kReportRefs) != 0) {
+    w.put<std::int64_t>(r.base_step);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(r.ref_steps.size()));
+    for (const auto s : r.ref_steps) w.put<std::int64_t>(s);
+  }
   return std::move(w.bytes());
 }
 
+/// A per-rank writer's report (commit_spread: each writer holds one rank).
 Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes, std::size_t nvars) {
   ByteReader r(bytes.data(), bytes.size());
   WriterReport out;
+  out.entry.ranks = 1;
+  std::uint8_t parts = 0;
   std::uint32_t n = 0;
-  if (!r.str(out.error) || !r.get(out.code) || !r.get(out.entry.length) || !r.get(out.entry.checksum) ||
-      !r.get(out.entry.ranks) || !r.get(out.files) || !r.count(n, 8, 1u << 30))
+  if (!r.get(parts) || (parts & ~(kReportError | kReportRefs)) != 0)
+    return Status(Code::internal, "writer report: bad parts");
+  if ((parts & kReportError) != 0 && (!r.str(out.error) || !r.get(out.code) || out.error.empty()))
+    return Status(Code::internal, "writer report: bad error");
+  if (!r.get(out.entry.length) || !r.get(out.entry.checksum) || !r.get(out.files) || !r.count(n, 8, 1u << 30))
     return Status(Code::internal, "writer report: " + r.error());
   out.boxes.resize(n);
   for (BlockRecord& b : out.boxes) {
@@ -322,10 +338,13 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
     for (auto& x : b.count)
       if (!r.get(x)) return Status(Code::internal, "writer report: " + r.error());
   }
-  if (!r.get(out.base_step) || !r.count(n, 8, 1u << 20)) return Status(Code::internal, "writer report: bad references");
-  out.ref_steps.resize(n);
-  for (auto& s : out.ref_steps)
-    if (!r.get(s)) return Status(Code::internal, "writer report: " + r.error());
+  if ((parts & kReportRefs) != 0) {
+    if (!r.get(out.base_step) || !r.count(n, 8, 1u << 20) || n == 0)
+      return Status(Code::internal, "writer report: bad references");
+    out.ref_steps.resize(n);
+    for (auto& s : out.ref_steps)
+      if (!r.get(s)) return Status(Code::internal, "writer report: " + r.error());
+  }
   if (!r.at_end()) return Status(Code::internal, "writer report: trailing bytes");
   return out;
 }
