@@ -822,7 +822,10 @@ class DirectoryStore final : public Store {
         }
         continue;
       }
-      if (e.step == durable) continue;  // the newer ones may not be on disk yet
+      if (e.step == durable) {  // the newer ones may not be on disk yet; its pieces in older steps are
+        keep_refs(e);           // (synced with it: one syncfs made it durable)
+        continue;
+      }
       if (unsure) continue;
       if (referenced.count(e.step) != 0) {  // a kept checkpoint's pieces are stored there
         keep_refs(e);

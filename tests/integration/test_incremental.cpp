@@ -393,9 +393,6 @@ TEST(Incremental, WhatThisBuildDoesNotWriteIsRefused) {
   o.transport = "mpiio";
   cases.emplace_back("mpiio", o);
   o = incremental_options(dir);
-  o.durable_every_ms = 100;
-  cases.emplace_back("durable_every_ms", o);
-  o = incremental_options(dir);
   o.chunk_bytes = 96 * 1024;
   cases.emplace_back("chunk_bytes", o);
   o = incremental_options(dir);

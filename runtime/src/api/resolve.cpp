@@ -135,8 +135,6 @@ Result<Resolved> resolve(const Options& o, const ResolveEnv& env) {
       why =
           "ckpt's own threads calling MPI (mpi_threads multiple: each checkpoint waits for the previous "
           "one's commit on a thread of ckpt's, which funneled mode runs on the application thread)";
-    if (why.empty() && o.durable_every_ms > 0)
-      why = "durable_every_ms 0 (a checkpoint refers only to bytes already synced)";
     if (why.empty() && o.pool_bytes && *o.pool_bytes < 2 * o.incremental_piece_bytes)
       why = "a pool_bytes of at least two pieces (2 x " + std::to_string(o.incremental_piece_bytes) + ")";
     if (why.empty() && o.chunk_bytes && *o.chunk_bytes % o.incremental_piece_bytes != 0)
