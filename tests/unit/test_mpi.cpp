@@ -84,22 +84,31 @@ class MpiHelpers : public ::testing::TestWithParam<bool> {
   MPI_Comm m_comm = MPI_COMM_NULL;
 };
 
+/// Rank r's bytes in the gather tests: r * `per` bytes of value r + 1 (rank 0 sends nothing).
+std::vector<std::uint8_t> bytes_of(int r, std::size_t per) {
+  return std::vector<std::uint8_t>(static_cast<std::size_t>(r) * per, static_cast<std::uint8_t>(r + 1));
+}
+
+/// What a gather of bytes_of() to `root` must give: nothing off the root, every rank's bytes in order at it.
+void expect_gathered(const std::vector<std::vector<std::uint8_t>>& got, MPI_Comm c, int root, std::size_t per,
+                     const std::string& what) {
+  const int n = size_of(c);
+  if (rank_of(c) != root) {
+    EXPECT_TRUE(got.empty()) << what;
+    return;
+  }
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(n)) << what;
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(got[static_cast<std::size_t>(r)], bytes_of(r, per)) << "from rank " << r << " at root " << root << what;
+}
+
 TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
   const int me = rank_of(m_comm), n = size_of(m_comm);
-  // Rank r sends r * 3 bytes of value r + 1 (rank 0 sends nothing).
-  std::vector<std::uint8_t> mine(static_cast<std::size_t>(me) * 3, static_cast<std::uint8_t>(me + 1));
+  const std::vector<std::uint8_t> mine = bytes_of(me, 3);
   for (int root = 0; root < n; ++root) {
     std::vector<std::vector<std::uint8_t>> got;
     on_thread(GetParam(), [&] { got = gatherv_bytes(m_comm, mine, root); });
-    if (me != root) {
-      EXPECT_TRUE(got.empty());
-      continue;
-    }
-    ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
-    for (int r = 0; r < n; ++r)
-      EXPECT_EQ(got[static_cast<std::size_t>(r)],
-                std::vector<std::uint8_t>(static_cast<std::size_t>(r) * 3, static_cast<std::uint8_t>(r + 1)))
-          << "from rank " << r << " at root " << root;
+    expect_gathered(got, m_comm, root, 3, "");
   }
   std::vector<std::vector<std::uint8_t>> all;
   on_thread(GetParam(), [&] { all = allgatherv_bytes(m_comm, mine); });
@@ -111,8 +120,8 @@ TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
 // (rank r > 1 here: 16 bytes fit) follow point to point; the same result as gatherv_bytes at every root. A
 // slot too small for its length word, or too large for an int count, is gatherv_bytes (lengths first).
 TEST_P(MpiHelpers, GatherSlotsFitOrFollowPointToPoint) {
-  const int me = rank_of(m_comm), n = size_of(m_comm);
-  std::vector<std::uint8_t> mine(static_cast<std::size_t>(me) * 9, static_cast<std::uint8_t>(me + 1));
+  const int n = size_of(m_comm);
+  const std::vector<std::uint8_t> mine = bytes_of(rank_of(m_comm), 9);
   for (const std::uint64_t slot : {std::uint64_t{24}, std::uint64_t{4}, std::uint64_t{1} << 40})
     for (int root = 0; root < n; ++root) {
       std::vector<std::vector<std::uint8_t>> got;
@@ -121,15 +130,7 @@ TEST_P(MpiHelpers, GatherSlotsFitOrFollowPointToPoint) {
       const bool slots = slot == 24;
       EXPECT_EQ(g_gathers - gathers, slots ? 1 : 0) << "slot " << slot;
       EXPECT_EQ(g_allgathers - allgathers, slots ? 0 : 1) << "slot " << slot;
-      if (me != root) {
-        EXPECT_TRUE(got.empty());
-        continue;
-      }
-      ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
-      for (int r = 0; r < n; ++r)
-        EXPECT_EQ(got[static_cast<std::size_t>(r)],
-                  std::vector<std::uint8_t>(static_cast<std::size_t>(r) * 9, static_cast<std::uint8_t>(r + 1)))
-            << "from rank " << r << " at root " << root << ", slot " << slot;
+      expect_gathered(got, m_comm, root, 9, ", slot " + std::to_string(slot));
     }
 }
 
