@@ -334,10 +334,13 @@ TEST(IndexV2, ADamagedOrMissingSubIndexMakesItsStepDamaged) {
     want.fill(1);
     Runtime rt(MPI_COMM_WORLD, v2_options(dir));
     ASSERT_TRUE(got.protect(rt).ok());
-    // latest() validates every sub-index (rank 0 reads them all): the step it names restores.
+    // latest() and steps() validate every sub-index (each rank its writers'): the step they name restores.
     const auto newest = rt.latest();
     ASSERT_TRUE(newest.ok()) << newest.status().to_string();
     EXPECT_EQ(newest.value(), std::optional<std::int64_t>(1));
+    const auto steps = rt.steps();
+    ASSERT_TRUE(steps.ok()) << steps.status().to_string();
+    EXPECT_EQ(steps.value(), (std::vector<std::int64_t>{1})) << "step 2 is damaged";
     const Result<std::int64_t> s = rt.restart();
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     EXPECT_EQ(s.value(), 1) << "the step before the damaged one";

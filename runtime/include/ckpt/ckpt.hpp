@@ -329,8 +329,10 @@ class CKPT_API Runtime {
   Result<std::optional<std::int64_t>> latest();
   /// Collective. The complete steps, oldest first: those of options().dir whose index validates
   /// (committed; what inspect() opens and restart() tries) and, with options().local_dir, the steps
-  /// the node level can restore. Rank 0 lists, every rank gets the same list. Commits what poll()
-  /// commits first. failed_precondition after close().
+  /// the node level can restore. Rank 0 lists, every rank gets the same list; a two-level index is
+  /// validated by every rank together (rank 0 each step's root and catalog, each rank its writers'
+  /// sub-indices, one agreement a step). Commits what poll() commits first. failed_precondition after
+  /// close().
   Result<std::vector<std::int64_t>> steps();
   /// The level the last successful restart read from: "local" (the node directories of
   /// options().local_dir), "partner" or "xor" (lost nodes rebuilt from the redundancy data first, then

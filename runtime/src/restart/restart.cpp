@@ -255,46 +255,51 @@ std::optional<std::int64_t> Restorer::newest_validated() {
     for (const std::int64_t step : m_store.committed_steps()) steps.push_back(step);
   bcast_steps(m_app_comm, steps);
   for (const long long step : steps) {
-    // Rank 0 checks what needs no rank's records (check_committed: a one-level index whole, a two-level
-    // one's root against its catalog) and sends a two-level root; then every rank checks the sub-indices
-    // of its writers (w = rank, rank + P, ...) against the catalog: one agreement a candidate, O(W / P)
-    // reads a rank, not O(W) on rank 0.
-    const std::string dir = m_store.checkpoint_dir(step);
-    Result<std::vector<std::uint8_t>> root = std::vector<std::uint8_t>{};
-    if (m_rank == 0) {
-      root = read_root_file(dir);
-      const Status st = root.ok() ? check_committed(dir, root.value(), step) : root.status();
-      if (!st.ok())
-        root = st;
-      else if (index_header_version(root->data(), root->size()) != kIndexV2Version)
-        root = std::vector<std::uint8_t>{};  // one-level: validated whole
-    }
-    auto got = bcast_result(m_app_comm, std::move(root), 0);
-    if (!got.ok()) {
-      skip(step, got.status().message());
-      continue;
-    }
-    if (got->empty()) return step;
-    auto partial = PartialIndex::open_v2(dir, got.value(), step);
-    Status mine = partial.status();
-    if (mine.ok())
-      for (std::uint64_t w = static_cast<std::uint64_t>(m_rank); mine.ok() && w < partial->writers();
-           w += static_cast<std::uint64_t>(m_size))
-        mine = partial.value().load_writer(static_cast<std::uint32_t>(w));
-    const Status all = agree(m_app_comm, mine);
-    if (all.ok()) return step;
-    skip(step, all.message());
+    const Status st = validate_step(step);
+    if (st.ok()) return step;
+    skip(step, st.message());
   }
   return std::nullopt;
 }
 
+Status Restorer::validate_step(std::int64_t step) {
+  // Rank 0 checks what needs no rank's records (check_committed: a one-level index whole, a two-level
+  // one's root against its catalog) and sends a two-level root; then every rank checks the sub-indices
+  // of its writers (w = rank, rank + P, ...) against the catalog: one agreement a step, O(W / P) reads a
+  // rank, not O(W) on rank 0.
+  const std::string dir = m_store.checkpoint_dir(step);
+  Result<std::vector<std::uint8_t>> root = std::vector<std::uint8_t>{};
+  if (m_rank == 0) {
+    root = read_root_file(dir);
+    const Status st = root.ok() ? check_committed(dir, root.value(), step) : root.status();
+    if (!st.ok())
+      root = st;
+    else if (index_header_version(root->data(), root->size()) != kIndexV2Version)
+      root = std::vector<std::uint8_t>{};  // one-level: validated whole
+  }
+  auto got = bcast_result(m_app_comm, std::move(root), 0);
+  if (!got.ok()) return got.status();
+  if (got->empty()) return Status::OK();
+  auto partial = PartialIndex::open_v2(dir, got.value(), step);
+  Status mine = partial.status();
+  if (mine.ok())
+    for (std::uint64_t w = static_cast<std::uint64_t>(m_rank); mine.ok() && w < partial->writers();
+         w += static_cast<std::uint64_t>(m_size))
+      mine = partial.value().load_writer(static_cast<std::uint32_t>(w));
+  return agree(m_app_comm, mine);
+}
+
 Result<std::vector<std::int64_t>> Restorer::candidate_steps(bool validated) {
   const auto local = local_candidates();  // collective
+  // The directory layout's steps are validated by every rank together (validate_step(): rank 0 the roots,
+  // each rank its writers' sub-indices), not by rank 0 reading every sub-index of every step; the series
+  // layout's by rank 0 (its store has read the step logs).
+  const bool spread = validated && m_persistent && m_store.layout() != Layout::series;
   std::vector<long long> steps;
   Status s;
   if (m_rank == 0) {
     s = listable();  // an unreadable root is not an empty one
-    if (s.ok() && m_persistent && validated) {
+    if (s.ok() && m_persistent && validated && !spread) {
       auto entries = m_store.list();  // loads and validates each committed step's index
       s = entries.status().with_context("listing the checkpoints of " + m_opts.dir);
       if (entries.ok())
@@ -310,7 +315,13 @@ Result<std::vector<std::int64_t>> Restorer::candidate_steps(bool validated) {
   s = bcast_status(m_app_comm, s, 0);
   bcast_steps(m_app_comm, steps);
   if (!s.ok()) return s;
-  return std::vector<std::int64_t>(steps.begin(), steps.end());
+  std::vector<std::int64_t> out;
+  for (const long long step : steps) {  // the same list and the same node-level candidates on every rank
+    const bool at_node =
+        std::any_of(local.begin(), local.end(), [&](const LocalCandidate& c) { return c.step == step; });
+    if (!spread || at_node || validate_step(step).ok()) out.push_back(step);
+  }
+  return out;
 }
 
 Result<StepIndex> Restorer::read_index_collective(std::int64_t step, const Store& store, bool lazy) {

@@ -91,6 +91,8 @@ class Restorer {
   /// Collective: the newest committed step of `dir` whose index validates, the same on every rank. A
   /// two-level index's sub-indices are checked by every rank, each its writers' (w = rank, rank + P, ...).
   std::optional<std::int64_t> newest_validated();
+  /// Collective: whether committed step `step` of `dir` is complete - the same Status on every rank.
+  Status validate_step(std::int64_t step);
   /// Rank 0: `dir` is a directory that can be listed (or nothing is persistent): an empty listing of
   /// an unreadable root must not read as "no checkpoint" (the application would start afresh).
   Status listable() const;
