@@ -52,6 +52,26 @@ void wait_request(MPI_Request& req) {
     MPI_Wait(&req, MPI_STATUS_IGNORE);
 }
 
+/// `n` bytes to rank `peer` point to point, in pieces of an int count, each waited for by wait_request().
+void send_bytes(const std::uint8_t* p, std::uint64_t n, int peer, int tag, MPI_Comm comm) {
+  (void)for_each_piece(n, [&](std::uint64_t off, int part) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Isend(p + off, part, MPI_BYTE, peer, tag, comm, &req);
+    wait_request(req);
+    return Status::OK();
+  });
+}
+
+/// `n` bytes from rank `peer` into `p`, as send_bytes() sends them.
+void recv_bytes(std::uint8_t* p, std::uint64_t n, int peer, int tag, MPI_Comm comm) {
+  (void)for_each_piece(n, [&](std::uint64_t off, int part) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Irecv(p + off, part, MPI_BYTE, peer, tag, comm, &req);
+    wait_request(req);
+    return Status::OK();
+  });
+}
+
 }  // namespace
 
 void set_sleeping_waits(bool on) noexcept {
@@ -336,13 +356,7 @@ std::vector<std::vector<std::uint8_t>> gather_slots(MPI_Comm comm, const std::ve
       [&] { MPI_Gather(out_slot.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, root, comm); },
       [&](MPI_Request* req) { MPI_Igather(out_slot.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, root, comm, req); });
   if (rank != root) {
-    if (!fits)
-      (void)for_each_piece(my_len, [&](std::uint64_t off, int part) {
-        MPI_Request req = MPI_REQUEST_NULL;
-        MPI_Isend(mine.data() + off, part, MPI_BYTE, root, kGatherTag, comm, &req);
-        wait_request(req);
-        return Status::OK();
-      });
+    if (!fits) send_bytes(mine.data(), my_len, root, kGatherTag, comm);
     return {};
   }
   std::vector<std::vector<std::uint8_t>> out(static_cast<std::size_t>(size));
@@ -360,12 +374,7 @@ std::vector<std::vector<std::uint8_t>> gather_slots(MPI_Comm comm, const std::ve
       continue;
     }
     v.resize(static_cast<std::size_t>(len));
-    (void)for_each_piece(v.size(), [&](std::uint64_t off, int part) {
-      MPI_Request req = MPI_REQUEST_NULL;
-      MPI_Irecv(v.data() + off, part, MPI_BYTE, r, kGatherTag, comm, &req);
-      wait_request(req);
-      return Status::OK();
-    });
+    recv_bytes(v.data(), len, r, kGatherTag, comm);
   }
   return out;
 }
@@ -416,11 +425,7 @@ std::vector<std::uint8_t> reduce_bytes(MPI_Comm comm, std::vector<std::uint8_t> 
       std::uint64_t n = mine.size();
       MPI_Isend(&n, 1, MPI_UINT64_T, to, kReduceTag, comm, &req);
       wait_request(req);
-      (void)for_each_piece(n, [&](std::uint64_t off, int part) {
-        MPI_Isend(mine.data() + off, part, MPI_BYTE, to, kReduceTag, comm, &req);
-        wait_request(req);
-        return Status::OK();
-      });
+      send_bytes(mine.data(), n, to, kReduceTag, comm);
       return {};
     }
     const int from = rank + mask;
@@ -429,11 +434,7 @@ std::vector<std::uint8_t> reduce_bytes(MPI_Comm comm, std::vector<std::uint8_t> 
     MPI_Irecv(&n, 1, MPI_UINT64_T, from, kReduceTag, comm, &req);
     wait_request(req);
     std::vector<std::uint8_t> theirs(n);
-    (void)for_each_piece(n, [&](std::uint64_t off, int part) {
-      MPI_Irecv(theirs.data() + off, part, MPI_BYTE, from, kReduceTag, comm, &req);
-      wait_request(req);
-      return Status::OK();
-    });
+    recv_bytes(theirs.data(), n, from, kReduceTag, comm);
     mine = merge(std::move(mine), theirs);
   }
   return mine;

@@ -350,13 +350,17 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
 }
 
 /// What a rank's writer report holds before its sub-index is written (commit_spread): its files, the boxes
-/// of its blocks of global and joined variables (`rep`'s numbers and starts: the agreement renumbers them,
-/// the sizes stay) and the steps its pieces refer to. Its encoded size, error aside, is the gather's slot.
+/// of its blocks of global and joined variables (`rep`'s numbers and starts: commit_spread renumbers them in
+/// place after the agreement, the sizes stay) and the steps its pieces refer to. Its encoded size, error
+/// aside, is the gather's slot.
+/// Whether block `b` of a rank's report is sent to rank 0 as a box: a block of a global or joined variable.
+bool has_box(const Index& rep, const BlockRecord& b) { return has_global_shape(rep.vars[b.var].kind); }
+
 WriterReport draft_writer_report(const Index& rep) {
   WriterReport out;
   out.files = static_cast<std::uint32_t>(rep.files.size());
   for (const BlockRecord& b : rep.blocks)
-    if (has_global_shape(rep.vars[b.var].kind)) {
+    if (has_box(rep, b)) {
       BlockRecord box;
       box.var = b.var;
       box.start = b.start;
@@ -406,7 +410,6 @@ Status Committer::commit_spread(Job& job) {
 
   // 3. This rank's sub-index, written beside its data; its entry and boxes to rank 0.
   const std::uint64_t ckpt_id = checkpoint_id(m_run_id, job.step);
-  mine.boxes.clear();  // numbered as the root numbers them, below
   {
     SubIndex sub;
     sub.step = job.step;
@@ -421,15 +424,15 @@ Status Committer::commit_spread(Job& job) {
     sub.files = rep.files;
     sub.refs = rep.refs;
     mine.base_step = job.incremental.previous ? job.incremental.previous->base_step : job.step;
+    auto box = mine.boxes.begin();  // the draft's boxes, in the blocks' order: numbered and placed as the root is
     for (BlockRecord b : rep.blocks) {
+      const bool boxed = has_box(rep, b);
       b.var = root_var[b.var];
       if (const int j = joined_at[b.var]; j >= 0) b.start.at(0) = first_row[static_cast<std::size_t>(j)];
-      if (has_global_shape(all.vars[b.var].var.kind)) {
-        BlockRecord box;
-        box.var = b.var;
-        box.start = b.start;
-        box.count = b.count;
-        mine.boxes.push_back(std::move(box));
+      if (boxed) {
+        box->var = b.var;
+        box->start = b.start;
+        ++box;
       }
       sub.blocks.push_back(std::move(b));
     }
@@ -441,7 +444,6 @@ Status Committer::commit_spread(Job& job) {
     mine.code = static_cast<std::int32_t>(s.code());
     mine.entry.length = bytes.size();
     mine.entry.checksum = hash64(bytes.data(), bytes.size());
-    mine.entry.ranks = 1;
   }
   // One gather of fixed slots, as large as the largest report (agreed in the allreduce): a report with an
   // error message longer than its slot follows point to point. When the padding would more than double
