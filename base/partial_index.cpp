@@ -101,6 +101,13 @@ Status PartialIndex::load_writer(std::uint32_t w) {
   return m_failed;
 }
 
+Status PartialIndex::load_all() {
+  if (!m_failed.ok()) return m_failed;
+  if (m_whole) return Status::OK();
+  m_failed = load_writers({{0, m_root.writers}});
+  return m_failed;
+}
+
 Status PartialIndex::load_rank_once(std::uint32_t rank) {
   auto at = locate_rank(m_root, rank);
   if (!at.ok()) return at.status();

@@ -46,8 +46,16 @@ class PartialIndex {
   Status load_rank(std::uint32_t rank);
   /// Loads the sub-index of writer `w` (< writers()): its catalog entry, then the sub-index, each checked.
   Status load_writer(std::uint32_t w);
+  /// Loads every writer's sub-index (their catalog entries in one read): the whole index, checked as
+  /// each part is when loaded alone. Nothing when whole.
+  Status load_all();
   /// The root's writer count W (whole: 0).
   std::uint32_t writers() const { return m_whole ? 0 : m_root.writers; }
+  /// Whether every sub-index is loaded (whole: always).
+  bool complete() const { return m_whole || m_loaded.size() == m_root.writers; }
+  /// The root index (not whole only; whole: an empty one): what is merged per variable (statistics,
+  /// block counts) before any sub-index is read.
+  const RootIndex& root() const { return m_root; }
   /// Loads what global array `var`'s blocks inside `boxes` need: nothing when the blocks loaded so far
   /// cover every box; else the variable's directory (once) and every writer whose entry meets a box.
   /// Nothing for the other kinds (local and scalar variables have no directory; joined: cover_rows()).

@@ -440,6 +440,11 @@ module ckpt
       type(c_var_info), intent(out) :: info
       integer(c_int) :: rc
     end function c_step_var
+    function c_step_load_blocks(c) bind(C, name="ckpt_reader_step_load_blocks") result(rc)
+      import :: c_ptr, c_int
+      type(c_ptr), value :: c
+      integer(c_int) :: rc
+    end function c_step_load_blocks
     function c_step_find(c, name, i) bind(C, name="ckpt_reader_step_find") result(rc)
       import :: c_ptr, c_int, c_size_t, c_char
       type(c_ptr), value :: c
@@ -1261,8 +1266,9 @@ contains
   !> Variable `name` of the step: dtype (CKPT_F64, ...), kind (CKPT_KIND_*), extents (Fortran order,
   !> the reverse of the stored C order: what to allocate; a global or joined array's whole extents, a
   !> joined array's rows in total last; a local array's lowest writer rank's; size 0 for a scalar) and,
-  !> for a joined array, rows_per_rank(r) = the rows rank r wrote (r = 0 .. writer ranks - 1). Every
-  !> output is optional. CKPT_NOT_FOUND when the step has no such variable.
+  !> for a joined array, rows_per_rank(r) = the rows rank r wrote (r = 0 .. writer ranks - 1; asking for
+  !> it lists every block of a two-level index, which ckpt_inspect reads lazily). Every output is
+  !> optional. CKPT_NOT_FOUND when the step has no such variable.
   subroutine ckpt_step_variable(c, name, ierr, dtype, kind, extents, rows_per_rank)
     type(ckpt_step), intent(in) :: c
     character(len=*), intent(in) :: name
@@ -1276,6 +1282,10 @@ contains
     integer :: n, b, top
     ierr = c_step_find(c%handle, cstr(name), i)
     if (ierr /= CKPT_OK) return
+    if (present(rows_per_rank)) then
+      ierr = c_step_load_blocks(c%handle)
+      if (ierr /= CKPT_OK) return
+    end if
     ierr = c_step_var(c%handle, i, info)
     if (ierr /= CKPT_OK) return
     n = int(info%ndims)

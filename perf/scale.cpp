@@ -16,6 +16,10 @@
 //               `index` column), collective calls, time (max over ranks), and the index bytes each rank
 //               read or received (Runtime::restart_index_bytes(): the whole index with format 1; with
 //               format 2 the root and only the catalog pieces and sub-indices its regions needed)
+//   inspect     inspect(step) of that Runtime and the joined array's row count from it (what an application
+//               asks before it allocates, as qmc_walkers does): bytes received by rank 0 and by the rank
+//               that received most (format 1: the whole index; format 2: the root, and the local arrays'
+//               extents that rank 0 read), collective calls, time
 //   restart N->M  the global and joined arrays only, restarted by the first half of the ranks (a
 //               sub-communicator): the same figures
 // "received" counts what an MPI call delivers into this rank's buffers: a rooted gather's receive
@@ -27,6 +31,7 @@
 //   ... --fsync 0: no fdatasync (the protocol's cost without the disk's)
 //   ... --max-commit-root-kib K --max-commit-other-kib K: exit non-zero when a commit moves more (ctest scale_bytes_64)
 //   ... --max-restart-kib K: exit non-zero when a rank's N->N restart reads more index bytes (the same test)
+//   ... --max-inspect-kib K: exit non-zero when a rank receives more from inspect() (the same test)
 //   python3 perf/model.py --scale /tmp/scale.csv   (the projection to 27,648 and 65,536 ranks)
 #include <mpi.h>
 #include <sys/stat.h>
@@ -181,6 +186,7 @@ struct Args {
   int locals = 100, globals = 0, reps = 3, index_format = 1, fsync = 1;
   double max_root_kib = 0, max_other_kib = 0;  ///< > 0: fail when a commit moves more (the scale test)
   double max_restart_kib = 0;                  ///< > 0: fail when a rank's N->N restart reads more index bytes
+  double max_inspect_kib = 0;                  ///< > 0: fail when a rank receives more from inspect()
   std::string dir = "/tmp/ckpt-scale", csv;
 };
 
@@ -270,7 +276,7 @@ int main(int argc, char** argv) {
   parse_options(
       argc, argv,
       "--locals --globals --reps --dir --csv --index-format --fsync --max-commit-root-kib --max-commit-other-kib "
-      "--max-restart-kib",
+      "--max-restart-kib --max-inspect-kib",
       [&](const std::string& k, const std::string& v) {
         if (k == "--locals")
           a.locals = std::atoi(v.c_str());
@@ -292,6 +298,8 @@ int main(int argc, char** argv) {
           a.max_other_kib = std::atof(v.c_str());
         else if (k == "--max-restart-kib")
           a.max_restart_kib = std::atof(v.c_str());
+        else if (k == "--max-inspect-kib")
+          a.max_inspect_kib = std::atof(v.c_str());
         else
           return false;
         return true;
@@ -350,7 +358,7 @@ int main(int argc, char** argv) {
 
   // ---- restart N->N ----
   State back(a, rank, 0.25);  // other values: the restart must bring them back
-  Count nn, newest;
+  Count nn, newest, ins;
   std::uint64_t nn_read = 0;  // index bytes this rank read or received
   {
     ckpt::Runtime rt(MPI_COMM_WORLD, o);
@@ -366,7 +374,18 @@ int main(int argc, char** argv) {
     });
     if (back.locals != st.locals || back.globals != st.globals || back.rows != st.rows) fail("restart N->N: wrong data");
     nn_read = rt.restart_index_bytes();
+    std::uint64_t total_rows = 0;
+    for (int q = 0; q < size; ++q) total_rows += static_cast<std::uint64_t>(q % 3 + 1);
+    PMPI_Barrier(MPI_COMM_WORLD);
+    ins = counted([&] {
+      auto c = rt.inspect(last);
+      if (!c.ok()) fail("inspect: " + c.status().to_string());
+      auto v = c.value().variable("rows");
+      if (!v.ok() || v->shape.empty() || v->shape[0] != total_rows) fail("inspect: not the joined array's rows");
+    });
   }
+  const Spread ins_bytes = spread(ins.bytes, MPI_COMM_WORLD), ins_coll = spread(ins.collectives, MPI_COMM_WORLD);
+  const double ins_s = max_s(ins.s, MPI_COMM_WORLD);
   const Spread nn_bytes = spread(nn.bytes, MPI_COMM_WORLD), nn_coll = spread(nn.collectives, MPI_COMM_WORLD);
   const double nn_s = max_s(nn.s, MPI_COMM_WORLD);
   const Spread nn_index = spread(nn_read, MPI_COMM_WORLD);
@@ -422,6 +441,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(latest_coll.root), latest_s * 1e3);
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "restart N->N (received)", nn_bytes.root / 1024.0,
                 nn_bytes.others / 1024.0, static_cast<unsigned long long>(nn_coll.root), nn_s * 1e3);
+    std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", "inspect (received)", ins_bytes.root / 1024.0,
+                ins_bytes.others / 1024.0, static_cast<unsigned long long>(ins_coll.root), ins_s * 1e3);
     std::printf("%-24s %12.1f %12.1f %12llu %10.1f\n", ("restart N->" + std::to_string(half)).c_str(),
                 nm_bytes.root / 1024.0, nm_bytes.others / 1024.0, static_cast<unsigned long long>(nm_coll.root),
                 nm_s * 1e3);
@@ -439,10 +460,11 @@ int main(int argc, char** argv) {
             "ranks,locals,globals,index_bytes,commit_root_bytes,commit_other_bytes,commit_collectives,commit_ms,"
             "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
             "nm_collectives,nm_ms,index_format,catalog_bytes,nn_index_root_bytes,nn_index_other_bytes,"
-            "nm_index_root_bytes,nm_index_other_bytes,latest_ms,latest_collectives\n");
+            "nm_index_root_bytes,nm_index_other_bytes,latest_ms,latest_collectives,inspect_root_bytes,"
+            "inspect_other_bytes,inspect_collectives,inspect_ms\n");
       std::fprintf(f,
                    "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%"
-                   "llu,%llu,%.3f,%llu\n",
+                   "llu,%llu,%.3f,%llu,%llu,%llu,%llu,%.3f\n",
                    size, a.locals, a.globals, static_cast<unsigned long long>(index_bytes),
                    static_cast<unsigned long long>(commit_bytes.root),
                    static_cast<unsigned long long>(commit_bytes.others),
@@ -454,7 +476,9 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(catalog_bytes), static_cast<unsigned long long>(nn_index.root),
                    static_cast<unsigned long long>(nn_index.others), static_cast<unsigned long long>(nm_index.root),
                    static_cast<unsigned long long>(nm_index.others), latest_s * 1e3,
-                   static_cast<unsigned long long>(latest_coll.root));
+                   static_cast<unsigned long long>(latest_coll.root), static_cast<unsigned long long>(ins_bytes.root),
+                   static_cast<unsigned long long>(ins_bytes.others), static_cast<unsigned long long>(ins_coll.root),
+                   ins_s * 1e3);
       std::fclose(f);
     }
   }
@@ -463,6 +487,9 @@ int main(int argc, char** argv) {
   if (a.max_restart_kib > 0 && std::max(nn_index.root, nn_index.others) / 1024.0 > a.max_restart_kib)
     fail("restart N->N: a rank read " + std::to_string(std::max(nn_index.root, nn_index.others) / 1024.0) +
          " KiB of index, above the bound of " + std::to_string(a.max_restart_kib) + " KiB");
+  if (a.max_inspect_kib > 0 && std::max(ins_bytes.root, ins_bytes.others) / 1024.0 > a.max_inspect_kib)
+    fail("inspect: a rank received " + std::to_string(std::max(ins_bytes.root, ins_bytes.others) / 1024.0) +
+         " KiB, above the bound of " + std::to_string(a.max_inspect_kib) + " KiB");
   if (a.max_root_kib > 0 && commit_bytes.root / 1024.0 > a.max_root_kib)
     fail("commit: rank 0 received " + std::to_string(commit_bytes.root / 1024.0) + " KiB, above the bound of " +
          std::to_string(a.max_root_kib) + " KiB");

@@ -210,6 +210,15 @@ int main(int argc, char** argv) {
     uint64_t total = 0;
     for (int q = 0; q < size; ++q) total += 2 * (uint64_t)q + 1;
     CHECK(v.ndims == 2 && v.shape[0] == total && v.shape[1] == WIDTH); /* rows in total */
+    /* A two-level index (c_api_parity_index2_4): inspect read its root alone, the blocks come on request. */
+    const char* format = getenv("CKPT_INDEX_FORMAT");
+    const int lazy = format != NULL && strcmp(format, "2") == 0;
+    CHECK(v.nblocks == (lazy ? 0 : (size_t)size) && v.nranks == v.nblocks);
+    CHECK_RC(ckpt_reader_step_load_blocks(c), CKPT_OK, NULL);
+    CHECK_RC(ckpt_reader_step_load_blocks(c), CKPT_OK, NULL); /* again: nothing to do */
+    CHECK_RC(ckpt_reader_step_load_blocks(NULL), CKPT_INVALID_ARGUMENT, NULL);
+    CHECK_RC(ckpt_reader_step_var(c, i, &v), CKPT_OK, NULL);
+    CHECK(v.ndims == 2 && v.shape[0] == total && v.shape[1] == WIDTH);
     CHECK(v.nblocks == (size_t)size);
     for (size_t b = 0; b < v.nblocks && v.ndims == 2; ++b) /* rows per writer rank */
       CHECK(v.block_counts[b * 2] == 2 * (uint64_t)v.block_ranks[b] + 1);

@@ -407,6 +407,93 @@ TEST(IndexV2, RestartReadsTheRootAndOnlyTheSubIndicesItsRegionsMeet) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// inspect() of a two-level index reads the root (rank 0, broadcast) and, for the extents of the local
+// array, writer 0's sub-index on rank 0 alone: a missing sub-index of another writer does not stop it.
+// The blocks come when a call needs them: read() those its box meets, read_rank() the rank's writer's,
+// load_blocks() and verify() every one. Complete, it describes what a whole index does.
+TEST(IndexV2, InspectReadsTheRootAndLoadsBlocksWhenACallNeedsThem) {
+  const std::string dir = scratch_dir("index2-inspect");
+  write_steps(v2_options(dir), {3, 4});
+  const int P = world_size(), last = P - 1;
+  if (world_rank() == 0 && P > 1) EXPECT_EQ(std::remove((dir + "/ckpt.3/index." + std::to_string(last)).c_str()), 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  State want;
+  want.fill(3);
+  const std::uint64_t n = static_cast<std::uint64_t>(P) * 3;
+  std::uint64_t total = 0;
+  for (int r = 0; r < P; ++r) total += 2 + static_cast<std::uint64_t>(r);
+  Runtime rt(MPI_COMM_WORLD, v2_options(dir));
+  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+  auto c3 = rt.inspect(3);
+  ASSERT_TRUE(c3.ok()) << c3.status().to_string();
+  CheckpointReader* c = &c3.value();
+  EXPECT_FALSE(c->blocks_loaded());
+  const auto grid = c->variable("grid");
+  ASSERT_TRUE(grid.ok());
+  EXPECT_EQ(grid->shape, (Shape{n, kCols}));
+  EXPECT_TRUE(grid->blocks.empty() && grid->ranks.empty());
+  ASSERT_TRUE(grid->has_minmax);  // merged in the root: the smallest of rank 0's, the largest of the last's
+  EXPECT_EQ(grid->min, 3e6);
+  EXPECT_EQ(grid->max, 3e6 + last * 1e3 + static_cast<double>(3 * kCols - 1));
+  EXPECT_EQ(c->variable("rows")->shape, Shape{total});
+  EXPECT_EQ(c->variable("local")->shape, Shape{10}) << "the lowest writer rank's extents (rank 0's), on every rank";
+  EXPECT_EQ(c->variable("t")->shape, Shape{});
+  // A read loads what it needs: rank r's own local array and grid rows; the last rank's are gone.
+  const std::uint32_t me = static_cast<std::uint32_t>(world_rank());
+  std::vector<std::int32_t> local(want.local.size());  // this rank's length (State)
+  std::vector<double> rows(3 * kCols);
+  const Status lr = c->read_rank("local", me, local.data(), local.size() * sizeof(std::int32_t));
+  const Status gr = c->read("grid", {3 * me, 0}, {3, kCols}, rows.data(), rows.size() * sizeof(double));
+  if (P > 1 && world_rank() == last) {
+    EXPECT_EQ(lr.code(), Code::corrupt) << lr.to_string();
+    EXPECT_NE(lr.message().find("index." + std::to_string(last)), std::string::npos) << lr.to_string();
+  } else {
+    EXPECT_TRUE(lr.ok()) << lr.to_string();
+    EXPECT_TRUE(gr.ok()) << gr.to_string();
+    State mine;
+    mine.fill(3);
+    EXPECT_EQ(local, mine.local);
+    EXPECT_EQ(rows, mine.grid);
+  }
+  const Status all = c->load_blocks();
+  if (P > 1) {
+    EXPECT_EQ(all.code(), Code::corrupt) << all.to_string();
+    EXPECT_EQ(c->verify().code(), Code::corrupt);
+  }
+  // Step 4 is whole: loaded, it lists what the serial Reader's whole index lists.
+  auto d4 = rt.inspect(4);
+  ASSERT_TRUE(d4.ok()) << d4.status().to_string();
+  CheckpointReader* d = &d4.value();
+  EXPECT_FALSE(d->blocks_loaded() && P > 1);
+  const Status loaded = d->load_blocks();
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
+  EXPECT_TRUE(d->blocks_loaded());
+  EXPECT_TRUE(d->verify().ok());
+  auto r = Reader::open(dir);
+  ASSERT_TRUE(r.ok());
+  auto whole = r->open_step(4);
+  ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  ASSERT_EQ(d->variables().size(), whole->variables().size());
+  for (std::size_t v = 0; v < whole->variables().size(); ++v) {
+    const VariableInfo& a = d->variables()[v];
+    const VariableInfo& b = whole->variables()[v];
+    SCOPED_TRACE(b.name);
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.shape, b.shape);
+    EXPECT_EQ(a.has_minmax, b.has_minmax);
+    EXPECT_EQ(a.min, b.min);
+    EXPECT_EQ(a.max, b.max);
+    EXPECT_EQ(a.ranks, b.ranks);
+    ASSERT_EQ(a.blocks.size(), b.blocks.size());
+    for (std::size_t k = 0; k < a.blocks.size(); ++k) {
+      EXPECT_EQ(a.blocks[k].rank, b.blocks[k].rank);
+      EXPECT_EQ(a.blocks[k].count, b.blocks[k].count);
+      EXPECT_EQ(a.blocks[k].file, b.blocks[k].file);
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // A damaged or missing catalog or root, or the catalog of another commit (a valid object the root's hash
 // does not name), makes latest() pass the step over, as a damaged one-level index does.
 TEST(IndexV2, LatestPassesOverADamagedRootOrCatalog) {

@@ -377,6 +377,12 @@ CKPT_API int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, u
                                         size_t out_bytes);
 /** Reads and checks every block; CKPT_CORRUPT with ckpt_last_error() naming each bad block. */
 CKPT_API int ckpt_reader_step_verify(ckpt_reader_step* c);
+/** Lists every block (ckpt::CheckpointReader::load_blocks): a step from ckpt_inspect of a two-level index
+ *  (index_format 2) describes its variables from the root index alone, with nblocks and nranks 0 in
+ *  ckpt_var_info, and reads the block records a read needs when it needs them; this loads all of them
+ *  (every sub-index) so that ckpt_reader_step_var lists blocks and ranks. Infos taken before are
+ *  invalid afterwards: take them again. Nothing when the blocks are listed already. */
+CKPT_API int ckpt_reader_step_load_blocks(ckpt_reader_step* c);
 /** The rows of joined integer variable `key` ordered by its values (ckpt::CheckpointReader::rows_by_key):
  *  rows[i] is the stored row holding the i-th smallest value, so that joined arrays of the same rows
  *  written by different rank counts read in one order. *count receives the number of rows; up to
@@ -394,7 +400,8 @@ CKPT_API int ckpt_reader_step_rows_by_key(ckpt_reader_step* c, const char* key, 
  *  `capacity` of them are stored in steps (NULL allowed when capacity is 0). Every rank gets the same. */
 CKPT_API int ckpt_steps(ckpt_runtime* rt, int64_t* steps, size_t capacity, size_t* count);
 /** Collective. Describes checkpoint `step` without restoring anything (ckpt::Runtime::inspect): rank 0
- *  reads its index once, every rank gets it. *out is a step handle of the reader API (ckpt_reader_step_var
+ *  reads its index once, every rank gets it (a two-level index: its root only, O(variables); blocks are
+ *  listed after ckpt_reader_step_load_blocks). *out is a step handle of the reader API (ckpt_reader_step_var
  *  and the other ckpt_reader_step_* functions: variables in registration order with dtype, kind, shape,
  *  attributes, blocks; a joined array's shape[0] is its rows in total, its block i holds
  *  block_counts[i * ndims] rows written by rank block_ranks[i]); free it with ckpt_reader_step_free. It

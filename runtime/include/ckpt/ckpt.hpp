@@ -377,10 +377,12 @@ class CKPT_API Runtime {
 
   /// Collective. Describes checkpoint `step` of options().dir without restoring anything: its
   /// variables in registration order with dtype, kind, global shape, attributes, min/max, blocks and
-  /// writer ranks (rank 0 reads the index once, every rank gets it). An application registers its
-  /// regions with the stored extents and then calls restart(step) once. The CheckpointReader may
-  /// also read data, serially on any rank (ckpt/reader.hpp). Waits for the checkpoints in flight
-  /// first. not_found when `step` is not a complete checkpoint, corrupt when its index is damaged.
+  /// writer ranks (rank 0 reads the index once, every rank gets it; a two-level index, index_format 2:
+  /// its root only, the blocks when a call of the reader needs them - CheckpointReader::blocks_loaded()).
+  /// An application registers its regions with the stored extents and then calls restart(step) once.
+  /// The CheckpointReader may also read data, serially on any rank (ckpt/reader.hpp). Waits for the
+  /// checkpoints in flight first. not_found when `step` is not a complete checkpoint, corrupt when its
+  /// index (a two-level one: its root, or what rank 0 read of it) is damaged.
   Result<CheckpointReader> inspect(std::int64_t step);
 
   /// Collective. Waits for checkpoints in flight, stops the background threads, frees staging memory.

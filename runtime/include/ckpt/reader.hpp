@@ -63,17 +63,25 @@ struct VariableInfo {
   /// off, or no finite value). 64-bit integers beyond 2^53 are rounded to the nearest double.
   bool has_minmax = false;
   double min = 0, max = 0;
-  std::vector<BlockInfo> blocks;     ///< in index order
-  std::vector<std::uint32_t> ranks;  ///< ranks that wrote a block, ascending, each once
+  /// In index order. Empty, with `ranks`, while CheckpointReader::blocks_loaded() is false (a two-level
+  /// index opened by Runtime::inspect: call load_blocks() to list them).
+  std::vector<BlockInfo> blocks;
+  std::vector<std::uint32_t> ranks;  ///< ranks that wrote a block, ascending, each once (as `blocks`)
 };
 
 class CheckpointReader;
 namespace detail {
 struct CheckpointReaderState;
 struct ReaderState;
-struct Index;
-/// Internal: a CheckpointReader over an index already loaded (Runtime::inspect).
-CheckpointReader make_checkpoint_reader(std::string dir, Index index);
+class PartialIndex;
+/// Internal: a CheckpointReader named `name` over an index already loaded, whole or lazily (a version-2
+/// root), whose files are in `dir`; `local_extents` (one Shape per variable) spares a lazily opened one
+/// the loads its local arrays' extents need (another rank made them).
+Result<CheckpointReader> make_checkpoint_reader(std::string name, std::string dir, PartialIndex index,
+                                                const std::vector<Shape>* local_extents);
+/// Internal, collective over `comm` (Runtime::inspect): the same reader on every rank; a lazily opened
+/// index's local extents are loaded by rank 0 and sent; the outcome is agreed.
+Result<CheckpointReader> make_checkpoint_reader(CommRef comm, std::string dir, PartialIndex index);
 }  // namespace detail
 
 /// One complete checkpoint (a step) opened for reading: its index is loaded and validated once.
@@ -100,6 +108,15 @@ class CKPT_API CheckpointReader {
   const std::vector<VariableInfo>& variables() const;
   /// The variable `name`; not_found naming it and the step.
   Result<VariableInfo> variable(const std::string& name) const;
+  /// Whether variables() lists every block. Always, except for a checkpoint with a two-level index
+  /// (index_format 2) opened by Runtime::inspect(): that reads the root index only - what is per
+  /// variable (dtype, kind, shape, attributes, min/max), O(variables) on every rank, whatever the rank
+  /// count - and the block records (in one sub-index per writer) when a call needs them: read() those
+  /// of the writers whose blocks meet the box, read_rank() the rank's writer's, verify() every one.
+  bool blocks_loaded() const;
+  /// Loads every block record (every sub-index: O(ranks)) so that variables() lists the blocks and
+  /// writer ranks; nothing when blocks_loaded(). corrupt when a sub-index is damaged or missing.
+  Status load_blocks();
 
   /// The bytes that read(name, start, count, ...) writes (the box's elements * dtype_size), after the
   /// checks read() makes before it reads anything: the box (as read()), every block the box touches lies
@@ -151,7 +168,9 @@ class CKPT_API CheckpointReader {
 
  private:
   friend class Reader;
-  friend CheckpointReader detail::make_checkpoint_reader(std::string dir, detail::Index index);
+  friend Result<CheckpointReader> detail::make_checkpoint_reader(std::string name, std::string dir,
+                                                                 detail::PartialIndex index,
+                                                                 const std::vector<Shape>* local_extents);
   CKPT_LOCAL explicit CheckpointReader(std::unique_ptr<detail::CheckpointReaderState> s);
   std::unique_ptr<detail::CheckpointReaderState> m_s;
 };

@@ -40,10 +40,12 @@ struct ckpt_reader {
 
 /// A step and the flat arrays its ckpt_var_info entries point into (built once, at open).
 struct ckpt_reader_step {
-  explicit ckpt_reader_step(ckpt::CheckpointReader c) : ckpt(std::move(c)) {
+  explicit ckpt_reader_step(ckpt::CheckpointReader c) : ckpt(std::move(c)) { build(); }
+  /// The flat arrays and the infos, from ckpt.variables() as they are now (again after load_blocks).
+  void build() {
     const auto& vars = ckpt.variables();
-    flat.resize(vars.size());
-    infos.resize(vars.size());
+    flat.assign(vars.size(), Flat{});
+    infos.assign(vars.size(), ckpt_var_info{});
     for (std::size_t i = 0; i < vars.size(); ++i) {
       const ckpt::VariableInfo& v = vars[i];
       Flat& f = flat[i];
@@ -928,6 +930,16 @@ int ckpt_steps(ckpt_runtime* rt, int64_t* steps, size_t capacity, size_t* count)
     if (!all.ok()) return all.status();
     *count = all->size();
     std::copy_n(all->begin(), std::min(capacity, all->size()), steps);
+    return ckpt::Status::OK();
+  });
+}
+
+int ckpt_reader_step_load_blocks(ckpt_reader_step* c) {
+  return guard(nullptr, [&] {
+    CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_load_blocks: step"));
+    if (c->ckpt.blocks_loaded()) return ckpt::Status::OK();
+    CKPT_RETURN_IF_ERROR(c->ckpt.load_blocks());
+    c->build();
     return ckpt::Status::OK();
   });
 }

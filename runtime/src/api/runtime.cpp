@@ -675,7 +675,7 @@ Result<CheckpointReader> RuntimeImpl::inspect(std::int64_t step) {
   }
   auto idx = m_restorer->inspect(step, *m_capture);
   if (!idx.ok()) return idx.status();
-  return make_checkpoint_reader(idx->dir, idx.value().index.take());
+  return make_checkpoint_reader(m_app_comm, idx->dir, std::move(idx.value().index));
 }
 Result<JoinedRows> RuntimeImpl::joined_rows(std::int64_t step, const std::string& name) {
   CKPT_RETURN_IF_ERROR(usable());

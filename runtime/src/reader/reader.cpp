@@ -13,6 +13,7 @@
 #include "base/format.hpp"
 #include "base/hash.hpp"
 #include "base/mpi.hpp"
+#include "base/partial_index.hpp"
 #include "base/store.hpp"
 #include "gpu/device.hpp"
 
@@ -48,9 +49,14 @@ std::optional<std::uint64_t> box_bytes(const Shape& s, std::size_t esize) {
 struct CheckpointReaderState {
   std::string name;  // the checkpoint's path: its directory, or a series step's name (<root>/ckpt.<step>)
   std::string dir;   // where its files are: the directory, or the step's segment
-  Index index;       // BlockReader keeps a reference: this state lives on the heap and never moves
+  /// The index: whole, or a version-2 root with the sub-indices loaded so far (opened lazily: what a read
+  /// needs is loaded by it). The state lives on the heap and never moves; `index` and `lookup` are the
+  /// PartialIndex's own objects, which stay the same as sub-indices are appended (BlockReader keeps a
+  /// reference too).
+  PartialIndex part;
+  const Index& index;
+  const IndexLookup& lookup;
   std::vector<VariableInfo> vars;
-  IndexLookup lookup;
   BlockReader blocks;
   /// Per variable: (writer rank, block index) sorted by rank, so that read_rank finds a rank's block
   /// in log(blocks) instead of scanning them.
@@ -61,30 +67,110 @@ struct CheckpointReaderState {
   /// convert do, would otherwise be quadratic in the rank count).
   std::vector<std::vector<std::pair<std::uint64_t, std::uint32_t>>> by_start;
   std::vector<std::uint64_t> max_count0;
+  std::size_t tables_blocks = SIZE_MAX;  // index.blocks.size() when by_rank and by_start were built
   std::vector<std::uint8_t> piece;
   /// The device layer, made on the first read: it tells device memory from host memory and copies into
   /// device memory (the host device when there is no GPU).
   std::unique_ptr<Device> device;
   std::vector<std::uint8_t> bounce;  // device reads: the box in host memory first
 
-  CheckpointReaderState(std::string n, std::string d, Index idx)
+  CheckpointReaderState(std::string n, std::string d, PartialIndex p)
       : name(std::move(n)),
         dir(std::move(d)),
-        index(std::move(idx)),
-        lookup(index),
-        blocks(dir, index),
-        by_rank(index.vars.size()),
-        by_start(index.vars.size()),
-        max_count0(index.vars.size(), 0) {
+        part(std::move(p)),
+        index(part.index()),
+        lookup(part.lookup()),
+        blocks(dir, index) {}
+
+  /// Builds the variables' descriptions: from the blocks when the index is complete, else from the root
+  /// (opened lazily), loading only what the extents of local arrays need (the lowest writer's block).
+  /// `local_extents` (one per variable; lazily opened only): the local arrays' extents as another reader
+  /// of the same index found them, instead of loading sub-indices here.
+  Status describe_all(const std::vector<Shape>* local_extents = nullptr) {
+    const bool given = local_extents != nullptr && !part.complete() && local_extents->size() == index.vars.size();
+    if (!part.complete() && !given) CKPT_RETURN_IF_ERROR(load_local_extents());
+    vars.clear();
     vars.reserve(index.vars.size());
-    for (std::uint32_t v = 0; v < index.vars.size(); ++v) vars.push_back(describe(v));
+    for (std::uint32_t v = 0; v < index.vars.size(); ++v) {
+      vars.push_back(describe(v));
+      if (given && index.vars[v].kind == RegionKind::local) vars.back().shape = (*local_extents)[v];
+    }
+    refresh();
+    return Status::OK();
+  }
+
+  /// A lazily opened index: VariableInfo::shape of a local array is the lowest writer rank's block's, so
+  /// writers are loaded in rank order until every such array with blocks has one (writer 0 holds rank 0,
+  /// which usually wrote them all). A writer rule that maps ranks freely: everything.
+  Status load_local_extents() {
+    const RootIndex& root = part.root();
+    std::vector<std::uint32_t> want;
+    for (std::uint32_t v = 0; v < index.vars.size(); ++v)
+      if (index.vars[v].kind == RegionKind::local && root.vars[v].n_blocks > 0) want.push_back(v);
+    if (want.empty()) return Status::OK();
+    if (root.rule == WriterRule::mapped) return part.load_all();
+    for (std::uint32_t w = 0; w < part.writers(); ++w) {
+      want.erase(std::remove_if(want.begin(), want.end(), [&](std::uint32_t v) { return !lookup.blocks(v).empty(); }),
+                 want.end());
+      if (want.empty()) break;
+      CKPT_RETURN_IF_ERROR(part.load_writer(w));
+    }
+    return Status::OK();
+  }
+
+  /// Rebuilds by_rank, by_start and max_count0 when blocks were loaded since they were built.
+  void refresh() {
+    if (tables_blocks == index.blocks.size()) return;
+    tables_blocks = index.blocks.size();
+    by_rank.assign(index.vars.size(), {});
+    by_start.assign(index.vars.size(), {});
+    max_count0.assign(index.vars.size(), 0);
+    for (std::uint32_t v = 0; v < index.vars.size(); ++v) {
+      for (const std::uint32_t bi : lookup.blocks(v)) {
+        const BlockRecord& b = index.blocks[bi];
+        by_rank[v].emplace_back(b.rank, bi);
+        if (has_global_shape(index.vars[v].kind) && !b.start.empty()) {
+          by_start[v].emplace_back(b.start[0], bi);
+          max_count0[v] = std::max(max_count0[v], b.count[0]);
+        }
+      }
+      std::sort(by_rank[v].begin(), by_rank[v].end());
+      std::sort(by_start[v].begin(), by_start[v].end());
+    }
+  }
+
+  /// Loads every block (a lazily opened index: every sub-index) and describes the variables with them.
+  Status load_blocks() {
+    if (part.complete()) return Status::OK();
+    CKPT_RETURN_IF_ERROR(part.load_all());
+    return describe_all();
+  }
+
+  /// A lazily opened index: loads the sub-indices of the blocks of variable `v` that the box at `start`
+  /// of `count` needs (its directory says which).
+  Status cover(long v, const Shape& start, const Shape& count) {
+    if (part.complete()) return Status::OK();
+    const auto var = static_cast<std::uint32_t>(v);
+    const Status st = index.vars[var].kind == RegionKind::joined && !start.empty()
+                          ? part.cover_rows(var, {{start[0], count[0]}})
+                          : part.cover(var, {{start, count}});
+    refresh();
+    return st;
+  }
+
+  /// A lazily opened index: loads the sub-index that holds rank `rank`'s blocks.
+  Status cover_rank(std::uint32_t rank) {
+    if (part.complete() || rank >= index.nranks) return Status::OK();
+    const Status st = part.load_rank(rank);
+    refresh();
+    return st;
   }
 
   BlockInfo block_info(const BlockRecord& b) const {
     return BlockInfo{b.rank, b.start, b.count, b.length, index.files[b.file].name, b.offset};
   }
 
-  VariableInfo describe(std::uint32_t v) {
+  VariableInfo describe(std::uint32_t v) const {
     const VarRecord& r = index.vars[v];
     VariableInfo info;
     info.name = r.name;
@@ -92,33 +178,40 @@ struct CheckpointReaderState {
     info.kind = static_cast<VarKind>(r.kind);
     info.uniform = r.uniform;
     info.attrs = r.attrs;
-    const VarStats st = var_stats(index, v, lookup.blocks(v));
+    const bool listed = part.complete();
+    VarStats st;
+    if (listed) {
+      st = var_stats(index, v, lookup.blocks(v));
+    } else {  // merged over every rank by the commit, in the root
+      const Var2& root = part.root().vars[v];
+      st.valid = root.has_stats;
+      st.min_bits = root.min_bits;
+      st.max_bits = root.max_bits;
+    }
     info.has_minmax = st.valid;
     if (st.valid) {
       info.min = stat_to_double(r.dtype, st.min_bits);
       info.max = stat_to_double(r.dtype, st.max_bits);
     }
+    const BlockRecord* lowest = nullptr;
     for (const std::uint32_t bi : lookup.blocks(v)) {
       const BlockRecord& b = index.blocks[bi];
+      if (lowest == nullptr || b.rank < lowest->rank) lowest = &b;
+      if (!listed) continue;
       info.blocks.push_back(block_info(b));
       info.ranks.push_back(b.rank);
-      by_rank[v].emplace_back(b.rank, bi);
-      if (has_global_shape(r.kind) && !b.start.empty()) {
-        by_start[v].emplace_back(b.start[0], bi);
-        max_count0[v] = std::max(max_count0[v], b.count[0]);
-      }
     }
-    std::sort(by_rank[v].begin(), by_rank[v].end());
-    std::sort(by_start[v].begin(), by_start[v].end());
+    // Loaded lazily, the sub-indices came in the order calls needed them: list the blocks in writer-rank
+    // order, as the assembled index has them.
+    if (!part.whole())
+      std::stable_sort(info.blocks.begin(), info.blocks.end(),
+                       [](const BlockInfo& a, const BlockInfo& b) { return a.rank < b.rank; });
     std::sort(info.ranks.begin(), info.ranks.end());
     info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
-    if (has_global_shape(r.kind)) {
+    if (has_global_shape(r.kind))
       info.shape = r.global;
-    } else if (!info.blocks.empty()) {
-      const auto lowest = std::min_element(info.blocks.begin(), info.blocks.end(),
-                                           [](const BlockInfo& a, const BlockInfo& b) { return a.rank < b.rank; });
+    else if (lowest != nullptr)
       info.shape = lowest->count;
-    }
     return info;
   }
 
@@ -193,6 +286,7 @@ struct CheckpointReaderState {
     const auto need = detail::box_bytes(count, dtype_size(r.dtype));
     if (!need)
       return Status(Code::invalid_argument, var + ": the box " + shape_text(count) + " needs more than 2^64 bytes");
+    CKPT_RETURN_IF_ERROR(cover(v, start, count));
     std::uint64_t covered = 0;
     Shape lo, hi;
     CKPT_RETURN_IF_ERROR(candidates(v, start, count, [&](std::uint32_t bi) -> Status {
@@ -217,6 +311,7 @@ struct CheckpointReaderState {
     if (has_global_shape(r.kind))
       return Status(Code::invalid_argument,
                     var_text(v) + " is a " + region_kind_name(r.kind) + " array: read a box of it (read)");
+    CKPT_RETURN_IF_ERROR(cover_rank(rank));
     const auto& ranks = by_rank[static_cast<std::size_t>(v)];
     const auto it = std::lower_bound(ranks.begin(), ranks.end(), std::make_pair(rank, std::uint32_t{0}));
     if (it == ranks.end() || it->first != rank)
@@ -270,6 +365,8 @@ const std::string& CheckpointReader::transport() const { return m_s->index.trans
 const std::string& CheckpointReader::path() const { return m_s->name; }
 const std::vector<std::pair<std::string, std::string>>& CheckpointReader::attrs() const { return m_s->index.attrs; }
 const std::vector<VariableInfo>& CheckpointReader::variables() const { return m_s->vars; }
+bool CheckpointReader::blocks_loaded() const { return m_s->part.complete(); }
+Status CheckpointReader::load_blocks() { return m_s->load_blocks(); }
 
 Result<VariableInfo> CheckpointReader::variable(const std::string& name) const {
   auto v = m_s->find(name);
@@ -410,6 +507,7 @@ Status CheckpointReader::verify(const BlockCheckFn& on_block) {
   constexpr std::size_t kMaxLines = 20;
   std::size_t bad = 0;
   std::string lines;
+  CKPT_RETURN_IF_ERROR(m_s->load_blocks());
   if (m_s->piece.empty()) m_s->piece.resize(detail::kPieceBytes);
   for (const detail::BlockRecord& b : m_s->index.blocks) {
     const Status s = m_s->blocks.verify(b, m_s->piece.data(), m_s->piece.size());
@@ -423,14 +521,62 @@ Status CheckpointReader::verify(const BlockCheckFn& on_block) {
                                    (bad > kMaxLines ? "\n  ..." : ""));
 }
 
-CheckpointReader detail::make_checkpoint_reader(std::string dir, detail::Index index) {
+Result<CheckpointReader> detail::make_checkpoint_reader(std::string name, std::string dir, detail::PartialIndex index,
+                                                        const std::vector<Shape>* local_extents) {
+  auto s = std::make_unique<detail::CheckpointReaderState>(std::move(name), std::move(dir), std::move(index));
+  CKPT_RETURN_IF_ERROR(s->describe_all(local_extents));
+  return CheckpointReader(std::move(s));
+}
+
+Result<CheckpointReader> detail::make_checkpoint_reader(CommRef comm_ref, std::string dir, detail::PartialIndex index) {
+  auto comm = detail::comm_from_ref(comm_ref, "inspect");
+  if (!comm.ok()) return comm.status();
+  int rank = 0;
+  MPI_Comm_rank(comm.value(), &rank);
   // A series step's files are in its segment (<root>/series.<k>); the checkpoint is <root>/ckpt.<step>.
   std::string name = dir;
   const auto slash = dir.rfind('/');
   if (slash != std::string::npos && detail::parse_segment_name(dir.substr(slash + 1)))
-    name = dir.substr(0, slash) + "/" + detail::step_name(index.step);
-  return CheckpointReader(
-      std::make_unique<detail::CheckpointReaderState>(std::move(name), std::move(dir), std::move(index)));
+    name = dir.substr(0, slash) + "/" + detail::step_name(index.index().step);
+  // A lazily opened index: rank 0 loads what the local arrays' extents need (usually writer 0's sub-index)
+  // and sends the extents, so that one rank reads that sub-index, not every rank of the job.
+  const bool lazy = !index.complete();
+  Result<CheckpointReader> out = Status(Code::internal, "no reader");
+  Result<std::vector<std::uint8_t>> extents = std::vector<std::uint8_t>{};
+  if (rank == 0) {
+    out = make_checkpoint_reader(name, dir, std::move(index), nullptr);
+    if (out.ok() && lazy) {
+      detail::ByteWriter w;
+      for (const VariableInfo& v : out->variables()) {
+        w.put<std::uint32_t>(static_cast<std::uint32_t>(v.shape.size()));
+        for (const std::uint64_t e : v.shape) w.put<std::uint64_t>(e);
+      }
+      extents = std::move(w.bytes());
+    } else if (!out.ok()) {
+      extents = out.status();
+    }
+  }
+  auto got = detail::bcast_result(comm.value(), std::move(extents), 0);
+  if (!got.ok()) return got.status();  // rank 0's failure, on every rank
+  if (rank != 0) {
+    std::vector<Shape> shapes;
+    if (lazy) {
+      detail::ByteReader rd(got->data(), got->size());
+      bool ok = true;
+      for (std::size_t v = 0; ok && v < index.index().vars.size(); ++v) {
+        std::uint32_t ndim = 0;
+        ok = rd.get(ndim) && ndim <= 64;
+        Shape sh(ok ? ndim : 0);
+        for (auto& e : sh) ok = ok && rd.get(e);
+        shapes.push_back(std::move(sh));
+      }
+      if (!ok || !rd.at_end()) return Status(Code::internal, "the extents rank 0 sent are malformed");
+    }
+    out = make_checkpoint_reader(std::move(name), std::move(dir), std::move(index), lazy ? &shapes : nullptr);
+  }
+  const Status agreed = detail::agree(comm.value(), out.status());
+  if (!agreed.ok()) return agreed;
+  return out;
 }
 
 // ---- Reader ---------------------------------------------------------------------------------------
@@ -545,17 +691,17 @@ Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
     if (!bytes.ok()) return bytes.status();
     auto idx = detail::decode_checkpoint_index(bytes.value(), dir, step);
     if (!idx.ok()) return idx.status();
-    return CheckpointReader(
-        std::make_unique<detail::CheckpointReaderState>(detail::step_path(*m_s, step), dir, std::move(idx).value()));
+    return detail::make_checkpoint_reader(detail::step_path(*m_s, step), dir,
+                                          detail::PartialIndex(std::move(idx).value(), bytes->size()), nullptr);
   }
   if (m_s->single)
-    return CheckpointReader(
-        std::make_unique<detail::CheckpointReaderState>(m_s->path, m_s->single_dir, *m_s->single_index));
+    return detail::make_checkpoint_reader(m_s->path, m_s->single_dir, detail::PartialIndex(*m_s->single_index, 0),
+                                          nullptr);
   // Loaded again: the checkpoint may have been replaced or retired since open().
   auto idx = m_s->store->load_index(step);
   if (!idx.ok()) return idx.status();
-  return CheckpointReader(std::make_unique<detail::CheckpointReaderState>(
-      detail::step_path(*m_s, step), m_s->store->checkpoint_dir(step), std::move(idx).value()));
+  return detail::make_checkpoint_reader(detail::step_path(*m_s, step), m_s->store->checkpoint_dir(step),
+                                        detail::PartialIndex(std::move(idx).value(), 0), nullptr);
 }
 
 Result<CheckpointReader> Reader::latest() const {

@@ -959,7 +959,8 @@ Status Restorer::restart_from(std::int64_t step, void* stream, Registry& registr
 Result<StepIndex> Restorer::inspect(std::int64_t step, Capture& capture) {
   Status pending = capture.wait_all();  // the step may be one of ours still committing
   (void)pending;
-  auto idx = read_index_collective(step, m_store);
+  // Lazily, as restart() reads it: the root (a two-level index) and, later, what the reader's calls need.
+  auto idx = read_index_collective(step, m_store, true);
   if (!idx.ok()) return idx.status().with_context("inspect step " + std::to_string(step));
   return idx;
 }
