@@ -4,6 +4,7 @@
 #include "base/hash.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -280,6 +281,14 @@ Result<std::vector<std::vector<std::uint64_t>>> alltoallv_u64(MPI_Comm comm,
   return got;
 }
 
+namespace {
+std::atomic<std::uint64_t> g_gatherv_limit{static_cast<std::uint64_t>(INT_MAX)};
+}  // namespace
+
+void set_gatherv_limit_for_tests(std::uint64_t bytes) noexcept {
+  g_gatherv_limit = bytes == 0 ? static_cast<std::uint64_t>(INT_MAX) : std::min<std::uint64_t>(bytes, INT_MAX);
+}
+
 std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
@@ -293,7 +302,7 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
       [&](MPI_Request* req) { MPI_Iallgather(&my_len, 1, MPI_UINT64_T, lens.data(), 1, MPI_UINT64_T, comm, req); });
   std::uint64_t sum = 0;
   for (auto l : lens) sum += std::min<std::uint64_t>(l, 1ull << 32);  // no overflow below 2^31 ranks
-  const int small = sum <= static_cast<std::uint64_t>(INT_MAX) ? 1 : 0;
+  const int small = sum <= g_gatherv_limit.load(std::memory_order_relaxed) ? 1 : 0;
   if (rank != root) lens.clear();
   std::vector<std::vector<std::uint8_t>> out(rank == root ? static_cast<std::size_t>(size) : 0);
   if (small != 0) {
@@ -315,11 +324,9 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
       out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
     return out;
   }
+  // More than an int count in all: point to point, in pieces, waited for as set_sleeping_waits() says.
   if (rank != root) {
-    (void)for_each_piece(my_len, [&](std::uint64_t off, int part) {
-      MPI_Send(mine.data() + off, part, MPI_BYTE, root, kGatherTag, comm);
-      return Status::OK();
-    });
+    send_bytes(mine.data(), my_len, root, kGatherTag, comm);
     return out;
   }
   for (int r = 0; r < size; ++r) {
@@ -329,10 +336,7 @@ std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::v
       continue;
     }
     v.resize(static_cast<std::size_t>(lens[static_cast<std::size_t>(r)]));
-    (void)for_each_piece(v.size(), [&](std::uint64_t off, int part) {
-      MPI_Recv(v.data() + off, part, MPI_BYTE, r, kGatherTag, comm, MPI_STATUS_IGNORE);
-      return Status::OK();
-    });
+    recv_bytes(v.data(), v.size(), r, kGatherTag, comm);
   }
   return out;
 }

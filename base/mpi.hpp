@@ -94,6 +94,9 @@ Result<MPI_Comm> comm_from_ref(const CommRef& comm, const char* who);
 /// when their sum exceeds what an int count can address. Collective over `comm`: two rounds (the
 /// lengths, then the bytes) when the sum fits an int count.
 std::vector<std::vector<std::uint8_t>> gatherv_bytes(MPI_Comm comm, const std::vector<std::uint8_t>& mine, int root);
+/// Tests only: the sum of lengths above which gatherv_bytes() goes point to point (INT_MAX; 0 restores it),
+/// so that the path of more than an int count runs on small data. Set it on every rank alike.
+void set_gatherv_limit_for_tests(std::uint64_t bytes) noexcept;
 
 /// gatherv_bytes() in one round when the ranks have agreed on `slot` (the same on every rank): one
 /// MPI_Gather of `slot` bytes per rank, each a u64 length and up to `slot` - 8 bytes. A rank whose bytes do

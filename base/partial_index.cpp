@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/box.hpp"
+#include "base/mpi.hpp"
 #include "base/posix_io.hpp"
 #include "base/store.hpp"
 
@@ -86,8 +87,8 @@ Result<std::vector<std::uint8_t>> PartialIndex::read_catalog(std::uint64_t at, s
 }
 
 Status PartialIndex::load_rank(std::uint32_t rank) {
+  if (m_whole || m_writer_of_rank.count(rank) != 0) return Status::OK();  // loaded before any failure
   if (!m_failed.ok()) return m_failed;
-  if (m_whole || m_writer_of_rank.count(rank) != 0) return Status::OK();
   Status st = load_rank_once(rank);
   if (st.code() != Code::invalid_argument) m_failed = st;  // not a rank of the checkpoint: nothing was read
   return st;
@@ -98,6 +99,16 @@ Status PartialIndex::load_writer(std::uint32_t w) {
   if (m_whole) return Status::OK();
   if (w >= m_root.writers) return Status(Code::invalid_argument, "writer " + num(w) + " of " + num(m_root.writers));
   m_failed = load_writers({{w, 1}});
+  return m_failed;
+}
+
+Status PartialIndex::load_range(std::uint32_t first, std::uint32_t count) {
+  if (!m_failed.ok()) return m_failed;
+  if (m_whole) return Status::OK();
+  if (first > m_root.writers || count > m_root.writers - first)
+    return Status(Code::invalid_argument, "writers [" + num(first) + ", " + num(std::uint64_t{first} + count) +
+                                              ") of " + num(m_root.writers));
+  m_failed = load_writers({{first, count}});
   return m_failed;
 }
 
@@ -132,15 +143,20 @@ Status PartialIndex::load_writers(const std::vector<std::pair<std::uint32_t, std
     while (count > 0 && m_loaded.count(first + count - 1) != 0) --count;
     if (count == 0) continue;
     auto entries = read_catalog(catalog_entry_position(first), static_cast<std::uint64_t>(count) * kCatalogEntryBytes);
-    if (!entries.ok()) return entries.status();
-    for (std::uint32_t k = 0; k < count; ++k) {
+    Status st = entries.status();
+    for (std::uint32_t k = 0; st.ok() && k < count; ++k) {
       const std::uint32_t w = first + k;
       if (m_loaded.count(w) != 0) continue;
       auto e = decode_catalog_entry(entries->data() + static_cast<std::size_t>(k) * kCatalogEntryBytes,
                                     kCatalogEntryBytes, m_root, w);
-      if (!e.ok()) return corrupt(e.status().message());
-      CKPT_RETURN_IF_ERROR(add_subindex(w, e.value()));
-      added = true;
+      st = e.ok() ? add_subindex(w, e.value()) : corrupt(e.status().message());
+      added = added || st.ok();
+    }
+    if (!st.ok()) {
+      // The sub-indices added before the failure stay, found by the lookup (a reader's later calls that
+      // need only them still work).
+      if (added) m_look = IndexLookup(m_idx);
+      return st;
     }
   }
   if (!added) return Status::OK();
@@ -215,14 +231,13 @@ Status PartialIndex::check_var(std::uint32_t var) const {
 }
 
 Status PartialIndex::cover(std::uint32_t var, const std::vector<Box>& boxes) {
-  if (!m_failed.ok()) return m_failed;
   if (m_whole || var >= m_idx.vars.size() || m_idx.vars[var].kind != RegionKind::global) return Status::OK();
-  m_failed = cover_once(var, &boxes, {});
+  if (!m_failed.ok()) return cover_once(var, &boxes, {}, false);
+  m_failed = cover_once(var, &boxes, {}, true);
   return m_failed;
 }
 
 Status PartialIndex::cover_rows(std::uint32_t var, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows) {
-  if (!m_failed.ok()) return m_failed;
   if (m_whole || var >= m_idx.vars.size() || m_idx.vars[var].kind != RegionKind::joined) return Status::OK();
   // [lo, hi), sorted and merged (a restart by rows or keys may ask for one range per row).
   std::vector<std::pair<std::uint64_t, std::uint64_t>> merged;
@@ -238,12 +253,13 @@ Status PartialIndex::cover_rows(std::uint32_t var, const std::vector<std::pair<s
       merged[n++] = iv;
   }
   merged.resize(n);
-  m_failed = cover_once(var, nullptr, merged);
+  if (!m_failed.ok()) return cover_once(var, nullptr, merged, false);
+  m_failed = cover_once(var, nullptr, merged, true);
   return m_failed;
 }
 
 Status PartialIndex::cover_once(std::uint32_t var, const std::vector<Box>* boxes,
-                                const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows) {
+                                const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows, bool may_load) {
   const auto first_ending_after = [&](std::uint64_t row) {  // the first range [lo, hi) with hi > row
     return std::upper_bound(
         rows.begin(), rows.end(), row,
@@ -291,6 +307,7 @@ Status PartialIndex::cover_once(std::uint32_t var, const std::vector<Box>* boxes
         return corrupt("the blocks of '" + m_idx.vars[var].name + "' of ranks " + num(meeting[i]->rank) + " and " +
                        num(meeting[j]->rank) + " overlap");
   if (got >= want) return Status::OK();
+  if (!may_load) return m_failed;
   auto dir = m_dirs.find(var);
   if (dir == m_dirs.end()) {
     const Var2& v = m_root.vars[var];
@@ -311,6 +328,20 @@ Status PartialIndex::cover_once(std::uint32_t var, const std::vector<Box>* boxes
       ranges.emplace_back(e.first, e.writers);
   }
   return load_writers(ranges);
+}
+
+Status check_subindices_collective(MPI_Comm comm, const std::string& dir, const std::vector<std::uint8_t>& root_bytes,
+                                   std::int64_t step) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  auto partial = PartialIndex::open_v2(dir, root_bytes, step);
+  Status mine = partial.status();
+  if (mine.ok())
+    for (std::uint64_t w = static_cast<std::uint64_t>(rank); mine.ok() && w < partial->writers();
+         w += static_cast<std::uint64_t>(size))
+      mine = partial.value().load_writer(static_cast<std::uint32_t>(w));
+  return agree(comm, mine);
 }
 
 }  // namespace ckpt::detail

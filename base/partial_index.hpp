@@ -6,6 +6,8 @@
 #ifndef CKPT_BASE_PARTIAL_INDEX_HPP
 #define CKPT_BASE_PARTIAL_INDEX_HPP
 
+#include <mpi.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -46,6 +48,9 @@ class PartialIndex {
   Status load_rank(std::uint32_t rank);
   /// Loads the sub-index of writer `w` (< writers()): its catalog entry, then the sub-index, each checked.
   Status load_writer(std::uint32_t w);
+  /// Loads the sub-indices of writers [first, first + count) (within writers()): their catalog entries in
+  /// one read, the loaded ones skipped.
+  Status load_range(std::uint32_t first, std::uint32_t count);
   /// Loads every writer's sub-index (their catalog entries in one read): the whole index, checked as
   /// each part is when loaded alone. Nothing when whole.
   Status load_all();
@@ -62,7 +67,9 @@ class PartialIndex {
   Status cover(std::uint32_t var, const std::vector<Box>& boxes);
   /// As cover(), for joined array `var`'s stored rows [first, first + count) of each (first, count).
   Status cover_rows(std::uint32_t var, const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows);
-  /// After a failure every call returns it again: the index may be half-extended (the restart gives up).
+  /// After a failure every call that would load a sub-index returns it again (the restart gives up); what
+  /// is loaded already - the sub-indices added before it, which the lookup holds - still serves (a
+  /// reader's later calls that need only those).
 
   /// Index bytes read so far: the root, catalog entries, map entries, directories and sub-indices (whole:
   /// the encoded index).
@@ -74,8 +81,9 @@ class PartialIndex {
   Status corrupt(const std::string& what) const;
   Status load_rank_once(std::uint32_t rank);
   /// cover() of `boxes` (a global array), or with `boxes` null cover_rows() of the merged ranges `rows` [lo, hi).
+  /// Without `may_load` (after a failure): OK when what is loaded covers them, else the failure.
   Status cover_once(std::uint32_t var, const std::vector<Box>* boxes,
-                    const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows);
+                    const std::vector<std::pair<std::uint64_t, std::uint64_t>>& rows, bool may_load);
   /// `n` bytes at catalog offset `at` (from the catalog's first byte).
   Result<std::vector<std::uint8_t>> read_catalog(std::uint64_t at, std::uint64_t n);
   /// The writers of each range (first, count) not loaded yet: their entries (one read per range) and
@@ -101,6 +109,14 @@ class PartialIndex {
   std::unordered_map<std::string, std::uint32_t> m_ref_ix;            ///< ref_key() -> index of m_idx.refs
   std::map<std::uint32_t, std::vector<DirEntry>> m_dirs;              ///< directories read, by variable
 };
+
+/// Collective over `comm` (every rank with the same `root_bytes`, a version-2 root of checkpoint directory
+/// `dir`, step `step`): each rank loads and checks the sub-indices of writers rank, rank + P, ... against
+/// their catalog entries; the outcome agreed (a failing rank's message on every rank). With the root and
+/// catalog checked by one rank (check_committed()), what validates the step whole at O(writers / ranks)
+/// reads a rank: latest(), steps(), a collective Reader's listing.
+Status check_subindices_collective(MPI_Comm comm, const std::string& dir, const std::vector<std::uint8_t>& root_bytes,
+                                   std::int64_t step);
 
 }  // namespace ckpt::detail
 

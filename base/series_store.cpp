@@ -225,7 +225,7 @@ class SeriesStore final : public Store {
     return out;
   }
 
-  Result<std::vector<StepEntry>> list() const override {
+  Result<std::vector<StepEntry>> list(ListDepth) const override {
     CKPT_RETURN_IF_ERROR(check_directory(m_root));
     CKPT_RETURN_IF_ERROR(check_one_layout(m_root));
     std::lock_guard<std::mutex> lk(m_mu);

@@ -224,8 +224,15 @@ struct StepEntry {
   /// Not complete because what was committed does not validate (an index or a step-log record that
   /// fails its checks), rather than because a commit did not finish: `ckpt ls` says "damaged".
   bool damaged = false;
-  std::optional<Index> index;  ///< set when complete
+  std::optional<Index> index;  ///< set when complete (but by a listing of ListDepth::roots)
+  /// A listing of ListDepth::roots: complete as far as its root and catalog say, its sub-indices (a
+  /// version-2 index) not read - the caller checks them (check_subindices_collective()).
+  bool subindices_unchecked = false;
 };
+
+/// How deep Store::list() checks a committed step: its whole index (every sub-index of a version-2
+/// one), or a version-2 one's root and catalog only (check_committed()).
+enum class ListDepth { whole, roots };
 
 /// Where the checkpoints of a run live and how they get there. Serial: one process (rank 0, or a tool)
 /// calls the operations that change the root; path queries may be used anywhere. An interface because
@@ -246,8 +253,9 @@ class Store {
   /// Steps with a committed name, newest first (no index is read).
   virtual std::vector<std::int64_t> committed_steps() const = 0;
   /// Every entry of the root, newest step first (for equal steps: committed, old, tmp, del, abandoned), each with
-  /// its completeness; not_found/invalid_argument when the root is not a directory.
-  virtual Result<std::vector<StepEntry>> list() const = 0;
+  /// its completeness; not_found/invalid_argument when the root is not a directory. `depth` roots: see
+  /// ListDepth (the series layout reads its step logs whole either way).
+  virtual Result<std::vector<StepEntry>> list(ListDepth depth = ListDepth::whole) const = 0;
   /// The raw index of committed step `step` (read_index_file()).
   virtual Result<std::vector<std::uint8_t>> read_index(std::int64_t step) const = 0;
   /// The validated index of committed step `step`.

@@ -1282,12 +1282,13 @@ contains
     integer :: n, b, top
     ierr = c_step_find(c%handle, cstr(name), i)
     if (ierr /= CKPT_OK) return
-    if (present(rows_per_rank)) then
-      ierr = c_step_load_blocks(c%handle)
-      if (ierr /= CKPT_OK) return
-    end if
     ierr = c_step_var(c%handle, i, info)
     if (ierr /= CKPT_OK) return
+    if (present(rows_per_rank) .and. info%kind == CKPT_KIND_JOINED) then
+      ierr = c_step_load_blocks(c%handle)  ! a two-level index opened from its root: list the blocks
+      if (ierr == CKPT_OK) ierr = c_step_var(c%handle, i, info)
+      if (ierr /= CKPT_OK) return
+    end if
     n = int(info%ndims)
     if (present(dtype)) dtype = int(info%dtype)
     if (present(kind)) kind = int(info%kind)

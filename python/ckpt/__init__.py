@@ -128,6 +128,7 @@ class Checkpoint:
         n = ctypes.c_size_t()
         _check(_lib.ckpt_reader_step_nvars(self._h, ctypes.byref(n)))
         self._vars = {}
+        self._listed = False
         for i in range(n.value):
             info = _VarInfo()
             _check(_lib.ckpt_reader_step_var(self._h, i, ctypes.byref(info)))
@@ -152,6 +153,20 @@ class Checkpoint:
     def verify(self):
         """Reads every block and checks its checksum and min/max; CorruptError lists the bad ones."""
         _check(_lib.ckpt_reader_step_verify(self._h))
+
+    def load_blocks(self):
+        """Lists every variable's blocks and writer ranks. Opened on a communicator, a checkpoint with a
+        two-level index (index_format 2) reads only its root index and the block records a read needs; the
+        first use of Variable.blocks or .ranks reads the whole index (every sub-index) through this. Nothing
+        when they are listed already."""
+        if self._listed:
+            return
+        _check(_lib.ckpt_reader_step_load_blocks(self._h))
+        for i, v in enumerate(self._vars.values()):
+            info = _VarInfo()
+            _check(_lib.ckpt_reader_step_var(self._h, i, ctypes.byref(info)))
+            v._set_blocks(info)
+        self._listed = True
 
     def rows_by_key(self, key):
         """The stored rows of joined integer variable `key` (a block or particle id, one value per row)
@@ -183,12 +198,7 @@ class Variable:
         self.min = float(info.min) if info.has_minmax else None
         self.max = float(info.max) if info.has_minmax else None
         self.attrs = {_str(info.attr_keys[i]): _str(info.attr_values[i]) for i in range(info.nattrs)}
-        nd = info.ndims
-        self.blocks = [{"rank": int(info.block_ranks[b]),
-                        "start": tuple(int(info.block_starts[b * nd + d]) for d in range(nd)),
-                        "count": tuple(int(info.block_counts[b * nd + d]) for d in range(nd))}
-                       for b in range(info.nblocks)]
-        self.ranks = [int(info.ranks[i]) for i in range(info.nranks)]
+        self._set_blocks(info)
         # An array written by ckpt.Runtime in a type ckpt lacks (bool, complex, float16, structured...):
         # stored as a type ckpt has, with a trailing dimension where needed (ckpt/_arrays.py); read back in
         # its own type. stored_dtype / stored_shape are what the file holds; min/max are of those values.
@@ -205,6 +215,27 @@ class Variable:
                 self._trail = trail
                 self.dtype = want
                 self.shape = self.shape[:-1] if trail else self.shape
+
+    def _set_blocks(self, info):
+        nd = info.ndims
+        self._blocks = [{"rank": int(info.block_ranks[b]),
+                         "start": tuple(int(info.block_starts[b * nd + d]) for d in range(nd)),
+                         "count": tuple(int(info.block_counts[b * nd + d]) for d in range(nd))}
+                        for b in range(info.nblocks)]
+        self._ranks = [int(info.ranks[i]) for i in range(info.nranks)]
+
+    @property
+    def blocks(self):
+        """The stored blocks: dicts of rank, start and count (a two-level index opened on a communicator
+        lists them on first use: Checkpoint.load_blocks())."""
+        self._ckpt.load_blocks()
+        return self._blocks
+
+    @property
+    def ranks(self):
+        """The writer ranks that stored a block, ascending (listed on first use, as blocks)."""
+        self._ckpt.load_blocks()
+        return self._ranks
 
     def _as_stored(self, start, count):
         """A box of the logical array as a box of the stored one (the trailing dimension added)."""

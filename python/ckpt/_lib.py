@@ -154,6 +154,7 @@ _SIGNATURES = {
     "ckpt_reader_step_read": [P, ctypes.c_char_p, _int, u64p, u64p, P, ctypes.c_size_t],
     "ckpt_reader_step_read_rank": [P, ctypes.c_char_p, ctypes.c_uint32, P, ctypes.c_size_t],
     "ckpt_reader_step_verify": [P],
+    "ckpt_reader_step_load_blocks": [P],
     "ckpt_reader_step_rows_by_key": [P, ctypes.c_char_p, u64p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
     # the runtime
     "ckpt_create_handle_options": [P, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(P)],

@@ -330,6 +330,14 @@ TEST(IndexV2, ADamagedOrMissingSubIndexMakesItsStepDamaged) {
       }
     }
     MPI_Barrier(MPI_COMM_WORLD);
+    // A Reader opened on the communicator: rank 0 checks roots and catalogs, each rank its writers'
+    // sub-indices (the damaged one is another rank's), and every rank lists the same.
+    auto rc = Reader::open(MPI_COMM_WORLD, dir);
+    ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+    EXPECT_EQ(rc->steps(), (std::vector<std::int64_t>{1})) << "step 2 is damaged";
+    ASSERT_FALSE(rc->skipped().empty());
+    EXPECT_EQ(rc->skipped().front().rfind("ckpt.2: ", 0), 0u) << rc->skipped().front();
+    EXPECT_NE(rc->skipped().front().find("index."), std::string::npos) << rc->skipped().front();
     State want, got;
     want.fill(1);
     Runtime rt(MPI_COMM_WORLD, v2_options(dir));
@@ -460,19 +468,50 @@ TEST(IndexV2, InspectReadsTheRootAndLoadsBlocksWhenACallNeedsThem) {
     EXPECT_EQ(all.code(), Code::corrupt) << all.to_string();
     EXPECT_EQ(c->verify().code(), Code::corrupt);
   }
-  // Step 4 is whole: loaded, it lists what the serial Reader's whole index lists.
+  // The reads that need only what is loaded still work after that failure: this rank's own local array.
+  if (P > 1 && world_rank() != last) {
+    const Status again = c->read_rank("local", me, local.data(), local.size() * sizeof(std::int32_t));
+    EXPECT_TRUE(again.ok()) << again.to_string();
+  }
+  // Step 4 is whole. Reads that load every sub-index do not list the blocks (variables() stays as it was,
+  // the same on every rank); load_blocks() does, in rank order whatever order the reads loaded them in,
+  // and lists what the serial Reader's whole index lists; the references into variables() stay valid.
   auto d4 = rt.inspect(4);
   ASSERT_TRUE(d4.ok()) << d4.status().to_string();
   CheckpointReader* d = &d4.value();
-  EXPECT_FALSE(d->blocks_loaded() && P > 1);
+  EXPECT_FALSE(d->blocks_loaded());
+  const VariableInfo& local_info = d->variables()[1];
+  for (int q = P - 1; q >= 0; --q) {
+    std::vector<std::int32_t> theirs(10 + 7 * static_cast<std::size_t>(q));
+    const Status st = d->read_rank("local", static_cast<std::uint32_t>(q), theirs.data(), theirs.size() * 4);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  EXPECT_FALSE(d->blocks_loaded());
+  EXPECT_TRUE(local_info.blocks.empty());
   const Status loaded = d->load_blocks();
   ASSERT_TRUE(loaded.ok()) << loaded.to_string();
   EXPECT_TRUE(d->blocks_loaded());
+  EXPECT_EQ(local_info.name, "local");
+  EXPECT_EQ(local_info.blocks.size(), static_cast<std::size_t>(P));
   EXPECT_TRUE(d->verify().ok());
   auto r = Reader::open(dir);
   ASSERT_TRUE(r.ok());
   auto whole = r->open_step(4);
   ASSERT_TRUE(whole.ok()) << whole.status().to_string();
+  EXPECT_TRUE(whole->blocks_loaded()) << "a serial open reads the whole index";
+  // A Reader opened on the communicator opens the step as inspect() does.
+  auto rc = Reader::open(MPI_COMM_WORLD, dir);
+  ASSERT_TRUE(rc.ok()) << rc.status().to_string();
+  auto coll = rc->open_step(4);
+  ASSERT_TRUE(coll.ok()) << coll.status().to_string();
+  EXPECT_FALSE(coll->blocks_loaded());
+  EXPECT_EQ(coll->variable("local")->shape, Shape{10});
+  std::vector<double> box(3 * kCols);
+  const Status cb = coll.value().read("grid", {3 * me, 0}, {3, kCols}, box.data(), box.size() * sizeof(double));
+  EXPECT_TRUE(cb.ok()) << cb.to_string();
+  State four;
+  four.fill(4);
+  EXPECT_EQ(box, four.grid);
   ASSERT_EQ(d->variables().size(), whole->variables().size());
   for (std::size_t v = 0; v < whole->variables().size(); ++v) {
     const VariableInfo& a = d->variables()[v];

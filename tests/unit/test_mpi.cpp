@@ -21,7 +21,7 @@ using namespace ckpt::detail;
 // Which collectives base/mpi called: the executable's definitions stand in for libmpi's (as perf/scale's
 // do), count, and call the PMPI entry points.
 namespace {
-std::atomic<int> g_gathers{0}, g_allgathers{0};
+std::atomic<int> g_gathers{0}, g_allgathers{0}, g_gathervs{0};
 }  // namespace
 extern "C" {
 int MPI_Gather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, int root, MPI_Comm c) {
@@ -32,6 +32,16 @@ int MPI_Igather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Dat
                 MPI_Request* q) {
   ++g_gathers;
   return PMPI_Igather(s, sn, st, r, rn, rt, root, c, q);
+}
+int MPI_Gatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rn, const int* d, MPI_Datatype rt, int root,
+                MPI_Comm c) {
+  ++g_gathervs;
+  return PMPI_Gatherv(s, sn, st, r, rn, d, rt, root, c);
+}
+int MPI_Igatherv(const void* s, int sn, MPI_Datatype st, void* r, const int* rn, const int* d, MPI_Datatype rt, int root,
+                 MPI_Comm c, MPI_Request* q) {
+  ++g_gathervs;
+  return PMPI_Igatherv(s, sn, st, r, rn, d, rt, root, c, q);
 }
 int MPI_Allgather(const void* s, int sn, MPI_Datatype st, void* r, int rn, MPI_Datatype rt, MPI_Comm c) {
   ++g_allgathers;
@@ -107,9 +117,22 @@ TEST_P(MpiHelpers, GathervBytesAnyLengthsAnyRoot) {
   const std::vector<std::uint8_t> mine = bytes_of(me, 3);
   for (int root = 0; root < n; ++root) {
     std::vector<std::vector<std::uint8_t>> got;
+    const int gathervs = g_gathervs;
     on_thread(GetParam(), [&] { got = gatherv_bytes(m_comm, mine, root); });
+    EXPECT_EQ(g_gathervs - gathervs, 1);
     expect_gathered(got, m_comm, root, 3, "");
   }
+  // More than an int count in all goes point to point, in pieces: the same result (the limit lowered so
+  // that a few bytes take that path; rank r > 1 sends more than it).
+  set_gatherv_limit_for_tests(4);
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::vector<std::uint8_t>> got;
+    const int gathervs = g_gathervs;
+    on_thread(GetParam(), [&] { got = gatherv_bytes(m_comm, mine, root); });
+    EXPECT_EQ(g_gathervs, gathervs) << "no MPI_Gatherv on the point-to-point path";
+    expect_gathered(got, m_comm, root, 3, ", point to point");
+  }
+  set_gatherv_limit_for_tests(0);
   std::vector<std::vector<std::uint8_t>> all;
   on_thread(GetParam(), [&] { all = allgatherv_bytes(m_comm, mine); });
   ASSERT_EQ(all.size(), static_cast<std::size_t>(n));

@@ -375,13 +375,17 @@ CKPT_API int ckpt_reader_step_read(ckpt_reader_step* c, const char* name, int nd
 /** Reads the block rank `rank` wrote of local or scalar variable `name`. */
 CKPT_API int ckpt_reader_step_read_rank(ckpt_reader_step* c, const char* name, uint32_t rank, void* out,
                                         size_t out_bytes);
-/** Reads and checks every block; CKPT_CORRUPT with ckpt_last_error() naming each bad block. */
+/** Reads and checks every block; CKPT_CORRUPT with ckpt_last_error() naming each bad block. (A step from
+ *  ckpt_inspect of a two-level index is read whole first; its infos keep nblocks 0 until
+ *  ckpt_reader_step_load_blocks.) */
 CKPT_API int ckpt_reader_step_verify(ckpt_reader_step* c);
 /** Lists every block (ckpt::CheckpointReader::load_blocks): a step from ckpt_inspect of a two-level index
  *  (index_format 2) describes its variables from the root index alone, with nblocks and nranks 0 in
- *  ckpt_var_info, and reads the block records a read needs when it needs them; this loads all of them
- *  (every sub-index) so that ckpt_reader_step_var lists blocks and ranks. Infos taken before are
- *  invalid afterwards: take them again. Nothing when the blocks are listed already. */
+ *  ckpt_var_info, and reads the block records a read needs when it needs them; this reads the whole
+ *  index (every sub-index, checked as ckpt_reader_open_step checks it) so that ckpt_reader_step_var lists
+ *  blocks and ranks. Infos taken before are invalid afterwards: take them again. Nothing when the blocks
+ *  are listed already. CKPT_CORRUPT for a damaged sub-index, CKPT_FAILED_PRECONDITION when the step was
+ *  committed again since it was opened. */
 CKPT_API int ckpt_reader_step_load_blocks(ckpt_reader_step* c);
 /** The rows of joined integer variable `key` ordered by its values (ckpt::CheckpointReader::rows_by_key):
  *  rows[i] is the stored row holding the i-th smallest value, so that joined arrays of the same rows

@@ -79,12 +79,15 @@ class PartialIndex;
 /// the loads its local arrays' extents need (another rank made them).
 Result<CheckpointReader> make_checkpoint_reader(std::string name, std::string dir, PartialIndex index,
                                                 const std::vector<Shape>* local_extents);
-/// Internal, collective over `comm` (Runtime::inspect): the same reader on every rank; a lazily opened
-/// index's local extents are loaded by rank 0 and sent; the outcome is agreed.
+/// Internal, collective over `comm` (Runtime::inspect, a collective Reader's open_step): the same reader
+/// on every rank; a lazily opened index's local extents are loaded by rank 0 and sent; the outcome is
+/// agreed. The 3-argument form names it by `dir` (a series step by its step).
 Result<CheckpointReader> make_checkpoint_reader(CommRef comm, std::string dir, PartialIndex index);
+Result<CheckpointReader> make_checkpoint_reader(CommRef comm, std::string name, std::string dir, PartialIndex index);
 }  // namespace detail
 
-/// One complete checkpoint (a step) opened for reading: its index is loaded and validated once.
+/// One complete checkpoint (a step) opened for reading: its index is loaded and validated once (a two-level
+/// index opened collectively: its root, then the parts calls need - blocks_loaded()).
 /// Movable, not copyable. Every read verifies the XXH3 checksum of each stored block it touches; a
 /// mismatch is Code::corrupt, with a message naming the variable, the block's rank, file and offset.
 class CKPT_API CheckpointReader {
@@ -108,14 +111,19 @@ class CKPT_API CheckpointReader {
   const std::vector<VariableInfo>& variables() const;
   /// The variable `name`; not_found naming it and the step.
   Result<VariableInfo> variable(const std::string& name) const;
-  /// Whether variables() lists every block. Always, except for a checkpoint with a two-level index
-  /// (index_format 2) opened by Runtime::inspect(): that reads the root index only - what is per
-  /// variable (dtype, kind, shape, attributes, min/max), O(variables) on every rank, whatever the rank
-  /// count - and the block records (in one sub-index per writer) when a call needs them: read() those
-  /// of the writers whose blocks meet the box, read_rank() the rank's writer's, verify() every one.
+  /// Whether variables() lists the blocks and writer ranks. Always, except for a checkpoint with a
+  /// two-level index (index_format 2) opened collectively (Runtime::inspect(), a Reader opened on a
+  /// communicator): that reads the root index only - what is per variable (dtype, kind, shape,
+  /// attributes, min/max), O(variables) on every rank, whatever the rank count - and the block records
+  /// (one sub-index per writer) when a call needs them: read() those of the writers whose blocks meet
+  /// the box, read_rank() the rank's writer's. A damaged sub-index fails the call that needs it
+  /// (corrupt), and every later one that needs another; what was loaded before still serves. Until
+  /// load_blocks() or verify(), VariableInfo::blocks and ranks stay empty.
   bool blocks_loaded() const;
-  /// Loads every block record (every sub-index: O(ranks)) so that variables() lists the blocks and
-  /// writer ranks; nothing when blocks_loaded(). corrupt when a sub-index is damaged or missing.
+  /// Reads the whole index as a serial open does (every sub-index, checked against the root and the
+  /// catalog: O(ranks)) and fills in the blocks and ranks of variables() (references to it stay valid);
+  /// nothing when blocks_loaded(). corrupt when a sub-index is damaged or missing, failed_precondition
+  /// when the step was committed again since it was opened. verify() calls it first.
   Status load_blocks();
 
   /// The bytes that read(name, start, count, ...) writes (the box's elements * dtype_size), after the

@@ -43,6 +43,7 @@ struct ckpt_reader_step {
   explicit ckpt_reader_step(ckpt::CheckpointReader c) : ckpt(std::move(c)) { build(); }
   /// The flat arrays and the infos, from ckpt.variables() as they are now (again after load_blocks).
   void build() {
+    listed = ckpt.blocks_loaded();
     const auto& vars = ckpt.variables();
     flat.assign(vars.size(), Flat{});
     infos.assign(vars.size(), ckpt_var_info{});
@@ -85,6 +86,9 @@ struct ckpt_reader_step {
     std::vector<std::uint64_t> starts, counts;
   };
   ckpt::CheckpointReader ckpt;
+  /// Whether the infos list the blocks. ckpt_reader_step_verify may list them in `ckpt` (a lazily opened
+  /// step) without a rebuild here: the infos handed out stay valid until ckpt_reader_step_load_blocks.
+  bool listed = false;
   std::vector<Flat> flat;
   std::vector<ckpt_var_info> infos;
 };
@@ -937,7 +941,7 @@ int ckpt_steps(ckpt_runtime* rt, int64_t* steps, size_t capacity, size_t* count)
 int ckpt_reader_step_load_blocks(ckpt_reader_step* c) {
   return guard(nullptr, [&] {
     CKPT_RETURN_IF_ERROR(need(c, "ckpt_reader_step_load_blocks: step"));
-    if (c->ckpt.blocks_loaded()) return ckpt::Status::OK();
+    if (c->listed) return ckpt::Status::OK();
     CKPT_RETURN_IF_ERROR(c->ckpt.load_blocks());
     c->build();
     return ckpt::Status::OK();

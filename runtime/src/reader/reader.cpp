@@ -51,13 +51,16 @@ struct CheckpointReaderState {
   std::string dir;   // where its files are: the directory, or the step's segment
   /// The index: whole, or a version-2 root with the sub-indices loaded so far (opened lazily: what a read
   /// needs is loaded by it). The state lives on the heap and never moves; `index` and `lookup` are the
-  /// PartialIndex's own objects, which stay the same as sub-indices are appended (BlockReader keeps a
-  /// reference too).
+  /// PartialIndex's own objects, which stay the same as sub-indices are appended and when load_blocks()
+  /// replaces a lazy index by the whole one (BlockReader keeps a reference too; it is made anew then).
   PartialIndex part;
   const Index& index;
   const IndexLookup& lookup;
+  /// Made once, then changed in place only: load_blocks() fills in blocks and ranks (references into it,
+  /// the C API's pointers, stay valid).
   std::vector<VariableInfo> vars;
-  BlockReader blocks;
+  bool listed = false;  ///< whether vars list the blocks (the index was whole when described, or load_blocks())
+  std::optional<BlockReader> blocks;
   /// Per variable: (writer rank, block index) sorted by rank, so that read_rank finds a rank's block
   /// in log(blocks) instead of scanning them.
   std::vector<std::vector<std::pair<std::uint32_t, std::uint32_t>>> by_rank;
@@ -75,20 +78,20 @@ struct CheckpointReaderState {
   std::vector<std::uint8_t> bounce;  // device reads: the box in host memory first
 
   CheckpointReaderState(std::string n, std::string d, PartialIndex p)
-      : name(std::move(n)),
-        dir(std::move(d)),
-        part(std::move(p)),
-        index(part.index()),
-        lookup(part.lookup()),
-        blocks(dir, index) {}
+      : name(std::move(n)), dir(std::move(d)), part(std::move(p)), index(part.index()), lookup(part.lookup()) {
+    blocks.emplace(dir, index);
+  }
 
   /// Builds the variables' descriptions: from the blocks when the index is complete, else from the root
   /// (opened lazily), loading only what the extents of local arrays need (the lowest writer's block).
   /// `local_extents` (one per variable; lazily opened only): the local arrays' extents as another reader
   /// of the same index found them, instead of loading sub-indices here.
   Status describe_all(const std::vector<Shape>* local_extents = nullptr) {
-    const bool given = local_extents != nullptr && !part.complete() && local_extents->size() == index.vars.size();
-    if (!part.complete() && !given) CKPT_RETURN_IF_ERROR(load_local_extents());
+    // Listed only when whole from the start: what the extents load below may complete (one writer) does not
+    // count, so every rank of a collective open describes the same way.
+    listed = part.complete();
+    const bool given = local_extents != nullptr && !listed && local_extents->size() == index.vars.size();
+    if (!listed && !given) CKPT_RETURN_IF_ERROR(load_local_extents());
     vars.clear();
     vars.reserve(index.vars.size());
     for (std::uint32_t v = 0; v < index.vars.size(); ++v) {
@@ -109,11 +112,15 @@ struct CheckpointReaderState {
       if (index.vars[v].kind == RegionKind::local && root.vars[v].n_blocks > 0) want.push_back(v);
     if (want.empty()) return Status::OK();
     if (root.rule == WriterRule::mapped) return part.load_all();
-    for (std::uint32_t w = 0; w < part.writers(); ++w) {
+    // Writers [0, loaded) in batches that double (1, 2, 4, ...): one writer as a rule, O(W log W) at worst.
+    std::uint32_t loaded = 0;
+    for (std::uint32_t batch = 1; loaded < part.writers(); batch = batch > UINT32_MAX / 2 ? batch : 2 * batch) {
+      const std::uint32_t n = std::min(batch, part.writers() - loaded);
+      CKPT_RETURN_IF_ERROR(part.load_range(loaded, n));
+      loaded += n;
       want.erase(std::remove_if(want.begin(), want.end(), [&](std::uint32_t v) { return !lookup.blocks(v).empty(); }),
                  want.end());
       if (want.empty()) break;
-      CKPT_RETURN_IF_ERROR(part.load_writer(w));
     }
     return Status::OK();
   }
@@ -139,11 +146,36 @@ struct CheckpointReaderState {
     }
   }
 
-  /// Loads every block (a lazily opened index: every sub-index) and describes the variables with them.
+  /// Lists the blocks in vars: a lazily opened index is read whole first, as a serial open reads it (every
+  /// sub-index, each checked against the root and the catalog: what the parts loaded alone are not), and
+  /// must be the checkpoint that was opened (a step committed again since has another id).
   Status load_blocks() {
-    if (part.complete()) return Status::OK();
-    CKPT_RETURN_IF_ERROR(part.load_all());
-    return describe_all();
+    if (listed) return Status::OK();
+    if (!part.whole()) {
+      auto whole = load_checkpoint_index(dir, index.step);
+      if (!whole.ok()) return whole.status();
+      if (whole->ckpt_id != index.ckpt_id)
+        return Status(Code::failed_precondition, what() + " was replaced since it was opened (checkpoint id " +
+                                                     std::to_string(whole->ckpt_id) + ", opened " +
+                                                     std::to_string(index.ckpt_id) + "): open it again");
+      part = PartialIndex(std::move(whole).value(), 0);
+      blocks.emplace(dir, index);  // its per-file state is by file number, which the whole index renumbers
+      tables_blocks = SIZE_MAX;
+      refresh();
+    }
+    for (std::uint32_t v = 0; v < index.vars.size(); ++v) {
+      VariableInfo& info = vars[v];
+      info.blocks.clear();
+      info.ranks.clear();
+      for (const std::uint32_t bi : lookup.blocks(v)) {
+        info.blocks.push_back(block_info(index.blocks[bi]));
+        info.ranks.push_back(index.blocks[bi].rank);
+      }
+      std::sort(info.ranks.begin(), info.ranks.end());
+      info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
+    }
+    listed = true;
+    return Status::OK();
   }
 
   /// A lazily opened index: loads the sub-indices of the blocks of variable `v` that the box at `start`
@@ -178,7 +210,6 @@ struct CheckpointReaderState {
     info.kind = static_cast<VarKind>(r.kind);
     info.uniform = r.uniform;
     info.attrs = r.attrs;
-    const bool listed = part.complete();
     VarStats st;
     if (listed) {
       st = var_stats(index, v, lookup.blocks(v));
@@ -201,11 +232,6 @@ struct CheckpointReaderState {
       info.blocks.push_back(block_info(b));
       info.ranks.push_back(b.rank);
     }
-    // Loaded lazily, the sub-indices came in the order calls needed them: list the blocks in writer-rank
-    // order, as the assembled index has them.
-    if (!part.whole())
-      std::stable_sort(info.blocks.begin(), info.blocks.end(),
-                       [](const BlockInfo& a, const BlockInfo& b) { return a.rank < b.rank; });
     std::sort(info.ranks.begin(), info.ranks.end());
     info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
     if (has_global_shape(r.kind))
@@ -292,7 +318,7 @@ struct CheckpointReaderState {
     CKPT_RETURN_IF_ERROR(candidates(v, start, count, [&](std::uint32_t bi) -> Status {
       const BlockRecord& b = index.blocks[bi];
       if (!intersect_boxes(start, count, b.start, b.count, lo, hi)) return Status::OK();
-      CKPT_RETURN_IF_ERROR(blocks.claim(b));
+      CKPT_RETURN_IF_ERROR(blocks->claim(b));
       std::uint64_t n = 1;
       for (std::size_t d = 0; d < lo.size(); ++d) n *= hi[d] - lo[d];
       covered += n;
@@ -317,14 +343,14 @@ struct CheckpointReaderState {
     if (it == ranks.end() || it->first != rank)
       return Status(Code::not_found, var_text(v) + ": rank " + std::to_string(rank) + " wrote no block of it");
     const BlockRecord& b = index.blocks[it->second];
-    CKPT_RETURN_IF_ERROR(blocks.claim(b));
+    CKPT_RETURN_IF_ERROR(blocks->claim(b));
     return &b;
   }
 
   /// Streams block `b` whole (so that its checksum is verified), handing each piece to `fn`.
   Status stream(const BlockRecord& b, const BlockReader::PieceFn& fn) {
     if (piece.empty()) piece.resize(kPieceBytes);
-    return blocks.stream(b, piece.data(), piece.size(), fn);
+    return blocks->stream(b, piece.data(), piece.size(), fn);
   }
 };
 
@@ -335,7 +361,10 @@ struct ReaderState {
   std::unique_ptr<Store> store;     // when it is a root
   std::vector<std::int64_t> steps;  // complete, oldest first
   std::vector<std::string> skipped;
+  std::vector<std::int64_t> skipped_steps;  // the step of each line of `skipped`
   std::optional<Index> single_index;  // when it is one checkpoint (serial)
+  /// Listed with ListDepth::roots (rank 0 of a collective open): the steps whose sub-indices are unchecked.
+  std::vector<std::int64_t> unchecked;
   bool collective = false;
   MPI_Comm comm = MPI_COMM_NULL;  // the caller's, when collective
   int rank = 0;
@@ -365,7 +394,7 @@ const std::string& CheckpointReader::transport() const { return m_s->index.trans
 const std::string& CheckpointReader::path() const { return m_s->name; }
 const std::vector<std::pair<std::string, std::string>>& CheckpointReader::attrs() const { return m_s->index.attrs; }
 const std::vector<VariableInfo>& CheckpointReader::variables() const { return m_s->vars; }
-bool CheckpointReader::blocks_loaded() const { return m_s->part.complete(); }
+bool CheckpointReader::blocks_loaded() const { return m_s->listed; }
 Status CheckpointReader::load_blocks() { return m_s->load_blocks(); }
 
 Result<VariableInfo> CheckpointReader::variable(const std::string& name) const {
@@ -510,7 +539,7 @@ Status CheckpointReader::verify(const BlockCheckFn& on_block) {
   CKPT_RETURN_IF_ERROR(m_s->load_blocks());
   if (m_s->piece.empty()) m_s->piece.resize(detail::kPieceBytes);
   for (const detail::BlockRecord& b : m_s->index.blocks) {
-    const Status s = m_s->blocks.verify(b, m_s->piece.data(), m_s->piece.size());
+    const Status s = m_s->blocks->verify(b, m_s->piece.data(), m_s->piece.size());
     if (on_block) on_block(m_s->vars[b.var], m_s->block_info(b), s);
     if (s.ok()) continue;
     if (bad++ < kMaxLines) lines += "\n  " + s.message();
@@ -529,15 +558,20 @@ Result<CheckpointReader> detail::make_checkpoint_reader(std::string name, std::s
 }
 
 Result<CheckpointReader> detail::make_checkpoint_reader(CommRef comm_ref, std::string dir, detail::PartialIndex index) {
-  auto comm = detail::comm_from_ref(comm_ref, "inspect");
-  if (!comm.ok()) return comm.status();
-  int rank = 0;
-  MPI_Comm_rank(comm.value(), &rank);
   // A series step's files are in its segment (<root>/series.<k>); the checkpoint is <root>/ckpt.<step>.
   std::string name = dir;
   const auto slash = dir.rfind('/');
   if (slash != std::string::npos && detail::parse_segment_name(dir.substr(slash + 1)))
     name = dir.substr(0, slash) + "/" + detail::step_name(index.index().step);
+  return make_checkpoint_reader(comm_ref, std::move(name), std::move(dir), std::move(index));
+}
+
+Result<CheckpointReader> detail::make_checkpoint_reader(CommRef comm_ref, std::string name, std::string dir,
+                                                        detail::PartialIndex index) {
+  auto comm = detail::comm_from_ref(comm_ref, "opening a checkpoint collectively");
+  if (!comm.ok()) return comm.status();
+  int rank = 0;
+  MPI_Comm_rank(comm.value(), &rank);
   // A lazily opened index: rank 0 loads what the local arrays' extents need (usually writer 0's sub-index)
   // and sends the extents, so that one rank reads that sub-index, not every rank of the job.
   const bool lazy = !index.complete();
@@ -560,9 +594,9 @@ Result<CheckpointReader> detail::make_checkpoint_reader(CommRef comm_ref, std::s
   if (!got.ok()) return got.status();  // rank 0's failure, on every rank
   if (rank != 0) {
     std::vector<Shape> shapes;
+    bool ok = true;
     if (lazy) {
       detail::ByteReader rd(got->data(), got->size());
-      bool ok = true;
       for (std::size_t v = 0; ok && v < index.index().vars.size(); ++v) {
         std::uint32_t ndim = 0;
         ok = rd.get(ndim) && ndim <= 64;
@@ -570,9 +604,11 @@ Result<CheckpointReader> detail::make_checkpoint_reader(CommRef comm_ref, std::s
         for (auto& e : sh) ok = ok && rd.get(e);
         shapes.push_back(std::move(sh));
       }
-      if (!ok || !rd.at_end()) return Status(Code::internal, "the extents rank 0 sent are malformed");
+      ok = ok && rd.at_end();
     }
-    out = make_checkpoint_reader(std::move(name), std::move(dir), std::move(index), lazy ? &shapes : nullptr);
+    // Malformed: this rank fails, and the agreement below tells every rank (none is left waiting in it).
+    out = ok ? make_checkpoint_reader(std::move(name), std::move(dir), std::move(index), lazy ? &shapes : nullptr)
+             : Result<CheckpointReader>(Status(Code::internal, "the extents rank 0 sent are malformed"));
   }
   const Status agreed = detail::agree(comm.value(), out.status());
   if (!agreed.ok()) return agreed;
@@ -586,30 +622,44 @@ Reader::Reader(Reader&&) noexcept = default;
 Reader& Reader::operator=(Reader&&) noexcept = default;
 Reader::~Reader() = default;
 
-Result<Reader> Reader::open(const std::string& path) {
-  auto s = std::make_unique<detail::ReaderState>();
+namespace detail {
+namespace {
+
+/// What Reader::open(path) reads: one checkpoint, or a root's listing with each step checked to `depth`.
+Result<std::unique_ptr<ReaderState>> list_path(const std::string& path, ListDepth depth) {
+  auto s = std::make_unique<ReaderState>();
   s->path = path;
-  if (detail::names_checkpoint(path)) {
-    auto c = detail::load_checkpoint(path);
+  if (names_checkpoint(path)) {
+    auto c = load_checkpoint(path);
     if (!c.ok()) return c.status();
     s->single = true;
     s->single_dir = c->data_dir;
     s->steps.push_back(c->index.step);
     s->single_index = std::move(c->index);
-    return Reader(std::move(s));
+    return s;
   }
-  CKPT_RETURN_IF_ERROR(detail::check_directory(path));
-  s->store = detail::open_store(path);
-  auto entries = s->store->list();
+  CKPT_RETURN_IF_ERROR(check_directory(path));
+  s->store = open_store(path);
+  auto entries = s->store->list(depth);
   if (!entries.ok()) return entries.status();
   for (auto& e : entries.value()) {  // newest first
     if (e.complete)
       s->steps.push_back(e.step);
     else
-      s->skipped.push_back(e.name + ": " + e.reason);
+      s->skipped.push_back(e.name + ": " + e.reason), s->skipped_steps.push_back(e.step);
+    if (e.complete && e.subindices_unchecked) s->unchecked.push_back(e.step);
   }
   std::reverse(s->steps.begin(), s->steps.end());
-  return Reader(std::move(s));
+  return s;
+}
+
+}  // namespace
+}  // namespace detail
+
+Result<Reader> Reader::open(const std::string& path) {
+  auto s = detail::list_path(path, detail::ListDepth::whole);
+  if (!s.ok()) return s.status();
+  return Reader(std::move(s).value());
 }
 
 Result<Reader> Reader::open(CommRef comm, const std::string& path) {
@@ -617,18 +667,26 @@ Result<Reader> Reader::open(CommRef comm, const std::string& path) {
   if (!c.ok()) return c.status();
   int rank = 0;
   MPI_Comm_rank(c.value(), &rank);
-  // Rank 0 lists (serially, as open(path)) and sends the listing: single flag, steps, skipped lines.
+  // Rank 0 lists (as open(path), a version-2 step checked by its root and catalog only) and sends the
+  // listing: single flag, steps, skipped lines, and the steps whose sub-indices every rank checks below.
   Result<std::vector<std::uint8_t>> listing = std::vector<std::uint8_t>{};
+  std::unique_ptr<detail::ReaderState> listed;
   if (rank == 0) {
-    auto r = open(path);
+    auto r = detail::list_path(path, detail::ListDepth::roots);
     if (r.ok()) {
+      listed = std::move(r).value();
       detail::ByteWriter w;
-      w.put<std::uint8_t>(r->m_s->single ? 1 : 0);
-      w.str(r->m_s->single_dir);
-      w.put<std::uint64_t>(r->m_s->steps.size());
-      for (const std::int64_t st : r->m_s->steps) w.put<std::int64_t>(st);
-      w.put<std::uint64_t>(r->m_s->skipped.size());
-      for (const std::string& sk : r->m_s->skipped) w.str(sk);
+      w.put<std::uint8_t>(listed->single ? 1 : 0);
+      w.str(listed->single_dir);
+      w.put<std::uint64_t>(listed->steps.size());
+      for (const std::int64_t st : listed->steps) w.put<std::int64_t>(st);
+      w.put<std::uint64_t>(listed->skipped.size());
+      for (std::size_t i = 0; i < listed->skipped.size(); ++i) {
+        w.put<std::int64_t>(listed->skipped_steps[i]);
+        w.str(listed->skipped[i]);
+      }
+      w.put<std::uint64_t>(listed->unchecked.size());
+      for (const std::int64_t st : listed->unchecked) w.put<std::int64_t>(st);
       listing = std::move(w.bytes());
     } else {
       listing = r.status();
@@ -650,15 +708,47 @@ Result<Reader> Reader::open(CommRef comm, const std::string& path) {
     ok = rd.get(st);
     s->steps.push_back(st);
   }
-  ok = ok && rd.count(n, 4, UINT32_MAX);
+  ok = ok && rd.count(n, sizeof(std::int64_t) + 4, UINT32_MAX);
   for (std::uint64_t i = 0; ok && i < n; ++i) {
+    std::int64_t st = 0;
     std::string sk;
-    ok = rd.str(sk);
+    ok = rd.get(st) && rd.str(sk);
+    s->skipped_steps.push_back(st);
     s->skipped.push_back(std::move(sk));
+  }
+  ok = ok && rd.count(n, sizeof(std::int64_t), UINT32_MAX);
+  std::vector<std::int64_t> unchecked;
+  for (std::uint64_t i = 0; ok && i < n; ++i) {
+    std::int64_t st = 0;
+    ok = rd.get(st);
+    unchecked.push_back(st);
   }
   if (!ok || !rd.at_end()) return Status(Code::internal, "the listing rank 0 sent is malformed: " + rd.error());
   s->single = single != 0;
-  if (!s->single && rank == 0) s->store = detail::open_store(path);  // the others get what it reads
+  if (!s->single && rank == 0) s->store = std::move(listed->store);  // the others get what it reads
+  // The sub-indices of the version-2 steps, spread over the ranks as latest() checks them: per step rank 0
+  // sends the root and its directory (the others' `path` is not read), each rank checks its writers'.
+  for (const std::int64_t step : unchecked) {
+    Result<std::vector<std::uint8_t>> root = std::vector<std::uint8_t>{};
+    std::vector<std::uint8_t> where;
+    if (rank == 0) {
+      const std::string d = s->store->checkpoint_dir(step);
+      where.assign(d.begin(), d.end());
+      root = detail::read_root_file(d);
+    }
+    detail::bcast_bytes(c.value(), where, 0);
+    auto got = detail::bcast_result(c.value(), std::move(root), 0);
+    const std::string dir(where.begin(), where.end());
+    const Status st = got.ok() ? detail::check_subindices_collective(c.value(), dir, got.value(), step) : got.status();
+    if (st.ok()) continue;
+    s->steps.erase(std::remove(s->steps.begin(), s->steps.end(), step), s->steps.end());
+    // Newest first, the committed entry before the others of its step (as the store lists them).
+    const auto at =
+        std::find_if(s->skipped_steps.begin(), s->skipped_steps.end(), [&](std::int64_t k) { return k <= step; });
+    const auto i = at - s->skipped_steps.begin();
+    s->skipped_steps.insert(at, step);
+    s->skipped.insert(s->skipped.begin() + i, detail::step_name(step) + ": " + st.message());
+  }
   return Reader(std::move(s));
 }
 
@@ -672,23 +762,40 @@ Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
     return Status(Code::not_found, "step " + std::to_string(step) + " is not a complete checkpoint in " + m_s->path);
   if (m_s->collective) {
     // Every rank has the same listing, so every rank is here: rank 0 reads the index and where its
-    // files are (a series step's segment), all validate it.
+    // files are (a series step's segment), all validate it. A two-level index of a checkpoint directory:
+    // its root only, opened lazily as Runtime::inspect() opens it (the blocks when a call needs them).
     Result<std::vector<std::uint8_t>> mine = std::vector<std::uint8_t>{};
     std::vector<std::uint8_t> where;
+    std::uint8_t lazy = 0;
     if (m_s->rank == 0) {
       if (m_s->single) {
         auto c = detail::load_checkpoint(m_s->path);
         mine = c.ok() ? Result<std::vector<std::uint8_t>>(detail::encode_index(c->index)) : c.status();
       } else {
-        mine = m_s->store->read_index(step);
         const std::string d = m_s->store->checkpoint_dir(step);
         where.assign(d.begin(), d.end());
+        if (m_s->store->layout() == detail::Layout::directory) {
+          mine = detail::read_root_file(d);
+          lazy = mine.ok() && detail::index_header_version(mine->data(), mine->size()) == detail::kIndexV2Version;
+          if (mine.ok() && !lazy) mine = m_s->store->read_index(step);
+        } else {
+          mine = m_s->store->read_index(step);
+        }
       }
+      where.push_back(lazy);
     }
     detail::bcast_bytes(m_s->comm, where, 0);
+    lazy = where.empty() ? 0 : where.back();
+    if (!where.empty()) where.pop_back();
     const std::string dir = m_s->single ? m_s->single_dir : std::string(where.begin(), where.end());
     auto bytes = detail::bcast_result(m_s->comm, std::move(mine), 0);
     if (!bytes.ok()) return bytes.status();
+    if (lazy != 0) {
+      auto part = detail::PartialIndex::open_v2(dir, bytes.value(), step);
+      if (!part.ok()) return part.status();
+      return detail::make_checkpoint_reader(CommRef(m_s->comm), detail::step_path(*m_s, step), dir,
+                                            std::move(part).value());
+    }
     auto idx = detail::decode_checkpoint_index(bytes.value(), dir, step);
     if (!idx.ok()) return idx.status();
     return detail::make_checkpoint_reader(detail::step_path(*m_s, step), dir,

@@ -280,13 +280,7 @@ Status Restorer::validate_step(std::int64_t step) {
   auto got = bcast_result(m_app_comm, std::move(root), 0);
   if (!got.ok()) return got.status();
   if (got->empty()) return Status::OK();
-  auto partial = PartialIndex::open_v2(dir, got.value(), step);
-  Status mine = partial.status();
-  if (mine.ok())
-    for (std::uint64_t w = static_cast<std::uint64_t>(m_rank); mine.ok() && w < partial->writers();
-         w += static_cast<std::uint64_t>(m_size))
-      mine = partial.value().load_writer(static_cast<std::uint32_t>(w));
-  return agree(m_app_comm, mine);
+  return check_subindices_collective(m_app_comm, dir, got.value(), step);
 }
 
 Result<std::vector<std::int64_t>> Restorer::candidate_steps(bool validated) {
