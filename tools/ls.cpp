@@ -283,9 +283,33 @@ std::optional<int> ls_from_root(const std::string& path) {
   return kExitOk;
 }
 
+/// What the plain root listing says of a complete step: from its index, or from a version-2 root alone.
+struct StepSummary {
+  std::uint32_t nranks = 0;
+  std::size_t vars = 0;
+  std::uint64_t bytes = 0;
+  std::string transport;
+  double created_unix = 0;
+};
+
+/// A version-2 step listed with ListDepth::roots: its root again (the listing checked it against the
+/// catalog), decoded for the summary.
+Result<StepSummary> summary_from_root(const std::string& dir) {
+  auto bytes = detail::read_root_file(dir);
+  if (!bytes.ok()) return bytes.status();
+  auto root = detail::decode_root_index(bytes->data(), bytes->size());
+  if (!root.ok()) return root.status();
+  StepSummary out{root->nranks, root->vars.size(), 0, root->transport, root->created_unix};
+  for (const detail::Var2& v : root->vars) out.bytes += v.bytes;
+  return out;
+}
+
 int ls_root(const std::string& path, const LsArgs& a) {
   const auto store = detail::open_store(path);
-  auto steps = store->list();
+  // The plain listing checks a two-level index by its root and catalog (O(steps), not O(steps x ranks));
+  // -l and --json read every sub-index, as verify does.
+  const bool roots = !a.long_format && !a.json;
+  auto steps = store->list(roots ? detail::ListDepth::roots : detail::ListDepth::whole);
   if (!steps.ok()) return fail("ls", steps.status().message());
   // `latest` is the newest complete checkpoint, as latest() and restart() see it: the link is only a
   // hint (it may name an incomplete directory, dangle, or point outside the root).
@@ -334,11 +358,22 @@ int ls_root(const std::string& path, const LsArgs& a) {
   for (auto& s : steps.value()) w = std::max(w, static_cast<int>(s.name.size()));
   say("%-12s  %-*s  %-10s  %5s  %4s  %10s  %-10s  %s\n", "step", w, "directory", "state", "ranks", "vars", "bytes",
       "transport", "created / reason");
+  bool unchecked = false;
   for (auto& s : steps.value()) {
     if (s.complete) {
-      say("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name, "complete",
-          s.index->nranks, s.index->vars.size(), human_bytes(s.index->payload_bytes()), s.index->transport,
-          utc_time(s.index->created_unix));
+      StepSummary sum;
+      if (s.subindices_unchecked) {
+        auto got = summary_from_root(s.path);
+        if (!got.ok()) return fail("ls", got.status().message());  // changed since the listing read it
+        sum = std::move(got).value();
+        unchecked = true;
+      } else {
+        sum = {s.index->nranks, s.index->vars.size(), s.index->payload_bytes(), s.index->transport,
+               s.index->created_unix};
+      }
+      say("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name,
+          s.subindices_unchecked ? "complete+" : "complete", sum.nranks, sum.vars, human_bytes(sum.bytes),
+          sum.transport, utc_time(sum.created_unix));
       if (a.long_format)
         for (auto& v : s.index->vars)
           say("    %-30s %-5s %s\n", v.name, dtype_name(v.dtype), detail::region_kind_name(v.kind));
@@ -347,6 +382,8 @@ int ls_root(const std::string& path, const LsArgs& a) {
           s.damaged ? "damaged" : "incomplete", "-", "-", "-", "-", s.reason);
     }
   }
+  if (unchecked)
+    say("\n+ two-level index: its root and catalog checked; `ckpt ls -l` or `ckpt verify` reads its sub-indices\n");
   return kExitOk;
 }
 

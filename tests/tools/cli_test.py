@@ -180,6 +180,16 @@ def case_ls_index2():
     assert ls_table(out) == got, out
     _, err = ckpt("ls", "-l", c, rc=2)
     one_line_error(err, "corrupt checkpoint", "sub-index 1")
+    # The root's listing reads each step's root and catalog only (complete+, with the footnote); -l and
+    # --json read the sub-indices and find the damage.
+    out, _ = ckpt("ls", d)
+    assert re.search(r"^20\s+ckpt\.20\s+complete\+\s+4\s", out, re.M), out
+    assert "two-level index: its root and catalog checked" in out, out
+    out, _ = ckpt("ls", "-l", d)
+    assert re.search(r"^20\s+ckpt\.20\s+damaged\s.*sub-index 1", out, re.M), out
+    assert ckpt_json("ls", d)["steps"][0]["damaged"] is True
+    out, _ = ckpt("ls", data("v2from4"))
+    assert re.search(r"^20\s+ckpt\.20\s+complete\+\s+4\s+7\s", out, re.M), out
     out, err = ckpt("verify", c, rc=2)
     assert "sub-index 1" in out + err, out + err
     # The catalog of another commit (step 10's): the root's hash does not name it - refused as latest() does.
