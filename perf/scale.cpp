@@ -19,7 +19,8 @@
 //   inspect     inspect(step) of that Runtime and the joined array's row count from it (what an application
 //               asks before it allocates, as qmc_walkers does): bytes received by rank 0 and by the rank
 //               that received most (format 1: the whole index; format 2: the root, and the local arrays'
-//               extents that rank 0 read), collective calls, time
+//               extents that rank 0 read), collective calls, time, and the index bytes each rank read or
+//               received (CheckpointReader::index_bytes(): rank 0 also read writer 0's sub-index)
 //   restart N->M  the global and joined arrays only, restarted by the first half of the ranks (a
 //               sub-communicator): the same figures
 // "received" counts what an MPI call delivers into this rank's buffers: a rooted gather's receive
@@ -359,6 +360,7 @@ int main(int argc, char** argv) {
   // ---- restart N->N ----
   State back(a, rank, 0.25);  // other values: the restart must bring them back
   Count nn, newest, ins;
+  std::uint64_t ins_read = 0;  // index bytes inspect() read or received on this rank
   std::uint64_t nn_read = 0;  // index bytes this rank read or received
   {
     ckpt::Runtime rt(MPI_COMM_WORLD, o);
@@ -380,12 +382,14 @@ int main(int argc, char** argv) {
     ins = counted([&] {
       auto c = rt.inspect(last);
       if (!c.ok()) fail("inspect: " + c.status().to_string());
+      ins_read = c.value().index_bytes();
       auto v = c.value().variable("rows");
       if (!v.ok() || v->shape.empty() || v->shape[0] != total_rows) fail("inspect: not the joined array's rows");
     });
   }
   const Spread ins_bytes = spread(ins.bytes, MPI_COMM_WORLD), ins_coll = spread(ins.collectives, MPI_COMM_WORLD);
   const double ins_s = max_s(ins.s, MPI_COMM_WORLD);
+  const Spread ins_index = spread(ins_read, MPI_COMM_WORLD);
   const Spread nn_bytes = spread(nn.bytes, MPI_COMM_WORLD), nn_coll = spread(nn.collectives, MPI_COMM_WORLD);
   const double nn_s = max_s(nn.s, MPI_COMM_WORLD);
   const Spread nn_index = spread(nn_read, MPI_COMM_WORLD);
@@ -450,6 +454,8 @@ int main(int argc, char** argv) {
                 "-", "-");
     std::printf("%-24s %12.1f %12.1f %12s %10s\n", ("N->" + std::to_string(half) + " index read").c_str(),
                 nm_index.root / 1024.0, nm_index.others / 1024.0, "-", "-");
+    std::printf("%-24s %12.1f %12.1f %12s %10s\n", "inspect index read", ins_index.root / 1024.0,
+                ins_index.others / 1024.0, "-", "-");
     if (!a.csv.empty()) {
       const bool fresh = !std::filesystem::exists(a.csv);
       FILE* f = std::fopen(a.csv.c_str(), "a");
@@ -461,10 +467,10 @@ int main(int argc, char** argv) {
             "nn_root_bytes,nn_other_bytes,nn_collectives,nn_ms,nm_ranks,nm_root_bytes,nm_other_bytes,"
             "nm_collectives,nm_ms,index_format,catalog_bytes,nn_index_root_bytes,nn_index_other_bytes,"
             "nm_index_root_bytes,nm_index_other_bytes,latest_ms,latest_collectives,inspect_root_bytes,"
-            "inspect_other_bytes,inspect_collectives,inspect_ms\n");
+            "inspect_other_bytes,inspect_collectives,inspect_ms,inspect_index_root_bytes,inspect_index_other_bytes\n");
       std::fprintf(f,
                    "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%"
-                   "llu,%llu,%.3f,%llu,%llu,%llu,%llu,%.3f\n",
+                   "llu,%llu,%.3f,%llu,%llu,%llu,%llu,%.3f,%llu,%llu\n",
                    size, a.locals, a.globals, static_cast<unsigned long long>(index_bytes),
                    static_cast<unsigned long long>(commit_bytes.root),
                    static_cast<unsigned long long>(commit_bytes.others),
@@ -478,7 +484,8 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(nm_index.others), latest_s * 1e3,
                    static_cast<unsigned long long>(latest_coll.root), static_cast<unsigned long long>(ins_bytes.root),
                    static_cast<unsigned long long>(ins_bytes.others), static_cast<unsigned long long>(ins_coll.root),
-                   ins_s * 1e3);
+                   ins_s * 1e3, static_cast<unsigned long long>(ins_index.root),
+                   static_cast<unsigned long long>(ins_index.others));
       std::fclose(f);
     }
   }

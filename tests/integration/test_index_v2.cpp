@@ -446,6 +446,10 @@ TEST(IndexV2, InspectReadsTheRootAndLoadsBlocksWhenACallNeedsThem) {
   EXPECT_EQ(c->variable("rows")->shape, Shape{total});
   EXPECT_EQ(c->variable("local")->shape, Shape{10}) << "the lowest writer rank's extents (rank 0's), on every rank";
   EXPECT_EQ(c->variable("t")->shape, Shape{});
+  // What this rank read: the root; rank 0 alone also writer 0's catalog entry and sub-index (the extents).
+  const std::string ck3 = dir + "/ckpt.3/";
+  const std::uint64_t root3 = file_bytes(ck3 + "index").size();
+  EXPECT_EQ(c->index_bytes(), world_rank() == 0 ? root3 + 40 + file_bytes(ck3 + "index.0").size() : root3);
   // A read loads what it needs: rank r's own local array and grid rows; the last rank's are gone.
   const std::uint32_t me = static_cast<std::uint32_t>(world_rank());
   std::vector<std::int32_t> local(want.local.size());  // this rank's length (State)

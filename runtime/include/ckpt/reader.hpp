@@ -125,6 +125,11 @@ class CKPT_API CheckpointReader {
   /// nothing when blocks_loaded(). corrupt when a sub-index is damaged or missing, failed_precondition
   /// when the step was committed again since it was opened. verify() calls it first.
   Status load_blocks();
+  /// Index bytes this reader read from files or received, as Runtime::restart_index_bytes() counts a
+  /// restart's: opened lazily, the root and what its calls loaded since (on rank 0 of a collective open
+  /// also what the local extents needed; the other ranks receive those, not counted); opened whole
+  /// collectively, the encoded index; 0 for a whole index opened serially (read by the store).
+  std::uint64_t index_bytes() const;
 
   /// The bytes that read(name, start, count, ...) writes (the box's elements * dtype_size), after the
   /// checks read() makes before it reads anything: the box (as read()), every block the box touches lies

@@ -396,6 +396,7 @@ const std::vector<std::pair<std::string, std::string>>& CheckpointReader::attrs(
 const std::vector<VariableInfo>& CheckpointReader::variables() const { return m_s->vars; }
 bool CheckpointReader::blocks_loaded() const { return m_s->listed; }
 Status CheckpointReader::load_blocks() { return m_s->load_blocks(); }
+std::uint64_t CheckpointReader::index_bytes() const { return m_s->part.bytes_read(); }
 
 Result<VariableInfo> CheckpointReader::variable(const std::string& name) const {
   auto v = m_s->find(name);
