@@ -95,11 +95,9 @@ Status PartialIndex::load_rank(std::uint32_t rank) {
 }
 
 Status PartialIndex::load_writer(std::uint32_t w) {
-  if (!m_failed.ok()) return m_failed;
-  if (m_whole) return Status::OK();
-  if (w >= m_root.writers) return Status(Code::invalid_argument, "writer " + num(w) + " of " + num(m_root.writers));
-  m_failed = load_writers({{w, 1}});
-  return m_failed;
+  if (m_failed.ok() && !m_whole && w >= m_root.writers)
+    return Status(Code::invalid_argument, "writer " + num(w) + " of " + num(m_root.writers));
+  return load_range(w, 1);
 }
 
 Status PartialIndex::load_range(std::uint32_t first, std::uint32_t count) {
@@ -112,12 +110,7 @@ Status PartialIndex::load_range(std::uint32_t first, std::uint32_t count) {
   return m_failed;
 }
 
-Status PartialIndex::load_all() {
-  if (!m_failed.ok()) return m_failed;
-  if (m_whole) return Status::OK();
-  m_failed = load_writers({{0, m_root.writers}});
-  return m_failed;
-}
+Status PartialIndex::load_all() { return load_range(0, writers()); }
 
 Status PartialIndex::load_rank_once(std::uint32_t rank) {
   auto at = locate_rank(m_root, rank);
