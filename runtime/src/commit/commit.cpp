@@ -349,13 +349,13 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
   return out;
 }
 
+/// Whether block `b` of a rank's report is sent to rank 0 as a box: a block of a global or joined variable.
+bool has_box(const Index& rep, const BlockRecord& b) { return has_global_shape(rep.vars[b.var].kind); }
+
 /// What a rank's writer report holds before its sub-index is written (commit_spread): its files, the boxes
 /// of its blocks of global and joined variables (`rep`'s numbers and starts: commit_spread renumbers them in
 /// place after the agreement, the sizes stay) and the steps its pieces refer to. Its encoded size, error
 /// aside, is the gather's slot.
-/// Whether block `b` of a rank's report is sent to rank 0 as a box: a block of a global or joined variable.
-bool has_box(const Index& rep, const BlockRecord& b) { return has_global_shape(rep.vars[b.var].kind); }
-
 WriterReport draft_writer_report(const Index& rep) {
   WriterReport out;
   out.files = static_cast<std::uint32_t>(rep.files.size());
