@@ -163,17 +163,7 @@ struct CheckpointReaderState {
       tables_blocks = SIZE_MAX;
       refresh();
     }
-    for (std::uint32_t v = 0; v < index.vars.size(); ++v) {
-      VariableInfo& info = vars[v];
-      info.blocks.clear();
-      info.ranks.clear();
-      for (const std::uint32_t bi : lookup.blocks(v)) {
-        info.blocks.push_back(block_info(index.blocks[bi]));
-        info.ranks.push_back(index.blocks[bi].rank);
-      }
-      std::sort(info.ranks.begin(), info.ranks.end());
-      info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
-    }
+    for (std::uint32_t v = 0; v < index.vars.size(); ++v) list_blocks(v, vars[v]);
     listed = true;
     return Status::OK();
   }
@@ -202,6 +192,18 @@ struct CheckpointReaderState {
     return BlockInfo{b.rank, b.start, b.count, b.length, index.files[b.file].name, b.offset};
   }
 
+  /// `info.blocks` and `info.ranks` of variable `v`, from the blocks loaded.
+  void list_blocks(std::uint32_t v, VariableInfo& info) const {
+    info.blocks.clear();
+    info.ranks.clear();
+    for (const std::uint32_t bi : lookup.blocks(v)) {
+      info.blocks.push_back(block_info(index.blocks[bi]));
+      info.ranks.push_back(index.blocks[bi].rank);
+    }
+    std::sort(info.ranks.begin(), info.ranks.end());
+    info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
+  }
+
   VariableInfo describe(std::uint32_t v) const {
     const VarRecord& r = index.vars[v];
     VariableInfo info;
@@ -225,15 +227,9 @@ struct CheckpointReaderState {
       info.max = stat_to_double(r.dtype, st.max_bits);
     }
     const BlockRecord* lowest = nullptr;
-    for (const std::uint32_t bi : lookup.blocks(v)) {
-      const BlockRecord& b = index.blocks[bi];
-      if (lowest == nullptr || b.rank < lowest->rank) lowest = &b;
-      if (!listed) continue;
-      info.blocks.push_back(block_info(b));
-      info.ranks.push_back(b.rank);
-    }
-    std::sort(info.ranks.begin(), info.ranks.end());
-    info.ranks.erase(std::unique(info.ranks.begin(), info.ranks.end()), info.ranks.end());
+    for (const std::uint32_t bi : lookup.blocks(v))
+      if (lowest == nullptr || index.blocks[bi].rank < lowest->rank) lowest = &index.blocks[bi];
+    if (listed) list_blocks(v, info);
     if (has_global_shape(r.kind))
       info.shape = r.global;
     else if (lowest != nullptr)
@@ -776,9 +772,9 @@ Result<CheckpointReader> Reader::open_step(std::int64_t step) const {
         const std::string d = m_s->store->checkpoint_dir(step);
         where.assign(d.begin(), d.end());
         if (m_s->store->layout() == detail::Layout::directory) {
+          // A one-level index is read whole by this one read (read_index_file() reads the same file).
           mine = detail::read_root_file(d);
           lazy = mine.ok() && detail::index_header_version(mine->data(), mine->size()) == detail::kIndexV2Version;
-          if (mine.ok() && !lazy) mine = m_s->store->read_index(step);
         } else {
           mine = m_s->store->read_index(step);
         }
