@@ -575,7 +575,7 @@ class DirectoryStore final : public Store {
         auto root = read_root_file(e.path);
         Status ok = root.ok() ? check_committed(e.path, root.value(), e.step) : root.status();
         if (ok.ok() && index_header_version(root->data(), root->size()) == kIndexV2Version) {
-          e.subindices_unchecked = true;
+          e.unchecked_root = std::move(root).value();
           idx = Index{};
         } else {
           idx = ok.ok() ? load_checkpoint_index(e.path, e.step) : Result<Index>(ok);
@@ -593,7 +593,7 @@ class DirectoryStore final : public Store {
                 : "left by a commit that died between its renames; the next run puts it back as " + step_name(e.step);
       } else {
         e.complete = true;
-        if (!e.subindices_unchecked) e.index = std::move(idx).value();
+        if (!e.subindices_unchecked()) e.index = std::move(idx).value();
       }
     }
     return out;

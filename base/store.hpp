@@ -225,9 +225,11 @@ struct StepEntry {
   /// fails its checks), rather than because a commit did not finish: `ckpt ls` says "damaged".
   bool damaged = false;
   std::optional<Index> index;  ///< set when complete (but by a listing of ListDepth::roots)
-  /// A listing of ListDepth::roots: complete as far as its root and catalog say, its sub-indices (a
-  /// version-2 index) not read - the caller checks them (check_subindices_collective()).
-  bool subindices_unchecked = false;
+  /// A listing of ListDepth::roots, a version-2 step: its root index as read, complete as far as the root
+  /// and its catalog say, its sub-indices not read - the caller checks them (check_subindices_collective()).
+  /// Empty otherwise.
+  std::vector<std::uint8_t> unchecked_root;
+  bool subindices_unchecked() const { return !unchecked_root.empty(); }
 };
 
 /// How deep Store::list() checks a committed step: its whole index (every sub-index of a version-2

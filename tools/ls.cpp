@@ -292,12 +292,10 @@ struct StepSummary {
   double created_unix = 0;
 };
 
-/// A version-2 step listed with ListDepth::roots: its root again (the listing checked it against the
-/// catalog), decoded for the summary.
-Result<StepSummary> summary_from_root(const std::string& dir) {
-  auto bytes = detail::read_root_file(dir);
-  if (!bytes.ok()) return bytes.status();
-  auto root = detail::decode_root_index(bytes->data(), bytes->size());
+/// A version-2 step listed with ListDepth::roots: its root as the listing read it (and checked it against
+/// the catalog), decoded for the summary.
+Result<StepSummary> summary_from_root(const std::vector<std::uint8_t>& bytes) {
+  auto root = detail::decode_root_index(bytes.data(), bytes.size());
   if (!root.ok()) return root.status();
   StepSummary out{root->nranks, root->vars.size(), 0, root->transport, root->created_unix};
   for (const detail::Var2& v : root->vars) out.bytes += v.bytes;
@@ -362,9 +360,9 @@ int ls_root(const std::string& path, const LsArgs& a) {
   for (auto& s : steps.value()) {
     if (s.complete) {
       StepSummary sum;
-      if (s.subindices_unchecked) {
-        auto got = summary_from_root(s.path);
-        if (!got.ok()) return fail("ls", got.status().message());  // changed since the listing read it
+      if (s.subindices_unchecked()) {
+        auto got = summary_from_root(s.unchecked_root);
+        if (!got.ok()) return fail("ls", got.status().message());
         sum = std::move(got).value();
         unchecked = true;
       } else {
@@ -372,7 +370,7 @@ int ls_root(const std::string& path, const LsArgs& a) {
                s.index->created_unix};
       }
       say("%-12lld  %-*s  %-10s  %5u  %4zu  %10s  %-10s  %s\n", static_cast<long long>(s.step), w, s.name,
-          s.subindices_unchecked ? "complete+" : "complete", sum.nranks, sum.vars, human_bytes(sum.bytes),
+          s.subindices_unchecked() ? "complete+" : "complete", sum.nranks, sum.vars, human_bytes(sum.bytes),
           sum.transport, utc_time(sum.created_unix));
       if (a.long_format)
         for (auto& v : s.index->vars)

@@ -359,8 +359,10 @@ struct ReaderState {
   std::vector<std::string> skipped;
   std::vector<std::int64_t> skipped_steps;  // the step of each line of `skipped`
   std::optional<Index> single_index;  // when it is one checkpoint (serial)
-  /// Listed with ListDepth::roots (rank 0 of a collective open): the steps whose sub-indices are unchecked.
+  /// Listed with ListDepth::roots (rank 0 of a collective open): the steps whose sub-indices are unchecked,
+  /// and their roots as the listing read them.
   std::vector<std::int64_t> unchecked;
+  std::vector<std::vector<std::uint8_t>> unchecked_roots;
   bool collective = false;
   MPI_Comm comm = MPI_COMM_NULL;  // the caller's, when collective
   int rank = 0;
@@ -644,7 +646,10 @@ Result<std::unique_ptr<ReaderState>> list_path(const std::string& path, ListDept
       s->steps.push_back(e.step);
     else
       s->skipped.push_back(e.name + ": " + e.reason), s->skipped_steps.push_back(e.step);
-    if (e.complete && e.subindices_unchecked) s->unchecked.push_back(e.step);
+    if (e.complete && e.subindices_unchecked()) {
+      s->unchecked.push_back(e.step);
+      s->unchecked_roots.push_back(std::move(e.unchecked_root));
+    }
   }
   std::reverse(s->steps.begin(), s->steps.end());
   return s;
@@ -724,19 +729,20 @@ Result<Reader> Reader::open(CommRef comm, const std::string& path) {
   s->single = single != 0;
   if (!s->single && rank == 0) s->store = std::move(listed->store);  // the others get what it reads
   // The sub-indices of the version-2 steps, spread over the ranks as latest() checks them: per step rank 0
-  // sends the root and its directory (the others' `path` is not read), each rank checks its writers'.
-  for (const std::int64_t step : unchecked) {
-    Result<std::vector<std::uint8_t>> root = std::vector<std::uint8_t>{};
-    std::vector<std::uint8_t> where;
+  // sends the root its listing read and its directory (the others' `path` is not read), each rank checks
+  // its writers'.
+  for (std::size_t k = 0; k < unchecked.size(); ++k) {
+    const std::int64_t step = unchecked[k];
+    std::vector<std::uint8_t> root, where;
     if (rank == 0) {
       const std::string d = s->store->checkpoint_dir(step);
       where.assign(d.begin(), d.end());
-      root = detail::read_root_file(d);
+      root = std::move(listed->unchecked_roots[k]);
     }
     detail::bcast_bytes(c.value(), where, 0);
-    auto got = detail::bcast_result(c.value(), std::move(root), 0);
+    detail::bcast_bytes(c.value(), root, 0);
     const std::string dir(where.begin(), where.end());
-    const Status st = got.ok() ? detail::check_subindices_collective(c.value(), dir, got.value(), step) : got.status();
+    const Status st = detail::check_subindices_collective(c.value(), dir, root, step);
     if (st.ok()) continue;
     s->steps.erase(std::remove(s->steps.begin(), s->steps.end(), step), s->steps.end());
     // Newest first, the committed entry before the others of its step (as the store lists them).
