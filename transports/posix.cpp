@@ -143,6 +143,7 @@ class PosixTransport final : public Transport {
   }
   const char* name() const override { return "posix"; }
   bool collective_open() const override { return m_token > 0; }  // the open token is passed round robin
+  int index_writer() const override { return kOwnFiles; }
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
     const std::uint64_t data_offset = std::max<std::uint64_t>(m_alignment, kDataHeaderBytes);
     if (m_append) {

@@ -191,6 +191,8 @@ class RbioTransport final : public Transport {
   const char* name() const override { return "rbio"; }
   bool collective_open() const override { return true; }
   bool writes_with_mpi() const override { return true; }
+  // A file per writer holds its group's streams alone; a shared file spans the groups.
+  int index_writer() const override { return m_opts.rbio_files == 0 ? m_writer_rank : kSharedFiles; }
 
   // Application thread, collective over all ranks.
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {

@@ -163,6 +163,13 @@ class Transport {
     (void)r;
     return Status::OK();
   }
+  /// The two-level index (index_format 2): which rank may write the sub-index that holds this rank's
+  /// blocks. kOwnFiles: this rank's files are written by it alone (posix), so any writer that holds the
+  /// rank will do; a rank number: every file this rank's blocks go to is written by that rank, for its
+  /// group of ranks alone (rbio with a file per writer); kSharedFiles (the default): a file spans the
+  /// groups (one shared file: mpiio, hdf5, rbio with rbio_files 1), and rank 0 writes every sub-index.
+  static constexpr int kOwnFiles = -1, kSharedFiles = -2;
+  virtual int index_writer() const { return kSharedFiles; }
 };
 
 /// Makes the transport called `name`. Known names that were not built answer `unavailable` with the

@@ -1,9 +1,9 @@
 // The two-level index (option index_format: 2; docs/format.md, "Version 2 index"): written at commit as a
-// root (`index`), a `catalog` and one `index.<w>` per rank, read back by restart, the Reader and the tools
+// root (`index`), a `catalog` and one `index.<w>` per writer (a rank, or an rbio writer's group), read back by restart,
 // through the one place that reads an index (read_index_file). At 4 ranks, on every transport that
 // writes files: global, local, joined and scalar variables restart exactly; a damaged or missing
 // sub-index makes its step damaged (restart falls back to the step before); both versions in one root;
-// the layouts this build does not write it in are refused. N->M restarts of it: nm_index2_* (CMake).
+// the layouts this build does not write it in are refused. N->M restarts of it: nm_index2_* and nm_index2map_* (CMake).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -123,8 +123,10 @@ TEST(IndexV2, EveryTransportWritesTheTwoLevelsAndRestartsExactly) {
       const std::string c = dir + "/ckpt.4";
       EXPECT_EQ(header_version(c + "/index"), 2u) << "the root is the commit point";
       EXPECT_TRUE(exists(c + "/catalog"));
-      for (int w = 0; w < world_size(); ++w) EXPECT_TRUE(exists(c + "/index." + std::to_string(w))) << w;
-      EXPECT_FALSE(exists(c + "/index." + std::to_string(world_size())));
+      // rbio (one writer per node here): its writer writes the node's sub-index (GroupWriters... below).
+      const int writers = t == "rbio" ? 1 : world_size();
+      for (int w = 0; w < writers; ++w) EXPECT_TRUE(exists(c + "/index." + std::to_string(w))) << w;
+      EXPECT_FALSE(exists(c + "/index." + std::to_string(writers)));
     }
     State want, got;
     want.fill(4);
@@ -195,6 +197,62 @@ TEST(IndexV2, RanksWriteTheirOwnSubIndicesTheIndexTheGatherWould) {
     if (t >= 0) EXPECT_TRUE(idx->vars[static_cast<std::size_t>(t)].uniform);  // the same scalar on every rank
   }
   restarts_exactly(v2_options(spread), 3);
+}
+
+/// The root index of `dir`/ckpt.`step` (rank 0).
+detail::RootIndex root_of(const std::string& dir, std::int64_t step) {
+  const auto bytes = file_bytes(dir + "/ckpt." + std::to_string(step) + "/index");
+  auto root = detail::decode_root_index(bytes.data(), bytes.size());
+  EXPECT_TRUE(root.ok()) << root.status().to_string();
+  return root.ok() ? std::move(root).value() : detail::RootIndex{};
+}
+
+// rbio with a file per writer: each writer writes the sub-index of its group (the ranks whose streams go to
+// its file), gathered from its ranks; rank 0 receives the writers' entries and boxes. The root names them
+// by rule: 2 writers at 4 ranks are groups of 2 (rule 1), 3 writers groups of 2, 1 and 1 (rule 2, the rank
+// map), 4 writers one rank each (rule 0). What is read back is the index rank 0 gathers and splits with the
+// one-level commit of the same transport, field for field; each rank restarts exactly reading the root,
+// its writer's entry and sub-index; the Reader verifies and reads the joined rows; ckpt verify passes.
+TEST(IndexV2, GroupWritersWriteTheirGroupsSubIndices) {
+  if (world_size() != 4) GTEST_SKIP() << "the groups below are those of 4 ranks";
+  struct Case {
+    int rbio_writers;
+    detail::WriterRule rule;
+    std::uint32_t g;
+  };
+  for (const Case& k : {Case{2, detail::WriterRule::groups, 2}, Case{3, detail::WriterRule::mapped, 0},
+                        Case{4, detail::WriterRule::per_rank, 0}, Case{1, detail::WriterRule::groups, 4}}) {
+    SCOPED_TRACE("rbio_writers " + std::to_string(k.rbio_writers));
+    const std::string grouped = scratch_dir("index2-groups"), gathered = scratch_dir("index2-groups-1");
+    Options o = v2_options(grouped, "rbio");
+    o.rbio_writers = k.rbio_writers;
+    write_steps(o, {6});
+    Options o1 = o;
+    o1.dir = gathered;
+    o1.index_format = 1;
+    write_steps(o1, {6});
+    expect_same_index(grouped, gathered, 6);
+    if (world_rank() == 0) {
+      const detail::RootIndex root = root_of(grouped, 6);
+      EXPECT_EQ(root.writers, static_cast<std::uint32_t>(k.rbio_writers));
+      EXPECT_EQ(root.rule, k.rule);
+      EXPECT_EQ(root.g, k.g);
+      const std::string c = grouped + "/ckpt.6";
+      for (int w = 0; w < k.rbio_writers; ++w) EXPECT_TRUE(exists(c + "/index." + std::to_string(w))) << w;
+      EXPECT_FALSE(exists(c + "/index." + std::to_string(k.rbio_writers)));
+      auto r = Reader::open(grouped);
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      auto opened = r->open_step(6);
+      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+      CheckpointReader reader = std::move(opened).value();
+      const Status vs = reader.verify();
+      EXPECT_TRUE(vs.ok()) << vs.to_string();
+    }
+    // Restart N->N: the root, one catalog entry, its writer's sub-index (which holds its group's ranks).
+    const std::uint64_t read = restarts_exactly(o, 6);
+    EXPECT_GT(read, 0u);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
 }
 
 // The ordered reduction (when the one allreduce cannot decide) gives the same index: ranks that register

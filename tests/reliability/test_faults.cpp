@@ -249,41 +249,50 @@ TEST(Faults, PosixSeriesFailedCheckpoint) {
     std::printf("[faults series] checkpoint 2: %s; ckpt verify of the root: exit %d\n", s2.to_string().c_str(), rc);
 }
 
-// The two-level index (index_format 2, posix): a rank whose sub-index cannot be written (ENOSPC on
-// index.1, rank 1) fails the checkpoint on every rank, with its whole message - the writers' reports are
-// gathered in slots as large as the largest report without an error, so this one follows point to point
-// (base/mpi gather_slots) - and the next checkpoint commits and restores.
-TEST(Faults, PosixTwoLevelSubIndexWriteFails) {
+// The two-level index (index_format 2): a sub-index that cannot be written (ENOSPC on index.1) fails the
+// checkpoint on every rank, with its whole message, and the next checkpoint commits and restores. posix:
+// rank 1 writes index.1 - the writers' reports are gathered in slots as large as the largest report
+// without an error, so this one follows point to point (base/mpi gather_slots); rbio with 2 writers: the
+// writer of the second group (rank ceil(P / 2)) writes its group's index.1 and reports its failure.
+TEST(Faults, TwoLevelSubIndexWriteFails) {
   Shim shim;
   ASSERT_TRUE(shim.ok()) << "libfaultinject.so is not preloaded (LD_PRELOAD)";
   const int rank = world_rank();
-  const std::string dir = scratch_dir();
-  Options o = fault_options(dir);
-  o.index_format = 2;
-  Runtime rt(MPI_COMM_WORLD, o);
-  ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-  State st(rank, world_size());
-  ASSERT_TRUE(st.protect(rt).ok());
-  ASSERT_TRUE(rt.protect_scalar("step", &st.step).ok());
-  st.fill(1);
-  ASSERT_TRUE(rt.checkpoint(1).wait().ok());
-  if (rank == 1) shim.configure("/ckpt.2.tmp/index.1", "write", "ENOSPC", 0, 0);
-  st.fill(2);
-  Status s2 = rt.checkpoint(2).wait();
-  const long long hits = sum_ll(shim.hits());
-  shim.disarm();
-  EXPECT_GT(hits, 0) << "the fault was never injected";
-  EXPECT_FALSE(s2.ok()) << "checkpoint 2 committed without rank 1's sub-index";
-  for (const char* part : {"rank 1", "index.1", "No space left on device"})
-    EXPECT_NE(s2.message().find(part), std::string::npos) << "no '" << part << "' in: " << s2.to_string();
-  st.fill(3);
-  Status s3 = rt.checkpoint(3).wait();
-  EXPECT_TRUE(s3.ok()) << s3.to_string();
-  st.clobber();
-  EXPECT_TRUE(rt.restart(3).ok());
-  EXPECT_TRUE(all_true(st.equals(3)));
-  if (rank == 0) std::printf("[faults two-level] checkpoint 2: %s\n", s2.to_string().c_str());
-  EXPECT_TRUE(rt.close().ok());
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  for (const std::string transport : {"posix", "rbio"}) {
+    SCOPED_TRACE(transport);
+    const int writer = transport == "posix" ? 1 : (world_size() + 1) / 2;  // the rank that writes index.1
+    const std::string dir = scratch_dir("-" + transport);
+    Options o = fault_options(dir);
+    o.index_format = 2;
+    o.transport = transport;
+    o.rbio_writers = 2;
+    Runtime rt(MPI_COMM_WORLD, o);
+    ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+    State st(rank, world_size());
+    ASSERT_TRUE(st.protect(rt).ok());
+    ASSERT_TRUE(rt.protect_scalar("step", &st.step).ok());
+    st.fill(1);
+    ASSERT_TRUE(rt.checkpoint(1).wait().ok());
+    if (rank == writer) shim.configure("/ckpt.2.tmp/index.1", "write", "ENOSPC", 0, 0);
+    st.fill(2);
+    Status s2 = rt.checkpoint(2).wait();
+    const long long hits = sum_ll(shim.hits());
+    shim.disarm();
+    EXPECT_GT(hits, 0) << "the fault was never injected";
+    EXPECT_FALSE(s2.ok()) << "checkpoint 2 committed without sub-index 1";
+    for (const std::string part :
+         {"rank " + std::to_string(writer), std::string("index.1"), std::string("No space left on device")})
+      EXPECT_NE(s2.message().find(part), std::string::npos) << "no '" << part << "' in: " << s2.to_string();
+    st.fill(3);
+    Status s3 = rt.checkpoint(3).wait();
+    EXPECT_TRUE(s3.ok()) << s3.to_string();
+    st.clobber();
+    EXPECT_TRUE(rt.restart(3).ok());
+    EXPECT_TRUE(all_true(st.equals(3)));
+    if (rank == 0) std::printf("[faults two-level %s] checkpoint 2: %s\n", transport.c_str(), s2.to_string().c_str());
+    EXPECT_TRUE(rt.close().ok());
+  }
 }
 
 // Incremental checkpoints (issue 36): a commit that fails (ENOSPC writing the catalog on rank 0)

@@ -36,16 +36,25 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     : m_commit_comm(comm), m_cfg(cfg), m_store(store), m_run_id(run_id), m_tracer(tracer) {
   MPI_Comm_rank(comm, &m_rank);
   MPI_Comm_size(comm, &m_size);
-  bool all_posix = !transports.empty();
+  // Who writes this rank's sub-index (index_format 2): the rank itself when its files are its own
+  // (posix), the writer of its group when every file of its blocks is its group's alone (rbio with a file
+  // per writer); with a file shared across groups rank 0 writes them all (commit()).
+  bool spread = !transports.empty();
+  int leader = Transport::kOwnFiles;
   for (auto& t : transports) {
     if (m_transport_names.find(t->name()) == std::string::npos)
       m_transport_names += (m_transport_names.empty() ? "" : "+") + std::string(t->name());
     m_group_persistent.push_back(t->persistent());
     m_persistent = m_persistent || t->persistent();
-    all_posix = all_posix && std::string(t->name()) == "posix";
+    if (!t->persistent()) continue;
+    const int w = t->index_writer();
+    if (w == Transport::kSharedFiles || (w >= 0 && leader >= 0 && w != leader)) spread = false;
+    if (w >= 0) leader = w;
   }
-  // Every rank's files are its own (file per process): each rank can write its own sub-index.
-  m_spread = cfg.index_format == 2 && all_posix && m_persistent && cfg.node == nullptr;
+  m_spread = cfg.index_format == 2 && spread && m_persistent && cfg.node == nullptr;
+  m_writer = static_cast<std::uint32_t>(m_rank);
+  m_writer_count = static_cast<std::uint32_t>(m_size);
+  if (m_spread && leader >= 0) init_writer_groups(leader);  // the same on every rank: the transports' options
   if (m_rank == 0 && m_persistent && cfg.durable_every_ms > 0) {
     const auto steps = store.committed_steps();  // newest first; an earlier run's close() synced them
     if (!steps.empty()) m_durable_step = steps.front();
@@ -59,6 +68,41 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     set_sleeping_waits(true);
     loop();
   });
+}
+
+void Committer::init_writer_groups(int leader) {
+  // The group: the ranks whose leader is the same rank (a group's first rank, so rank 0 leads one);
+  // writers numbered in rank order.
+  m_leader = leader;
+  MPI_Comm_split(m_commit_comm, leader, m_rank, &m_group_comm);
+  int grank = 0, w = 0, nw = 0;
+  MPI_Comm_rank(m_group_comm, &grank);
+  MPI_Comm_split(m_commit_comm, grank == 0 ? 0 : MPI_UNDEFINED, m_rank, &m_writers_comm);
+  if (m_writers_comm != MPI_COMM_NULL) {
+    MPI_Comm_rank(m_writers_comm, &w);
+    MPI_Comm_size(m_writers_comm, &nw);
+  }
+  MPI_Bcast(&w, 1, MPI_INT, 0, m_group_comm);
+  m_writer = static_cast<std::uint32_t>(w);
+  m_writer_count = static_cast<std::uint32_t>(nw);
+  // Rank 0: every rank's writer, and the root's rule for it (once per Runtime: P integers).
+  std::vector<std::uint32_t> owner(m_rank == 0 ? static_cast<std::size_t>(m_size) : 0);
+  MPI_Gather(&m_writer, 1, MPI_UINT32_T, owner.data(), 1, MPI_UINT32_T, 0, m_commit_comm);
+  if (m_rank != 0) return;
+  const auto nranks = static_cast<std::uint32_t>(m_size);
+  std::uint32_t g = 0;
+  while (g < nranks && owner[g] == 0) ++g;
+  bool contiguous = true;
+  for (std::uint32_t r = 0; r < nranks && contiguous; ++r) contiguous = owner[r] == r / g;
+  if (m_writer_count == nranks) {
+    m_rule = WriterRule::per_rank;
+  } else if (contiguous) {
+    m_rule = WriterRule::groups;
+    m_rule_g = g;
+  } else {
+    m_rule = WriterRule::mapped;
+  }
+  m_owner = std::move(owner);
 }
 
 std::size_t Funnel::ready() const { return m_c.m_queue.size(); }
@@ -86,6 +130,8 @@ void Committer::close() {
     left->ticket->finish(Status(Code::failed_precondition, "the Runtime was closed before this checkpoint's commit"));
   if (m_unsynced && m_persistent) (void)m_store.sync();  // the end of the run is durable
   m_unsynced = false;
+  free_comm(m_writers_comm);
+  free_comm(m_group_comm);
   free_comm(m_commit_comm);
 }
 
@@ -266,10 +312,8 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
   return outcome;
 }
 
-namespace {
-
-/// What a rank tells rank 0 after writing its sub-index (commit_spread): its failure, or its catalog
-/// entry, file count and the boxes of its blocks of global and joined variables (root numbering).
+/// What a writer tells rank 0 after writing its sub-index (commit_spread): its failure, or its catalog
+/// entry, file count and the boxes of its ranks' blocks of global and joined variables (root numbering).
 struct WriterReport {
   std::string error;  ///< empty when the sub-index was written
   std::int32_t code = 0;
@@ -280,16 +324,22 @@ struct WriterReport {
   /// chain started with; none: no reference.
   std::vector<std::int64_t> ref_steps;
   std::int64_t base_step = 0;
+  /// A group's writer: `error` lists its ranks' failures ("rank r: ..."), each box names its rank and
+  /// entry.ranks is the group's size; a writer of one rank sends neither (the gather's order names it).
+  bool grouped = false;
 };
+
+namespace {
 
 // A report's first byte says which optional parts follow: the error (message and code) and the references
 // (base step and steps). A rank that refers to nothing and wrote its sub-index sends neither: rank 0
 // receives one report per rank at every commit.
-constexpr std::uint8_t kReportError = 1, kReportRefs = 2;
+constexpr std::uint8_t kReportError = 1, kReportRefs = 2, kReportGrouped = 4;
 
 std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
   ByteWriter w;
-  const std::uint8_t parts = (r.error.empty() ? 0 : kReportError) | (r.ref_steps.empty() ? 0 : kReportRefs);
+  const std::uint8_t parts =
+      (r.error.empty() ? 0 : kReportError) | (r.ref_steps.empty() ? 0 : kReportRefs) | (r.grouped ? kReportGrouped : 0);
   w.put<std::uint8_t>(parts);
   if ((parts & kReportError) != 0) {
     w.str(r.error);
@@ -298,9 +348,11 @@ std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
   w.put<std::uint64_t>(r.entry.length);
   w.put<std::uint64_t>(r.entry.checksum);
   w.put<std::uint32_t>(r.files);
+  if ((parts & kReportGrouped) != 0) w.put<std::uint64_t>(r.entry.ranks);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(r.boxes.size()));
   for (const BlockRecord& b : r.boxes) {
     w.put<std::uint32_t>(b.var);
+    if ((parts & kReportGrouped) != 0) w.put<std::uint32_t>(b.rank);
     w.put<std::uint32_t>(static_cast<std::uint32_t>(b.start.size()));
     for (const auto x : b.start) w.put<std::uint64_t>(x);
     for (const auto x : b.count) w.put<std::uint64_t>(x);
@@ -313,23 +365,29 @@ std::vector<std::uint8_t> encode_writer_report(const WriterReport& r) {
   return std::move(w.bytes());
 }
 
-/// A per-rank writer's report (commit_spread: each writer holds one rank).
-Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes, std::size_t nvars) {
+/// A writer's report (commit_spread); `nranks`: the ranks of the commit.
+Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes, std::size_t nvars,
+                                          std::uint32_t nranks) {
   ByteReader r(bytes.data(), bytes.size());
   WriterReport out;
   out.entry.ranks = 1;
   std::uint8_t parts = 0;
   std::uint32_t n = 0;
-  if (!r.get(parts) || (parts & ~(kReportError | kReportRefs)) != 0)
+  if (!r.get(parts) || (parts & ~(kReportError | kReportRefs | kReportGrouped)) != 0)
     return Status(Code::internal, "writer report: bad parts");
+  out.grouped = (parts & kReportGrouped) != 0;
   if ((parts & kReportError) != 0 && (!r.str(out.error) || !r.get(out.code) || out.error.empty()))
     return Status(Code::internal, "writer report: bad error");
-  if (!r.get(out.entry.length) || !r.get(out.entry.checksum) || !r.get(out.files) || !r.count(n, 8, 1u << 30))
+  if (!r.get(out.entry.length) || !r.get(out.entry.checksum) || !r.get(out.files))
     return Status(Code::internal, "writer report: " + r.error());
+  if (out.grouped && (!r.get(out.entry.ranks) || out.entry.ranks == 0 || out.entry.ranks > nranks))
+    return Status(Code::internal, "writer report: bad rank count");
+  if (!r.count(n, 8, 1u << 30)) return Status(Code::internal, "writer report: " + r.error());
   out.boxes.resize(n);
   for (BlockRecord& b : out.boxes) {
     std::uint32_t ndim = 0;
-    if (!r.get(b.var) || !r.count(ndim, 16, kMaxDims) || b.var >= nvars)
+    if (!r.get(b.var) || (out.grouped && (!r.get(b.rank) || b.rank >= nranks)) || !r.count(ndim, 16, kMaxDims) ||
+        b.var >= nvars)
       return Status(Code::internal, "writer report: bad box");
     b.start.resize(ndim);
     b.count.resize(ndim);
@@ -408,34 +466,40 @@ Status Committer::commit_spread(Job& job) {
     exscan_sum(rows.data(), first_row.data(), static_cast<int>(rows.size()), m_commit_comm);
   }
 
-  // 3. This rank's sub-index, written beside its data; its entry and boxes to rank 0.
+  // 3. This rank's sub-index (with groups: its part of its writer's), written beside its data; the
+  // writer's entry and boxes to rank 0.
   const std::uint64_t ckpt_id = checkpoint_id(m_run_id, job.step);
-  {
-    SubIndex sub;
-    sub.step = job.step;
-    sub.ckpt_id = ckpt_id;
-    sub.token = token;
-    sub.w = rank;
-    sub.writers = nranks;
-    sub.nranks = nranks;
-    sub.ranks = {rank};
-    for (const FileRecord& f : rep.files)
-      if (f.writer != rank) mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer);
-    sub.files = rep.files;
-    sub.refs = rep.refs;
-    mine.base_step = job.incremental.previous ? job.incremental.previous->base_step : job.step;
-    auto box = mine.boxes.begin();  // the draft's boxes, in the blocks' order: numbered and placed as the root is
-    for (BlockRecord b : rep.blocks) {
-      const bool boxed = has_box(rep, b);
-      b.var = root_var[b.var];
-      if (const int j = joined_at[b.var]; j >= 0) b.start.at(0) = first_row[static_cast<std::size_t>(j)];
-      if (boxed) {
-        box->var = b.var;
-        box->start = b.start;
-        ++box;
-      }
-      sub.blocks.push_back(std::move(b));
+  const bool grouped = m_group_comm != MPI_COMM_NULL;
+  const int leader = grouped ? m_leader : m_rank;
+  SubIndex sub;
+  sub.step = job.step;
+  sub.ckpt_id = ckpt_id;
+  sub.token = token;
+  sub.w = m_writer;
+  sub.writers = m_writer_count;
+  sub.nranks = nranks;
+  sub.ranks = {rank};
+  for (const FileRecord& f : rep.files)
+    if (f.writer != rank && static_cast<int>(f.writer) != leader)
+      mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer) + ", outside this rank's group";
+  sub.files = rep.files;
+  sub.refs = rep.refs;
+  mine.base_step = job.incremental.previous ? job.incremental.previous->base_step : job.step;
+  auto box = mine.boxes.begin();  // the draft's boxes, in the blocks' order: numbered and placed as the root is
+  for (BlockRecord b : rep.blocks) {
+    const bool boxed = has_box(rep, b);
+    b.var = root_var[b.var];
+    if (const int j = joined_at[b.var]; j >= 0) b.start.at(0) = first_row[static_cast<std::size_t>(j)];
+    if (boxed) {
+      box->var = b.var;
+      box->start = b.start;
+      ++box;
     }
+    sub.blocks.push_back(std::move(b));
+  }
+  if (grouped) {
+    mine = write_group_subindex(job, sub, mine.error, all);
+  } else {
     const std::vector<std::uint8_t> bytes = encode_subindex(sub);
     Status s = mine.error.empty() ? write_file(job.tmp_dir + "/index." + std::to_string(rank), bytes.data(),
                                                bytes.size(), sync_commits())
@@ -448,12 +512,17 @@ Status Committer::commit_spread(Job& job) {
   // One gather of fixed slots, as large as the largest report (agreed in the allreduce): a report with an
   // error message longer than its slot follows point to point. When the padding would more than double
   // what rank 0 receives (a few ranks with many more boxes than the others), or after the ordered
-  // reduction (no slot), the lengths first, then the bytes.
+  // reduction (no slot), the lengths first, then the bytes. With groups the writers' reports, whose sizes
+  // the allreduce did not see, in one gather of lengths and bytes over the writers.
   const std::vector<std::uint8_t> report = encode_writer_report(mine);
   const std::uint64_t slot = agreed->slot + sizeof(std::uint64_t);
   const bool slots =
-      agreed->slot > 0 && agreed->slot <= 2 * (agreed->slot_sum / nranks);  // the mean >= half the largest
-  const auto reports = slots ? gather_slots(m_commit_comm, report, slot, 0) : gatherv_bytes(m_commit_comm, report, 0);
+      !grouped && agreed->slot > 0 && agreed->slot <= 2 * (agreed->slot_sum / nranks);  // the mean >= half the largest
+  std::vector<std::vector<std::uint8_t>> reports;
+  if (!grouped)
+    reports = slots ? gather_slots(m_commit_comm, report, slot, 0) : gatherv_bytes(m_commit_comm, report, 0);
+  else if (m_writers_comm != MPI_COMM_NULL)
+    reports = gatherv_bytes(m_writers_comm, report, 0);
 
   // 4. Rank 0: the catalog and the root from the entries, the boxes and the summary; the store's commit.
   Status outcome;
@@ -469,6 +538,97 @@ Status Committer::commit_spread(Job& job) {
     m_cfg.chain->committed(job.step, ckpt_id, job.write.placements[0].file, job.incremental, job.plan, own);
   }
   return outcome;
+}
+
+WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& part, const std::string& error,
+                                             const CommitSummary& all) {
+  // A rank's part: its error (empty: none), then its blocks and files as a sub-index of one rank.
+  ByteWriter w;
+  w.str(error);
+  const std::vector<std::uint8_t> sub = encode_subindex(part);
+  w.raw(sub.data(), sub.size());
+  const auto parts = gatherv_bytes(m_group_comm, w.bytes(), 0);
+  WriterReport out;
+  out.grouped = true;
+  if (m_writers_comm == MPI_COMM_NULL) return out;  // not the group's writer: rank 0 hears from it
+
+  // The writer: its ranks' parts (in rank order) merged into sub-index m_writer.
+  RootIndex numbering;  // what decoding a part needs of the root: the rank count, the variables
+  numbering.nranks = part.nranks;
+  for (const SummaryVar& v : all.vars) {
+    numbering.vars.emplace_back();
+    numbering.vars.back().var = v.var;
+  }
+  SubIndex group;
+  group.step = part.step;
+  group.ckpt_id = part.ckpt_id;
+  group.token = part.token;
+  group.w = m_writer;
+  group.writers = m_writer_count;
+  group.nranks = part.nranks;
+  std::unordered_map<std::string, std::uint32_t> file_of;
+  Code first_code = Code::ok;
+  for (const std::vector<std::uint8_t>& bytes : parts) {
+    ByteReader r(bytes.data(), bytes.size());
+    std::string rank_error;
+    const bool framed = r.str(rank_error);
+    auto p = framed ? decode_subindex(bytes.data() + (bytes.size() - r.left()), r.left(), numbering)
+                    : Result<SubIndex>(Status(Code::internal, "no error field"));
+    if (!p.ok() || p->ranks.size() != 1) {
+      add_failure(out.error, part.ranks.at(0), "a part of the group's sub-index: " + p.status().message());
+      if (first_code == Code::ok) first_code = Code::internal;
+      continue;
+    }
+    const std::uint32_t rank = p->ranks[0];
+    if (!rank_error.empty()) {
+      add_failure(out.error, rank, rank_error);
+      if (first_code == Code::ok) first_code = Code::internal;
+      continue;
+    }
+    group.ranks.push_back(rank);
+    std::vector<std::uint32_t> file_at;
+    for (const FileRecord& f : p->files) {
+      auto [it, added] = file_of.emplace(f.name, static_cast<std::uint32_t>(group.files.size()));
+      if (added) {
+        group.files.push_back(f);
+      } else if (group.files[it->second].writer != f.writer) {
+        add_failure(out.error, rank,
+                    "file '" + f.name + "' has writer " + std::to_string(f.writer) + ", not " +
+                        std::to_string(group.files[it->second].writer));
+        if (first_code == Code::ok) first_code = Code::internal;
+      } else {  // the writer knows the file's size, its other ranks 0
+        group.files[it->second].bytes = std::max(group.files[it->second].bytes, f.bytes);
+      }
+      file_at.push_back(it->second);
+    }
+    for (BlockRecord b : p->blocks) {
+      b.file = file_at.at(b.file);
+      if (has_global_shape(all.vars.at(b.var).var.kind)) {
+        BlockRecord box;
+        box.var = b.var;
+        box.rank = b.rank;
+        box.start = b.start;
+        box.count = b.count;
+        out.boxes.push_back(std::move(box));
+      }
+      group.blocks.push_back(std::move(b));
+    }
+  }
+  out.files = static_cast<std::uint32_t>(group.files.size());
+  out.entry.ranks = parts.size();
+  if (out.error.empty()) {
+    const std::vector<std::uint8_t> bytes = encode_subindex(group);
+    const Status s =
+        write_file(job.tmp_dir + "/index." + std::to_string(m_writer), bytes.data(), bytes.size(), sync_commits());
+    if (!s.ok()) {
+      add_failure(out.error, static_cast<std::uint32_t>(m_rank), s.to_string());
+      first_code = s.code();
+    }
+    out.entry.length = bytes.size();
+    out.entry.checksum = hash64(bytes.data(), bytes.size());
+  }
+  out.code = static_cast<std::int32_t>(first_code);
+  return out;
 }
 
 Result<AgreedSummary> Committer::agree_spread(const Job& job, const Index& rep, std::uint64_t report_bytes) {
@@ -515,7 +675,8 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
                                      const std::vector<std::vector<std::uint8_t>>& reports) {
   const std::string ckpt = "checkpoint " + std::to_string(job.step);
   const auto nranks = static_cast<std::uint32_t>(m_size);
-  std::vector<CatalogEntry> entries(nranks);
+  const auto writers = static_cast<std::uint32_t>(reports.size());  // one per writer (rank, or group)
+  std::vector<CatalogEntry> entries(writers);
   Index boxes;  // the blocks of global and joined variables, for the directories and the overlap check
   boxes.nranks = nranks;
   for (const SummaryVar& v : all.vars) boxes.vars.push_back(v.var);
@@ -524,24 +685,27 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   Code first_code = Code::ok;
   std::int64_t base_step = job.step;  // incremental: the oldest chain base any rank refers from
   std::set<std::int64_t> ref_steps;   // every step some rank refers to
-  for (std::uint32_t r = 0; r < nranks; ++r) {
-    auto decoded = decode_writer_report(reports[r], all.vars.size());
+  for (std::uint32_t w = 0; w < writers; ++w) {
+    auto decoded = decode_writer_report(reports[w], all.vars.size(), nranks);
     if (!decoded.ok())
-      return Status(Code::internal, ckpt + ": rank " + std::to_string(r) + ": " + decoded.status().message());
+      return Status(Code::internal, ckpt + ": writer " + std::to_string(w) + ": " + decoded.status().message());
     WriterReport wr = std::move(decoded).value();
     if (!wr.error.empty()) {
       if (first_code == Code::ok) first_code = static_cast<Code>(wr.code);
-      add_failure(failures, r, wr.error);
+      if (!wr.grouped)
+        add_failure(failures, w, wr.error);  // writer w is rank w
+      else if (failures.size() < kMaxFailureText)
+        failures += (failures.empty() ? "" : "; ") + wr.error;  // "rank r: ..." already
       continue;
     }
-    entries[r] = wr.entry;
+    entries[w] = wr.entry;
     files += static_cast<int>(wr.files);
     if (!wr.ref_steps.empty()) {
       base_step = std::min(base_step, wr.base_step);
       ref_steps.insert(wr.ref_steps.begin(), wr.ref_steps.end());
     }
     for (BlockRecord& b : wr.boxes) {
-      b.rank = r;
+      if (!wr.grouped) b.rank = w;
       boxes.blocks.push_back(std::move(b));
     }
   }
@@ -558,8 +722,9 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   root.attrs.emplace_back("ckpt_version", version());
   for (const auto& kv : rank0_attrs) root.attrs.push_back(kv);
   root.token = token;
-  root.writers = nranks;
-  root.rule = WriterRule::per_rank;
+  root.writers = writers;
+  root.rule = m_rule;
+  root.g = m_rule_g;
   root.base_step = base_step;
   for (const std::int64_t s : ref_steps) root.refs.push_back(RefSummary{0, s, checkpoint_id(m_run_id, s)});
   for (const SummaryVar& v : all.vars) {
@@ -573,9 +738,14 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     out.bytes = v.bytes;
     root.vars.push_back(std::move(out));
   }
-  std::vector<std::uint32_t> owner(nranks);
-  for (std::uint32_t r = 0; r < nranks; ++r) owner[r] = r;
-  const std::vector<std::uint8_t> catalog = build_catalog(root, std::move(entries), boxes, owner);
+  std::vector<std::uint32_t> owner = m_owner;  // with groups; else writer r is rank r
+  if (owner.empty())
+    for (std::uint32_t r = 0; r < nranks; ++r) owner.push_back(r);
+  if (owner.size() != nranks || root.writers != (m_owner.empty() ? nranks : m_writer_count))
+    return Status(Code::internal, ckpt + ": " + std::to_string(root.writers) + " writer reports for " +
+                                      std::to_string(m_owner.empty() ? nranks : m_writer_count) + " writers");
+  const std::vector<std::uint8_t> catalog = build_catalog(
+      root, std::move(entries), boxes, owner, m_rule == WriterRule::mapped ? m_owner : std::vector<std::uint32_t>{});
   m_root_last.files = files;
   m_root_last.attrs = root.attrs;
 

@@ -14,8 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "ckpt/ckpt.hpp"
+#include "base/index_v2.hpp"
 #include "base/store.hpp"
+#include "ckpt/ckpt.hpp"
 #include "runtime/src/commit/dir_lock.hpp"
 #include "runtime/src/pipeline/job.hpp"
 #include "runtime/src/pipeline/threads.hpp"
@@ -25,6 +26,7 @@ namespace ckpt::detail {
 class Committer;
 struct CommitSummary;
 struct AgreedSummary;
+struct WriterReport;
 
 /// A level the Committer commits into through its hooks, called on the commit thread (funneled: the
 /// application thread) at fixed points of every commit, with the commit's communicator: the node
@@ -125,10 +127,17 @@ class Committer {
   void commit_and_finish(const std::shared_ptr<Job>& job);
   /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
   Status commit(const std::shared_ptr<Job>& job);
-  /// The commit of the two-level index when every rank's files are its own (index_format 2, posix):
-  /// the reports reduced along a tree (summary.hpp), each rank's sub-index written by that rank, rank 0
-  /// gets their catalog entries and the boxes of global and joined blocks, commits catalog and root.
+  /// The commit of the two-level index when no file spans the writer groups (index_format 2; posix:
+  /// each rank a writer, rbio with a file per writer: its groups): the reports reduced along a tree
+  /// (summary.hpp), each group's sub-index written by its writer (from its ranks' parts), rank 0 gets
+  /// the writers' catalog entries and the boxes of global and joined blocks, commits catalog and root.
   Status commit_spread(Job& job);
+  /// The writer groups of commit_spread() (constructor, collective): `leader` is this rank's group writer.
+  void init_writer_groups(int leader);
+  /// commit_spread() with groups, on every rank of one: the group's writer gathers its ranks' parts
+  /// (`part`: this rank's blocks, files and error) and writes their sub-index; its report for rank 0.
+  WriterReport write_group_subindex(const Job& job, const SubIndex& part, const std::string& error,
+                                    const CommitSummary& all);
   /// commit_spread()'s agreement: the summary of every rank's report and the commit token, the same on
   /// every rank, or the same failure on every rank (allreduce_summary(), else the ordered reduction), and
   /// the largest `report_bytes` (the writer reports' gather slot; 0 after the ordered reduction).
@@ -164,7 +173,16 @@ class Committer {
   std::string m_transport_names;         ///< for the index: "posix" or "posix+rbio"
   std::vector<bool> m_group_persistent;  ///< per transport group: whether it writes files
   bool m_persistent = false;             ///< some group writes files
-  bool m_spread = false;                 ///< commit_spread(): index_format 2, every group posix
+  bool m_spread = false;                 ///< commit_spread(): index_format 2, no file spans writer groups
+  /// commit_spread() with writer groups (rbio with a file per writer): the ranks of this rank's group, and
+  /// the group writers (the groups' first ranks, numbered in rank order); null with a writer per rank
+  MPI_Comm m_group_comm = MPI_COMM_NULL, m_writers_comm = MPI_COMM_NULL;
+  int m_leader = 0;                            ///< with groups: the rank of this rank's group writer
+  std::uint32_t m_writer = 0;                  ///< the number of this rank's writer (without groups: the rank)
+  std::uint32_t m_writer_count = 0;            ///< W (rank 0, and the writers of groups)
+  WriterRule m_rule = WriterRule::per_rank;    ///< rank 0: how the root describes the writers
+  std::uint32_t m_rule_g = 0;                  ///< rank 0: rule 1's ranks per writer
+  std::vector<std::uint32_t> m_owner;          ///< rank 0, with groups: rank r's writer
   std::optional<std::uint64_t> m_agreed_vars;  ///< allreduce_summary()'s count, kept between commits
   Store& m_store;
   std::uint64_t m_run_id;
