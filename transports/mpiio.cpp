@@ -97,6 +97,7 @@ class MpiioTransport final : public Transport {
   const char* name() const override { return "mpiio"; }
   bool collective_open() const override { return true; }
   bool writes_with_mpi() const override { return true; }
+  int index_writer() const override { return kOwnFiles; }  // every rank reports the same file record
 
   // Application thread, collective over the group.
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
@@ -137,8 +138,10 @@ class MpiioTransport final : public Transport {
     }
     Attributes hints = grank == 0 ? hints_in_effect(fh, "mpiio.hint.") : Attributes{};
     hints.emplace_back("mpiio.files", std::to_string(m_nf));
-    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before,
-                                           grank == 0 ? std::max(total, align) : 0, calls, ctx.fsync, std::move(hints));
+    // Every rank reports the file's size (the allreduce above): its record is the same wherever it is
+    // listed, so each rank's own sub-index may list it (index_writer()).
+    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before, std::max(total, align), calls,
+                                           ctx.fsync, std::move(hints));
     s = agree(m_comm, s);  // the header write is agreed too: a writer is used collectively or not at all
     if (!s.ok()) {
       w->abort();

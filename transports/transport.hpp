@@ -164,10 +164,13 @@ class Transport {
     return Status::OK();
   }
   /// The two-level index (index_format 2): which rank may write the sub-index that holds this rank's
-  /// blocks. kOwnFiles: this rank's files are written by it alone (posix), so any writer that holds the
-  /// rank will do; a rank number: every file this rank's blocks go to is written by that rank, for its
-  /// group of ranks alone (rbio with a file per writer); kSharedFiles (the default): a file spans the
-  /// groups (one shared file: mpiio, hdf5, rbio with rbio_files 1), and rank 0 writes every sub-index.
+  /// blocks. kOwnFiles: the file records this rank reports are whole - every rank that lists a file
+  /// reports the same record (name, writer, size): its own files (posix), or a shared file whose size
+  /// every rank knows (mpiio) - so any writer that holds the rank will do, the rank itself as a rule; a
+  /// rank number: every file this rank's blocks go to is written by that rank, for its group of ranks
+  /// alone, and only the writer knows its size (rbio with a file per writer); kSharedFiles (the default):
+  /// a file spans the groups and only some ranks know its size (hdf5, rbio with rbio_files 1), and rank
+  /// 0 writes every sub-index.
   static constexpr int kOwnFiles = -1, kSharedFiles = -2;
   virtual int index_writer() const { return kSharedFiles; }
 };

@@ -46,7 +46,12 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
       m_transport_names += (m_transport_names.empty() ? "" : "+") + std::string(t->name());
     m_group_persistent.push_back(t->persistent());
     m_persistent = m_persistent || t->persistent();
-    if (!t->persistent()) continue;
+    if (!t->persistent()) {
+      // A null group's placeholder record ("null", one per rank, written by none) is merged into one on
+      // rank 0 (format.md): the ranks' own sub-indices would list it with different writers.
+      spread = false;
+      continue;
+    }
     const int w = t->index_writer();
     if (w == Transport::kSharedFiles || (w >= 0 && leader >= 0 && w != leader)) spread = false;
     if (w >= 0) leader = w;
@@ -54,6 +59,9 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
   m_spread = cfg.index_format == 2 && spread && m_persistent && cfg.node == nullptr;
   m_writer = static_cast<std::uint32_t>(m_rank);
   m_writer_count = static_cast<std::uint32_t>(m_size);
+  // Groups of ranks merge their parts' files and blocks, not references: incremental checkpoints (posix
+  // only, resolve.cpp) keep a writer per rank.
+  if (leader >= 0 && cfg.chain != nullptr) m_spread = false;
   if (m_spread && leader >= 0) init_writer_groups(leader);  // the same on every rank: the transports' options
   if (m_rank == 0 && m_persistent && cfg.durable_every_ms > 0) {
     const auto steps = store.committed_steps();  // newest first; an earlier run's close() synced them
@@ -73,7 +81,6 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
 void Committer::init_writer_groups(int leader) {
   // The group: the ranks whose leader is the same rank (a group's first rank, so rank 0 leads one);
   // writers numbered in rank order.
-  m_leader = leader;
   MPI_Comm_split(m_commit_comm, leader, m_rank, &m_group_comm);
   int grank = 0, w = 0, nw = 0;
   MPI_Comm_rank(m_group_comm, &grank);
@@ -410,13 +417,12 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
 /// Whether block `b` of a rank's report is sent to rank 0 as a box: a block of a global or joined variable.
 bool has_box(const Index& rep, const BlockRecord& b) { return has_global_shape(rep.vars[b.var].kind); }
 
-/// What a rank's writer report holds before its sub-index is written (commit_spread): its files, the boxes
+/// What a rank's writer report holds before its sub-index is written (commit_spread): the boxes
 /// of its blocks of global and joined variables (`rep`'s numbers and starts: commit_spread renumbers them in
 /// place after the agreement, the sizes stay) and the steps its pieces refer to. Its encoded size, error
 /// aside, is the gather's slot.
 WriterReport draft_writer_report(const Index& rep) {
   WriterReport out;
-  out.files = static_cast<std::uint32_t>(rep.files.size());
   for (const BlockRecord& b : rep.blocks)
     if (has_box(rep, b)) {
       BlockRecord box;
@@ -470,7 +476,6 @@ Status Committer::commit_spread(Job& job) {
   // writer's entry and boxes to rank 0.
   const std::uint64_t ckpt_id = checkpoint_id(m_run_id, job.step);
   const bool grouped = m_group_comm != MPI_COMM_NULL;
-  const int leader = grouped ? m_leader : m_rank;
   SubIndex sub;
   sub.step = job.step;
   sub.ckpt_id = ckpt_id;
@@ -479,9 +484,10 @@ Status Committer::commit_spread(Job& job) {
   sub.writers = m_writer_count;
   sub.nranks = nranks;
   sub.ranks = {rank};
+  // A shared file's record is the same in every sub-index that lists it (Transport::index_writer); a file
+  // counts where its writer is.
   for (const FileRecord& f : rep.files)
-    if (f.writer != rank && static_cast<int>(f.writer) != leader)
-      mine.error = "file '" + f.name + "' has writer " + std::to_string(f.writer) + ", outside this rank's group";
+    if (f.writer == rank) ++mine.files;
   sub.files = rep.files;
   sub.refs = rep.refs;
   mine.base_step = job.incremental.previous ? job.incremental.previous->base_step : job.step;
@@ -542,8 +548,9 @@ Status Committer::commit_spread(Job& job) {
 
 WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& part, const std::string& error,
                                              const CommitSummary& all) {
-  // A rank's part: its error (empty: none), then its blocks and files as a sub-index of one rank.
+  // A rank's part: its rank, its error (empty: none), then its blocks and files as a sub-index of one rank.
   ByteWriter w;
+  w.put<std::uint32_t>(part.ranks.at(0));
   w.str(error);
   const std::vector<std::uint8_t> sub = encode_subindex(part);
   w.raw(sub.data(), sub.size());
@@ -570,16 +577,18 @@ WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& par
   Code first_code = Code::ok;
   for (const std::vector<std::uint8_t>& bytes : parts) {
     ByteReader r(bytes.data(), bytes.size());
+    std::uint32_t rank = 0;
     std::string rank_error;
-    const bool framed = r.str(rank_error);
+    const bool framed = r.get(rank) && r.str(rank_error);
     auto p = framed ? decode_subindex(bytes.data() + (bytes.size() - r.left()), r.left(), numbering)
-                    : Result<SubIndex>(Status(Code::internal, "no error field"));
-    if (!p.ok() || p->ranks.size() != 1) {
-      add_failure(out.error, part.ranks.at(0), "a part of the group's sub-index: " + p.status().message());
+                    : Result<SubIndex>(Status(Code::internal, "no rank and error fields"));
+    if (p.ok() && (p->ranks.size() != 1 || p->ranks[0] != rank))
+      p = Status(Code::internal, "its ranks are not its sender's");
+    if (!p.ok()) {
+      add_failure(out.error, rank, "its part of the group's sub-index: " + p.status().message());
       if (first_code == Code::ok) first_code = Code::internal;
       continue;
     }
-    const std::uint32_t rank = p->ranks[0];
     if (!rank_error.empty()) {
       add_failure(out.error, rank, rank_error);
       if (first_code == Code::ok) first_code = Code::internal;
@@ -614,7 +623,9 @@ WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& par
       group.blocks.push_back(std::move(b));
     }
   }
-  out.files = static_cast<std::uint32_t>(group.files.size());
+  out.files = 0;  // a file counts where its writer is (a shared mpiio file is listed by other groups too)
+  for (const FileRecord& f : group.files)
+    if (std::binary_search(group.ranks.begin(), group.ranks.end(), f.writer)) ++out.files;
   out.entry.ranks = parts.size();
   if (out.error.empty()) {
     const std::vector<std::uint8_t> bytes = encode_subindex(group);

@@ -177,7 +177,6 @@ class Committer {
   /// commit_spread() with writer groups (rbio with a file per writer): the ranks of this rank's group, and
   /// the group writers (the groups' first ranks, numbered in rank order); null with a writer per rank
   MPI_Comm m_group_comm = MPI_COMM_NULL, m_writers_comm = MPI_COMM_NULL;
-  int m_leader = 0;                            ///< with groups: the rank of this rank's group writer
   std::uint32_t m_writer = 0;                  ///< the number of this rank's writer (without groups: the rank)
   std::uint32_t m_writer_count = 0;            ///< W (rank 0, and the writers of groups)
   WriterRule m_rule = WriterRule::per_rank;    ///< rank 0: how the root describes the writers
