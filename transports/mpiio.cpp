@@ -15,13 +15,14 @@ namespace {
 
 class MpiioWriter final : public Writer {
  public:
-  MpiioWriter(MPI_File fh, std::string name, int writer, std::uint64_t base, std::uint64_t file_bytes, long long calls,
-              bool fsync, Attributes hints)
+  MpiioWriter(MPI_File fh, std::string name, int writer, std::uint64_t base, std::uint64_t file_bytes,
+              std::uint64_t record_bytes, long long calls, bool fsync, Attributes hints)
       : m_fh(fh),
         m_name(std::move(name)),
         m_writer(writer),
         m_base(base),
         m_file_bytes(file_bytes),
+        m_record_bytes(record_bytes),
         m_calls(calls),
         m_fsync(fsync),
         m_hints(std::move(hints)) {}
@@ -44,6 +45,7 @@ class MpiioWriter final : public Writer {
     Status s = pad_and_close();
     if (!s.ok()) return s;
     Placement p{m_name, m_writer, m_base, m_file_bytes};
+    p.record_bytes = m_record_bytes;
     p.attrs = m_hints;
     return p;
   }
@@ -73,7 +75,7 @@ class MpiioWriter final : public Writer {
   MPI_File m_fh;
   std::string m_name;
   int m_writer;
-  std::uint64_t m_base, m_file_bytes;
+  std::uint64_t m_base, m_file_bytes, m_record_bytes;
   long long m_calls, m_made = 0;
   bool m_fsync;
   Attributes m_hints;
@@ -138,10 +140,11 @@ class MpiioTransport final : public Transport {
     }
     Attributes hints = grank == 0 ? hints_in_effect(fh, "mpiio.hint.") : Attributes{};
     hints.emplace_back("mpiio.files", std::to_string(m_nf));
-    // Every rank reports the file's size (the allreduce above): its record is the same wherever it is
-    // listed, so each rank's own sub-index may list it (index_writer()).
-    auto w = std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before, std::max(total, align), calls,
-                                           ctx.fsync, std::move(hints));
+    // The group's first rank wrote the file (its bytes_written); every rank reports its size (the allreduce
+    // above) for the index, so the record is the same wherever it is listed (index_writer()).
+    auto w =
+        std::make_unique<MpiioWriter>(fh, file, m_group_root, align + before, grank == 0 ? std::max(total, align) : 0,
+                                      std::max(total, align), calls, ctx.fsync, std::move(hints));
     s = agree(m_comm, s);  // the header write is agreed too: a writer is used collectively or not at all
     if (!s.ok()) {
       w->abort();

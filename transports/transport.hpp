@@ -109,6 +109,9 @@ struct Placement {
   int writer = 0;    ///< rank that wrote it
   std::uint64_t base_offset = 0;
   std::uint64_t file_bytes = 0;              ///< size of the file this rank wrote (0 if another rank owns it)
+  /// The size the index records for `file` where file_bytes is 0 but this rank knows it (mpiio: agreed at
+  /// the open), so that every rank reports the same record (Transport::index_writer); 0: file_bytes.
+  std::uint64_t record_bytes = 0;
   std::uint64_t appended_at = 0;             ///< layout series: where this checkpoint's bytes begin in the file
   Attributes attrs;                          ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
   std::vector<std::uint64_t> block_offsets;  ///< per plan variable: file offset of its block; empty = linear

@@ -243,7 +243,8 @@ Index Committer::report_of(const Job& job) const {
     for (std::size_t g = 0; g < job.plan.segments.size(); ++g) {
       const Placement& pl = job.write.placements[g];
       seg_file[g] = static_cast<std::uint32_t>(rep.files.size());
-      rep.files.push_back({pl.file.empty() ? "none" : pl.file, static_cast<std::uint32_t>(pl.writer), pl.file_bytes});
+      rep.files.push_back({pl.file.empty() ? "none" : pl.file, static_cast<std::uint32_t>(pl.writer),
+                           pl.file_bytes != 0 ? pl.file_bytes : pl.record_bytes});
       for (auto& kv : pl.attrs) rep.attrs.push_back(kv);
     }
     for (std::uint32_t i = 0; i < job.plan.vars.size(); ++i) {
