@@ -149,8 +149,9 @@ def scale_projection(a):
         return 1
     groups = {}
     for r in rows:
-        key = (int(r.get("index_format") or 1), int(r.get("ranks_per_writer") or 0), int(r["locals"]),
-               int(r["globals"]))
+        rpw = int(r.get("ranks_per_writer") or 0)  # > 0: rbio, a file per writer
+        key = (int(r.get("index_format") or 1), r.get("transport") or ("rbio" if rpw else "posix"), rpw,
+               int(r["locals"]), int(r["globals"]))
         groups.setdefault(key, []).append(r)
     lines = [f"Measured fits (bytes = a + b * P over P = {sorted({int(r['ranks']) for r in rows})}):", "",
              "| index format | locals, globals | rank 0 per commit: a (KiB), b (KiB/rank) | restart N->N per rank: a, b "
@@ -160,8 +161,9 @@ def scale_projection(a):
             "| index format | locals, globals | ranks | rank 0 receives per commit (MiB) | metadata time per commit (ms) "
             "| share of a step | restart N->N: each rank decodes (MiB) | its decode (ms) |",
             "|---|---|---|---|---|---|---|---|"]
-    for (fmt_no, rpw, nl, ng), rs in sorted(groups.items()):
-        fmt = f"{fmt_no}" if rpw == 0 else f"{fmt_no} (rbio, {rpw} ranks a writer)"
+    for (fmt_no, transport, rpw, nl, ng), rs in sorted(groups.items()):
+        fmt = f"{fmt_no}" + ("" if transport == "posix" else f" ({transport})" if rpw == 0 else
+                             f" ({transport}, {rpw} ranks a writer)")
         commit = fit_line([(int(r["ranks"]), float(r["commit_root_bytes"])) for r in rs])
         # What a rank reads or receives of the index at restart N->N (Runtime::restart_index_bytes; older
         # CSVs without it: what the broadcast delivered).

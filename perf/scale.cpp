@@ -29,8 +29,9 @@
 //
 //   mpiexec -n 64 --oversubscribe build/perf/scale --locals 100 --reps 3 --csv /tmp/scale.csv
 //   ... --index-format 2: the two-level index (posix: each rank writes its own sub-index)
+//   ... --transport T: posix (default), mpiio, hdf5 or rbio (one shared file, as many writers as nodes)
 //   ... --ranks-per-writer K: transport rbio with a file per writer and P / K writers (one per node of K
-//       ranks): with --index-format 2 each writer writes its group's sub-index (0: posix, the default)
+//       ranks): with --index-format 2 each writer writes its group's sub-index
 //   ... --fsync 0: no fdatasync (the protocol's cost without the disk's)
 //   ... --max-commit-root-kib K --max-commit-other-kib K: exit non-zero when a commit moves more (ctest scale_bytes_64)
 //   ... --max-restart-kib K: exit non-zero when a rank's N->N restart reads more index bytes (the same test)
@@ -187,7 +188,8 @@ namespace {
 
 struct Args {
   int locals = 100, globals = 0, reps = 3, index_format = 1, fsync = 1;
-  int ranks_per_writer = 0;                    ///< > 0: rbio, P / ranks_per_writer writers; 0: posix
+  int ranks_per_writer = 0;  ///< > 0: rbio, P / ranks_per_writer writers, a file each
+  std::string transport = "posix";
   double max_root_kib = 0, max_other_kib = 0;  ///< > 0: fail when a commit moves more (the scale test)
   double max_restart_kib = 0;                  ///< > 0: fail when a rank's N->N restart reads more index bytes
   double max_inspect_kib = 0;                  ///< > 0: fail when a rank receives more from inspect()
@@ -280,7 +282,7 @@ int main(int argc, char** argv) {
   parse_options(
       argc, argv,
       "--locals --globals --reps --dir --csv --index-format --fsync --max-commit-root-kib --max-commit-other-kib "
-      "--max-restart-kib --max-inspect-kib --ranks-per-writer",
+      "--max-restart-kib --max-inspect-kib --ranks-per-writer --transport",
       [&](const std::string& k, const std::string& v) {
         if (k == "--locals")
           a.locals = std::atoi(v.c_str());
@@ -306,6 +308,8 @@ int main(int argc, char** argv) {
           a.max_inspect_kib = std::atof(v.c_str());
         else if (k == "--ranks-per-writer")
           a.ranks_per_writer = std::atoi(v.c_str());
+        else if (k == "--transport")
+          a.transport = v;
         else
           return false;
         return true;
@@ -324,8 +328,11 @@ int main(int argc, char** argv) {
   o.keep = 1000;
   o.index_format = a.index_format;
   o.fsync = a.fsync != 0;
+  o.transport = a.transport;
+  if (a.transport == "rbio") o.rbio_files = 1;  // one shared file; --ranks-per-writer: a file per writer
   if (a.ranks_per_writer > 0) {
-    o.transport = "rbio";
+    o.transport = a.transport = "rbio";
+    o.rbio_files = 0;
     o.rbio_writers = (size + a.ranks_per_writer - 1) / a.ranks_per_writer;
   }
 
@@ -446,7 +453,7 @@ int main(int argc, char** argv) {
         "index format %d; %s\n",
         size, a.locals, a.globals, a.reps, a.index_format,
         a.ranks_per_writer > 0 ? ("rbio, " + std::to_string(a.ranks_per_writer) + " ranks a writer").c_str()
-                               : "posix");
+                               : a.transport.c_str());
     std::printf("%-24s %12s %12s %12s %10s\n", "", "rank 0 KiB", "others KiB", "collectives", "ms");
     std::printf("%-24s %12.1f %12s %12s %10s\n", "index file", index_bytes / 1024.0, "-", "-", "-");
     if (a.index_format == 2)
@@ -480,10 +487,10 @@ int main(int argc, char** argv) {
             "nm_collectives,nm_ms,index_format,catalog_bytes,nn_index_root_bytes,nn_index_other_bytes,"
             "nm_index_root_bytes,nm_index_other_bytes,latest_ms,latest_collectives,inspect_root_bytes,"
             "inspect_other_bytes,inspect_collectives,inspect_ms,inspect_index_root_bytes,inspect_index_other_bytes,"
-            "ranks_per_writer\n");
+            "ranks_per_writer,transport\n");
       std::fprintf(f,
                    "%d,%d,%d,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%.3f,%d,%llu,%llu,%llu,%"
-                   "llu,%llu,%.3f,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%d\n",
+                   "llu,%llu,%.3f,%llu,%llu,%llu,%llu,%.3f,%llu,%llu,%d,%s\n",
                    size, a.locals, a.globals, static_cast<unsigned long long>(index_bytes),
                    static_cast<unsigned long long>(commit_bytes.root),
                    static_cast<unsigned long long>(commit_bytes.others),
@@ -498,7 +505,7 @@ int main(int argc, char** argv) {
                    static_cast<unsigned long long>(latest_coll.root), static_cast<unsigned long long>(ins_bytes.root),
                    static_cast<unsigned long long>(ins_bytes.others), static_cast<unsigned long long>(ins_coll.root),
                    ins_s * 1e3, static_cast<unsigned long long>(ins_index.root),
-                   static_cast<unsigned long long>(ins_index.others), a.ranks_per_writer);
+                   static_cast<unsigned long long>(ins_index.others), a.ranks_per_writer, a.transport.c_str());
       std::fclose(f);
     }
   }

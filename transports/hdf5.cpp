@@ -335,12 +335,19 @@ class H5Checkpoint {
                                 // fails while datasets are open
 };
 
-Placement placement_of(const std::string& name, const std::string& path, int rank, std::vector<std::uint64_t> offsets) {
+/// Collective over `comm`, after the file's close: rank 0 wrote the file (its size is rank 0's bytes_written);
+/// every rank records that size for the index (Transport::index_writer), one stat and a broadcast.
+Placement placement_of(const std::string& name, const std::string& path, MPI_Comm comm, int rank,
+                       std::vector<std::uint64_t> offsets) {
   Placement p{name, 0, 0, 0};
+  std::uint64_t size = 0;
   if (rank == 0) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) p.file_bytes = static_cast<std::uint64_t>(st.st_size);
+    if (::stat(path.c_str(), &st) == 0) size = static_cast<std::uint64_t>(st.st_size);
+    p.file_bytes = size;
   }
+  MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm);
+  p.record_bytes = size;
   p.block_offsets = std::move(offsets);
   return p;
 }
@@ -432,7 +439,7 @@ class Hdf5Writer final : public Writer {
     }
     if (agreed.ok()) agreed = agree(m_comm, s);  // attributes and close are collective: fail together
     if (!agreed.ok()) return agreed.with_context("hdf5: writing " + m_path);
-    return placement_of(m_name, m_path, m_rank, m_offsets);
+    return placement_of(m_name, m_path, m_comm, m_rank, m_offsets);
   }
 
   WriteContext m_ctx;
@@ -589,7 +596,7 @@ Result<Placement> write_sync(const WriteContext& ctx, MPI_Comm comm, std::uint64
     (void)f.close();
   }
   if (!agreed.ok()) return agreed.with_context("hdf5-sync: writing " + path);
-  return placement_of(name, path, rank, std::move(offsets));
+  return placement_of(name, path, comm, rank, std::move(offsets));
 }
 
 class Hdf5Transport final : public Transport {
@@ -602,6 +609,7 @@ class Hdf5Transport final : public Transport {
   bool collective_open() const override { return true; }
   bool synchronous() const override { return m_sync; }
   bool writes_with_mpi() const override { return !m_sync; }  // hdf5-sync writes everything in open()
+  int index_writer() const override { return kOwnFiles; }    // every rank records the file's size
   Status check_region(const Region& r) const override {
     // hdf5-sync writes from the application's memory at the region's one pointer (write_sync), not from
     // staging: the pieces of a Scattered region are not there.

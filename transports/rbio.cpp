@@ -191,8 +191,9 @@ class RbioTransport final : public Transport {
   const char* name() const override { return "rbio"; }
   bool collective_open() const override { return true; }
   bool writes_with_mpi() const override { return true; }
-  // A file per writer holds its group's streams alone; a shared file spans the groups.
-  int index_writer() const override { return m_opts.rbio_files == 0 ? m_writer_rank : kSharedFiles; }
+  // A file per writer holds its group's streams alone (only the writer knows its size); a shared file's
+  // record is the same on every rank (open()).
+  int index_writer() const override { return m_opts.rbio_files == 0 ? m_writer_rank : kOwnFiles; }
 
   // Application thread, collective over all ranks.
   Result<std::unique_ptr<Writer>> open(const WriteContext& ctx) override {
@@ -253,7 +254,10 @@ class RbioTransport final : public Transport {
       if (sink.fh != MPI_FILE_NULL) MPI_File_close(&sink.fh);
       return s.with_context("rbio: the writer of this group could not open " + path);
     }
-    Placement where{file, m_writer_rank, my_base, 0};
+    // A shared file is recorded as the first writer's (rank 0), with its size on every rank (the writers'
+    // allreduce, then each writer's broadcast to its group): the same record wherever it is listed.
+    Placement where{file, shared ? 0 : m_writer_rank, my_base, 0};
+    std::uint64_t shared_end = 0;
     if (m_grank == 0) {
       std::uint64_t group_end = group_base;  // where the group's last stream ends
       for (int r = 0; r < m_gsize; ++r)
@@ -262,16 +266,20 @@ class RbioTransport final : public Transport {
       where.file_bytes = shared ? 0 : group_end;
       where.attrs = {{"rbio.writers", std::to_string(m_ng)}, {"rbio.files", shared ? "1" : std::to_string(m_ng)}};
       if (shared) {
-        // The first writer reports the shared file's size.
-        std::uint64_t end = group_end, max_end = 0;
-        MPI_Allreduce(&end, &max_end, 1, MPI_UINT64_T, MPI_MAX, m_writers);
+        // The first writer reports the shared file's size as written.
+        MPI_Allreduce(&group_end, &shared_end, 1, MPI_UINT64_T, MPI_MAX, m_writers);
         int wrank = 0;
         MPI_Comm_rank(m_writers, &wrank);
-        if (wrank == 0) where.file_bytes = max_end;
+        if (wrank == 0) where.file_bytes = shared_end;
       }
+    }
+    if (shared) {
+      MPI_Bcast(&shared_end, 1, MPI_UINT64_T, 0, m_group);
+      where.record_bytes = shared_end;
+    }
+    if (m_grank == 0)
       return std::unique_ptr<Writer>(std::make_unique<RbioWriter>(m_data, tag, std::move(sink), ctx.fsync,
                                                                   std::move(base), std::move(raws), std::move(where)));
-    }
     return std::unique_ptr<Writer>(std::make_unique<RbioWorker>(m_data, tag, std::move(where)));
   }
 

@@ -198,18 +198,29 @@ detail::RootIndex root_of(const std::string& dir, std::int64_t step) {
   return root.ok() ? std::move(root).value() : detail::RootIndex{};
 }
 
-// With posix and mpiio each rank writes its own sub-index (the commit reduces the ranks' reports; rank 0
-// gets no block record; mpiio's shared files - one, or one per group of ranks - are the same record in the
-// sub-index of every rank with blocks in them): what is read back is the index the one-level commit
-// gathers, field for field - the variables with their statistics, uniform flags and joined row counts, the
-// files, every block - the checkpoint id and the creation time aside (two runs).
+// With posix, mpiio, hdf5 and rbio with one shared file each rank writes its own sub-index (the commit
+// reduces the ranks' reports; rank 0 gets no block record; a shared file - mpiio's one or one per group of
+// ranks, hdf5's, rbio's - is the same record in the sub-index of every rank with blocks in it): what is read
+// back is the index the one-level commit gathers, field for field - the variables with their statistics,
+// uniform flags and joined row counts, the files, every block - the checkpoint id and the creation time
+// aside (two runs).
 TEST(IndexV2, RanksWriteTheirOwnSubIndicesTheIndexTheGatherWould) {
-  for (const int mpiio_files : {0, 1, 2}) {  // 0: posix
-    SCOPED_TRACE("mpiio_files " + std::to_string(mpiio_files));
-    const std::string transport = mpiio_files == 0 ? "posix" : "mpiio";
+  struct Case {
+    std::string transport;
+    int files;  // the files the checkpoint has (0: one per rank)
+  };
+  std::vector<Case> cases = {{"posix", 0}, {"mpiio", 1}, {"mpiio", 2}, {"rbio", 1}};
+#if CKPTTEST_HAVE_HDF5
+  cases.push_back({"hdf5", 1});
+  cases.push_back({"hdf5-sync", 1});
+#endif
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.transport + ", files " + std::to_string(k.files));
     const std::string spread = scratch_dir("index2-spread"), gathered = scratch_dir("index2-gathered");
-    Options o = v2_options(spread, transport);
-    o.mpiio_files = std::max(mpiio_files, 1);
+    Options o = v2_options(spread, k.transport);
+    o.mpiio_files = std::max(k.files, 1);
+    o.rbio_writers = 2;
+    o.rbio_files = 1;  // rbio: one shared file
     write_steps(o, {3});
     Options o1 = o;
     o1.dir = gathered;
@@ -224,9 +235,7 @@ TEST(IndexV2, RanksWriteTheirOwnSubIndicesTheIndexTheGatherWould) {
       const long t = idx.ok() ? idx->find_var("t") : -1;
       EXPECT_GE(t, 0);
       if (t >= 0) EXPECT_TRUE(idx->vars[static_cast<std::size_t>(t)].uniform);  // the same scalar on every rank
-      if (idx.ok())
-        EXPECT_EQ(idx->files.size(),
-                  mpiio_files == 0 ? static_cast<std::size_t>(world_size()) : static_cast<std::size_t>(mpiio_files));
+      if (idx.ok()) EXPECT_EQ(idx->files.size(), static_cast<std::size_t>(k.files == 0 ? world_size() : k.files));
     }
     restarts_exactly(o, 3);
     MPI_Barrier(MPI_COMM_WORLD);
