@@ -336,17 +336,24 @@ class H5Checkpoint {
 };
 
 /// Collective over `comm`, after the file's close: rank 0 wrote the file (its size is rank 0's bytes_written);
-/// every rank records that size for the index (Transport::index_writer), one stat and a broadcast.
-Placement placement_of(const std::string& name, const std::string& path, MPI_Comm comm, int rank,
-                       std::vector<std::uint64_t> offsets) {
+/// every rank records that size for the index (Transport::index_writer), one stat and a broadcast. Fails on
+/// every rank when rank 0 cannot stat it.
+Result<Placement> placement_of(const std::string& name, const std::string& path, MPI_Comm comm, int rank,
+                               std::vector<std::uint64_t> offsets) {
+  constexpr std::uint64_t kNoSize = ~std::uint64_t{0};
   Placement p{name, 0, 0, 0};
-  std::uint64_t size = 0;
+  std::uint64_t size = kNoSize;
+  Status s;
   if (rank == 0) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) size = static_cast<std::uint64_t>(st.st_size);
-    p.file_bytes = size;
+    if (::stat(path.c_str(), &st) == 0)
+      size = static_cast<std::uint64_t>(st.st_size);
+    else
+      s = errno_status("stat " + path);
+    p.file_bytes = size == kNoSize ? 0 : size;
   }
   MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm);
+  if (size == kNoSize) return rank == 0 ? s : Status(Code::io_error, "rank 0 could not stat " + path);
   p.record_bytes = size;
   p.block_offsets = std::move(offsets);
   return p;

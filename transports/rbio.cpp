@@ -246,6 +246,9 @@ class RbioTransport final : public Transport {
         auto hb = encode_header_for(ctx, m_rank, align);
         s = sink.write(0, hb.data(), hb.size());
       }
+      // A shared file is used by the writers together (its close and the allreduce below are collective
+      // over them): its open is agreed among them first.
+      if (shared) s = agree(m_writers, s);
     }
     // The writer's open must be agreed in its group: workers would otherwise send into nothing.
     s = agree(m_group, s);

@@ -110,7 +110,9 @@ struct Placement {
   std::uint64_t base_offset = 0;
   std::uint64_t file_bytes = 0;              ///< size of the file this rank wrote (0 if another rank owns it)
   /// The size the index records for `file` where file_bytes is 0 but this rank knows it (mpiio: agreed at
-  /// the open), so that every rank reports the same record (Transport::index_writer); 0: file_bytes.
+  /// the open; hdf5: rank 0's stat after the close, broadcast; rbio's shared file: the writers' allreduce,
+  /// broadcast to their groups), so that every rank reports the same record (Transport::index_writer);
+  /// 0: file_bytes.
   std::uint64_t record_bytes = 0;
   std::uint64_t appended_at = 0;             ///< layout series: where this checkpoint's bytes begin in the file
   Attributes attrs;                          ///< facts worth recording in the index (e.g. MPI-IO hints in effect)
@@ -169,11 +171,11 @@ class Transport {
   /// The two-level index (index_format 2): which rank may write the sub-index that holds this rank's
   /// blocks. kOwnFiles: the file records this rank reports are whole - every rank that lists a file
   /// reports the same record (name, writer, size): its own files (posix), or a shared file whose size
-  /// every rank knows (mpiio) - so any writer that holds the rank will do, the rank itself as a rule; a
-  /// rank number: every file this rank's blocks go to is written by that rank, for its group of ranks
-  /// alone, and only the writer knows its size (rbio with a file per writer); kSharedFiles (the default):
-  /// a file spans the groups and only some ranks know its size (hdf5, rbio with rbio_files 1), and rank
-  /// 0 writes every sub-index.
+  /// every rank of it reports (mpiio, hdf5, rbio with one file: Placement::record_bytes) - so any writer
+  /// that holds the rank will do, the rank itself as a rule; a rank number: every file this rank's
+  /// blocks go to is written by that rank, for its group of ranks alone, and only that rank knows its
+  /// size (rbio with a file per writer); kSharedFiles (the default, for a transport that promises
+  /// neither): rank 0 merges every rank's records and writes every sub-index.
   static constexpr int kOwnFiles = -1, kSharedFiles = -2;
   virtual int index_writer() const { return kSharedFiles; }
 };

@@ -303,16 +303,17 @@ TEST(IndexV2, GroupWritersWriteTheirGroupsSubIndices) {
   }
 }
 
-// Transport groups (option groups) with the two-level index: rbio's writers with a posix group (a rank's
-// posix file and its group's rbio file in its writer's sub-index), and a null group beside posix or rbio
+// Transport groups (option groups) with the two-level index: rbio's writers with a posix or an mpiio group (a
+// rank's posix file and its group's rbio file in its writer's sub-index; the shared mpiio file in both
+// writers' sub-indices, counted once), posix with mpiio, and a null group beside posix or rbio
 // (its placeholder record is rank 0's, merged on rank 0). Each is the index the one-level gather writes,
 // the Reader verifies it, and the state restarts exactly (the null group's variable is not stored).
 TEST(IndexV2, TransportGroupsWriteTheTwoLevels) {
   struct Case {
     std::string transport, group_transport, match;
   };
-  for (const Case& k :
-       {Case{"rbio", "posix", "local"}, Case{"posix", "null", "scratch"}, Case{"rbio", "null", "scratch"}}) {
+  for (const Case& k : {Case{"rbio", "posix", "local"}, Case{"rbio", "mpiio", "local"}, Case{"posix", "mpiio", "local"},
+                        Case{"posix", "null", "scratch"}, Case{"rbio", "null", "scratch"}}) {
     SCOPED_TRACE(k.transport + " + " + k.group_transport);
     const std::string two = scratch_dir("index2-tgroups"), one = scratch_dir("index2-tgroups-1");
     Options o = v2_options(two, k.transport);

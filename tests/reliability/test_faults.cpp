@@ -250,23 +250,31 @@ TEST(Faults, PosixSeriesFailedCheckpoint) {
 }
 
 // The two-level index (index_format 2): a sub-index that cannot be written (ENOSPC on index.1) fails the
-// checkpoint on every rank, with its whole message, and the next checkpoint commits and restores. posix:
-// rank 1 writes index.1 - the writers' reports are gathered in slots as large as the largest report
-// without an error, so this one follows point to point (base/mpi gather_slots); rbio with 2 writers: the
-// writer of the second group (rank ceil(P / 2)) writes its group's index.1 and reports its failure.
+// checkpoint on every rank, with its whole message, and the next checkpoint commits and restores. posix,
+// mpiio, hdf5 and rbio with one shared file: rank 1 writes index.1 - the writers' reports are gathered in
+// slots as large as the largest report without an error, so this one follows point to point (base/mpi
+// gather_slots); were rank 0 writing every sub-index (the transport not allowing it), the fault would never
+// fire. rbio with 2 writers and a file each: the writer of the second group (rank ceil(P / 2)) writes its
+// group's index.1 from its ranks' parts and reports its failure.
 TEST(Faults, TwoLevelSubIndexWriteFails) {
   Shim shim;
   ASSERT_TRUE(shim.ok()) << "libfaultinject.so is not preloaded (LD_PRELOAD)";
   const int rank = world_rank();
   if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  for (const std::string transport : {"posix", "rbio"}) {
-    SCOPED_TRACE(transport);
-    const int writer = transport == "posix" ? 1 : (world_size() + 1) / 2;  // the rank that writes index.1
-    const std::string dir = scratch_dir("-" + transport);
+  std::vector<std::string> transports = {"posix", "mpiio", "rbio", "rbio-shared"};
+#if CKPTTEST_HAVE_HDF5
+  transports.push_back("hdf5");
+#endif
+  for (const std::string& name : transports) {
+    SCOPED_TRACE(name);
+    const std::string transport = name == "rbio-shared" ? "rbio" : name;
+    const int writer = name == "rbio" ? (world_size() + 1) / 2 : 1;  // the rank that writes index.1
+    const std::string dir = scratch_dir("-" + name);
     Options o = fault_options(dir);
     o.index_format = 2;
     o.transport = transport;
     o.rbio_writers = 2;
+    o.rbio_files = name == "rbio-shared" ? 1 : 0;
     Runtime rt(MPI_COMM_WORLD, o);
     ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
     State st(rank, world_size());
@@ -290,7 +298,7 @@ TEST(Faults, TwoLevelSubIndexWriteFails) {
     st.clobber();
     EXPECT_TRUE(rt.restart(3).ok());
     EXPECT_TRUE(all_true(st.equals(3)));
-    if (rank == 0) std::printf("[faults two-level %s] checkpoint 2: %s\n", transport.c_str(), s2.to_string().c_str());
+    if (rank == 0) std::printf("[faults two-level %s] checkpoint 2: %s\n", name.c_str(), s2.to_string().c_str());
     EXPECT_TRUE(rt.close().ok());
   }
 }

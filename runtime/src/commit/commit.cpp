@@ -36,9 +36,10 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
     : m_commit_comm(comm), m_cfg(cfg), m_store(store), m_run_id(run_id), m_tracer(tracer) {
   MPI_Comm_rank(comm, &m_rank);
   MPI_Comm_size(comm, &m_size);
-  // Who writes this rank's sub-index (index_format 2): the rank itself when its files are its own
-  // (posix), the writer of its group when every file of its blocks is its group's alone (rbio with a file
-  // per writer); with a file shared across groups rank 0 writes them all (commit()).
+  // Who writes this rank's sub-index (index_format 2): the rank itself when its file records are whole
+  // (posix, mpiio, hdf5, rbio with one file), the writer of its group when every file of its blocks is its
+  // group's alone and only the writer knows its size (rbio with a file per writer); otherwise (a transport
+  // that promises neither, a null group) rank 0 writes them all (commit()).
   bool spread = !transports.empty();
   int leader = Transport::kOwnFiles;
   for (auto& t : transports) {

@@ -127,8 +127,8 @@ class Committer {
   void commit_and_finish(const std::shared_ptr<Job>& job);
   /// Every rank: reports, agreement, rank 0's commit, the outcome on every rank, retention on rank 0.
   Status commit(const std::shared_ptr<Job>& job);
-  /// The commit of the two-level index when no file spans the writer groups (index_format 2; posix:
-  /// each rank a writer, rbio with a file per writer: its groups): the reports reduced along a tree
+  /// The commit of the two-level index when the transports allow it (index_format 2, Transport::index_writer;
+  /// each rank a writer, or rbio's groups with a file per writer): the reports reduced along a tree
   /// (summary.hpp), each group's sub-index written by its writer (from its ranks' parts), rank 0 gets
   /// the writers' catalog entries and the boxes of global and joined blocks, commits catalog and root.
   Status commit_spread(Job& job);
@@ -173,7 +173,7 @@ class Committer {
   std::string m_transport_names;         ///< for the index: "posix" or "posix+rbio"
   std::vector<bool> m_group_persistent;  ///< per transport group: whether it writes files
   bool m_persistent = false;             ///< some group writes files
-  bool m_spread = false;                 ///< commit_spread(): index_format 2, no file spans writer groups
+  bool m_spread = false;                 ///< commit_spread(): index_format 2, the transports allow it
   /// commit_spread() with writer groups (rbio with a file per writer): the ranks of this rank's group, and
   /// the group writers (the groups' first ranks, numbered in rank order); null with a writer per rank
   MPI_Comm m_group_comm = MPI_COMM_NULL, m_writers_comm = MPI_COMM_NULL;

@@ -1,9 +1,9 @@
 // The commit's agreement as a reduction (internal): what the root index needs of the ranks' reports -
 // their failures, the variables with their merged statistics, block counts, bytes, uniformity and
 // joined row counts - merged pairwise along the ranks (reduce_bytes), so that no rank receives every
-// rank's block records. The commit of the two-level index (index_format 2, posix) uses it: each rank
-// writes its own sub-index and rank 0 gets O(variables) bytes per round of the reduction (docs/design.md,
-// "commit").
+// rank's block records. The commit of the two-level index (index_format 2, commit_spread) uses it: each
+// rank (or rbio group writer) writes its own sub-index and rank 0 gets O(variables) bytes per round of the
+// reduction (docs/design.md, "commit").
 #ifndef CKPT_RUNTIME_COMMIT_SUMMARY_HPP
 #define CKPT_RUNTIME_COMMIT_SUMMARY_HPP
 
