@@ -109,6 +109,26 @@ std::uint32_t header_version(const std::string& path) {
 
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
+/// Rank 0: a serial Reader opens step `step` of `dir` (State's checkpoint filled with the step), verifies it
+/// and reads the joined array's rows of every rank, in rank order.
+void expect_reader_verifies(const std::string& dir, std::int64_t step) {
+  if (world_rank() != 0) return;
+  auto r = Reader::open(dir);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto opened = r->open_step(step);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  CheckpointReader c = std::move(opened).value();
+  const Status vs = c.verify();
+  EXPECT_TRUE(vs.ok()) << vs.to_string();
+  std::vector<std::int64_t> all;
+  for (int k = 0; k < world_size(); ++k)
+    for (int i = 0; i < 2 + k; ++i) all.push_back(step * 1000 + k * 10 + i);
+  std::vector<std::int64_t> read(all.size());
+  const Status rs = c.read("rows", read.data(), read.size() * sizeof(std::int64_t));
+  ASSERT_TRUE(rs.ok()) << rs.to_string();
+  EXPECT_EQ(read, all);
+}
+
 }  // namespace
 
 TEST(IndexV2, EveryTransportWritesTheTwoLevelsAndRestartsExactly) {
@@ -143,22 +163,7 @@ TEST(IndexV2, EveryTransportWritesTheTwoLevelsAndRestartsExactly) {
     EXPECT_EQ(s.value(), 4);
     EXPECT_TRUE(got == want);
     // The Reader assembles it too: the joined array's rows of every rank, in rank order.
-    if (world_rank() == 0) {
-      auto r = Reader::open(dir);
-      ASSERT_TRUE(r.ok()) << r.status().to_string();
-      auto opened = r->open_step(4);
-      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-      CheckpointReader c = std::move(opened).value();
-      const Status vs = c.verify();
-      EXPECT_TRUE(vs.ok()) << vs.to_string();
-      std::vector<std::int64_t> all;
-      for (int k = 0; k < world_size(); ++k)
-        for (int i = 0; i < 2 + k; ++i) all.push_back(4 * 1000 + k * 10 + i);
-      std::vector<std::int64_t> read(all.size());
-      const Status rs = c.read("rows", read.data(), read.size() * sizeof(std::int64_t));
-      ASSERT_TRUE(rs.ok()) << rs.to_string();
-      EXPECT_EQ(read, all);
-    }
+    expect_reader_verifies(dir, 4);
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }
@@ -188,6 +193,17 @@ void expect_same_index(const std::string& spread, const std::string& gathered, s
   i1.created_unix = i2.created_unix = 0;
   i1.rank_file = detail::derive_rank_file(i1);
   EXPECT_EQ(detail::encode_index(i1), detail::encode_index(i2));
+}
+
+/// Writes step `step` with `o` (index_format 2) and with `o` in `gathered` with the one-level index, and
+/// expects the same index from both (expect_same_index).
+void write_both_and_compare(const Options& o, const std::string& gathered, std::int64_t step) {
+  write_steps(o, {step});
+  Options o1 = o;
+  o1.dir = gathered;
+  o1.index_format = 1;
+  write_steps(o1, {step});
+  expect_same_index(o.dir, gathered, step);
 }
 
 /// The root index of `dir`/ckpt.`step` (rank 0).
@@ -221,12 +237,7 @@ TEST(IndexV2, RanksWriteTheirOwnSubIndicesTheIndexTheGatherWould) {
     o.mpiio_files = std::max(k.files, 1);
     o.rbio_writers = 2;
     o.rbio_files = 1;  // rbio: one shared file
-    write_steps(o, {3});
-    Options o1 = o;
-    o1.dir = gathered;
-    o1.index_format = 1;
-    write_steps(o1, {3});
-    expect_same_index(spread, gathered, 3);
+    write_both_and_compare(o, gathered, 3);
     if (world_rank() == 0) {  // no ASSERT here: the other ranks go on into the collective restart below
       for (int r = 0; r < world_size(); ++r) EXPECT_TRUE(exists(spread + "/ckpt.3/index." + std::to_string(r)));
       EXPECT_EQ(root_of(spread, 3).writers, static_cast<std::uint32_t>(world_size()));
@@ -261,12 +272,7 @@ TEST(IndexV2, GroupWritersWriteTheirGroupsSubIndices) {
     const std::string grouped = scratch_dir("index2-groups"), gathered = scratch_dir("index2-groups-1");
     Options o = v2_options(grouped, "rbio");
     o.rbio_writers = k.rbio_writers;
-    write_steps(o, {6});
-    Options o1 = o;
-    o1.dir = gathered;
-    o1.index_format = 1;
-    write_steps(o1, {6});
-    expect_same_index(grouped, gathered, 6);
+    write_both_and_compare(o, gathered, 6);
     if (world_rank() == 0) {
       const detail::RootIndex root = root_of(grouped, 6);
       EXPECT_EQ(root.writers, static_cast<std::uint32_t>(k.rbio_writers));
@@ -275,21 +281,8 @@ TEST(IndexV2, GroupWritersWriteTheirGroupsSubIndices) {
       const std::string c = grouped + "/ckpt.6";
       for (int w = 0; w < k.rbio_writers; ++w) EXPECT_TRUE(exists(c + "/index." + std::to_string(w))) << w;
       EXPECT_FALSE(exists(c + "/index." + std::to_string(k.rbio_writers)));
-      auto r = Reader::open(grouped);
-      ASSERT_TRUE(r.ok()) << r.status().to_string();
-      auto opened = r->open_step(6);
-      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-      CheckpointReader reader = std::move(opened).value();
-      const Status vs = reader.verify();
-      EXPECT_TRUE(vs.ok()) << vs.to_string();
-      std::vector<std::int64_t> all, read(0);
-      for (int q = 0; q < world_size(); ++q)
-        for (int i = 0; i < 2 + q; ++i) all.push_back(6 * 1000 + q * 10 + i);
-      read.resize(all.size());
-      const Status rs = reader.read("rows", read.data(), read.size() * sizeof(std::int64_t));
-      EXPECT_TRUE(rs.ok()) << rs.to_string();
-      EXPECT_EQ(read, all);
     }
+    expect_reader_verifies(grouped, 6);
     // Restart N->N: the root, its writer's catalog entry (rule 2: and its rank map entry) and sub-index
     // (rbio's writer of this rank's group: group r * k / P), nothing of the other writers'.
     const std::uint64_t read = restarts_exactly(o, 6);
@@ -334,15 +327,7 @@ TEST(IndexV2, TransportGroupsWriteTheTwoLevels) {
       ASSERT_TRUE(st.ok()) << st.to_string();
     }
     expect_same_index(two, one, 7);
-    if (world_rank() == 0) {
-      auto r = Reader::open(two);
-      ASSERT_TRUE(r.ok()) << r.status().to_string();
-      auto opened = r->open_step(7);
-      ASSERT_TRUE(opened.ok()) << opened.status().to_string();
-      CheckpointReader reader = std::move(opened).value();
-      const Status vs = reader.verify();
-      EXPECT_TRUE(vs.ok()) << vs.to_string();
-    }
+    expect_reader_verifies(two, 7);
     restarts_exactly(o, 7);
     MPI_Barrier(MPI_COMM_WORLD);
   }
