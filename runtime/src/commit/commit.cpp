@@ -64,6 +64,8 @@ Committer::Committer(MPI_Comm comm, const CommitConfig& cfg, const std::vector<s
   // only, resolve.cpp) keep a writer per rank.
   if (leader >= 0 && cfg.chain != nullptr) m_spread = false;
   if (m_spread && leader >= 0) init_writer_groups(leader);  // the same on every rank: the transports' options
+  if (m_spread && leader < 0 && m_rank == 0)
+    for (std::uint32_t r = 0; r < m_writer_count; ++r) m_owner.push_back(r);  // writer r is rank r
   if (m_rank == 0 && m_persistent && cfg.durable_every_ms > 0) {
     const auto steps = store.committed_steps();  // newest first; an earlier run's close() synced them
     if (!steps.empty()) m_durable_step = steps.front();
@@ -324,7 +326,7 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
 /// What a writer tells rank 0 after writing its sub-index (commit_spread): its failure, or its catalog
 /// entry, file count and the boxes of its ranks' blocks of global and joined variables (root numbering).
 struct WriterReport {
-  std::string error;  ///< empty when the sub-index was written
+  std::string error;  ///< its ranks' failures, "rank r: message; ..." (add_failure); empty: written
   std::int32_t code = 0;
   CatalogEntry entry;
   std::uint32_t files = 0;
@@ -333,8 +335,8 @@ struct WriterReport {
   /// chain started with; none: no reference.
   std::vector<std::int64_t> ref_steps;
   std::int64_t base_step = 0;
-  /// A group's writer: `error` lists its ranks' failures ("rank r: ..."), each box names its rank and
-  /// entry.ranks is the group's size; a writer of one rank sends neither (the gather's order names it).
+  /// A group's writer: each box names its rank and entry.ranks is the group's size; a writer of one rank
+  /// sends neither (the gather's order names it).
   bool grouped = false;
 };
 
@@ -419,6 +421,16 @@ Result<WriterReport> decode_writer_report(const std::vector<std::uint8_t>& bytes
 /// Whether block `b` of a rank's report is sent to rank 0 as a box: a block of a global or joined variable.
 bool has_box(const Index& rep, const BlockRecord& b) { return has_global_shape(rep.vars[b.var].kind); }
 
+/// The box of block `b` that a writer report carries: its variable, rank, start and count.
+BlockRecord box_of(const BlockRecord& b) {
+  BlockRecord box;
+  box.var = b.var;
+  box.rank = b.rank;
+  box.start = b.start;
+  box.count = b.count;
+  return box;
+}
+
 /// What a rank's writer report holds before its sub-index is written (commit_spread): the boxes
 /// of its blocks of global and joined variables (`rep`'s numbers and starts: commit_spread renumbers them in
 /// place after the agreement, the sizes stay) and the steps its pieces refer to. Its encoded size, error
@@ -426,13 +438,7 @@ bool has_box(const Index& rep, const BlockRecord& b) { return has_global_shape(r
 WriterReport draft_writer_report(const Index& rep) {
   WriterReport out;
   for (const BlockRecord& b : rep.blocks)
-    if (has_box(rep, b)) {
-      BlockRecord box;
-      box.var = b.var;
-      box.start = b.start;
-      box.count = b.count;
-      out.boxes.push_back(std::move(box));
-    }
+    if (has_box(rep, b)) out.boxes.push_back(box_of(b));
   for (const RefFile& f : rep.refs)
     if (std::find(out.ref_steps.begin(), out.ref_steps.end(), f.step) == out.ref_steps.end())
       out.ref_steps.push_back(f.step);
@@ -506,13 +512,12 @@ Status Committer::commit_spread(Job& job) {
     sub.blocks.push_back(std::move(b));
   }
   if (grouped) {
-    mine = write_group_subindex(job, sub, mine.error, all);
+    mine = write_group_subindex(job, sub, all);
   } else {
     const std::vector<std::uint8_t> bytes = encode_subindex(sub);
-    Status s = mine.error.empty() ? write_file(job.tmp_dir + "/index." + std::to_string(rank), bytes.data(),
-                                               bytes.size(), sync_commits())
-                                  : Status(Code::internal, mine.error);
-    mine.error = s.ok() ? "" : s.to_string();
+    const Status s =
+        write_file(job.tmp_dir + "/index." + std::to_string(rank), bytes.data(), bytes.size(), sync_commits());
+    if (!s.ok()) add_failure(mine.error, rank, s.to_string());
     mine.code = static_cast<std::int32_t>(s.code());
     mine.entry.length = bytes.size();
     mine.entry.checksum = hash64(bytes.data(), bytes.size());
@@ -548,12 +553,10 @@ Status Committer::commit_spread(Job& job) {
   return outcome;
 }
 
-WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& part, const std::string& error,
-                                             const CommitSummary& all) {
-  // A rank's part: its rank, its error (empty: none), then its blocks and files as a sub-index of one rank.
+WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& part, const CommitSummary& all) {
+  // A rank's part: its rank, then its blocks and files as a sub-index of one rank.
   ByteWriter w;
   w.put<std::uint32_t>(part.ranks.at(0));
-  w.str(error);
   const std::vector<std::uint8_t> sub = encode_subindex(part);
   w.raw(sub.data(), sub.size());
   const auto parts = gatherv_bytes(m_group_comm, w.bytes(), 0);
@@ -580,19 +583,12 @@ WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& par
   for (const std::vector<std::uint8_t>& bytes : parts) {
     ByteReader r(bytes.data(), bytes.size());
     std::uint32_t rank = 0;
-    std::string rank_error;
-    const bool framed = r.get(rank) && r.str(rank_error);
-    auto p = framed ? decode_subindex(bytes.data() + (bytes.size() - r.left()), r.left(), numbering)
-                    : Result<SubIndex>(Status(Code::internal, "no rank and error fields"));
+    auto p = r.get(rank) ? decode_subindex(bytes.data() + (bytes.size() - r.left()), r.left(), numbering)
+                         : Result<SubIndex>(Status(Code::internal, "no rank field"));
     if (p.ok() && (p->ranks.size() != 1 || p->ranks[0] != rank))
       p = Status(Code::internal, "its ranks are not its sender's");
     if (!p.ok()) {
       add_failure(out.error, rank, "its part of the group's sub-index: " + p.status().message());
-      if (first_code == Code::ok) first_code = Code::internal;
-      continue;
-    }
-    if (!rank_error.empty()) {
-      add_failure(out.error, rank, rank_error);
       if (first_code == Code::ok) first_code = Code::internal;
       continue;
     }
@@ -614,14 +610,7 @@ WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& par
     }
     for (BlockRecord b : p->blocks) {
       b.file = file_at.at(b.file);
-      if (has_global_shape(all.vars.at(b.var).var.kind)) {
-        BlockRecord box;
-        box.var = b.var;
-        box.rank = b.rank;
-        box.start = b.start;
-        box.count = b.count;
-        out.boxes.push_back(std::move(box));
-      }
+      if (has_global_shape(all.vars.at(b.var).var.kind)) out.boxes.push_back(box_of(b));
       group.blocks.push_back(std::move(b));
     }
   }
@@ -705,10 +694,7 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     WriterReport wr = std::move(decoded).value();
     if (!wr.error.empty()) {
       if (first_code == Code::ok) first_code = static_cast<Code>(wr.code);
-      if (!wr.grouped)
-        add_failure(failures, w, wr.error);  // writer w is rank w
-      else if (failures.size() < kMaxFailureText)
-        failures += (failures.empty() ? "" : "; ") + wr.error;  // "rank r: ..." already
+      if (failures.size() < kMaxFailureText) failures += (failures.empty() ? "" : "; ") + wr.error;  // "rank r: ..."
       continue;
     }
     entries[w] = wr.entry;
@@ -751,14 +737,11 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     out.bytes = v.bytes;
     root.vars.push_back(std::move(out));
   }
-  std::vector<std::uint32_t> owner = m_owner;  // with groups; else writer r is rank r
-  if (owner.empty())
-    for (std::uint32_t r = 0; r < nranks; ++r) owner.push_back(r);
-  if (owner.size() != nranks || root.writers != (m_owner.empty() ? nranks : m_writer_count))
+  if (m_owner.size() != nranks || root.writers != m_writer_count)
     return Status(Code::internal, ckpt + ": " + std::to_string(root.writers) + " writer reports for " +
-                                      std::to_string(m_owner.empty() ? nranks : m_writer_count) + " writers");
+                                      std::to_string(m_writer_count) + " writers");
   const std::vector<std::uint8_t> catalog = build_catalog(
-      root, std::move(entries), boxes, owner, m_rule == WriterRule::mapped ? m_owner : std::vector<std::uint32_t>{});
+      root, std::move(entries), boxes, m_owner, m_rule == WriterRule::mapped ? m_owner : std::vector<std::uint32_t>{});
   m_root_last.files = files;
   m_root_last.attrs = root.attrs;
 

@@ -135,9 +135,8 @@ class Committer {
   /// The writer groups of commit_spread() (constructor, collective): `leader` is this rank's group writer.
   void init_writer_groups(int leader);
   /// commit_spread() with groups, on every rank of one: the group's writer gathers its ranks' parts
-  /// (`part`: this rank's blocks, files and error) and writes their sub-index; its report for rank 0.
-  WriterReport write_group_subindex(const Job& job, const SubIndex& part, const std::string& error,
-                                    const CommitSummary& all);
+  /// (`part`: this rank's blocks and files) and writes their sub-index; its report for rank 0.
+  WriterReport write_group_subindex(const Job& job, const SubIndex& part, const CommitSummary& all);
   /// commit_spread()'s agreement: the summary of every rank's report and the commit token, the same on
   /// every rank, or the same failure on every rank (allreduce_summary(), else the ordered reduction), and
   /// the largest `report_bytes` (the writer reports' gather slot; 0 after the ordered reduction).
@@ -181,7 +180,7 @@ class Committer {
   std::uint32_t m_writer_count = 0;            ///< W (rank 0, and the writers of groups)
   WriterRule m_rule = WriterRule::per_rank;    ///< rank 0: how the root describes the writers
   std::uint32_t m_rule_g = 0;                  ///< rank 0: rule 1's ranks per writer
-  std::vector<std::uint32_t> m_owner;          ///< rank 0, with groups: rank r's writer
+  std::vector<std::uint32_t> m_owner;          ///< rank 0, commit_spread(): rank r's writer
   std::optional<std::uint64_t> m_agreed_vars;  ///< allreduce_summary()'s count, kept between commits
   Store& m_store;
   std::uint64_t m_run_id;
