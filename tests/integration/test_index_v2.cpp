@@ -296,6 +296,78 @@ TEST(IndexV2, GroupWritersWriteTheirGroupsSubIndices) {
   }
 }
 
+// A group writer checks its group's global blocks for overlap and sends rank 0 their union as merged boxes
+// (one per variable where the group tiles a box), which rank 0 checks across groups: at 4 ranks with 2 rbio
+// writers (groups {0, 1} and {2, 3}) of a 1-D global array of 4 rows a rank, an overlap inside a group and
+// one across groups are refused on every rank, naming the array; groups whose rows interleave (rank r holds
+// rows at r's place in 0, 2, 1, 3, so no group tiles a box) commit the same index as the one-level gather
+// and restart exactly, N->N and on 2 ranks.
+TEST(IndexV2, GroupWritersCheckOverlapsAndSendMergedBoxes) {
+  if (world_size() != 4) GTEST_SKIP() << "the groups below are those of 4 ranks";
+  const int rank = world_rank();
+  struct Case {
+    std::string name;
+    std::vector<std::uint64_t> first;  // rank r's first row
+  };
+  for (const Case& k : {Case{"inside a group", {0, 2, 8, 12}}, Case{"across groups", {0, 4, 6, 12}},
+                        Case{"interleaved", {0, 8, 4, 12}}}) {
+    SCOPED_TRACE(k.name);
+    const bool overlaps = k.name != "interleaved";
+    const std::string two = scratch_dir("index2-boxes"), one = scratch_dir("index2-boxes-1");
+    std::vector<double> mine(4);
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = 100.0 * rank + static_cast<double>(i);
+    const Block block{{16}, {k.first[static_cast<std::size_t>(rank)]}, {4}};
+    for (const int format : {2, 1}) {
+      Options o = v2_options(format == 2 ? two : one, "rbio");
+      o.rbio_writers = 2;
+      o.index_format = format;
+      Runtime rt(MPI_COMM_WORLD, o);
+      ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
+      ASSERT_TRUE(rt.protect("x", mine.data(), DType::f64, block).ok());
+      const Status st = rt.checkpoint(3).wait();
+      if (overlaps) {
+        EXPECT_EQ(st.code(), Code::invalid_argument) << st.to_string();
+        EXPECT_NE(st.message().find("global array 'x'"), std::string::npos) << st.to_string();
+        EXPECT_NE(st.message().find("overlap"), std::string::npos) << st.to_string();
+        if (k.name == "inside a group")  // the group's writer names the blocks, as rank 0's one-level check does
+          EXPECT_NE(st.message().find("rank 0 [0:4) and rank 1 [2:6)"), std::string::npos) << st.to_string();
+      } else {
+        EXPECT_TRUE(st.ok()) << st.to_string();
+      }
+    }
+    if (overlaps) continue;
+    expect_same_index(two, one, 3);
+    {
+      Options o = v2_options(two, "rbio");
+      o.rbio_writers = 2;
+      std::vector<double> got(4, -1);
+      Runtime rt(MPI_COMM_WORLD, o);
+      ASSERT_TRUE(rt.protect("x", got.data(), DType::f64, block).ok());
+      const Status st = rt.restart(3);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(got, mine);
+    }
+    // On 2 ranks (N->M through the directories): rank c holds rows [8c, 8c + 8), written by ranks
+    // (0, 2) and (1, 3) - each of its halves from the other group.
+    MPI_Comm two_ranks;
+    MPI_Comm_split(MPI_COMM_WORLD, rank < 2 ? 0 : MPI_UNDEFINED, rank, &two_ranks);
+    if (two_ranks != MPI_COMM_NULL) {
+      Options o = v2_options(two, "rbio");
+      std::vector<double> got(8, -1), want(8);
+      const std::vector<int> writer_of = {0, 2, 1, 3};  // rows [4i, 4i + 4) were rank writer_of[i]'s
+      for (int i = 0; i < 8; ++i) want[static_cast<std::size_t>(i)] = 100.0 * writer_of[2 * rank + i / 4] + i % 4;
+      Runtime rt(two_ranks, o);
+      ASSERT_TRUE(
+          rt.protect("x", got.data(), DType::f64, Block{{16}, {8 * static_cast<std::uint64_t>(rank)}, {8}}).ok());
+      const Status st = rt.restart(3);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_EQ(got, want);
+      MPI_Comm_free(&two_ranks);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
 // Transport groups (option groups) with the two-level index: rbio's writers with a posix or an mpiio group (a
 // rank's posix file and its group's rbio file in its writer's sub-index; the shared mpiio file in both
 // writers' sub-indices, counted once), posix with mpiio, and a null group beside posix or rbio

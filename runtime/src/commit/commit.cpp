@@ -324,7 +324,8 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
 }
 
 /// What a writer tells rank 0 after writing its sub-index (commit_spread): its failure, or its catalog
-/// entry, file count and the boxes of its ranks' blocks of global and joined variables (root numbering).
+/// entry, file count and the boxes of its ranks' blocks of global and joined variables (root numbering; a
+/// group's writer merges them: merge_adjacent_boxes).
 struct WriterReport {
   std::string error;  ///< its ranks' failures, "rank r: message; ..." (add_failure); empty: written
   std::int32_t code = 0;
@@ -614,6 +615,18 @@ WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& par
       group.blocks.push_back(std::move(b));
     }
   }
+  // Rank 0 receives the group's boxes merged (merge_adjacent_boxes: for a group that tiles a box, one per
+  // variable), so the group's own blocks are checked for overlap here and only across groups there.
+  Index mine;
+  for (const SummaryVar& v : all.vars) mine.vars.push_back(v.var);
+  mine.blocks = std::move(out.boxes);
+  if (const Status s = check_disjoint_blocks(mine); !s.ok()) {
+    if (out.error.size() < kMaxFailureText)
+      out.error += (out.error.empty() ? "" : "; ") + s.message();  // names its ranks
+    if (first_code == Code::ok) first_code = s.code();
+  }
+  merge_adjacent_boxes(mine.blocks);
+  out.boxes = std::move(mine.blocks);
   out.files = 0;  // a file counts where its writer is (a shared mpiio file is listed by other groups too)
   for (const FileRecord& f : group.files)
     if (std::binary_search(group.ranks.begin(), group.ranks.end(), f.writer)) ++out.files;
@@ -679,7 +692,7 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
   const auto nranks = static_cast<std::uint32_t>(m_size);
   const auto writers = static_cast<std::uint32_t>(reports.size());  // one per writer (rank, or group)
   std::vector<CatalogEntry> entries(writers);
-  Index boxes;  // the blocks of global and joined variables, for the directories and the overlap check
+  Index boxes;  // the boxes of global and joined variables, for the directories and the overlap check
   boxes.nranks = nranks;
   for (const SummaryVar& v : all.vars) boxes.vars.push_back(v.var);
   std::string failures;
@@ -709,8 +722,13 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     }
   }
   if (!failures.empty()) return Status(first_code, ckpt + " not committed: " + failures);
-  // A global array whose stored blocks overlap (ghost cells) can never be restored: refuse it now.
-  CKPT_RETURN_IF_ERROR(check_disjoint_blocks(boxes).with_context(ckpt + " not committed"));
+  // A global array whose stored blocks overlap (ghost cells) can never be restored: refuse it now. A group
+  // writer checked its own group's blocks and sent their union as merged boxes.
+  if (const Status s = check_disjoint_blocks(boxes); !s.ok())
+    return s.with_context(ckpt + " not committed" +
+                          (m_group_comm != MPI_COMM_NULL ? " (a box is the union of a writer group's adjacent blocks, "
+                                                           "named by the lowest of their ranks)"
+                                                         : ""));
 
   RootIndex root;
   root.step = job.step;

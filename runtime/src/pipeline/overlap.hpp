@@ -15,6 +15,16 @@ namespace ckpt::detail {
 /// 2-D and 3-D decompositions).
 Status check_disjoint_blocks(const Index& idx);
 
+/// Replaces `boxes` (only var, rank, start and count are read; the non-empty boxes of a variable disjoint,
+/// as check_disjoint_blocks() or the joined arrays' row numbering make them) by fewer boxes with the same
+/// union per variable: two boxes of a variable that meet face to face and agree in every other dimension
+/// become one, until no two do. A merged box keeps the lower rank of its parts; empty boxes stay as they
+/// are; the survivors keep their order. A group writer sends rank 0 these instead of one box per block
+/// (commit_spread): since each is exactly the union of some blocks, two writers' blocks overlap exactly
+/// when their merged boxes do, and the catalog's directories (a bounding box per writer) do not change.
+/// Cost: per round, a sort of the boxes per dimension; a group's tiling of a box merges in one round.
+void merge_adjacent_boxes(std::vector<BlockRecord>& boxes);
+
 }  // namespace ckpt::detail
 
 #endif  // CKPT_RUNTIME_OVERLAP_HPP
