@@ -327,7 +327,9 @@ Status Committer::commit(const std::shared_ptr<Job>& jp) {
 /// entry, file count and the boxes of its ranks' blocks of global and joined variables (root numbering; a
 /// group's writer merges them: merge_adjacent_boxes).
 struct WriterReport {
-  std::string error;  ///< its ranks' failures, "rank r: message; ..." (add_failure); empty: written
+  /// Its ranks' failures, "rank r: message; ..." (add_failure), and a group's overlapping blocks (the message
+  /// names both ranks); empty: written.
+  std::string error;
   std::int32_t code = 0;
   CatalogEntry entry;
   std::uint32_t files = 0;
@@ -336,8 +338,8 @@ struct WriterReport {
   /// chain started with; none: no reference.
   std::vector<std::int64_t> ref_steps;
   std::int64_t base_step = 0;
-  /// A group's writer: each box names its rank and entry.ranks is the group's size; a writer of one rank
-  /// sends neither (the gather's order names it).
+  /// A group's writer: each box names a rank (a merged box the lowest of its parts') and entry.ranks is the
+  /// group's size; a writer of one rank sends neither (the gather's order names it).
   bool grouped = false;
 };
 
@@ -615,8 +617,9 @@ WriterReport Committer::write_group_subindex(const Job& job, const SubIndex& par
       group.blocks.push_back(std::move(b));
     }
   }
-  // Rank 0 receives the group's boxes merged (merge_adjacent_boxes: for a group that tiles a box, one per
-  // variable), so the group's own blocks are checked for overlap here and only across groups there.
+  // Rank 0 receives the group's boxes merged (merge_adjacent_boxes: for a group whose blocks form a grid of a
+  // box, one per variable). Its check across groups would find an overlap inside the group too, naming the
+  // merged box; here the group's own blocks are checked, so the message names the two blocks' ranks.
   Index mine;
   for (const SummaryVar& v : all.vars) mine.vars.push_back(v.var);
   mine.blocks = std::move(out.boxes);
@@ -707,7 +710,7 @@ Status Committer::commit_spread_root(const Job& job, const CommitSummary& all, s
     WriterReport wr = std::move(decoded).value();
     if (!wr.error.empty()) {
       if (first_code == Code::ok) first_code = static_cast<Code>(wr.code);
-      if (failures.size() < kMaxFailureText) failures += (failures.empty() ? "" : "; ") + wr.error;  // "rank r: ..."
+      if (failures.size() < kMaxFailureText) failures += (failures.empty() ? "" : "; ") + wr.error;  // as listed
       continue;
     }
     entries[w] = wr.entry;

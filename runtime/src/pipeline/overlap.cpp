@@ -90,8 +90,9 @@ void merge_adjacent_boxes(std::vector<BlockRecord>& boxes) {
         const bool same_sides = std::equal(keys[order[run]].begin(), keys[order[run]].end() - 1, keys[order[j]].begin(),
                                            keys[order[j]].end() - 1) &&
                                 keys[order[run]].size() == keys[order[j]].size();
-        std::uint64_t end = 0, grown = 0;
+        std::uint64_t end = 0, b_end = 0, grown = 0;
         if (same_sides && !__builtin_add_overflow(a.start[d], a.count[d], &end) && end == b.start[d] &&
+            !__builtin_add_overflow(b.start[d], b.count[d], &b_end) &&
             !__builtin_add_overflow(a.count[d], b.count[d], &grown)) {
           a.count[d] = grown;
           a.rank = std::min(a.rank, b.rank);
