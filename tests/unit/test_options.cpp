@@ -172,6 +172,35 @@ TEST(Options, ThreadSlice) {
   EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "auto is an unset optional, not -1";
 }
 
+TEST(Options, BackgroundCpu) {
+  auto dir = test::scratch_dir();
+  EXPECT_FALSE(Options::defaults().background_cpu.has_value()) << "auto";
+  const std::vector<std::pair<const char*, AutoFraction>> good = {{"auto", AutoFraction()}, {"off", 0.0}, {"0", 0.0},
+                                                                  {"0.01", 0.01},           {"0.1", 0.1}, {"1", 1.0}};
+  for (const auto& [text, want] : good) {
+    auto r = Options::try_load(write_yaml(dir, std::string("background_cpu: ") + text + "\n"));
+    ASSERT_TRUE(r.ok()) << text << ": " << r.status().to_string();
+    EXPECT_EQ(r->background_cpu, want) << text;
+    EXPECT_TRUE(r->validate().ok()) << text;
+  }
+  for (const char* bad : {"-0.1", "0.005", "1.5", "10%", "Off", ""}) {
+    auto r = Options::try_load(write_yaml(dir, std::string("background_cpu: \"") + bad + "\"\n"));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("background_cpu"), std::string::npos) << r.status().message();
+  }
+  ::setenv("CKPT_BACKGROUND_CPU", "0.25", 1);
+  Options e;
+  ::unsetenv("CKPT_BACKGROUND_CPU");
+  ASSERT_TRUE(e.error.ok()) << e.error.to_string();
+  EXPECT_EQ(e.background_cpu, 0.25);
+  Options o = Options::defaults();
+  o.background_cpu = 2.0;
+  EXPECT_EQ(o.validate().code(), Code::invalid_argument) << "set in code, checked by validate()";
+  // The spelling round trip: off, not 0; auto once.
+  o.background_cpu = 0.0;
+  EXPECT_NE(o.to_yaml().find("background_cpu: off\n"), std::string::npos) << o.to_yaml();
+}
+
 TEST(Options, ThreadCpus) {
   auto dir = test::scratch_dir();
   EXPECT_FALSE(Options::defaults().thread_cpus.has_value()) << "auto";

@@ -37,6 +37,7 @@ using AutoInt = std::optional<int>;
 using AutoText = std::optional<std::string>;
 using AutoMpiThreads = std::optional<MpiThreads>;
 using AutoDoubleBuffer = std::optional<DoubleBuffer>;
+using AutoFraction = std::optional<double>;
 
 // clang-format off
 /// The options table. X(group, scope, type, name, default, spec, description):
@@ -117,6 +118,8 @@ using AutoDoubleBuffer = std::optional<DoubleBuffer>;
     "scheduler slice of ckpt's threads (EEVDF); 0: the kernel's; auto: 100 us with on_busy wait, else 0") \
   X(threads, rank, AutoText, thread_cpus, std::nullopt, auto_or(cpu_list()), \
     "CPUs of ckpt's threads: `all`, `inherit` or a list like 8-15; auto: the node's CPUs no rank is bound to") \
+  X(threads, rank, AutoFraction, background_cpu, std::nullopt, auto_or(cpu_budget()), \
+    "on_busy coalesce: share of one core ckpt's threads may use on average (captures wait beyond); off; auto: see docs") \
   X(gpu, rank, AutoDoubleBuffer, gpu_double_buffer, DoubleBuffer::off, auto_or(one_of(kDoubleBuffer)), \
     "copy D2D into a device spare, release the application's stream, then D2H; auto: the spare follows use") \
   X(gpu, rank, AutoBytes, gpu_spare_bytes, std::nullopt, auto_or(bytes(1, 1ull << 50)), \

@@ -188,6 +188,27 @@ struct Fraction {
 };
 Fraction fraction(double max) { return {max}; }
 
+/// background_cpu: off (or 0: no budget) or a share of one core in [0.01, 1].
+struct CpuBudget {
+  using value_type = double;
+  Result<double> parse(const std::string& t) const {
+    if (t == "off") return 0.0;
+    char* end = nullptr;
+    const double x = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !valid(x)) return Status(Code::invalid_argument, "out of range");
+    return x;
+  }
+  std::string print(double v) const {
+    if (v == 0) return "off";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return buf;
+  }
+  bool valid(double v) const { return v == 0 || (v >= 0.01 && v <= 1); }
+  std::string allowed() const { return "off (or 0: no limit), or a share of one core in [0.01, 1]"; }
+};
+CpuBudget cpu_budget() { return {}; }
+
 /// Free text; `nonempty` for a path that must be given. A NUL byte is refused: the path would end there.
 struct Text {
   using value_type = std::string;

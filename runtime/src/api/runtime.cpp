@@ -180,6 +180,9 @@ Status Runtime::close() { return m_impl->close(); }
 
 namespace detail {
 
+/// background_cpu auto where ckpt's threads share the ranks' cores: the share of one core they may use
+/// (docs/performance.md, "A CPU budget for ckpt's threads").
+constexpr double kAutoBackgroundCpu = 0.1;
 
 // ---- MPI_Finalize before the Runtime's end ----------------------------------------------------------
 // A Runtime declared in main's scope outlives MPI_Finalize. An attribute on MPI_COMM_SELF is deleted
@@ -370,6 +373,13 @@ Status RuntimeImpl::start_device() {
     }
     MPI_Comm_free(&node);
   }
+  // background_cpu auto: a budget where ckpt's threads share the ranks' cores (no spare CPU found, inherit,
+  // all), none where they run on CPUs of their own (found spare, or a list the user gave).
+  threads.cpu_budget = m_opts.background_cpu                       ? *m_opts.background_cpu
+                       : threads.where == ThreadPolicy::Cpus::list ? 0.0
+                                                                   : kAutoBackgroundCpu;
+  if (m_opts.on_busy != Options::OnBusy::coalesce) threads.cpu_budget = 0;  // every checkpoint is written
+  if (threads.cpu_budget > 0) threads.meter = std::make_shared<CpuMeter>();
   m_pool->set_ranks_on_node(on_node);
   // A fixed pool is reserved now, not in the first checkpoint(); its failure is that checkpoint's.
   if (m_opts.pool_bytes) (void)reserve_for_stream(*m_pool, m_opts, 0);

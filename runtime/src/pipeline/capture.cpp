@@ -317,11 +317,13 @@ void Capture::coalesce(const std::shared_ptr<Job>& job, Status setup, void* stre
 
 Status Capture::wait_all() {
   Status first;
+  if (m_env.launcher != nullptr) m_env.launcher->hurry(true);  // the application waits: no CPU budget wait
   while (!m_in_flight.empty()) {
     Status s = Ticket(m_in_flight.front()->ticket).wait();
     if (s.failed() && first.ok()) first = s.with_context("checkpoint " + std::to_string(m_in_flight.front()->step));
     m_in_flight.pop_front();
   }
+  if (m_env.launcher != nullptr) m_env.launcher->hurry(false);
   return first;
 }
 

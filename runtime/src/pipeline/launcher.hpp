@@ -60,6 +60,9 @@ class Launcher {
   bool submit(PendingCapture p);
   /// Commit thread: a launched checkpoint is done (committed or failed).
   void finished();
+  /// Application thread: while on (wait_all), this rank asks for no wait for the CPU budget and cuts its own
+  /// short; the agreement still decides when the capture launches.
+  void hurry(bool on);
   /// Stops the threads (after wait_all: nothing waits on any rank; every superseded capture's chunks
   /// back in the pool) and frees the communicator; a capture still waiting ends superseded.
   void close();
@@ -72,9 +75,19 @@ class Launcher {
   void reclaim_loop(const ThreadPolicy& threads);
   /// Hands `p` to the flush threads (or wakes its streaming application thread).
   void launch(PendingCapture& p);
+  /// Option background_cpu: how long this rank's threads are over their CPU budget, in us (0: within it, or
+  /// no budget). A token bucket: the budget accrues with wall time up to a burst of kBurst of it, the
+  /// threads' CPU time (ThreadPolicy::meter) drains it.
+  long long budget_wait_us();
 
   MPI_Comm m_comm;
   const int m_max_in_flight;
+  const double m_budget;                    // background_cpu: a share of one core; 0: no budget
+  std::shared_ptr<CpuMeter> m_meter;        // ckpt's threads' CPU time (launcher thread only, with the next two)
+  double m_credit_s = 0, m_cpu_last_s = 0;  // the bucket (CPU seconds) and the meter when last read
+  Clock::time_point m_budget_last;
+  Clock::time_point m_not_before;  // no capture is claimed before (the budget's wait, agreed at the last launch)
+  bool m_hurry = false;
   Device& m_device;
   FlushPipeline& m_flush;
   StagingPool& m_pool;

@@ -141,8 +141,50 @@ std::vector<int> spare_cpus(MPI_Comm node) {
   return spare;
 }
 
+namespace {
+double clock_seconds(clockid_t clock) {
+  timespec ts{};
+  return clock_gettime(clock, &ts) == 0 ? static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9 : 0;
+}
+}  // namespace
+
+/// Leaves a thread's meter when the thread ends (a thread_local's destructor), keeping its time.
+struct CpuMeterLeave {
+  std::shared_ptr<CpuMeter> meter;
+  clockid_t clock{};
+  ~CpuMeterLeave() {
+    if (meter) meter->leave(clock);
+  }
+};
+
+void CpuMeter::add(clockid_t clock) {
+  std::lock_guard<std::mutex> lk(m_mu);
+  m_live.push_back(clock);
+}
+
+void CpuMeter::leave(clockid_t clock) {
+  const double s = clock_seconds(clock);  // the ending thread's own clock, still valid
+  std::lock_guard<std::mutex> lk(m_mu);
+  m_live.erase(std::remove(m_live.begin(), m_live.end(), clock), m_live.end());
+  m_ended_s += s;
+}
+
+double CpuMeter::seconds() {
+  std::lock_guard<std::mutex> lk(m_mu);
+  double s = m_ended_s;
+  for (const clockid_t c : m_live) s += clock_seconds(c);
+  return s;
+}
+
 void start_ckpt_thread(const char* os_name, const char* nvtx_name, const ThreadPolicy& policy) noexcept {
   (void)pthread_setname_np(pthread_self(), os_name);
+  clockid_t clock{};
+  if (policy.meter && pthread_getcpuclockid(pthread_self(), &clock) == 0) {  // else not counted: the budget sees less
+    policy.meter->add(clock);
+    thread_local CpuMeterLeave leave;  // a ckpt thread belongs to one Runtime: one meter per thread
+    leave.meter = policy.meter;
+    leave.clock = clock;
+  }
   nvtx_name_thread(nvtx_name);
   static std::atomic<bool> cpus_said{false}, slice_said{false};
   if (const int err = set_cpus(policy); err != 0 && policy.warn) {

@@ -3,12 +3,33 @@
 #define CKPT_RUNTIME_THREADS_HPP
 
 #include <mpi.h>
+#include <time.h>
 
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "ckpt/status.hpp"
 
 namespace ckpt::detail {
+
+/// The CPU time of one Runtime's own threads (option background_cpu): each registers itself when it starts
+/// (start_ckpt_thread) and leaves when it ends, its time kept. Thread-safe; seconds() reads one per-thread
+/// clock per live thread (~1 us each).
+class CpuMeter {
+ public:
+  /// A thread's CPU clock (pthread_getcpuclockid), from now on.
+  void add(clockid_t clock);
+  /// The thread of `clock` ends (called on it): its time so far is kept.
+  void leave(clockid_t clock);
+  /// CPU seconds of the registered threads, live and ended.
+  double seconds();
+
+ private:
+  std::mutex m_mu;
+  std::vector<clockid_t> m_live;
+  double m_ended_s = 0;
+};
 
 /// Where and how ckpt's own threads run (options thread_cpus and thread_slice_us; made by
 /// thread_policy() in resolve.cpp).
@@ -25,6 +46,10 @@ struct ThreadPolicy {
   /// slice_us came from thread_slice_us auto, not from the user: a kernel that refuses it (no
   /// sched_setattr, a seccomp filter) is not worth a line on every job's stderr.
   bool slice_auto = false;
+  /// Option background_cpu resolved: the share of one core the threads may use with on_busy coalesce; 0:
+  /// no limit. `meter` counts their CPU time (every thread start_ckpt_thread starts is in it).
+  double cpu_budget = 0;
+  std::shared_ptr<CpuMeter> meter;
 };
 
 /// thread_cpus: auto. Collective over `node` (the ranks of one node): the CPUs this process may use
@@ -63,6 +88,7 @@ Status check_cpus(const ThreadPolicy& policy);
 /// pipeline (on_busy wait), not with coalesce (thread_slice_us auto; measured).
 ///
 /// Measured in docs/performance.md ("Where ckpt's threads run").
+/// The thread joins `policy.meter` (if any) until it ends.
 void start_ckpt_thread(const char* os_name, const char* nvtx_name, const ThreadPolicy& policy) noexcept;
 
 }  // namespace ckpt::detail
