@@ -150,7 +150,10 @@ ckpt::Options mode_options(std::string mode, const std::string& dir) {
   // A mode may end in ":cpu=X": option background_cpu X (off, or a share of one core), else auto.
   if (const auto at = mode.find(":cpu="); at != std::string::npos) {
     const std::string v = mode.substr(at + 5);
-    o.background_cpu = v == "off" ? 0.0 : std::atof(v.c_str());
+    char* end = nullptr;
+    o.background_cpu = v == "off" ? 0.0 : std::strtod(v.c_str(), &end);
+    if (v != "off" && (v.empty() || *end != '\0')) fail(mode + ": :cpu= takes off or a share of one core");
+    if (auto s = o.validate(); !s.ok()) fail(mode + ": " + s.to_string());
     mode.erase(at);
   }
   o.dir = dir;
@@ -218,7 +221,7 @@ Sample run_mode(const std::string& mode, App& app, const Args& a, const std::str
     if (auto s = rt->wait_all(); !s.ok()) fail(mode + ": " + s.to_string());
   std::map<std::string, ThreadTime> threads = thread_times();
   if (rt) {
-    if (mode == "series-end")
+    if (mode.rfind("series-end", 0) == 0)
       if (auto s = rt->close(); !s.ok()) fail(mode + ": close: " + s.to_string());
     for (auto& t : tickets) {
       const ckpt::Status s = t.wait();

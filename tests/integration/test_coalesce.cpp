@@ -175,8 +175,8 @@ TEST(Coalesce, ACpuBudgetWritesFewerTheSameOnEveryRank) {
 
 // wait_all() does not wait for the CPU budget: the application waits, so the capture that waits is claimed at
 // once. 8 MiB per rank with 1% of a core: the launch of the second checkpoint finds the first one's CPU time
-// over the budget, so the third is not claimed for ~100x that time - but wait_all() returns within a few
-// flushes' time (the second checkpoint's, measured here).
+// over the budget, so the third is not claimed for ~100x that time (still waiting 2 flushes later) - but
+// wait_all() returns within a few flushes' time (the second checkpoint's, measured here).
 TEST(Coalesce, WaitAllDoesNotWaitForTheBudget) {
   Options o = coalesce_opts(scratch_dir());
   o.background_cpu = 0.01;
@@ -195,6 +195,8 @@ TEST(Coalesce, WaitAllDoesNotWaitForTheBudget) {
   }
   fill(v, 2, world_rank());
   Ticket third = rt.checkpoint(2);  // waits: the budget is spent
+  ::usleep(static_cast<useconds_t>(2 * flush * 1e6));
+  EXPECT_FALSE(third.done()) << "the budget held the third checkpoint back for less than 2 flushes";
   const double t0 = MPI_Wtime();
   ASSERT_TRUE(rt.wait_all().ok());
   const double waited = MPI_Wtime() - t0;

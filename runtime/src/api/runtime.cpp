@@ -181,7 +181,7 @@ Status Runtime::close() { return m_impl->close(); }
 namespace detail {
 
 /// background_cpu auto where ckpt's threads share the ranks' cores: the share of one core they may use
-/// (docs/performance.md, "A CPU budget for ckpt's threads").
+/// (docs/performance.md, "A cache-resident compute: perf/everystep").
 constexpr double kAutoBackgroundCpu = 0.1;
 
 // ---- MPI_Finalize before the Runtime's end ----------------------------------------------------------

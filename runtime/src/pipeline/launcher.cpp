@@ -161,7 +161,8 @@ void Launcher::loop() {
     m_cv.wait(lk, [&] { return m_closing || (m_in_flight < m_max_in_flight && m_waiting); });
     if (m_closing) return;  // after wait_all on every rank: nothing waits anywhere
     if (!m_hurry && !m_waiting->streams && Clock::now() < m_not_before) {  // the CPU budget (background_cpu)
-      m_cv.wait_until(lk, m_not_before, [&] { return m_closing || m_hurry; });
+      // A streaming capture's application waits in checkpoint(): it ends the budget's wait too.
+      m_cv.wait_until(lk, m_not_before, [&] { return m_closing || m_hurry || (m_waiting && m_waiting->streams); });
       continue;
     }
     PendingCapture mine = std::move(*m_waiting);  // claimed: the application can no longer replace it

@@ -32,7 +32,8 @@ struct PendingCapture {
 };
 
 /// The launcher thread and the slot of the capture that waits. The application thread submits; the
-/// launcher thread, whenever fewer than max_in_flight checkpoints are in flight, agrees with the other
+/// launcher thread, whenever fewer than max_in_flight checkpoints are in flight (and, with a CPU budget,
+/// the wait agreed at the last launch has passed: option background_cpu), agrees with the other
 /// ranks (MPI_Allreduce on a communicator of its own) on one sequence number that every rank has
 /// captured, and hands that capture to the flush threads; every older capture ends `superseded`.
 /// A superseded capture's chunks go back to the pool from a thread of their own (the reclaim thread,

@@ -163,10 +163,9 @@ void CpuMeter::add(clockid_t clock) {
 }
 
 void CpuMeter::leave(clockid_t clock) {
-  const double s = clock_seconds(clock);  // the ending thread's own clock, still valid
-  std::lock_guard<std::mutex> lk(m_mu);
+  std::lock_guard<std::mutex> lk(m_mu);  // the clock read under the lock: seconds() never goes back
   m_live.erase(std::remove(m_live.begin(), m_live.end(), clock), m_live.end());
-  m_ended_s += s;
+  m_ended_s += clock_seconds(clock);  // the ending thread's own clock, still valid
 }
 
 double CpuMeter::seconds() {
@@ -180,10 +179,12 @@ void start_ckpt_thread(const char* os_name, const char* nvtx_name, const ThreadP
   (void)pthread_setname_np(pthread_self(), os_name);
   clockid_t clock{};
   if (policy.meter && pthread_getcpuclockid(pthread_self(), &clock) == 0) {  // else not counted: the budget sees less
-    policy.meter->add(clock);
     thread_local CpuMeterLeave leave;  // a ckpt thread belongs to one Runtime: one meter per thread
-    leave.meter = policy.meter;
-    leave.clock = clock;
+    if (!leave.meter) {                // a second start on one thread: counted once
+      policy.meter->add(clock);
+      leave.meter = policy.meter;
+      leave.clock = clock;
+    }
   }
   nvtx_name_thread(nvtx_name);
   static std::atomic<bool> cpus_said{false}, slice_said{false};

@@ -15,10 +15,11 @@ namespace ckpt::detail {
 
 /// The CPU time of one Runtime's own threads (option background_cpu): each registers itself when it starts
 /// (start_ckpt_thread) and leaves when it ends, its time kept. Thread-safe; seconds() reads one per-thread
-/// clock per live thread (~1 us each).
+/// clock per live thread (~1 us each). Waits count as they run: a thread in an MPI wait polls (sleeping
+/// waits: a test every 10-200 us), so a peer's lateness costs it some of its budget.
 class CpuMeter {
  public:
-  /// A thread's CPU clock (pthread_getcpuclockid), from now on.
+  /// A thread's CPU clock (pthread_getcpuclockid): its whole CPU time counts, from the thread's start.
   void add(clockid_t clock);
   /// The thread of `clock` ends (called on it): its time so far is kept.
   void leave(clockid_t clock);
