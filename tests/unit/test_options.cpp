@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -146,23 +147,40 @@ TEST(Options, EnvironmentErrors) {
   EXPECT_TRUE(py.warnings.empty());
 }
 
+/// Options loaded from a YAML file setting `key` to `value`, which must load and validate.
+Options loads(const std::string& dir, const std::string& key, const std::string& value) {
+  auto r = Options::try_load(write_yaml(dir, key + ": " + value + "\n"));
+  EXPECT_TRUE(r.ok()) << key << ": " << value << ": " << r.status().to_string();
+  if (!r.ok()) return Options::defaults();
+  EXPECT_TRUE(r->validate().ok()) << key << ": " << value;
+  return std::move(r).value();
+}
+
+/// Each of `bad` as `key`'s value (a YAML string) is refused, naming the key.
+void expect_refused(const std::string& dir, const std::string& key, std::initializer_list<const char*> bad) {
+  for (const char* b : bad) {
+    auto r = Options::try_load(write_yaml(dir, key + ": \"" + b + "\"\n"));
+    ASSERT_FALSE(r.ok()) << key << ": " << b;
+    EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().message();
+  }
+}
+
+/// Options as the environment makes them with `var` = `value` (unset again after).
+Options from_env(const char* var, const char* value) {
+  ::setenv(var, value, 1);
+  Options o;
+  ::unsetenv(var);
+  return o;
+}
+
 TEST(Options, ThreadSlice) {
   auto dir = test::scratch_dir();
   EXPECT_FALSE(Options::defaults().thread_slice_us.has_value()) << "auto";
-  for (const char* good : {"0", "100", "250", "100000", "auto"}) {
-    auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + good + "\n"));
-    ASSERT_TRUE(r.ok()) << good << ": " << r.status().to_string();
-    EXPECT_EQ(r->thread_slice_us, std::string(good) == "auto" ? AutoInt() : AutoInt(std::stoi(good)));
-    EXPECT_TRUE(r->validate().ok()) << good;
-  }
-  for (const char* bad : {"-1", "1", "99", "100001", "fast", "Auto"}) {  // the kernel's range is 0.1 .. 100 ms
-    auto r = Options::try_load(write_yaml(dir, std::string("thread_slice_us: ") + bad + "\n"));
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("thread_slice_us"), std::string::npos) << r.status().message();
-  }
-  ::setenv("CKPT_THREAD_SLICE_US", "300", 1);
-  Options e;
-  ::unsetenv("CKPT_THREAD_SLICE_US");
+  for (const char* good : {"0", "100", "250", "100000", "auto"})
+    EXPECT_EQ(loads(dir, "thread_slice_us", good).thread_slice_us,
+              std::string(good) == "auto" ? AutoInt() : AutoInt(std::stoi(good)));
+  expect_refused(dir, "thread_slice_us", {"-1", "1", "99", "100001", "fast", "Auto"});  // the kernel's: 0.1-100 ms
+  const Options e = from_env("CKPT_THREAD_SLICE_US", "300");
   ASSERT_TRUE(e.error.ok()) << e.error.to_string();
   EXPECT_EQ(e.thread_slice_us, 300);
   Options o = Options::defaults();
@@ -177,20 +195,9 @@ TEST(Options, BackgroundCpu) {
   EXPECT_FALSE(Options::defaults().background_cpu.has_value()) << "auto";
   const std::vector<std::pair<const char*, AutoFraction>> good = {{"auto", AutoFraction()}, {"off", 0.0}, {"0", 0.0},
                                                                   {"0.01", 0.01},           {"0.1", 0.1}, {"1", 1.0}};
-  for (const auto& [text, want] : good) {
-    auto r = Options::try_load(write_yaml(dir, std::string("background_cpu: ") + text + "\n"));
-    ASSERT_TRUE(r.ok()) << text << ": " << r.status().to_string();
-    EXPECT_EQ(r->background_cpu, want) << text;
-    EXPECT_TRUE(r->validate().ok()) << text;
-  }
-  for (const char* bad : {"-0.1", "0.005", "1.5", "10%", "Off", ""}) {
-    auto r = Options::try_load(write_yaml(dir, std::string("background_cpu: \"") + bad + "\"\n"));
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("background_cpu"), std::string::npos) << r.status().message();
-  }
-  ::setenv("CKPT_BACKGROUND_CPU", "0.25", 1);
-  Options e;
-  ::unsetenv("CKPT_BACKGROUND_CPU");
+  for (const auto& [text, want] : good) EXPECT_EQ(loads(dir, "background_cpu", text).background_cpu, want) << text;
+  expect_refused(dir, "background_cpu", {"-0.1", "0.005", "1.5", "10%", "Off", ""});
+  const Options e = from_env("CKPT_BACKGROUND_CPU", "0.25");
   ASSERT_TRUE(e.error.ok()) << e.error.to_string();
   EXPECT_EQ(e.background_cpu, 0.25);
   Options o = Options::defaults();
