@@ -775,7 +775,16 @@ TEST_F(Adversarial, JobWideOptionsThatDifferAcrossRanksAreRefused) {
       {"transport", [](Options& o) { o.transport = "null"; }, "null"},
       {"keep", [](Options& o) { o.keep = 5; }, "5"},
       {"dir", [&](Options& o) { o.dir = dir + "/elsewhere"; }, "/elsewhere"},
-      {"groups", [](Options& o) { o.groups.push_back({"w", {"w/*"}, "posix"}); }, "w -> posix"},
+      {"groups",
+       [](Options& o) {
+         o.groups.push_back({"w", {"w/*"}, "posix"});
+       },
+       "w -> posix"},
+      // Which ranks write the two-level index's sub-indices (issue 33) follows from these.
+      {"index_format", [](Options& o) { o.index_format = 2; }, "2"},
+      {"rbio_writers", [](Options& o) { o.rbio_writers = 2; }, "2"},
+      {"rbio_files", [](Options& o) { o.rbio_files = 1; }, "1"},
+      {"mpiio_files", [](Options& o) { o.mpiio_files = 2; }, "2"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.key);
@@ -790,13 +799,15 @@ TEST_F(Adversarial, JobWideOptionsThatDifferAcrossRanksAreRefused) {
     EXPECT_TRUE(same_on_all_ranks(s));
     EXPECT_EQ(rt.checkpoint(1).wait().code(), Code::invalid_argument) << "every call reports it";
   }
-  // Per-rank options may differ: verbosity, a node's CPUs and pool, O_DIRECT.
+  // Per-rank options may differ: verbosity, a node's CPUs and pool, O_DIRECT, the CPU budget (the agreement
+  // takes the longest wait: tests/integration/test_coalesce.cpp).
   Options o = opts(dir + "/per-rank");
   if (world_rank() == 1) {
     o.verbose = 1;
     o.thread_cpus = "inherit";
     o.pool_bytes = 1 << 20;
     o.direct_io = false;
+    o.background_cpu = 0.5;
   }
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
