@@ -47,6 +47,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -111,6 +112,9 @@ void calibrate(App& app, double ms) {
   MPI_Allreduce(&mine, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   app.passes = agreed;
 }
+
+/// ckpt's threads that a coalescing Runtime runs, by the names they give themselves (threads.hpp).
+constexpr const char* kCkptThreads[] = {"ckpt launch", "ckpt digest", "ckpt write", "ckpt commit", "ckpt reclaim"};
 
 /// CPU and run-queue time of this process's threads (/proc/self/task/*/schedstat: time on a CPU, time
 /// runnable but waiting for one, ns), by role: the application's thread ("app"), each of ckpt's threads by
@@ -243,8 +247,9 @@ Sample run_mode(const std::string& mode, App& app, const Args& a, const std::str
   r.lag_p90 = max_over_ranks(sorted.empty() ? 0.0 : sorted[sorted.size() * 9 / 10]);
   r.lags = std::move(lags);
   // Summed over ranks: every rank has the same roles (its own "other" threads aside).
-  for (const std::string role :
-       {"app", "ckpt launch", "ckpt digest", "ckpt write", "ckpt commit", "ckpt reclaim", "other"}) {
+  std::vector<std::string> roles{"app", "other"};
+  roles.insert(roles.end(), std::begin(kCkptThreads), std::end(kCkptThreads));
+  for (const std::string& role : roles) {
     ThreadTime mine = threads[role];
     if (const auto it = threads0.find(role); it != threads0.end()) {
       mine.run_s -= it->second.run_s;
@@ -393,7 +398,7 @@ int main(int argc, char** argv) {
       };
       std::printf("%-18s %9.1f %10.1f %11.1f |", modes[m].c_str(), per_step("app", false), per_step("app", true),
                   per_step("other", false));
-      for (const std::string role : {"ckpt launch", "ckpt digest", "ckpt write", "ckpt commit", "ckpt reclaim"}) {
+      for (const char* role : kCkptThreads) {
         std::vector<double> v;
         for (const Sample& s : rounds[m])
           if (s.kept > 0) v.push_back(s.threads.at(role).run_s / (s.kept * nranks) * 1e6);

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -169,20 +170,28 @@ struct Bytes {
 Bytes bytes(std::uint64_t lo, std::uint64_t hi, std::uint64_t multiple = 1) { return {lo, hi, multiple, false}; }
 Bytes power_of_two(std::uint64_t lo, std::uint64_t hi) { return {lo, hi, 1, true}; }
 
+/// The whole of `t` as a number (strtod, nothing left over), or nothing; and a number as options print it.
+std::optional<double> parse_number(const std::string& t) {
+  char* end = nullptr;
+  const double x = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0') return std::nullopt;
+  return x;
+}
+std::string print_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 struct Fraction {
   using value_type = double;
   double max;
   Result<double> parse(const std::string& t) const {
-    char* end = nullptr;
-    const double x = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !valid(x)) return Status(Code::invalid_argument, "out of range");
-    return x;
+    const auto x = parse_number(t);
+    if (!x || !valid(*x)) return Status(Code::invalid_argument, "out of range");
+    return *x;
   }
-  std::string print(double v) const {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-  }
+  std::string print(double v) const { return print_number(v); }
   bool valid(double v) const { return v > 0 && v <= max; }
   std::string allowed() const { return "a number in (0, " + print(max) + "]"; }
 };
@@ -193,17 +202,11 @@ struct CpuBudget {
   using value_type = double;
   Result<double> parse(const std::string& t) const {
     if (t == "off") return 0.0;
-    char* end = nullptr;
-    const double x = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !valid(x)) return Status(Code::invalid_argument, "out of range");
-    return x;
+    const auto x = parse_number(t);
+    if (!x || !valid(*x)) return Status(Code::invalid_argument, "out of range");
+    return *x;
   }
-  std::string print(double v) const {
-    if (v == 0) return "off";
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return buf;
-  }
+  std::string print(double v) const { return v == 0 ? "off" : print_number(v); }
   bool valid(double v) const { return v == 0 || (v >= 0.01 && v <= 1); }
   std::string allowed() const { return "off (or 0: no limit), or a share of one core in [0.01, 1]"; }
 };
