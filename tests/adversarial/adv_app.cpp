@@ -2,6 +2,7 @@
 //   adv_app --dir D [--transport T] [--steps N] [--cells C] [--keep K] [--ack FILE] [--recommit]
 //           [--flush-delay MS] [--hold-ms MS] [--mode run|check|finalize-first|finalize-last]
 //           [--timeline T] [--rollback R] [--levels] [--layout series] [--segment-steps N] [--incremental]
+//           [--coalesce]
 // run: checkpoint steps 1..N, waiting for each; rank 0 appends "<step>" to --ack after every commit
 //      that returned ok (what the application was promised). --recommit writes step N again at the end.
 //      --rollback R: restart(R) first (it must restore timeline 0's step R), then checkpoint R+1..N.
@@ -16,6 +17,9 @@
 //      every 4th), and each 64 KiB region of "field" changes at about every 4th step only, so that most
 //      pieces refer to earlier steps. With a roll-back the values a region got at or before step R are
 //      timeline 0's: check takes the same --rollback R to know them.
+// --coalesce: on_busy coalesce with background_cpu 0.05: checkpoint() after every step of ~5 ms without
+//      waiting (most are superseded: the budget holds the next launch back ~20x a checkpoint's CPU time),
+//      each ticket acknowledged once it is done ok (in order), the rest after wait_all().
 // Every region's content is a pure function of (step, global index).
 #include <mpi.h>
 
@@ -48,6 +52,7 @@ struct Args {
   bool series = false;   ///< layout series
   int segment_steps = 0;
   bool incremental = false;  ///< incremental checkpoints of a sparsely changing field
+  bool coalesce = false;     ///< on_busy coalesce with a CPU budget, no wait between checkpoints
 };
 
 struct State {
@@ -112,6 +117,10 @@ ckpt::Options options(const Args& a) {
     o.incremental_piece_bytes = 64 << 10;
     o.incremental_full_every = 4;
   }
+  if (a.coalesce) {
+    o.on_busy = ckpt::Options::OnBusy::coalesce;
+    o.background_cpu = 0.05;
+  }
   return o;
 }
 
@@ -124,9 +133,7 @@ void protect(ckpt::Runtime& rt, State& st, const Args& a) {
 }
 
 int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
-  auto take = [&](std::int64_t s) {
-    st.fill(s, a.timeline);
-    ckpt::Status r = rt.checkpoint(s).wait();
+  auto acknowledge = [&](std::int64_t s, const ckpt::Status& r) {
     if (rank == 0) std::printf("checkpoint %lld: %s\n", static_cast<long long>(s), r.to_string().c_str());
     std::fflush(stdout);
     if (r.ok() && rank == 0 && !a.ack.empty()) {
@@ -136,7 +143,23 @@ int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
         std::fclose(f);
       }
     }
-    return r.ok();
+    return r.ok() || (a.coalesce && r.code() == ckpt::Code::superseded);
+  };
+  std::vector<ckpt::Ticket> pending;  // --coalesce: in step order, not acknowledged yet
+  auto acknowledge_done = [&](bool all) {
+    bool fine = true;
+    while (!pending.empty() && (all || pending.front().done())) {
+      fine = acknowledge(pending.front().step(), pending.front().wait()) && fine;
+      pending.erase(pending.begin());
+    }
+    return fine;
+  };
+  auto take = [&](std::int64_t s) {
+    st.fill(s, a.timeline);
+    if (!a.coalesce) return acknowledge(s, rt.checkpoint(s).wait());
+    pending.push_back(rt.checkpoint(s));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the next step's compute
+    return acknowledge_done(false);
   };
   bool ok = true;
   std::int64_t first = 1;
@@ -150,6 +173,7 @@ int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
   }
   for (std::int64_t s = first; s <= a.steps; ++s) ok = take(s) && ok;
   if (a.recommit) ok = take(a.steps) && ok;
+  if (a.coalesce) ok = rt.wait_all().ok() && acknowledge_done(true) && ok;
   if (a.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
   return ok ? 0 : 1;
 }
@@ -231,6 +255,8 @@ int main(int argc, char** argv) {
       a.segment_steps = std::atoi(next().c_str());
     else if (k == "--incremental")
       a.incremental = true;
+    else if (k == "--coalesce")
+      a.coalesce = true;
     else {
       if (rank == 0) std::fprintf(stderr, "adv_app: unknown argument %s\n", k.c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);

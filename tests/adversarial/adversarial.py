@@ -450,6 +450,21 @@ def kill_at_every_step_with_levels():
                check_extra=("--levels",))
 
 
+@case
+def kill_at_every_step_of_coalesced_checkpoints_with_levels():
+    """on_busy coalesce with a CPU budget (background_cpu 0.05) and the node-local level (every 2nd
+    checkpoint drained): 10 steps of ~5 ms, checkpoint() after each without waiting, so that most are
+    superseded and the launches wait for the budget; SIGKILL of rank 0 at each of its operations in `dir`
+    and its node directory: no acknowledged checkpoint lost or torn (features combined: coalesce x budget
+    x levels x retention)."""
+    if kills_skipped():
+        return kills_skipped()
+    kill_sweep("kill_coalesce_levels", ["--steps", "10", "--keep", "2", "--levels", "--coalesce", "--transport",
+                                        ARGS.kill_transport],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=1 if ARGS.stride == 1 else 2 * ARGS.stride,
+               check_extra=("--levels",))
+
+
 @store_case
 def kill_at_every_step_of_a_roll_back_without_levels():
     """(issue 31) Timeline 0 with levels (steps 1..6, drained 2, 4, 6, node level keep 10); then a run
