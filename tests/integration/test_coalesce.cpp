@@ -178,46 +178,44 @@ TEST(Coalesce, ACpuBudgetWritesFewerTheSameOnEveryRank) {
 }
 
 // wait_all() does not wait for the CPU budget: the application waits, so the capture that waits is claimed at
-// once. 8 MiB per rank with 1% of a core: 9 checkpoints each followed by wait_all() (which launches them at
-// once) leave the bucket ~100x their threads' CPU time behind (~3 ms each here: seconds). The launch of the
-// next one, waited for with Ticket::wait() (which may wait for the budget), agrees on that wait, so the one
-// after it is not claimed for seconds (still waiting 2 flushes later) - but wait_all() claims and flushes it
-// within a few flushes' time (a flush measured by the last wait_all() before). A wait_all() that waited for
-// the budget would take those seconds; the bound leaves room for an agreement on 2 oversubscribed cores
-// (4.7x a flush seen in CI).
+// once. With 1% of a core the budget's wait is ~100x the threads' CPU time; the test first puts the bucket
+// seconds behind, deterministically: 9 checkpoints of 8 MiB per rank through a 2 MiB pool stream (the
+// application waits in checkpoint(), so they never wait for the budget, but their CPU time is charged), then
+// the state shrinks to 256 KiB. The first small checkpoint launches at once (the last streaming launch set no
+// wait) and, finding the bucket behind, sets a wait of seconds for the next launch: the second one is still
+// waiting 2 flushes later - but wait_all() claims and flushes it within a few flushes' time (the first small
+// one's, measured here; a wait_all() that waited for the budget would take the seconds). The bound leaves room
+// for the commit's agreement on 2 oversubscribed cores (4.7x a flush seen in CI).
 TEST(Coalesce, WaitAllDoesNotWaitForTheBudget) {
   Options o = coalesce_opts(scratch_dir());
   o.background_cpu = 0.01;
   o.fsync = false;
   o.chunk_bytes = 1 << 20;
+  o.pool_bytes = 2 << 20;
   Runtime rt(MPI_COMM_WORLD, o);
   ASSERT_TRUE(rt.status().ok()) << rt.status().to_string();
-  std::vector<double> v(1 << 20);  // 8 MiB
-  ASSERT_TRUE(rt.protect("v", v.data(), DType::f64, {v.size()}).ok());
+  std::vector<double> big(1 << 20), small(1 << 15);  // 8 MiB, 256 KiB
+  ASSERT_TRUE(rt.protect("v", big.data(), DType::f64, {big.size()}).ok());
   constexpr int n = 10;
-  double flush = 0;
   for (int k = 0; k < n - 1; ++k) {
-    fill(v, k, world_rank());
-    const double t0 = MPI_Wtime();
-    Ticket t = rt.checkpoint(k);
-    ASSERT_TRUE(rt.wait_all().ok());
-    flush = MPI_Wtime() - t0;
-    ASSERT_TRUE(t.wait().ok()) << t.wait().to_string();
+    fill(big, k, world_rank());
+    ASSERT_TRUE(rt.checkpoint(k).wait().ok());
   }
-  // Its launch may wait for the budget (a rank not yet in the last wait_all() asked for it); it finds the
-  // bucket behind and sets the wait for the next launch.
-  fill(v, n - 1, world_rank());
+  ASSERT_TRUE(rt.update("v", small.data(), {small.size()}).ok());
+  fill(small, n - 1, world_rank());
+  double t0 = MPI_Wtime();
   ASSERT_TRUE(rt.checkpoint(n - 1).wait().ok());
-  fill(v, n, world_rank());
+  const double flush = MPI_Wtime() - t0;
+  fill(small, n, world_rank());
   Ticket held = rt.checkpoint(n);  // waits: the budget is spent
   ::usleep(static_cast<useconds_t>(2 * flush * 1e6));
   EXPECT_FALSE(held.done()) << "the budget held the checkpoint back for less than 2 flushes";
-  const double t0 = MPI_Wtime();
+  t0 = MPI_Wtime();
   ASSERT_TRUE(rt.wait_all().ok());
   const double waited = MPI_Wtime() - t0;
   EXPECT_TRUE(held.wait().ok()) << held.wait().to_string();
   EXPECT_LT(waited, 8 * flush + 0.25) << "wait_all() took " << waited << " s after a flush of " << flush << " s";
-  expect_restored(rt, v, n);
+  expect_restored(rt, small, n);
   EXPECT_TRUE(rt.close().ok());
 }
 
