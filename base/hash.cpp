@@ -2,6 +2,11 @@
 #include "base/hash.hpp"
 
 #include <xxhash.h>
+#if CKPT_HAVE_XXH_DISPATCH
+// The same XXH3 hashes through the library's run-time choice of SSE2, AVX2 or AVX-512 (CMakeLists.txt): the
+// header renames XXH3_64bits, XXH3_128bits and their _update functions to the dispatching ones.
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <unistd.h>
 
@@ -41,7 +46,8 @@ bool dtype_has_stats(DType t) noexcept { return t != DType::bytes; }
 
 namespace {
 template <class T, class S>
-void minmax_run(const void* p, std::size_t n, bool& seen, std::uint64_t& mn, std::uint64_t& mx) {
+inline __attribute__((always_inline)) void minmax_run(const void* p, std::size_t n, bool& seen, std::uint64_t& mn,
+                                                      std::uint64_t& mx) {
   const std::size_t count = n / sizeof(T);
   const T* v = static_cast<const T*>(p);
   std::size_t i = 0;
@@ -82,6 +88,11 @@ void minmax_run(const void* p, std::size_t n, bool& seen, std::uint64_t& mn, std
 }
 }  // namespace
 
+// One copy of the loops per instruction set, chosen when the library loads (x86-64: AVX2 compares four f64
+// at a time, SSE2 two; the digest thread runs it over every chunk with statistics on).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 void MinMax::update(const void* p, std::size_t n) {
   switch (m_type) {
     case DType::u8: minmax_run<std::uint8_t, std::uint64_t>(p, n, m_seen, m_min, m_max); break;
