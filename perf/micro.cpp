@@ -3,7 +3,7 @@
 //  - BM_Memcpy/<MiB>       memcpy into pre-touched memory: the bound of the capture copy
 //  - BM_Capture/<MiB>      the time checkpoint() blocks (null transport: the whole pipeline runs, nothing
 //                          reaches the disk), timed from the Ticket's blocked_s; compare with BM_Memcpy
-//  - BM_Digest/<MiB>       XXH3-64 throughput of libxxhash's plain function (SSE2 on x86-64): the bound
+//  - BM_Digest/<MiB>       XXH3-64 throughput of libxxhash's plain function (SSE2 on x86-64): the baseline
 //  - BM_Hash64/<MiB>       the same hash as the library computes it (base/hash: the dispatching function
 //                          where libxxhash has one, AVX2/AVX-512 at run time); 1 MiB stays in cache
 //  - BM_MinMax/<MiB>       min/max of f64 values, the statistics the digest thread keeps per block

@@ -173,7 +173,10 @@ int run(ckpt::Runtime& rt, State& st, const Args& a, int rank) {
   }
   for (std::int64_t s = first; s <= a.steps; ++s) ok = take(s) && ok;
   if (a.recommit) ok = take(a.steps) && ok;
-  if (a.coalesce) ok = rt.wait_all().ok() && acknowledge_done(true) && ok;
+  if (a.coalesce) {
+    const bool drained = rt.wait_all().ok();
+    ok = acknowledge_done(true) && drained && ok;  // what finished ok is acknowledged even after a failure
+  }
   if (a.hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(a.hold_ms));
   return ok ? 0 : 1;
 }

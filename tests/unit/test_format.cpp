@@ -1,5 +1,6 @@
 // Format v1 encode/decode: round trips, and every kind of damage is rejected, never crashes.
 #include <gtest/gtest.h>
+#include <xxhash.h>  // the plain functions, not the dispatching ones base/hash.cpp may use
 
 #include <cmath>
 #include <cstring>
@@ -286,6 +287,43 @@ TEST(Format, StreamingHashEqualsOneShot) {
   for (std::size_t off = 0; off < data.size(); off += 4096)
     h.update(data.data() + off, std::min<std::size_t>(4096, data.size() - off));
   EXPECT_EQ(h.digest(), hash64(data.data(), data.size()));
+}
+
+// The checksums are part of the format: whatever instruction set base/hash.cpp's XXH3 runs on (the
+// dispatching functions of libxxhash where it has them), the values are the plain functions', for every
+// length class of XXH3 (0, 1-3, 4-8, 9-16, 17-128, 129-240, longer) and fed to the streaming hashers in
+// odd parts. And min/max (an AVX2 copy of its loop where the CPU has it) equals a plain scan.
+TEST(Format, HashesAreThePlainXxh3s) {
+  std::vector<std::uint8_t> data((1 << 20) + 7);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 131 + (i >> 9));
+  const std::size_t lengths[] = {
+      0, 1, 2, 3, 4, 8, 9, 16, 17, 64, 128, 129, 200, 240, 241, 1024, 1025, 65535, 65536, 65537, (1u << 20) + 7};
+  for (std::size_t n : lengths) {
+    EXPECT_EQ(hash64(data.data(), n), XXH3_64bits(data.data(), n)) << n;
+    const XXH128_hash_t plain = XXH3_128bits(data.data(), n);
+    const Hash128 mine = hash128(data.data(), n);
+    EXPECT_EQ(mine.lo, plain.low64) << n;
+    EXPECT_EQ(mine.hi, plain.high64) << n;
+    Hasher h;
+    Hasher128 h128;
+    for (std::size_t off = 0, part = 1; off < n; off += part, part = part * 3 + 1) {
+      h.update(data.data() + off, std::min(part, n - off));
+      h128.update(data.data() + off, std::min(part, n - off));
+    }
+    EXPECT_EQ(h.digest(), XXH3_64bits(data.data(), n)) << n;
+    EXPECT_EQ(h128.digest().lo, plain.low64) << n;
+    EXPECT_EQ(h128.digest().hi, plain.high64) << n;
+  }
+  std::vector<double> v(100003);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<double>(i)) * static_cast<double>(i % 977);
+  v[5] = std::nan("");
+  MinMax m(DType::f64);
+  m.update(v.data(), v.size() * sizeof(double));
+  double lo = v[0], hi = v[0];
+  for (double x : v)
+    if (!std::isnan(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+  EXPECT_EQ(stat_to_double(DType::f64, m.min_bits()), lo);
+  EXPECT_EQ(stat_to_double(DType::f64, m.max_bits()), hi);
 }
 
 TEST(Format, MinMaxIgnoresNaNAndHandlesSignedTypes) {
