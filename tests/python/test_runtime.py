@@ -173,7 +173,10 @@ def test_checkpoints_restart_steps_and_tickets(scratch):
         for s, t in enumerate(tickets, 1):
             agree(t.wait() is True and t.done() and t.step == s, f"ticket {s} committed")
             st = t.stats()
-            agree(st.step == s and st.bytes == u.nbytes + step.nbytes and st.committed_s >= st.blocked_s >= 0,
+            # committed_s is not bounded by blocked_s: a small checkpoint's commit may be visible before
+            # checkpoint() returns (its thread preempted after handing over the last chunk).
+            agree(st.step == s and st.bytes == u.nbytes + step.nbytes and st.committed_s >= st.durable_s > 0
+                  and st.blocked_s > 0,
                   f"stats of {s}: {st}")
         agree(rt.latest() == 3, "latest() == 3")
         agree(rt.restart(2) == 2 and (u == 200 + rank).all() and step == 2, "restart(2)")

@@ -135,7 +135,10 @@ struct CheckpointStats {
   double capture_wait_s = 0;        ///< part of blocked_s spent waiting for a free staging chunk
   double flush_s = 0;               ///< from the first chunk handed to the flush threads to data durable
   double durable_s = 0;             ///< from entering checkpoint() to this rank's data durable
-  double committed_s = 0;           ///< from entering checkpoint() to the commit being visible
+  /// From entering checkpoint() to the commit being visible. It may be less than blocked_s: the flush and
+  /// commit start once the last chunk is handed over, and a small checkpoint's can finish before the
+  /// application thread (preempted on a busy core) returns from checkpoint().
+  double committed_s = 0;
   std::uint64_t staging_bytes = 0;  ///< size of the staging pool during this checkpoint
   /// With options().redundancy partner or xor: seconds of the copy to the partner node or of the
   /// parity exchange and write (part of committed_s), and the bytes this rank sent.
