@@ -330,25 +330,26 @@ def series_on_a_small_disk():
 # ---- kills at every step of the commit protocol --------------------------------------------------
 
 def commit_ops(d, extra, env):
-    """The file-system operations rank 0 makes in a run, in order (killat's log)."""
+    """The file-system operations rank 0 makes in a run, in order (killat's log), and the run's output."""
     log = os.path.join(ARGS.dir, "killat.log")
     if os.path.exists(log):
         os.unlink(log)
     e = dict(env, LD_PRELOAD=ARGS.killat, KILLAT_N="0", KILLAT_LOG=log, KILLAT_UNDER=d)
     rc, out = run(mpi(2, "--dir", d, *extra), timeout=60, env=e)
     check(rc == 0, "enumeration run failed: " + out[-1500:])
-    return [l.split(" ", 2) for l in open(log).read().splitlines()]
+    return [l.split(" ", 2) for l in open(log).read().splitlines()], out
 
 
 def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=(), prepare=None, new_timeline=False,
-               verify=False, min_fired=0.0):
+               verify=False, min_fired=0.0, enumeration_shows=None):
     """Kills rank 0 at each of its operations `ops` from the first_step-th on, in a fresh root that
     `prepare(d)` fills first (when given); after every kill the newest checkpoint whose commit returned
     ok (or a newer one) must restore bit for bit (restarted with `check_extra`). `new_timeline`: the run
     writes timeline 1 over timeline 0 (a roll-back): once one of its steps was acknowledged, restart()
     must find timeline 1 at that step or later - never the abandoned one; before that, either.
     `verify`: `ckpt verify` of the root must pass after every kill too. `min_fired`: the share of trials whose
-    run must have been killed (a run whose operations depend on timing may end before its k-th one)."""
+    run must have been killed (a run whose operations depend on timing may end before its k-th one).
+    `enumeration_shows`: a text the output of the run without kills (which counts the operations) must hold."""
     def root():
         d = fresh(name)
         if prepare:
@@ -357,8 +358,10 @@ def kill_sweep(name, extra, ops, first_step=1, stride=1, check_extra=(), prepare
 
     d = root()
     env = {"KILLAT_OPS": ops, "KILLAT_RANK": "0"}
-    steps = commit_ops(d, extra, env)
+    steps, out = commit_ops(d, extra, env)
     check(len(steps) >= first_step, "only %d operations" % len(steps))
+    check(enumeration_shows is None or enumeration_shows in out,
+          "the run without kills printed no %r: %s" % (enumeration_shows, out[-1500:]))
     failures = []
     trials = fired = 0
     for _ in range(ARGS.kill_trials):
@@ -463,13 +466,12 @@ def kill_at_every_step_of_coalesced_checkpoints_with_levels():
     (features combined: coalesce x budget x levels x retention)."""
     if kills_skipped():
         return kills_skipped()
-    extra = ["--steps", "10", "--keep", "2", "--levels", "--coalesce", "--transport", ARGS.kill_transport]
-    d = fresh("kill_coalesce_levels_plain")
-    rc, out = run(mpi(2, "--dir", d, *extra))
-    check(rc == 0 and "superseded" in out, "a run without kills superseded no checkpoint: " + out[-1500:])
     # The operations depend on timing (which checkpoints launch): most trials, not all, reach their k-th one.
-    kill_sweep("kill_coalesce_levels", extra, "rename,unlink,rmdir,symlink,fsync,fdatasync",
-               stride=1 if ARGS.stride == 1 else 2 * ARGS.stride, check_extra=("--levels",), min_fired=0.5)
+    # The run without kills must have superseded some checkpoints, or nothing here was coalesced.
+    kill_sweep("kill_coalesce_levels",
+               ["--steps", "10", "--keep", "2", "--levels", "--coalesce", "--transport", ARGS.kill_transport],
+               "rename,unlink,rmdir,symlink,fsync,fdatasync", stride=1 if ARGS.stride == 1 else 2 * ARGS.stride,
+               check_extra=("--levels",), min_fired=0.5, enumeration_shows="superseded")
 
 
 @store_case
